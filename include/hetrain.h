@@ -1,0 +1,10 @@
+/* hetrain: the whole public API. */
+#ifndef HETRAIN_H
+#define HETRAIN_H
+#include "hetrain/core.h"
+#include "hetrain/tensor.h"
+#include "hetrain/nn.h"
+#include "hetrain/optim.h"
+#include "hetrain/data.h"
+#include "hetrain/train.h"
+#endif

@@ -1,0 +1,70 @@
+/* hetrain data: IDX (MNIST / Fashion-MNIST, gzip or raw) and CIFAR-10 binary readers with full
+ * validation of outside bytes, a synthetic generator for tests, and the epoch sampler.
+ *
+ * Every reader failure returns HET_EFORMAT or HET_EIO with one line naming the file, the byte
+ * offset and what was expected, e.g.
+ *   "train-images-idx3-ubyte.gz: offset 0: bad magic 0x00000801, expected 0x00000803". */
+#ifndef HETRAIN_DATA_H
+#define HETRAIN_DATA_H
+
+#include "hetrain/core.h"
+#include "hetrain/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A labelled image set held as bytes; normalized to float when a batch is gathered. */
+typedef struct het_dataset {
+    char name[32];     /* "fashion-mnist", "mnist", "cifar10", "synthetic" */
+    int64_t n;         /* samples */
+    het_shape shape;   /* per-sample C x H x W */
+    int n_classes;
+    uint8_t *images;   /* n * het_shape_size(shape) bytes, CHW per sample */
+    uint8_t *labels;   /* n labels, each < n_classes */
+    float mean[3];     /* per-channel normalization: x = (byte/255 - mean) / std */
+    float std[3];
+} het_dataset;
+
+/* Reads an IDX image file (magic 0x00000803, 3 dims) and label file (0x00000801, 1 dim), each
+ * gzip-compressed or raw (detected by content). */
+int het_dataset_load_idx(het_dataset *d, const char *images_path, const char *labels_path,
+                         int n_classes);
+/* Reads CIFAR-10 binary batch files (records of 1 label byte + 3072 pixel bytes). */
+int het_dataset_load_cifar(het_dataset *d, const char *const *paths, int n_paths);
+/* Class-dependent random images: learnable, deterministic in seed. */
+int het_dataset_synthetic(het_dataset *d, int64_t n, het_shape shape, int n_classes,
+                          uint64_t seed);
+/* Loads train and test splits of a named dataset from `dir` (NULL: the default directory,
+ * /usr/share/datasets/fashion-mnist for "fashion-mnist"). Names: fashion-mnist, mnist, cifar10,
+ * synthetic (train 2048 / test 512 of 1x28x28, 10 classes). */
+int het_dataset_load_named(het_dataset *train, het_dataset *test, const char *name,
+                           const char *dir);
+void het_dataset_free(het_dataset *d);
+
+/* Gathers samples idx[0..count) into x (count x C*H*W floats, normalized) and y. */
+void het_dataset_gather(const het_dataset *d, const int64_t *idx, int count, float *x,
+                        uint8_t *y);
+
+/* ---- sampler: one permutation per epoch from (seed, epoch), the same on every rank ---- */
+typedef struct het_sampler {
+    int64_t n;
+    uint64_t seed;
+    int shuffle;     /* 0: identity order */
+    int epoch;       /* epoch of the current permutation, -1 before the first */
+    int64_t *perm;   /* n indices */
+} het_sampler;
+
+int  het_sampler_init(het_sampler *s, int64_t n, uint64_t seed, int shuffle);
+void het_sampler_free(het_sampler *s);
+/* Makes perm the permutation of `epoch` (Fisher-Yates with het_rng_seed2(seed, epoch)). */
+void het_sampler_set_epoch(het_sampler *s, int epoch);
+/* Contiguous shard r of the permutation for shard sizes[0..n_shards): it starts at
+ * sum(sizes[0..r)). Fails with HET_EINVAL if the sizes exceed n. */
+int  het_sampler_shard(const het_sampler *s, const int64_t *sizes, int n_shards, int r,
+                       const int64_t **begin, int64_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

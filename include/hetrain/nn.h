@@ -1,0 +1,163 @@
+/* hetrain nn: layers behind one vtable, the model (planned in two passes, one flat buffer each
+ * for parameters, gradients and non-trainable state), the loss and the model zoo.
+ *
+ * Layout: activations are batch-major, each sample C x H x W (NCHW), float32.
+ * Backward ACCUMULATES (+=) into parameter gradients, so micro-batches add up for free.
+ * nn/ never sees MPI. */
+#ifndef HETRAIN_NN_H
+#define HETRAIN_NN_H
+
+#include "hetrain/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-sample shape. A flat vector of F features is {F, 1, 1}. */
+typedef struct het_shape {
+    int c, h, w;
+} het_shape;
+
+static inline size_t het_shape_size(het_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
+
+/* What a layer needs, computed by its plan() from the input shape. */
+typedef struct het_layer_plan {
+    het_shape out;           /* output shape per sample */
+    size_t n_params;         /* trainable floats (weights then biases, PyTorch order) */
+    size_t n_state;          /* non-trainable persistent floats (batch-norm running stats) */
+    size_t cache_per_sample; /* floats kept from forward to backward, per sample */
+    size_t work_per_sample;  /* scratch floats per sample, shared by all layers of a worker */
+    size_t work_fixed;       /* scratch floats independent of batch */
+} het_layer_plan;
+
+/* Per-call execution context: the buffers of one worker for one layer. The model fills it. */
+typedef struct het_exec {
+    float *params;       /* this layer's trainable parameters (shared by workers) */
+    float *grads;        /* this worker's gradients for this layer: backward does += */
+    float *state;        /* this layer's non-trainable state (shared; only batch-coupled
+                            layers write it, and those run on one worker) */
+    float *cache;        /* cache_per_sample * max_batch floats, this worker's */
+    float *work;         /* work_per_sample * max_batch + work_fixed floats, this worker's */
+    het_rng *rng;        /* this worker's RNG stream for this step (dropout) */
+    int train;           /* 1: training mode (dropout on, batch-norm batch stats) */
+} het_exec;
+
+typedef struct het_layer het_layer;
+
+typedef struct het_layer_ops {
+    const char *name;
+    /* Computes the output shape and buffer needs for input shape `in`. Returns HET_OK or
+     * HET_ESHAPE/HET_EINVAL with a message. Stores what it needs in the layer. */
+    int (*plan)(het_layer *l, het_shape in, het_layer_plan *p);
+    /* Initializes params (and state) as PyTorch's defaults do, drawing from rng. */
+    void (*init)(het_layer *l, float *params, float *state, het_rng *rng);
+    /* out = f(in) for `batch` samples. */
+    void (*forward)(het_layer *l, const het_exec *x, const float *in, float *out, int batch);
+    /* Given dout (gradient w.r.t. out), accumulates parameter gradients into x->grads and, when
+     * din != NULL, WRITES (not accumulates) the input gradient into din. `in` and `out` are the
+     * values of the last forward on this worker. */
+    void (*backward)(het_layer *l, const het_exec *x, const float *in, const float *out,
+                     const float *dout, float *din, int batch);
+    /* Frees the layer itself (and anything it owns). */
+    void (*destroy)(het_layer *l);
+} het_layer_ops;
+
+/* Base of every layer; concrete layers embed it as their first member. */
+struct het_layer {
+    const het_layer_ops *ops;
+    het_shape in, out;       /* set by the model after plan() */
+    int batch_coupled;       /* 1 if samples interact in forward (batch norm): no worker split */
+    int in_place_ok;         /* reserved */
+};
+
+/* ---- layer constructors (each returns NULL on allocation failure) ---- */
+het_layer *het_dense_new(int out_features);
+het_layer *het_conv2d_new(int out_channels, int kernel, int stride, int pad);
+het_layer *het_maxpool_new(int kernel, int stride);
+het_layer *het_avgpool_new(int kernel, int stride); /* kernel 0: global average pool */
+het_layer *het_relu_new(void);
+het_layer *het_flatten_new(void);
+het_layer *het_dropout_new(float p);
+het_layer *het_batchnorm_new(float momentum, float eps); /* over channels (2d) or features (1d) */
+/* Residual block of ResNet-20 (conv3x3-BN-ReLU-conv3x3-BN + shortcut, ReLU), option A
+ * shortcut (stride-2 subsample + zero-padded channels) as in He et al. 2016 for CIFAR. */
+het_layer *het_resblock_new(int out_channels, int stride);
+
+/* ---- loss: softmax cross-entropy, mean over the batch ---- */
+/* Writes probabilities into probs (batch x classes); returns the SUM of per-sample losses;
+ * counts correct argmax predictions into *correct (may be NULL). */
+double het_softmax_ce_forward(const float *logits, const uint8_t *labels, int batch, int classes,
+                              float *probs, int *correct);
+/* dlogits = (probs - onehot(labels)) * scale. With scale = 1/B this is the gradient of the
+ * batch-mean loss. */
+void het_softmax_ce_backward(float *dlogits, const float *probs, const uint8_t *labels, int batch,
+                             int classes, float scale);
+
+/* ---- model ---- */
+typedef struct het_model het_model;
+
+typedef struct het_batch_result {
+    double loss_sum;  /* sum over samples of the per-sample loss */
+    int correct;      /* correct argmax predictions */
+    int count;        /* samples */
+} het_batch_result;
+
+/* Called after backward has finished layer `layer` (in reverse order), i.e. when the
+ * gradients grads[offset, offset+count) of the model's flat buffer are final for this batch. */
+typedef void (*het_grad_hook)(void *user, int layer, size_t offset, size_t count);
+
+/* Takes ownership of `layers` (the array is copied; layers are destroyed with the model, also
+ * on failure). `workers` >= 1 threads split each batch (set to 1 automatically if a layer is
+ * batch-coupled). `n_classes` is the output size of the last layer. */
+int  het_model_create(het_model **out, het_shape in, het_layer **layers, int n_layers,
+                      int max_batch, int workers);
+void het_model_free(het_model *m);
+
+/* PyTorch-default initialization of all parameters and state, from `seed` alone. */
+void het_model_init_params(het_model *m, uint64_t seed);
+
+float *het_model_params(het_model *m);  /* flat trainable parameters */
+float *het_model_grads(het_model *m);   /* flat gradients (the reduced sum over workers) */
+float *het_model_state(het_model *m);   /* flat non-trainable state (may be NULL if 0) */
+size_t het_model_n_params(const het_model *m);
+size_t het_model_n_state(const het_model *m);
+int    het_model_n_layers(const het_model *m);
+int    het_model_max_batch(const het_model *m);
+int    het_model_workers(const het_model *m);
+het_shape het_model_in_shape(const het_model *m);
+int    het_model_n_classes(const het_model *m);
+const het_layer *het_model_layer(const het_model *m, int i);
+void   het_model_layer_params(const het_model *m, int i, size_t *offset, size_t *count);
+/* Forward FLOPs per sample (multiply-add = 2), for throughput reports. */
+double het_model_flops_per_sample(const het_model *m);
+/* Bytes of all buffers the model allocated (params, grads, state, activations, caches). */
+size_t het_model_bytes(const het_model *m);
+
+void het_model_zero_grads(het_model *m);
+void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user);
+
+/* Training step on one batch (batch <= max_batch): forward in train mode, loss, backward.
+ * ACCUMULATES into grads the gradient of grad_scale * (sum of per-sample losses); pass
+ * grad_scale = 1/batch for the batch mean. step_seed seeds dropout (deterministic per step). */
+int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int batch,
+                          float grad_scale, uint64_t step_seed, het_batch_result *res);
+/* Forward in eval mode; fills res (loss, correct). */
+int het_model_eval_batch(het_model *m, const float *x, const uint8_t *y, int batch,
+                         het_batch_result *res);
+/* Forward only; returns the logits (batch x classes, owned by the model, valid until the next
+ * call). train selects the mode. */
+const float *het_model_forward(het_model *m, const float *x, int batch, int train,
+                               uint64_t step_seed);
+
+/* ---- model zoo ---- */
+/* Builds a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") for input shape `in` and
+ * `n_classes` outputs. Unknown names: HET_EINVAL with a message listing the known ones. */
+int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
+                  int workers);
+/* NULL-terminated list of zoo names. */
+const char *const *het_zoo_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

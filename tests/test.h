@@ -1,0 +1,35 @@
+/* Minimal test harness: CHECK records a failure with both values and carries on; main returns
+ * het_test_finish(), non-zero when anything failed. */
+#ifndef HET_TEST_H
+#define HET_TEST_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int het_test_failures = 0;
+static int het_test_checks = 0;
+
+#define CHECK(cond, ...)                                                          \
+    do {                                                                          \
+        het_test_checks++;                                                        \
+        if (!(cond)) {                                                            \
+            het_test_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+        }                                                                         \
+    } while (0)
+
+/* |a - b| <= tol * max(1, |a|, |b|) */
+#define CHECK_CLOSE(a, b, tol, what)                                              \
+    do {                                                                          \
+        double a_ = (a), b_ = (b), m_ = fmax(1.0, fmax(fabs(a_), fabs(b_)));      \
+        CHECK(fabs(a_ - b_) <= (tol) * m_, "%s: %.9g vs %.9g (tol %g)", what, a_, \
+              b_, (double)(tol));                                                 \
+    } while (0)
+
+static inline int het_test_finish(const char *name) {
+    printf("%s: %d checks, %d failed\n", name, het_test_checks, het_test_failures);
+    return het_test_failures ? 1 : 0;
+}
+#endif
