@@ -1,0 +1,186 @@
+/* IDX reader (MNIST, Fashion-MNIST): gzip or raw, every header field and length validated.
+ *
+ * Format: magic 00 00 08 <ndims> (type 0x08 = unsigned byte), then ndims big-endian uint32
+ * dimensions, then exactly their product of payload bytes. Images: 3 dims (n, rows, cols);
+ * labels: 1 dim (n). Offsets in messages are in the uncompressed stream. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/reader.h"
+
+typedef unsigned long long ull;
+
+typedef struct idx_file {
+    uint64_t dims[3];
+    uint64_t header;   /* bytes */
+    uint64_t payload;  /* bytes = product of dims */
+    uint8_t *data;     /* payload, malloc'd */
+} idx_file;
+
+static uint32_t be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Reads n header bytes at the reader's offset; a short read is a truncated header. */
+static int read_header(het_reader *r, unsigned char *buf, size_t n, uint64_t header) {
+    size_t got;
+    uint64_t at = r->off;
+    int st = het_reader_read(r, buf, n, &got);
+    if (st) return st;
+    if (got == n) return HET_OK;
+    if (at + got == 0)
+        return het_error_set(HET_EFORMAT, "%s: offset 0: empty file, expected a %llu-byte IDX "
+                             "header", r->path, (ull)header);
+    return het_error_set(HET_EFORMAT, "%s: offset %llu: file ends after %llu of %llu header "
+                         "bytes, expected a %llu-byte IDX header", r->path, (ull)(at + got),
+                         (ull)(at + got), (ull)header, (ull)header);
+}
+
+/* Reads and validates one IDX file of `ndims` dimensions into f (f->data owned by caller on
+ * success, freed here on failure). */
+static int idx_read(const char *path, int ndims, idx_file *f) {
+    memset(f, 0, sizeof *f);
+    het_reader r;
+    int st = het_reader_open(&r, path);
+    if (st) goto done;
+
+    f->header = 4 + 4 * (uint64_t)ndims;
+    unsigned char hdr[16];
+    if ((st = read_header(&r, hdr, 4, f->header))) goto done;
+    uint32_t magic = be32(hdr), want = 0x00000800u | (uint32_t)ndims;
+    if (hdr[0] != 0 || hdr[1] != 0 || ((hdr[3] == 1 || hdr[3] == 3) && hdr[3] != ndims)) {
+        st = het_error_set(HET_EFORMAT, "%s: offset 0: bad magic 0x%08x, expected 0x%08x%s",
+                           path, magic, want,
+                           hdr[0] || hdr[1] ? ""
+                           : hdr[3] == 1    ? " (this is an IDX label file)"
+                                            : " (this is an IDX image file)");
+        goto done;
+    }
+    if (hdr[2] != 0x08) {
+        st = het_error_set(HET_EFORMAT, "%s: offset 2: data type 0x%02x in magic 0x%08x, "
+                           "expected 0x08 (unsigned byte)", path, hdr[2], magic);
+        goto done;
+    }
+    if (hdr[3] != ndims) {
+        st = het_error_set(HET_EFORMAT, "%s: offset 3: %d dimensions in magic 0x%08x, expected "
+                           "%d", path, hdr[3], magic, ndims);
+        goto done;
+    }
+    if ((st = read_header(&r, hdr + 4, 4 * (size_t)ndims, f->header))) goto done;
+
+    uint64_t prod = 1;
+    for (int i = 0; i < ndims; i++) {
+        f->dims[i] = be32(hdr + 4 + 4 * i);
+        if (f->dims[i] == 0) {
+            st = het_error_set(HET_EFORMAT, "%s: offset %d: dimension %d is 0, expected > 0",
+                               path, 4 + 4 * i, i);
+            goto done;
+        }
+        if (prod > (uint64_t)INT64_MAX / f->dims[i] || prod * f->dims[i] > (uint64_t)SIZE_MAX) {
+            char dims[64];
+            snprintf(dims, sizeof dims, "%llu", (ull)f->dims[0]);
+            for (int k = 1; k <= i; k++)
+                snprintf(dims + strlen(dims), sizeof dims - strlen(dims), " x %llu",
+                         (ull)f->dims[k]);
+            st = het_error_set(HET_EFORMAT, "%s: offset 4: dimensions %s overflow the size "
+                               "product, expected a product below 2^63 bytes", path, dims);
+            goto done;
+        }
+        prod *= f->dims[i];
+    }
+    if (ndims == 3 && (f->dims[1] > INT_MAX || f->dims[2] > INT_MAX ||
+                       f->dims[1] * f->dims[2] > INT_MAX)) {
+        st = het_error_set(HET_EFORMAT, "%s: offset 8: images of %llu x %llu pixels, expected "
+                           "at most %d pixels", path, (ull)f->dims[1], (ull)f->dims[2], INT_MAX);
+        goto done;
+    }
+    f->payload = prod;
+
+    /* Grow the buffer as bytes arrive, so that a huge header on a short file reports the
+     * truncation instead of failing to allocate. */
+    const uint64_t step = (uint64_t)1 << 20;
+    uint64_t cap = 0, have = 0;
+    while (have < prod) {
+        if (have == cap) {
+            uint64_t ncap = cap ? 2 * cap : step;
+            if (ncap > prod) ncap = prod;
+            uint8_t *p = realloc(f->data, (size_t)ncap);
+            if (!p) {
+                st = het_error_set(HET_ENOMEM, "%s: out of memory for %llu payload bytes", path,
+                                   (ull)ncap);
+                goto done;
+            }
+            f->data = p;
+            cap = ncap;
+        }
+        size_t got, ask = (size_t)(cap - have);
+        if ((st = het_reader_read(&r, f->data + have, ask, &got))) goto done;
+        have += got;
+        if (got < ask) {
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: file ends after %llu of %llu "
+                               "payload bytes, expected %llu bytes in all", path,
+                               (ull)f->header, (ull)have, (ull)prod, (ull)(f->header + prod));
+            goto done;
+        }
+    }
+    uint64_t extra;
+    if ((st = het_reader_drain(&r, &extra))) goto done;
+    if (extra) {
+        st = het_error_set(HET_EFORMAT, "%s: offset %llu: %llu trailing bytes after the "
+                           "payload, expected end of file at %llu bytes", path,
+                           (ull)(f->header + prod), (ull)extra, (ull)(f->header + prod));
+        goto done;
+    }
+done:
+    het_reader_close(&r);
+    if (st) {
+        free(f->data);
+        f->data = NULL;
+    }
+    return st;
+}
+
+int het_dataset_load_idx(het_dataset *d, const char *images_path, const char *labels_path,
+                         int n_classes) {
+    if (!d) return het_error_set(HET_EINVAL, "het_dataset_load_idx: NULL dataset");
+    memset(d, 0, sizeof *d);
+    if (!images_path || !labels_path)
+        return het_error_set(HET_EINVAL, "het_dataset_load_idx: NULL path");
+    if (n_classes < 1 || n_classes > 256)
+        return het_error_set(HET_EINVAL, "het_dataset_load_idx: %d classes, expected 1..256",
+                             n_classes);
+    idx_file img, lab;
+    int st = idx_read(images_path, 3, &img);
+    if (st) return st;
+    if ((st = idx_read(labels_path, 1, &lab))) {
+        free(img.data);
+        return st;
+    }
+    if (lab.dims[0] != img.dims[0]) {
+        st = het_error_set(HET_EFORMAT, "%s: offset 4: %llu labels, expected %llu to match the "
+                           "images in %s", labels_path, (ull)lab.dims[0], (ull)img.dims[0],
+                           images_path);
+        goto fail;
+    }
+    for (uint64_t i = 0; i < lab.dims[0]; i++) {
+        if (lab.data[i] >= n_classes) {
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: label %u out of range, expected "
+                               "< %d", labels_path, (ull)(lab.header + i), lab.data[i],
+                               n_classes);
+            goto fail;
+        }
+    }
+    snprintf(d->name, sizeof d->name, "idx");
+    d->n = (int64_t)img.dims[0];
+    d->shape = (het_shape){1, (int)img.dims[1], (int)img.dims[2]};
+    d->n_classes = n_classes;
+    d->images = img.data;
+    d->labels = lab.data;
+    het_dataset_compute_stats(d);
+    return HET_OK;
+fail:
+    free(img.data);
+    free(lab.data);
+    return st;
+}

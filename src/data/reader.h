@@ -1,0 +1,49 @@
+/* Internal: a byte reader for dataset files, gzip-compressed or raw (detected by the gzip magic
+ * 1f 8b in the first two bytes), that knows its offset in the uncompressed stream.
+ *
+ * DESIGN. We drive zlib's inflate() ourselves instead of gzread(): gzread silently skips
+ * garbage after the last gzip member and cannot say where the compressed data went bad. Here
+ * every failure (open, read, corrupt deflate data, bad CRC, .gz truncated mid-stream, garbage
+ * after the last member) is reported as one line naming the path and the uncompressed offset.
+ * Concatenated gzip members are read as one stream, as gzip(1) does. */
+#ifndef HET_DATA_READER_H
+#define HET_DATA_READER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <zlib.h>
+
+#include "hetrain/data.h"
+
+typedef struct het_reader {
+    const char *path;     /* borrowed; used in messages */
+    FILE *f;
+    int gz;               /* 1: gzip stream, 0: raw bytes */
+    int zinit;            /* inflateInit2 done */
+    int member_done;      /* gzip: the current member ended (Z_STREAM_END) */
+    int eof;              /* no more uncompressed bytes */
+    uint64_t off;         /* bytes delivered so far (offset in the uncompressed stream) */
+    uint64_t raw_read;    /* bytes read from the file so far */
+    unsigned char *in;    /* input buffer (HET_READER_CHUNK bytes) */
+    size_t in_pos, in_len;
+    z_stream zs;
+} het_reader;
+
+#define HET_READER_CHUNK ((size_t)1 << 16)
+
+/* Opens `path` (borrowed for the reader's life) and sniffs gzip or raw. HET_EIO with
+ * "<path>: <strerror>" if it cannot be opened or read, HET_ENOMEM. Always leaves `r` safe to
+ * pass to het_reader_close. */
+int het_reader_open(het_reader *r, const char *path);
+/* Reads up to n bytes; *got < n only at the clean end of the stream. HET_EIO on a read error,
+ * HET_EFORMAT on a corrupt or truncated gzip stream, with the message set. */
+int het_reader_read(het_reader *r, void *buf, size_t n, size_t *got);
+/* Counts the bytes left in the stream (reading and discarding them) into *n. */
+int het_reader_drain(het_reader *r, uint64_t *n);
+void het_reader_close(het_reader *r);
+
+/* Shared by the loaders (dataset.c): per-channel mean and std of d's bytes scaled to [0, 1],
+ * accumulated in a fixed order (deterministic). */
+void het_dataset_compute_stats(het_dataset *d);
+
+#endif

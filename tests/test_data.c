@@ -1,0 +1,301 @@
+/* Data layer on valid input: the real Fashion-MNIST (gzip and gunzipped), concatenated gzip
+ * members, CIFAR-10 layout, the synthetic generator, gather normalization, named loading. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "hetrain/data.h"
+#include "test.h"
+
+#define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+static char tmpdir[] = "/tmp/het_test_data_XXXXXX";
+
+static void path_in(char *buf, size_t n, const char *dir, const char *name) {
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+/* gunzips src into dst with zlib; returns the number of bytes written or -1. */
+static long gunzip_file(const char *src, const char *dst) {
+    gzFile in = gzopen(src, "rb");
+    FILE *out = fopen(dst, "wb");
+    long total = -1;
+    if (in && out) {
+        static unsigned char buf[1 << 16];
+        int k;
+        total = 0;
+        while ((k = gzread(in, buf, sizeof buf)) > 0) {
+            if (fwrite(buf, 1, (size_t)k, out) != (size_t)k) { total = -1; break; }
+            total += k;
+        }
+        if (k < 0) total = -1;
+    }
+    if (in) gzclose(in);
+    if (out && fclose(out) != 0) total = -1;
+    return total;
+}
+
+static int write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+static void test_fashion_mnist(void) {
+    het_dataset tr, te;
+    double t0 = het_now();
+    int st = het_dataset_load_named(&tr, &te, "fashion-mnist", NULL);
+    double t_gz = het_now() - t0;
+    CHECK(st == HET_OK, "load fashion-mnist from %s: %s", FMNIST_DIR, het_error_msg());
+    if (st) return;
+    printf("fashion-mnist (gzip) loaded in %.3f s\n", t_gz);
+    CHECK(strcmp(tr.name, "fashion-mnist") == 0, "name %s", tr.name);
+    CHECK(tr.n == 60000 && te.n == 10000, "n %lld / %lld", (long long)tr.n, (long long)te.n);
+    CHECK(tr.shape.c == 1 && tr.shape.h == 28 && tr.shape.w == 28, "shape %dx%dx%d",
+          tr.shape.c, tr.shape.h, tr.shape.w);
+    CHECK(te.shape.c == 1 && te.shape.h == 28 && te.shape.w == 28, "test shape");
+    CHECK(tr.n_classes == 10 && te.n_classes == 10, "classes %d", tr.n_classes);
+    CHECK_CLOSE(tr.mean[0], 0.2860, 1e-6, "mean");
+    CHECK_CLOSE(tr.std[0], 0.3530, 1e-6, "std");
+    int count[10] = {0}, bad = 0;
+    for (int64_t i = 0; i < tr.n; i++) {
+        if (tr.labels[i] < 10) count[tr.labels[i]]++;
+        else bad++;
+    }
+    CHECK(bad == 0, "%d labels out of range", bad);
+    for (int k = 0; k < 10; k++) CHECK(count[k] == 6000, "class %d has %d samples", k, count[k]);
+
+    /* first training label against the file itself (byte 8 of the uncompressed labels) */
+    gzFile g = gzopen(FMNIST_DIR "/train-labels-idx1-ubyte.gz", "rb");
+    unsigned char head[9] = {0};
+    CHECK(g && gzread(g, head, 9) == 9, "read labels head");
+    if (g) gzclose(g);
+    CHECK(tr.labels[0] == head[8] && head[8] == 9, "first label %u, file %u, expected 9",
+          tr.labels[0], head[8]);
+
+    /* the same files gunzipped into a temp dir read identically (raw path of the reader) */
+    static const char *const names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                         "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char src[512], dst[512];
+    for (int i = 0; i < 4; i++) {
+        snprintf(src, sizeof src, "%s/%s.gz", FMNIST_DIR, names[i]);
+        path_in(dst, sizeof dst, tmpdir, names[i]);
+        CHECK(gunzip_file(src, dst) > 0, "gunzip %s", src);
+    }
+    het_dataset rtr, rte;
+    t0 = het_now();
+    st = het_dataset_load_named(&rtr, &rte, "fashion-mnist", tmpdir);
+    printf("fashion-mnist (raw) loaded in %.3f s\n", het_now() - t0);
+    CHECK(st == HET_OK, "raw load: %s", het_error_msg());
+    if (st == HET_OK) {
+        CHECK(rtr.n == tr.n && rte.n == te.n, "raw n");
+        CHECK(memcmp(rtr.images, tr.images, (size_t)tr.n * 784) == 0, "raw train images");
+        CHECK(memcmp(rtr.labels, tr.labels, (size_t)tr.n) == 0, "raw train labels");
+        CHECK(memcmp(rte.images, te.images, (size_t)te.n * 784) == 0, "raw test images");
+        CHECK(memcmp(rte.labels, te.labels, (size_t)te.n) == 0, "raw test labels");
+    }
+    het_dataset_free(&rtr);
+    het_dataset_free(&rte);
+
+    /* load_idx computes statistics from the data: they match the published constants */
+    het_dataset d;
+    char pi[512], pl[512];
+    path_in(pi, sizeof pi, tmpdir, names[0]);
+    path_in(pl, sizeof pl, tmpdir, names[1]);
+    st = het_dataset_load_idx(&d, pi, pl, 10);
+    CHECK(st == HET_OK, "load_idx raw: %s", het_error_msg());
+    if (st == HET_OK) {
+        CHECK(fabs(d.mean[0] - 0.2860) < 5e-4, "computed mean %.5f", d.mean[0]);
+        CHECK(fabs(d.std[0] - 0.3530) < 5e-4, "computed std %.5f", d.std[0]);
+    }
+    het_dataset_free(&d);
+    for (int i = 0; i < 4; i++) {
+        path_in(dst, sizeof dst, tmpdir, names[i]);
+        unlink(dst);
+    }
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+}
+
+/* A .gz made of two gzip members (gzip -c a b) reads as one stream. */
+static void test_gzip_members(void) {
+    unsigned char img[16 + 3 * 4], lab[8 + 3] = {0, 0, 8, 1, 0, 0, 0, 3, 2, 0, 7};
+    memset(img, 0, sizeof img);
+    img[2] = 8; img[3] = 3; img[7] = 3; img[11] = 2; img[15] = 2;
+    for (int i = 0; i < 12; i++) img[16 + i] = (unsigned char)(i * 20);
+    char pi[512], pl[512];
+    path_in(pi, sizeof pi, tmpdir, "multi-images.gz");
+    path_in(pl, sizeof pl, tmpdir, "multi-labels");
+    gzFile g = gzopen(pi, "wb");
+    CHECK(g != NULL, "gzopen");
+    if (!g) return;
+    gzwrite(g, img, 10);
+    gzclose(g);
+    g = gzopen(pi, "ab"); /* appends a second member */
+    gzwrite(g, img + 10, sizeof img - 10);
+    gzclose(g);
+    CHECK(write_bytes(pl, lab, sizeof lab) == 0, "write labels");
+    het_dataset d;
+    int st = het_dataset_load_idx(&d, pi, pl, 10);
+    CHECK(st == HET_OK, "two gzip members: %s", het_error_msg());
+    if (st == HET_OK) {
+        CHECK(d.n == 3 && d.shape.h == 2 && d.shape.w == 2, "n %lld", (long long)d.n);
+        CHECK(memcmp(d.images, img + 16, 12) == 0, "pixels");
+        CHECK(d.labels[0] == 2 && d.labels[2] == 7, "labels");
+    }
+    het_dataset_free(&d);
+    unlink(pi);
+    unlink(pl);
+}
+
+/* cifar10 by name: 5 train batches and a test batch, found in dir/cifar-10-batches-bin. */
+static void test_cifar_named(void) {
+    char sub[512], p[600];
+    path_in(sub, sizeof sub, tmpdir, "cifar-10-batches-bin");
+    CHECK(mkdir(sub, 0700) == 0, "mkdir %s", sub);
+    static unsigned char rec[2 * 3073];
+    for (int f = 0; f < 6; f++) {
+        for (int r = 0; r < 2; r++) {
+            rec[r * 3073] = (unsigned char)((f + r) % 10);
+            for (int k = 0; k < 3072; k++)
+                rec[r * 3073 + 1 + k] = (unsigned char)(k / 1024 * 100 + f);
+        }
+        char name[32];
+        if (f < 5) snprintf(name, sizeof name, "data_batch_%d.bin", f + 1);
+        else snprintf(name, sizeof name, "test_batch.bin");
+        path_in(p, sizeof p, sub, name);
+        CHECK(write_bytes(p, rec, sizeof rec) == 0, "write %s", p);
+    }
+    het_dataset tr, te;
+    int st = het_dataset_load_named(&tr, &te, "cifar10", tmpdir);
+    CHECK(st == HET_OK, "cifar10: %s", het_error_msg());
+    if (st == HET_OK) {
+        CHECK(tr.n == 10 && te.n == 2, "n %lld / %lld", (long long)tr.n, (long long)te.n);
+        CHECK(tr.shape.c == 3 && tr.shape.h == 32 && tr.shape.w == 32, "shape");
+        CHECK(tr.labels[2] == 1 && tr.labels[3] == 2 && te.labels[1] == 6, "labels");
+        CHECK(tr.images[3 * 3072 + 2048] == 201, "pixel of record 3, blue plane: %u",
+              tr.images[3 * 3072 + 2048]);
+        CHECK_CLOSE(tr.mean[2], 0.4465, 1e-6, "cifar mean");
+        CHECK_CLOSE(te.std[1], 0.2435, 1e-6, "cifar std");
+    }
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+    for (int f = 0; f < 6; f++) {
+        char name[32];
+        if (f < 5) snprintf(name, sizeof name, "data_batch_%d.bin", f + 1);
+        else snprintf(name, sizeof name, "test_batch.bin");
+        path_in(p, sizeof p, sub, name);
+        unlink(p);
+    }
+    rmdir(sub);
+}
+
+static void test_synthetic(void) {
+    het_shape s = {1, 28, 28};
+    het_dataset a, b, c;
+    CHECK(het_dataset_synthetic(&a, 300, s, 10, 7) == HET_OK, "synthetic a");
+    CHECK(het_dataset_synthetic(&b, 300, s, 10, 7) == HET_OK, "synthetic b");
+    CHECK(het_dataset_synthetic(&c, 300, s, 10, 8) == HET_OK, "synthetic c");
+    CHECK(memcmp(a.images, b.images, 300 * 784) == 0 && memcmp(a.labels, b.labels, 300) == 0,
+          "same seed, same data");
+    CHECK(memcmp(a.images, c.images, 300 * 784) != 0, "different seed, different data");
+    CHECK(a.mean[0] == b.mean[0] && a.std[0] == b.std[0], "stats deterministic");
+    het_dataset_free(&a);
+    het_dataset_free(&b);
+    het_dataset_free(&c);
+
+    /* learnable: a nearest-class-mean classifier fit on train scores well on test */
+    het_dataset tr, te;
+    int st = het_dataset_load_named(&tr, &te, "synthetic", NULL);
+    CHECK(st == HET_OK, "synthetic named: %s", het_error_msg());
+    if (st) return;
+    CHECK(tr.n == 2048 && te.n == 512 && tr.shape.h == 28 && tr.n_classes == 10, "sizes");
+    CHECK(te.mean[0] == tr.mean[0] && te.std[0] == tr.std[0], "test uses train statistics");
+    CHECK(tr.mean[0] > 0.3f && tr.mean[0] < 0.7f && tr.std[0] > 0.1f, "stats %.3f %.3f",
+          tr.mean[0], tr.std[0]);
+    static double centroid[10][784];
+    int cnt[10] = {0};
+    for (int64_t i = 0; i < tr.n; i++) {
+        cnt[tr.labels[i]]++;
+        for (int k = 0; k < 784; k++) centroid[tr.labels[i]][k] += tr.images[i * 784 + k];
+    }
+    for (int c2 = 0; c2 < 10; c2++) {
+        CHECK(cnt[c2] > 120, "class %d has %d samples", c2, cnt[c2]);
+        for (int k = 0; k < 784; k++) centroid[c2][k] /= cnt[c2] ? cnt[c2] : 1;
+    }
+    int correct = 0;
+    for (int64_t i = 0; i < te.n; i++) {
+        int best = 0;
+        double bd = 1e300;
+        for (int c2 = 0; c2 < 10; c2++) {
+            double dd = 0;
+            for (int k = 0; k < 784; k++) {
+                double e = te.images[i * 784 + k] - centroid[c2][k];
+                dd += e * e;
+            }
+            if (dd < bd) { bd = dd; best = c2; }
+        }
+        correct += best == te.labels[i];
+    }
+    printf("synthetic: nearest-centroid test accuracy %.4f\n", (double)correct / (double)te.n);
+    CHECK(correct > 0.95 * (double)te.n, "nearest-centroid accuracy %d / %lld", correct,
+          (long long)te.n);
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+}
+
+static void test_gather(void) {
+    het_shape s = {3, 4, 5};
+    het_dataset d;
+    CHECK(het_dataset_synthetic(&d, 40, s, 4, 3) == HET_OK, "synthetic 3ch");
+    d.mean[0] = 0.1f; d.mean[1] = 0.5f; d.mean[2] = 0.9f;
+    d.std[0] = 0.2f; d.std[1] = 0.3f; d.std[2] = 0.4f;
+    int64_t idx[3] = {17, 0, 39};
+    float x[3 * 60];
+    uint8_t y[3];
+    het_dataset_gather(&d, idx, 3, x, y);
+    double maxerr = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK(y[i] == d.labels[idx[i]], "label %d", i);
+        for (int c = 0; c < 3; c++)
+            for (int p = 0; p < 20; p++) {
+                double b = d.images[idx[i] * 60 + c * 20 + p];
+                double want = (b / 255.0 - d.mean[c]) / d.std[c];
+                double e = fabs(x[i * 60 + c * 20 + p] - want);
+                if (e > maxerr) maxerr = e;
+            }
+    }
+    CHECK(maxerr < 1e-6, "gather max error %g", maxerr);
+    het_dataset_free(&d);
+}
+
+static void test_names(void) {
+    het_dataset tr, te;
+    int st = het_dataset_load_named(&tr, &te, "imagenet", NULL);
+    CHECK(st == HET_EINVAL, "unknown name status %d", st);
+    CHECK(strstr(het_error_msg(), "imagenet") && strstr(het_error_msg(), "fashion-mnist") &&
+              strstr(het_error_msg(), "cifar10") && strstr(het_error_msg(), "synthetic"),
+          "message: %s", het_error_msg());
+    st = het_dataset_load_named(&tr, &te, "mnist", NULL);
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), "--data-dir"), "mnist without dir: %s",
+          het_error_msg());
+    CHECK(tr.images == NULL && te.images == NULL, "outputs cleared on failure");
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_fashion_mnist();
+    test_gzip_members();
+    test_cifar_named();
+    test_synthetic();
+    test_gather();
+    test_names();
+    rmdir(tmpdir);
+    return het_test_finish("test_data");
+}
