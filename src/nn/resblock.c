@@ -1,0 +1,241 @@
+/* Residual basic block of ResNet-20 for CIFAR (He et al., "Deep Residual Learning for Image
+ * Recognition", CVPR 2016, section 4.2):
+ *
+ *     y = relu( bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x) )
+ *
+ * conv1: 3x3, stride s, pad 1, in_c -> out_c; conv2: 3x3, stride 1, pad 1, out_c -> out_c; both
+ * without bias (a bias before batch norm is redundant), as the common PyTorch resnet20. The
+ * shortcut is the identity when s == 1 and in_c == out_c, else option A of the paper:
+ * x[:, :, ::s, ::s] zero-padded in channels. Where the padding goes the paper does not say; we
+ * follow the widely used PyTorch CIFAR ResNet (akamaster/pytorch_resnet_cifar10,
+ * F.pad(..., (0,0,0,0, planes//4, planes//4))): (out_c - in_c) / 2 zero channels before the
+ * input channels and the rest after them. Option A needs out_c >= in_c.
+ *
+ * Convolutions are im2col + GEMM per sample (het_im2col / het_gemm / het_col2im); batch norm
+ * is the math of bn_math.h (momentum 0.1, eps 1e-5, PyTorch's defaults).
+ *
+ * Params: [conv1.w (out_c x in_c x 3 x 3), bn1.gamma, bn1.beta, conv2.w, bn2.gamma, bn2.beta].
+ * State:  [bn1.running_mean, bn1.running_var, bn2.running_mean, bn2.running_var].
+ * Cache (S = out_c * oh * ow per sample): x_hat1 (B x S), r1 = relu(bn1) (B x S),
+ *         x_hat2 (B x S), then inv_std1 (out_c), inv_std2 (out_c).
+ * Work:   A (B x S: conv outputs in forward, the gradient at bn2 in backward), D (B x S: the
+ *         gradient at bn1), col and dcol (the im2col buffer and its gradient, one sample). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/nn.h"
+#include "hetrain/tensor.h"
+#include "nn/bn_math.h"
+
+#define RB_MOMENTUM 0.1f
+#define RB_EPS 1e-5f
+
+typedef struct het_resblock {
+    het_layer base;
+    int cin, cout, stride;
+    int H, W, OH, OW;
+    int pad_lo;      /* zero channels before the input channels in the shortcut */
+    size_t in_size;  /* cin * H * W */
+    size_t P;        /* OH * OW */
+    size_t S;        /* cout * P */
+    int K1, K2;      /* im2col rows: cin * 9, cout * 9 */
+    size_t kmax;     /* max(K1, K2) */
+} het_resblock;
+
+/* Offsets into params. */
+typedef struct rb_views {
+    float *w1, *g1, *b1, *w2, *g2, *b2;
+} rb_views;
+
+static rb_views rb_split(const het_resblock *r, float *p) {
+    rb_views v;
+    v.w1 = p;
+    v.g1 = v.w1 + (size_t)r->cout * (size_t)r->K1;
+    v.b1 = v.g1 + r->cout;
+    v.w2 = v.b1 + r->cout;
+    v.g2 = v.w2 + (size_t)r->cout * (size_t)r->K2;
+    v.b2 = v.g2 + r->cout;
+    return v;
+}
+
+static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
+    het_resblock *r = (het_resblock *)l;
+    if (r->cout < 1 || r->stride < 1)
+        return het_error_set(HET_EINVAL, "resblock: out_channels %d and stride %d must be >= 1",
+                             r->cout, r->stride);
+    if (in.c < 1 || in.h < 1 || in.w < 1)
+        return het_error_set(HET_ESHAPE, "resblock: bad input shape %dx%dx%d", in.c, in.h, in.w);
+    if (r->cout < in.c)
+        return het_error_set(HET_ESHAPE,
+                             "resblock: option-A shortcut needs out_channels >= in_channels, got "
+                             "%d < %d",
+                             r->cout, in.c);
+    r->cin = in.c;
+    r->H = in.h;
+    r->W = in.w;
+    r->OH = (in.h - 1) / r->stride + 1; /* (H + 2*1 - 3) / s + 1 */
+    r->OW = (in.w - 1) / r->stride + 1;
+    r->pad_lo = (r->cout - r->cin) / 2;
+    r->in_size = het_shape_size(in);
+    r->P = (size_t)r->OH * (size_t)r->OW;
+    r->S = (size_t)r->cout * r->P;
+    r->K1 = r->cin * 9;
+    r->K2 = r->cout * 9;
+    r->kmax = (size_t)(r->K1 > r->K2 ? r->K1 : r->K2);
+    p->out = (het_shape){r->cout, r->OH, r->OW};
+    p->n_params = (size_t)r->cout * (size_t)(r->K1 + r->K2) + 4 * (size_t)r->cout;
+    p->n_state = 4 * (size_t)r->cout;
+    p->cache_per_sample = 3 * r->S + 2 * (size_t)r->cout;
+    p->work_per_sample = 2 * r->S;
+    p->work_fixed = 2 * r->kmax * r->P;
+    return HET_OK;
+}
+
+/* PyTorch's Conv2d default (kaiming_uniform_, a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+ * Batch norm: gamma 1, beta 0, running mean 0, running var 1. */
+static void rb_init(het_layer *l, float *params, float *state, het_rng *rng) {
+    const het_resblock *r = (const het_resblock *)l;
+    rb_views v = rb_split(r, params);
+    const int C = r->cout;
+    const float bound1 = 1.0f / sqrtf((float)r->K1), bound2 = 1.0f / sqrtf((float)r->K2);
+    for (size_t i = 0; i < (size_t)C * (size_t)r->K1; i++)
+        v.w1[i] = bound1 * (2.0f * het_rng_uniform(rng) - 1.0f);
+    for (size_t i = 0; i < (size_t)C * (size_t)r->K2; i++)
+        v.w2[i] = bound2 * (2.0f * het_rng_uniform(rng) - 1.0f);
+    for (int c = 0; c < C; c++) {
+        v.g1[c] = v.g2[c] = 1.0f;
+        v.b1[c] = v.b2[c] = 0.0f;
+        state[c] = state[2 * C + c] = 0.0f;     /* running means */
+        state[C + c] = state[3 * C + c] = 1.0f; /* running vars */
+    }
+}
+
+/* y[n] = W (cout x K) . im2col(x[n]) for each sample: 3x3 convolution, pad 1, no bias. */
+static void rb_conv(const het_resblock *r, float *y, const float *x, const float *w, float *col,
+                    int cin, int H, int W, int stride, int K, int batch) {
+    const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
+    const int P = (int)r->P;
+    for (int n = 0; n < batch; n++) {
+        het_im2col(col, x + (size_t)n * xs, cin, H, W, 3, stride, 1, r->OH, r->OW);
+        het_gemm(0, 0, r->cout, P, K, 1.0f, w, K, col, P, 0.0f, y + (size_t)n * r->S, P);
+    }
+}
+
+/* dw += sum_n dy[n] . im2col(x[n])^T and, when dx != NULL, dx[n] += col2im(W^T . dy[n]). */
+static void rb_conv_backward(const het_resblock *r, float *dx, float *dw, const float *dy,
+                             const float *x, const float *w, float *col, float *dcol, int cin,
+                             int H, int W, int stride, int K, int batch) {
+    const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
+    const int P = (int)r->P;
+    for (int n = 0; n < batch; n++) {
+        const float *dyn = dy + (size_t)n * r->S;
+        het_im2col(col, x + (size_t)n * xs, cin, H, W, 3, stride, 1, r->OH, r->OW);
+        het_gemm(0, 1, r->cout, K, P, 1.0f, dyn, P, col, P, 1.0f, dw, K);
+        if (dx) {
+            het_gemm(1, 0, K, P, r->cout, 1.0f, w, K, dyn, P, 0.0f, dcol, P);
+            het_col2im(dx + (size_t)n * xs, dcol, cin, H, W, 3, stride, 1, r->OH, r->OW);
+        }
+    }
+}
+
+static void relu_inplace(float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
+}
+
+static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
+    const het_resblock *r = (const het_resblock *)l;
+    const int C = r->cout, HW = (int)r->P;
+    const size_t BS = (size_t)batch * r->S;
+    rb_views v = rb_split(r, x->params);
+    float *x_hat1 = x->cache, *r1 = x_hat1 + BS, *x_hat2 = r1 + BS;
+    float *inv1 = x_hat2 + BS, *inv2 = inv1 + C;
+    float *A = x->work, *col = x->work + 2 * BS;
+    float *rm1 = x->state, *rv1 = rm1 + C, *rm2 = rv1 + C, *rv2 = rm2 + C;
+
+    rb_conv(r, A, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch);
+    if (x->train)
+        bn_forward_train(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_MOMENTUM,
+                         RB_EPS);
+    else
+        bn_forward_eval(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS);
+    relu_inplace(r1, BS);
+
+    rb_conv(r, A, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
+    if (x->train)
+        bn_forward_train(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_MOMENTUM,
+                         RB_EPS);
+    else
+        bn_forward_eval(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS);
+
+    /* shortcut: out[n][ci + pad_lo][oy][ox] += in[n][ci][oy * s][ox * s] */
+    const int s = r->stride;
+    for (int n = 0; n < batch; n++) {
+        for (int ci = 0; ci < r->cin; ci++) {
+            const float *xp = in + (size_t)n * r->in_size + (size_t)ci * (size_t)r->H * r->W;
+            float *yp = out + (size_t)n * r->S + (size_t)(ci + r->pad_lo) * r->P;
+            for (int oy = 0; oy < r->OH; oy++)
+                for (int ox = 0; ox < r->OW; ox++)
+                    yp[(size_t)oy * r->OW + ox] += xp[(size_t)(oy * s) * r->W + (size_t)(ox * s)];
+        }
+    }
+    relu_inplace(out, BS);
+}
+
+static void rb_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
+                        const float *dout, float *din, int batch) {
+    const het_resblock *r = (const het_resblock *)l;
+    const int C = r->cout, HW = (int)r->P;
+    const size_t BS = (size_t)batch * r->S;
+    rb_views v = rb_split(r, x->params);
+    rb_views g = rb_split(r, x->grads);
+    const float *x_hat1 = x->cache, *r1 = x_hat1 + BS, *x_hat2 = r1 + BS;
+    const float *inv1 = x_hat2 + BS, *inv2 = inv1 + C;
+    float *G = x->work, *D = G + BS, *col = D + BS, *dcol = col + r->kmax * r->P;
+
+    /* through the final ReLU; G is the gradient of both the bn2 output and the shortcut */
+    for (size_t i = 0; i < BS; i++) G[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    if (din) { /* shortcut adjoint: gather back to the strided positions, zero elsewhere */
+        const int s = r->stride;
+        memset(din, 0, sizeof(float) * (size_t)batch * r->in_size);
+        for (int n = 0; n < batch; n++) {
+            for (int ci = 0; ci < r->cin; ci++) {
+                float *xp = din + (size_t)n * r->in_size + (size_t)ci * (size_t)r->H * r->W;
+                const float *gp = G + (size_t)n * r->S + (size_t)(ci + r->pad_lo) * r->P;
+                for (int oy = 0; oy < r->OH; oy++)
+                    for (int ox = 0; ox < r->OW; ox++)
+                        xp[(size_t)(oy * s) * r->W + (size_t)(ox * s)] = gp[(size_t)oy * r->OW + ox];
+            }
+        }
+    }
+    bn_backward(G, g.g2, g.b2, G, x_hat2, inv2, v.g2, batch, C, HW, x->train);
+
+    /* conv2 (input r1) */
+    memset(D, 0, sizeof(float) * BS);
+    rb_conv_backward(r, D, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
+    for (size_t i = 0; i < BS; i++) D[i] = r1[i] > 0.0f ? D[i] : 0.0f;
+    bn_backward(D, g.g1, g.b1, D, x_hat1, inv1, v.g1, batch, C, HW, x->train);
+
+    /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
+    rb_conv_backward(r, din, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W, r->stride, r->K1,
+                     batch);
+}
+
+static void rb_destroy(het_layer *l) { free(l); }
+
+static const het_layer_ops rb_ops = {
+    "resblock", rb_plan, rb_init, rb_forward, rb_backward, rb_destroy,
+};
+
+het_layer *het_resblock_new(int out_channels, int stride) {
+    het_resblock *r = calloc(1, sizeof *r);
+    if (!r) {
+        het_error_set(HET_ENOMEM, "resblock: out of memory");
+        return NULL;
+    }
+    r->base.ops = &rb_ops;
+    r->base.batch_coupled = 1;
+    r->cout = out_channels;
+    r->stride = stride;
+    return &r->base;
+}
