@@ -27,6 +27,14 @@ void het_col2im(float *img, const float *col, int C, int H, int W, int k, int st
 void het_col2im_ref(float *img, const float *col, int C, int H, int W, int k, int stride,
                     int pad, int oh, int ow);
 
+/* Re-executes the program (argv as given to main) with OPENBLAS_CORETYPE set when OpenBLAS
+ * fell back to its generic kernels on a CPU with AVX-512 or AVX2 (see blas_select.c). Call it
+ * first thing in main, before any thread or MPI start. Returns only when nothing was done (0)
+ * or the exec failed (-1). */
+int het_blas_select_kernels(char **argv);
+/* The kernel set OpenBLAS is using (e.g. "SkylakeX", "Haswell", "Prescott"). */
+const char *het_blas_corename(void);
+
 /* Sets the BLAS thread count (OpenBLAS); returns the previous value or -1 if unknown. */
 int het_blas_set_threads(int n);
 

@@ -1,0 +1,312 @@
+/* 2-D convolution, square kernel, zero padding, NCHW; parameters as PyTorch's Conv2d:
+ * weight [out_c x in_c x k x k] then bias [out_c].
+ *
+ * DESIGN. Convolution is im2col + GEMM, one image at a time. Measured at LeNet shapes, batch 64,
+ * one BLAS thread: one whole-batch GEMM (column matrix [C*k*k x B*oh*ow]) was slower than
+ * per-image GEMMs (conv1 forward 950 vs 523 us, backward 1061 vs 439 us; conv2 similar), since
+ * it needs a transposed copy of the output and dout and its column matrix leaves the caches.
+ * Two paths:
+ *  - stride 1 (LeNet, most CNNs): the "wide" im2col of tensor/internal.h. Each column-matrix row
+ *    is one memcpy from the zero-padded image, at the price of Wp - ow wasted columns per output
+ *    row (+14% GEMM work for LeNet's conv1, +36% for conv2); the classic im2col spent more than
+ *    that on short copies and padding tests (conv1 forward 523 -> 300 us per batch of 64). The
+ *    bias rides in the GEMM as an extra input row of ones against the weights augmented with the
+ *    bias column, so forward writes each output once (a crop of the wide result) and backward
+ *    gets the bias gradient from the same GEMM. Columns go in chunks of CONV_CHUNK so that a
+ *    chunk stays in L1 between its copies and its GEMM. Backward accumulates [dW | db] for the
+ *    whole batch in a scratch matrix and adds it to the gradients once; the column matrix is
+ *    rebuilt in backward rather than cached (a memcpy per row from an L1-resident image is
+ *    cheaper than keeping 80 KB per sample in memory).
+ *  - any stride: classic im2col (tensor.h), GEMM into the output preset to the bias.
+ * With din == NULL (the first layer) backward skips the input gradient, col2im included. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/nn.h"
+#include "hetrain/tensor.h"
+#include "tensor/internal.h"
+
+/* Wide columns per GEMM call: a chunk of the column matrix (26 x 256 floats for LeNet's conv1)
+ * stays in L1 between the copies that build it and the GEMM that reads it; whole-image chunks
+ * measured 1.5x slower for conv1. A constant, so results never depend on timing. */
+#define CONV_CHUNK 256
+/* OpenBLAS 0.3.21's small-matrix path takes a GEMM with the reduction dimension contiguous in
+ * both operands ("TN") only when the result has <= 1200 elements. Larger weight gradients are
+ * computed as dW^T = col * dout^T from a transposed copy of dout instead (2.4x faster for
+ * LeNet's conv2; 1.5x slower for conv1, which stays on the direct form). */
+#define CONV_DW_DIRECT_MAX 1200
+
+typedef struct conv2d {
+    het_layer base;
+    int oc, k, stride, pad;
+    /* from plan() */
+    int C, H, W, oh, ow;
+    int ckk;        /* C * k * k */
+    int wide;       /* stride-1 path */
+    int Hp, Wp;     /* padded input (wide path) */
+    size_t nw;      /* wide columns */
+    size_t nc;      /* columns per chunk */
+    int dw_t;       /* weight gradient through the transposed dout */
+} conv2d;
+
+/* Work buffer of the wide path, in this order. */
+typedef struct wide_bufs {
+    float *col;   /* (ckk + 1) x nc: a chunk of [im2col; ones] */
+    float *outw;  /* oc x nw: wide output (forward) or wide dout (backward) */
+    float *doutT; /* nw x oc: transposed wide dout, when dw_t */
+    float *xp;    /* C x Hp x Wp: padded input, when pad > 0 */
+    float *dxp;   /* C x Hp x Wp: its gradient, when pad > 0 */
+    float *waug;  /* oc x (ckk + 1): [W | b] */
+    float *gaug;  /* [dW | db], oc x (ckk + 1), or its transpose when dw_t */
+} wide_bufs;
+
+/* Carves the work buffer (NULL: only sizes it); returns the floats used. */
+static size_t wide_split(const conv2d *c, float *work, wide_bufs *b) {
+    size_t aug = (size_t)c->ckk + 1, oc = (size_t)c->oc;
+    size_t xp = c->pad > 0 ? (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp : 0;
+    size_t sizes[7] = {aug * c->nc, oc * c->nw, c->dw_t ? c->nw * oc : 0, xp, xp, oc * aug, oc * aug};
+    float **ptrs[7] = {&b->col, &b->outw, &b->doutT, &b->xp, &b->dxp, &b->waug, &b->gaug};
+    size_t off = 0;
+    for (int i = 0; i < 7; i++) {
+        *ptrs[i] = work ? work + off : NULL;
+        off += sizes[i];
+    }
+    return off;
+}
+
+static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
+    conv2d *c = (conv2d *)l;
+    if (c->oc < 1 || c->k < 1 || c->stride < 1 || c->pad < 0)
+        return het_error_set(HET_EINVAL, "conv2d: bad config out_channels %d kernel %d stride %d pad %d",
+                             c->oc, c->k, c->stride, c->pad);
+    int Hp = in.h + 2 * c->pad, Wp = in.w + 2 * c->pad;
+    if (in.c < 1 || Hp < c->k || Wp < c->k)
+        return het_error_set(HET_ESHAPE, "conv2d: input %dx%dx%d with pad %d smaller than kernel %d",
+                             in.c, in.h, in.w, c->pad, c->k);
+    c->C = in.c;
+    c->H = in.h;
+    c->W = in.w;
+    c->oh = (Hp - c->k) / c->stride + 1;
+    c->ow = (Wp - c->k) / c->stride + 1;
+    c->ckk = in.c * c->k * c->k;
+    c->wide = c->stride == 1;
+    c->Hp = Hp;
+    c->Wp = Wp;
+    memset(p, 0, sizeof *p);
+    p->out = (het_shape){c->oc, c->oh, c->ow};
+    p->n_params = (size_t)c->oc * (size_t)c->ckk + (size_t)c->oc;
+    if (c->wide) {
+        c->nw = het_wide_cols(Hp, Wp, c->k);
+        c->nc = c->nw < CONV_CHUNK ? c->nw : CONV_CHUNK;
+        c->dw_t = (size_t)c->oc * ((size_t)c->ckk + 1) > CONV_DW_DIRECT_MAX;
+        wide_bufs b;
+        p->work_fixed = wide_split(c, NULL, &b);
+    } else {
+        p->work_fixed = (size_t)c->ckk * (size_t)c->oh * (size_t)c->ow;
+    }
+    return HET_OK;
+}
+
+static void conv_init(het_layer *l, float *params, float *state, het_rng *rng) {
+    (void)state;
+    conv2d *c = (conv2d *)l;
+    /* PyTorch: kaiming_uniform_(a = sqrt(5)) gives bound 1/sqrt(fan_in); bias the same */
+    float bound = 1.0f / sqrtf((float)c->ckk);
+    size_t n = (size_t)c->oc * (size_t)c->ckk + (size_t)c->oc;
+    for (size_t i = 0; i < n; i++) params[i] = bound * (2.0f * het_rng_uniform(rng) - 1.0f);
+}
+
+/* The padded image of sample `x` (interior rows copied into xp, whose border stays zero), or
+ * x itself when there is no padding. */
+static const float *wide_input(const conv2d *c, float *xp, const float *x) {
+    if (c->pad == 0) return x;
+    for (int ch = 0; ch < c->C; ch++)
+        for (int y = 0; y < c->H; y++)
+            memcpy(xp + ((size_t)ch * (size_t)c->Hp + (size_t)(y + c->pad)) * (size_t)c->Wp +
+                       (size_t)c->pad,
+                   x + ((size_t)ch * (size_t)c->H + (size_t)y) * (size_t)c->W,
+                   sizeof(float) * (size_t)c->W);
+    return xp;
+}
+
+/* Per call: zero the padded image's border and set the ones row of the column chunk. */
+static void wide_prepare(const conv2d *c, const wide_bufs *b) {
+    if (c->pad > 0) memset(b->xp, 0, sizeof(float) * (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp);
+    float *ones = b->col + (size_t)c->ckk * c->nc;
+    for (size_t j = 0; j < c->nc; j++) ones[j] = 1.0f;
+}
+
+static void conv_forward_wide(conv2d *c, const het_exec *x, const float *in, float *out, int batch) {
+    const float *Wt = x->params, *bias = x->params + (size_t)c->oc * (size_t)c->ckk;
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t P = (size_t)c->oh * (size_t)c->ow, out_sz = (size_t)c->oc * P;
+    const size_t aug = (size_t)c->ckk + 1;
+    wide_bufs b;
+    wide_split(c, x->work, &b);
+    wide_prepare(c, &b);
+    for (int o = 0; o < c->oc; o++) {
+        memcpy(b.waug + (size_t)o * aug, Wt + (size_t)o * (size_t)c->ckk, sizeof(float) * (size_t)c->ckk);
+        b.waug[(size_t)o * aug + (size_t)c->ckk] = bias[o];
+    }
+    for (int s = 0; s < batch; s++) {
+        const float *xs = wide_input(c, b.xp, in + (size_t)s * in_sz);
+        for (size_t j0 = 0; j0 < c->nw; j0 += c->nc) {
+            size_t n = c->nw - j0 < c->nc ? c->nw - j0 : c->nc;
+            het_im2col_wide(b.col, c->nc, xs, c->C, c->Hp, c->Wp, c->k, j0, n);
+            het_gemm(0, 0, c->oc, (int)n, (int)aug, 1.0f, b.waug, (int)aug, b.col, (int)c->nc,
+                     0.0f, b.outw + j0, (int)c->nw);
+        }
+        float *os = out + (size_t)s * out_sz; /* crop: drop the wrap columns */
+        for (int o = 0; o < c->oc; o++)
+            for (int y = 0; y < c->oh; y++)
+                memcpy(os + (size_t)o * P + (size_t)y * (size_t)c->ow,
+                       b.outw + (size_t)o * c->nw + (size_t)y * (size_t)c->Wp,
+                       sizeof(float) * (size_t)c->ow);
+    }
+}
+
+static void conv_backward_wide(conv2d *c, const het_exec *x, const float *in, const float *dout,
+                               float *din, int batch) {
+    const float *Wt = x->params;
+    float *dW = x->grads, *db = x->grads + (size_t)c->oc * (size_t)c->ckk;
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t P = (size_t)c->oh * (size_t)c->ow, out_sz = (size_t)c->oc * P;
+    const size_t aug = (size_t)c->ckk + 1, oc = (size_t)c->oc;
+    const size_t xp_sz = (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp;
+    wide_bufs b;
+    wide_split(c, x->work, &b);
+    wide_prepare(c, &b);
+    /* the wrap columns of the wide dout stay zero for the whole batch */
+    memset(b.outw, 0, sizeof(float) * oc * c->nw);
+    if (c->dw_t) memset(b.doutT, 0, sizeof(float) * c->nw * oc);
+    for (int s = 0; s < batch; s++) {
+        const float *xs = wide_input(c, b.xp, in + (size_t)s * in_sz);
+        const float *ds = dout + (size_t)s * out_sz;
+        for (size_t o = 0; o < oc; o++)
+            for (int y = 0; y < c->oh; y++)
+                memcpy(b.outw + o * c->nw + (size_t)y * (size_t)c->Wp, ds + o * P + (size_t)y * (size_t)c->ow,
+                       sizeof(float) * (size_t)c->ow);
+        if (c->dw_t)
+            for (int y = 0; y < c->oh; y++)
+                for (int xx = 0; xx < c->ow; xx++) {
+                    float *t = b.doutT + ((size_t)y * (size_t)c->Wp + (size_t)xx) * oc;
+                    const float *g = ds + (size_t)y * (size_t)c->ow + (size_t)xx;
+                    for (size_t o = 0; o < oc; o++) t[o] = g[o * P];
+                }
+        float *dis = din ? din + (size_t)s * in_sz : NULL;
+        float *dxp = c->pad > 0 ? b.dxp : dis;
+        if (din) memset(dxp, 0, sizeof(float) * xp_sz);
+        for (size_t j0 = 0; j0 < c->nw; j0 += c->nc) {
+            size_t n = c->nw - j0 < c->nc ? c->nw - j0 : c->nc;
+            float beta = s == 0 && j0 == 0 ? 0.0f : 1.0f;
+            het_im2col_wide(b.col, c->nc, xs, c->C, c->Hp, c->Wp, c->k, j0, n);
+            /* [dW | db] (+)= dout_w [col; 1]^T, summed over chunks and the batch */
+            if (c->dw_t)
+                het_gemm(0, 0, (int)aug, c->oc, (int)n, 1.0f, b.col, (int)c->nc, b.doutT + j0 * oc,
+                         c->oc, beta, b.gaug, c->oc);
+            else
+                het_gemm(0, 1, c->oc, (int)aug, (int)n, 1.0f, b.outw + j0, (int)c->nw, b.col,
+                         (int)c->nc, beta, b.gaug, (int)aug);
+            if (!din) continue;
+            /* dcol = W^T dout_w, into the chunk's first ckk rows (the ones row stays) */
+            het_gemm(1, 0, c->ckk, (int)n, c->oc, 1.0f, Wt, c->ckk, b.outw + j0, (int)c->nw, 0.0f,
+                     b.col, (int)c->nc);
+            het_col2im_wide(dxp, b.col, c->nc, c->C, c->Hp, c->Wp, c->k, j0, n);
+        }
+        if (din && c->pad > 0)
+            for (int ch = 0; ch < c->C; ch++)
+                for (int y = 0; y < c->H; y++)
+                    memcpy(dis + ((size_t)ch * (size_t)c->H + (size_t)y) * (size_t)c->W,
+                           dxp + ((size_t)ch * (size_t)c->Hp + (size_t)(y + c->pad)) * (size_t)c->Wp +
+                               (size_t)c->pad,
+                           sizeof(float) * (size_t)c->W);
+    }
+    if (batch <= 0) return;
+    if (c->dw_t) {
+        for (size_t r = 0; r < (size_t)c->ckk; r++)
+            for (size_t o = 0; o < oc; o++) dW[o * (size_t)c->ckk + r] += b.gaug[r * oc + o];
+        for (size_t o = 0; o < oc; o++) db[o] += b.gaug[(size_t)c->ckk * oc + o];
+    } else {
+        for (size_t o = 0; o < oc; o++) {
+            het_vec_add(dW + o * (size_t)c->ckk, b.gaug + o * aug, (size_t)c->ckk);
+            db[o] += b.gaug[o * aug + (size_t)c->ckk];
+        }
+    }
+}
+
+static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
+    conv2d *c = (conv2d *)l;
+    if (c->wide) {
+        conv_forward_wide(c, x, in, out, batch);
+        return;
+    }
+    const float *Wt = x->params, *bias = x->params + (size_t)c->oc * (size_t)c->ckk;
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t P = (size_t)c->oh * (size_t)c->ow, out_sz = (size_t)c->oc * P;
+    float *col = x->work;
+    for (int s = 0; s < batch; s++) {
+        float *os = out + (size_t)s * out_sz;
+        het_im2col(col, in + (size_t)s * in_sz, c->C, c->H, c->W, c->k, c->stride, c->pad, c->oh,
+                   c->ow);
+        for (int o = 0; o < c->oc; o++)
+            for (size_t j = 0; j < P; j++) os[(size_t)o * P + j] = bias[o];
+        het_gemm(0, 0, c->oc, (int)P, c->ckk, 1.0f, Wt, c->ckk, col, (int)P, 1.0f, os, (int)P);
+    }
+}
+
+static void conv_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
+                          const float *dout, float *din, int batch) {
+    (void)out;
+    conv2d *c = (conv2d *)l;
+    if (c->wide) {
+        conv_backward_wide(c, x, in, dout, din, batch);
+        return;
+    }
+    const float *Wt = x->params;
+    float *dW = x->grads, *db = x->grads + (size_t)c->oc * (size_t)c->ckk;
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t P = (size_t)c->oh * (size_t)c->ow, out_sz = (size_t)c->oc * P;
+    float *col = x->work;
+    for (int s = 0; s < batch; s++) {
+        const float *ds = dout + (size_t)s * out_sz;
+        het_im2col(col, in + (size_t)s * in_sz, c->C, c->H, c->W, c->k, c->stride, c->pad, c->oh,
+                   c->ow);
+        het_gemm(0, 1, c->oc, c->ckk, (int)P, 1.0f, ds, (int)P, col, (int)P, 1.0f, dW, c->ckk);
+        for (int o = 0; o < c->oc; o++) {
+            float acc = 0.0f;
+            for (size_t j = 0; j < P; j++) acc += ds[(size_t)o * P + j];
+            db[o] += acc;
+        }
+        if (!din) continue;
+        het_gemm(1, 0, c->ckk, (int)P, c->oc, 1.0f, Wt, c->ckk, ds, (int)P, 0.0f, col, (int)P);
+        float *dis = din + (size_t)s * in_sz;
+        memset(dis, 0, sizeof(float) * in_sz);
+        het_col2im(dis, col, c->C, c->H, c->W, c->k, c->stride, c->pad, c->oh, c->ow);
+    }
+}
+
+static void conv_destroy(het_layer *l) { free(l); }
+
+static const het_layer_ops conv2d_ops = {
+    .name = "conv2d",
+    .plan = conv_plan,
+    .init = conv_init,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .destroy = conv_destroy,
+};
+
+het_layer *het_conv2d_new(int out_channels, int kernel, int stride, int pad) {
+    conv2d *c = calloc(1, sizeof *c);
+    if (!c) {
+        het_error_set(HET_ENOMEM, "conv2d: out of memory");
+        return NULL;
+    }
+    c->base.ops = &conv2d_ops;
+    c->oc = out_channels;
+    c->k = kernel;
+    c->stride = stride;
+    c->pad = pad;
+    return &c->base;
+}

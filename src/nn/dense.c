@@ -1,0 +1,83 @@
+/* Fully connected layer, PyTorch's Linear: out = in * W^T + b with weight [out x in] then bias
+ * [out]. Any input shape is taken as flat (c*h*w features). The whole batch is one GEMM each
+ * way: forward out[B x O] = in[B x I] W^T (on top of the bias rows), backward
+ * dW[O x I] += dout^T in, db += column sums of dout, din[B x I] = dout W. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/nn.h"
+#include "hetrain/tensor.h"
+
+typedef struct dense {
+    het_layer base;
+    int out_f;
+    int in_f; /* from plan() */
+} dense;
+
+static int dense_plan(het_layer *l, het_shape in, het_layer_plan *p) {
+    dense *d = (dense *)l;
+    size_t nin = het_shape_size(in);
+    if (d->out_f < 1) return het_error_set(HET_EINVAL, "dense: out_features %d < 1", d->out_f);
+    if (nin < 1 || nin > (size_t)1 << 30)
+        return het_error_set(HET_ESHAPE, "dense: input of %zu features", nin);
+    d->in_f = (int)nin;
+    memset(p, 0, sizeof *p);
+    p->out = (het_shape){d->out_f, 1, 1};
+    p->n_params = (size_t)d->out_f * nin + (size_t)d->out_f;
+    return HET_OK;
+}
+
+static void dense_init(het_layer *l, float *params, float *state, het_rng *rng) {
+    (void)state;
+    dense *d = (dense *)l;
+    /* PyTorch: kaiming_uniform_(a = sqrt(5)) gives bound 1/sqrt(fan_in); bias the same */
+    float bound = 1.0f / sqrtf((float)d->in_f);
+    size_t n = (size_t)d->out_f * (size_t)d->in_f + (size_t)d->out_f;
+    for (size_t i = 0; i < n; i++) params[i] = bound * (2.0f * het_rng_uniform(rng) - 1.0f);
+}
+
+static void dense_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
+    dense *d = (dense *)l;
+    const int I = d->in_f, O = d->out_f;
+    const float *W = x->params, *b = x->params + (size_t)O * (size_t)I;
+    for (int s = 0; s < batch; s++) memcpy(out + (size_t)s * (size_t)O, b, sizeof(float) * (size_t)O);
+    het_gemm(0, 1, batch, O, I, 1.0f, in, I, W, I, 1.0f, out, O);
+}
+
+static void dense_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
+                           const float *dout, float *din, int batch) {
+    (void)out;
+    dense *d = (dense *)l;
+    const int I = d->in_f, O = d->out_f;
+    const float *W = x->params;
+    float *dW = x->grads, *db = x->grads + (size_t)O * (size_t)I;
+    het_gemm(1, 0, O, I, batch, 1.0f, dout, O, in, I, 1.0f, dW, I);
+    for (int s = 0; s < batch; s++) {
+        const float *ds = dout + (size_t)s * (size_t)O;
+        for (int o = 0; o < O; o++) db[o] += ds[o];
+    }
+    if (din) het_gemm(0, 0, batch, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
+}
+
+static void dense_destroy(het_layer *l) { free(l); }
+
+static const het_layer_ops dense_ops = {
+    .name = "dense",
+    .plan = dense_plan,
+    .init = dense_init,
+    .forward = dense_forward,
+    .backward = dense_backward,
+    .destroy = dense_destroy,
+};
+
+het_layer *het_dense_new(int out_features) {
+    dense *d = calloc(1, sizeof *d);
+    if (!d) {
+        het_error_set(HET_ENOMEM, "dense: out of memory");
+        return NULL;
+    }
+    d->base.ops = &dense_ops;
+    d->out_f = out_features;
+    return &d->base;
+}

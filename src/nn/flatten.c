@@ -1,0 +1,49 @@
+/* Flatten: {c, h, w} -> {c*h*w, 1, 1}. The memory layout does not change, so forward and
+ * backward are copies (skipped when the model passes the same buffer both ways). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/nn.h"
+
+static int flatten_plan(het_layer *l, het_shape in, het_layer_plan *p) {
+    (void)l;
+    size_t n = het_shape_size(in);
+    if (n < 1 || n > (size_t)1 << 30)
+        return het_error_set(HET_ESHAPE, "flatten: input %dx%dx%d", in.c, in.h, in.w);
+    *p = (het_layer_plan){.out = {(int)n, 1, 1}};
+    return HET_OK;
+}
+
+static void flatten_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
+    (void)x;
+    if (out != in) memcpy(out, in, sizeof(float) * het_shape_size(l->in) * (size_t)batch);
+}
+
+static void flatten_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
+                             const float *dout, float *din, int batch) {
+    (void)x;
+    (void)in;
+    (void)out;
+    if (din && din != dout) memcpy(din, dout, sizeof(float) * het_shape_size(l->in) * (size_t)batch);
+}
+
+static void flatten_destroy(het_layer *l) { free(l); }
+
+static const het_layer_ops flatten_ops = {
+    .name = "flatten",
+    .plan = flatten_plan,
+    .init = NULL,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+    .destroy = flatten_destroy,
+};
+
+het_layer *het_flatten_new(void) {
+    het_layer *l = calloc(1, sizeof *l);
+    if (!l) {
+        het_error_set(HET_ENOMEM, "flatten: out of memory");
+        return NULL;
+    }
+    l->ops = &flatten_ops;
+    return l;
+}

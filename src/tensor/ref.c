@@ -1,0 +1,88 @@
+/* Naive reference kernels: the obvious loops, written for clarity, not speed. The optimized
+ * kernels in kernels.c are tested against these (tests/test_kernels.c). */
+#include "hetrain/tensor.h"
+#include "tensor/internal.h"
+
+void het_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            double s = 0.0; /* double accumulation: the reference is the more accurate side */
+            for (int p = 0; p < K; p++) {
+                float a = ta ? A[(size_t)p * (size_t)lda + (size_t)i]
+                             : A[(size_t)i * (size_t)lda + (size_t)p];
+                float b = tb ? B[(size_t)j * (size_t)ldb + (size_t)p]
+                             : B[(size_t)p * (size_t)ldb + (size_t)j];
+                s += (double)a * (double)b;
+            }
+            float *c = &C[(size_t)i * (size_t)ldc + (size_t)j];
+            /* beta == 0: C is not read (it may hold garbage, even NaN), as in BLAS */
+            *c = (float)((double)alpha * s + (beta == 0.0f ? 0.0 : (double)beta * (double)*c));
+        }
+    }
+}
+
+void het_im2col_ref(float *col, const float *img, int C, int H, int W, int k, int stride,
+                    int pad, int oh, int ow) {
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                size_t row = (size_t)(c * k + ki) * (size_t)k + (size_t)kj;
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++) {
+                        int iy = oy * stride - pad + ki, ix = ox * stride - pad + kj;
+                        float v = 0.0f;
+                        if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                            v = img[((size_t)c * (size_t)H + (size_t)iy) * (size_t)W + (size_t)ix];
+                        col[(row * (size_t)oh + (size_t)oy) * (size_t)ow + (size_t)ox] = v;
+                    }
+            }
+}
+
+void het_col2im_ref(float *img, const float *col, int C, int H, int W, int k, int stride,
+                    int pad, int oh, int ow) {
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                size_t row = (size_t)(c * k + ki) * (size_t)k + (size_t)kj;
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++) {
+                        int iy = oy * stride - pad + ki, ix = ox * stride - pad + kj;
+                        if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                            img[((size_t)c * (size_t)H + (size_t)iy) * (size_t)W + (size_t)ix] +=
+                                col[(row * (size_t)oh + (size_t)oy) * (size_t)ow + (size_t)ox];
+                    }
+            }
+}
+
+void het_im2col_wide_ref(float *col, size_t ldc, const float *xp, int C, int Hp, int Wp, int k,
+                         size_t j0, size_t n) {
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                size_t r = (size_t)(c * k + ki) * (size_t)k + (size_t)kj;
+                for (size_t j = j0; j < j0 + n; j++) {
+                    size_t oy = j / (size_t)Wp, ox = j % (size_t)Wp; /* ox + kj may wrap */
+                    col[r * ldc + (j - j0)] = xp[(size_t)c * (size_t)Hp * (size_t)Wp +
+                                                 (oy + (size_t)ki) * (size_t)Wp + ox + (size_t)kj];
+                }
+            }
+}
+
+void het_col2im_wide_ref(float *xp, const float *col, size_t ldc, int C, int Hp, int Wp, int k,
+                         size_t j0, size_t n) {
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                size_t r = (size_t)(c * k + ki) * (size_t)k + (size_t)kj;
+                for (size_t j = j0; j < j0 + n; j++) {
+                    size_t oy = j / (size_t)Wp, ox = j % (size_t)Wp;
+                    xp[(size_t)c * (size_t)Hp * (size_t)Wp + (oy + (size_t)ki) * (size_t)Wp + ox +
+                       (size_t)kj] += col[r * ldc + (j - j0)];
+                }
+            }
+}
+
+void het_vec_add_ref(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
