@@ -1,0 +1,114 @@
+/* SGD and Adam over one flat parameter buffer, with torch.optim semantics (torch 1.13,
+ * single-tensor path), so that hetrain's updates match PyTorch's to float32 rounding.
+ *
+ * SGD (torch.optim.SGD):
+ *   g = grad + wd * p
+ *   momentum > 0:  buf = g (t == 1), else buf = momentum * buf + (1 - dampening) * g
+ *                  g = nesterov ? g + momentum * buf : buf
+ *   p -= lr * g
+ * Adam (torch.optim.Adam, L2 added to the gradient, not AdamW):
+ *   g = grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * The last line is torch's own arrangement of lr * m_hat / (sqrt(v_hat) + eps); the bias
+ * corrections are computed in double, as Python does, then used as float32 scalars. */
+#include <math.h>
+
+#include "hetrain/optim.h"
+
+het_optim_config het_optim_defaults(void) {
+    het_optim_config c;
+    c.kind = HET_OPT_SGD;
+    c.momentum = 0.9f;
+    c.nesterov = 0;
+    c.dampening = 0.0f;
+    c.weight_decay = 0.0f;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.999f;
+    c.eps = 1e-8f;
+    return c;
+}
+
+/* x in [lo, hi) (NaN fails every comparison, so it is rejected too). */
+static int in_range_open(float x, float lo, float hi) { return x >= lo && x < hi; }
+
+int het_optim_check(const het_optim_config *c) {
+    if (!c) return het_error_set(HET_EINVAL, "optimizer config: NULL");
+    if (!(c->weight_decay >= 0.0f) || !isfinite(c->weight_decay))
+        return het_error_set(HET_EINVAL, "optimizer weight_decay %g: must be finite and >= 0",
+                             (double)c->weight_decay);
+    switch (c->kind) {
+    case HET_OPT_SGD:
+        if (!in_range_open(c->momentum, 0.0f, 1.0f))
+            return het_error_set(HET_EINVAL, "SGD momentum %g: must be in [0, 1)",
+                                 (double)c->momentum);
+        if (!(c->dampening >= 0.0f && c->dampening <= 1.0f))
+            return het_error_set(HET_EINVAL, "SGD dampening %g: must be in [0, 1]",
+                                 (double)c->dampening);
+        if (c->nesterov != 0 && c->nesterov != 1)
+            return het_error_set(HET_EINVAL, "SGD nesterov %d: must be 0 or 1", c->nesterov);
+        if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
+            return het_error_set(HET_EINVAL,
+                                 "SGD nesterov: needs momentum > 0 (got %g) and dampening 0 "
+                                 "(got %g)", (double)c->momentum, (double)c->dampening);
+        return HET_OK;
+    case HET_OPT_ADAM:
+        if (!in_range_open(c->beta1, 0.0f, 1.0f))
+            return het_error_set(HET_EINVAL, "Adam beta1 %g: must be in [0, 1)", (double)c->beta1);
+        if (!in_range_open(c->beta2, 0.0f, 1.0f))
+            return het_error_set(HET_EINVAL, "Adam beta2 %g: must be in [0, 1)", (double)c->beta2);
+        if (!(c->eps > 0.0f) || !isfinite(c->eps))
+            return het_error_set(HET_EINVAL, "Adam eps %g: must be finite and > 0", (double)c->eps);
+        return HET_OK;
+    }
+    return het_error_set(HET_EINVAL, "optimizer kind %d: must be SGD (0) or Adam (1)",
+                         (int)c->kind);
+}
+
+size_t het_optim_state_floats(const het_optim_config *c, size_t n) {
+    if (c->kind == HET_OPT_ADAM) return 2 * n;
+    return c->momentum > 0.0f ? n : 0;
+}
+
+static void sgd_step(const het_optim_config *c, float lr, float *restrict p,
+                     const float *restrict grad, float *restrict buf, size_t n, int64_t t) {
+    const float wd = c->weight_decay, mu = c->momentum, damp = 1.0f - c->dampening;
+    if (mu <= 0.0f) {
+        for (size_t i = 0; i < n; i++) p[i] -= lr * (grad[i] + wd * p[i]);
+        return;
+    }
+    if (t <= 1) {
+        for (size_t i = 0; i < n; i++) buf[i] = grad[i] + wd * p[i];
+    } else {
+        for (size_t i = 0; i < n; i++) buf[i] = mu * buf[i] + damp * (grad[i] + wd * p[i]);
+    }
+    if (c->nesterov) {
+        for (size_t i = 0; i < n; i++) p[i] -= lr * ((grad[i] + wd * p[i]) + mu * buf[i]);
+    } else {
+        for (size_t i = 0; i < n; i++) p[i] -= lr * buf[i];
+    }
+}
+
+static void adam_step(const het_optim_config *c, float lr, float *restrict p,
+                      const float *restrict grad, float *restrict m, float *restrict v, size_t n,
+                      int64_t t) {
+    const float wd = c->weight_decay, b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    const float a1 = 1.0f - b1, a2 = 1.0f - b2;
+    double tt = (double)(t < 1 ? 1 : t);
+    double bc1 = 1.0 - pow((double)b1, tt), bc2 = 1.0 - pow((double)b2, tt);
+    const float step_size = (float)((double)lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] + wd * p[i];
+        m[i] = b1 * m[i] + a1 * g;
+        v[i] = b2 * v[i] + a2 * (g * g);
+        p[i] -= step_size * (m[i] / (sqrtf(v[i]) / bc2_sqrt + eps));
+    }
+}
+
+void het_optim_step(const het_optim_config *c, float lr, float *params, const float *grads,
+                    float *state, size_t n, int64_t t) {
+    if (c->kind == HET_OPT_ADAM)
+        adam_step(c, lr, params, grads, state, state + n, n, t);
+    else
+        sgd_step(c, lr, params, grads, state, n, t);
+}
