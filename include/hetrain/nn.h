@@ -128,12 +128,18 @@ het_shape het_model_in_shape(const het_model *m);
 int    het_model_n_classes(const het_model *m);
 const het_layer *het_model_layer(const het_model *m, int i);
 void   het_model_layer_params(const het_model *m, int i, size_t *offset, size_t *count);
+void   het_model_layer_state(const het_model *m, int i, size_t *offset, size_t *count);
 /* Forward FLOPs per sample (multiply-add = 2), for throughput reports. */
 double het_model_flops_per_sample(const het_model *m);
 /* Bytes of all buffers the model allocated (params, grads, state, activations, caches). */
 size_t het_model_bytes(const het_model *m);
 
 void het_model_zero_grads(het_model *m);
+/* Runs fn(user, lo, hi) over disjoint ranges covering [0, n) on the model's worker threads
+ * (ranges are multiples of 16 elements except the last); returns when all are done. For
+ * element-wise work on the flat buffers, such as the optimizer step. */
+void het_model_parallel_for(het_model *m, size_t n, void (*fn)(void *user, size_t lo, size_t hi),
+                            void *user);
 void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user);
 
 /* Training step on one batch (batch <= max_batch): forward in train mode, loss, backward.

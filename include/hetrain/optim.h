@@ -34,6 +34,11 @@ size_t het_optim_state_floats(const het_optim_config *c, size_t n);
 void het_optim_step(const het_optim_config *c, float lr, float *params, const float *grads,
                     float *state, size_t n, int64_t t);
 
+/* The same update restricted to elements [lo, hi) of the n parameters (state laid out for n):
+ * disjoint ranges may run on different threads. */
+void het_optim_step_range(const het_optim_config *c, float lr, float *params, const float *grads,
+                          float *state, size_t n, int64_t t, size_t lo, size_t hi);
+
 /* ---- learning-rate schedules ---- */
 typedef enum {
     HET_SCHED_CONSTANT = 0,

@@ -22,22 +22,28 @@
 
 #include "hetrain/nn.h"
 
+/* Samples per chunk: a worker runs its share through all layers this many at a time. */
+#ifndef HET_MODEL_CHUNK
+#define HET_MODEL_CHUNK 16
+#endif
+
 typedef struct het_worker {
-    float *acts;    /* per layer: out_size * sub_max */
-    float *cache;   /* per layer: cache_per_sample * sub_max */
+    float *acts;    /* per layer: out_size * chunk */
+    float *cache;   /* per layer: cache_per_sample * chunk */
     float *work;    /* shared scratch */
     float *dbuf[2]; /* ping-pong gradient buffers */
-    float *probs;   /* classes * sub_max */
+    float *probs;   /* classes * chunk */
     float *grads;   /* own gradients (worker > 0); worker 0 uses the model's */
     het_rng rng;
     /* current task */
     const float *x;
     const uint8_t *y;
     int batch;
+    int start; /* index of x[0] in the whole batch */
     het_batch_result res;
 } het_worker;
 
-typedef enum { TASK_TRAIN, TASK_FORWARD, TASK_REDUCE, TASK_QUIT } task_kind;
+typedef enum { TASK_TRAIN, TASK_FORWARD, TASK_REDUCE, TASK_RANGE, TASK_QUIT } task_kind;
 
 struct het_model {
     het_shape in;
@@ -47,7 +53,7 @@ struct het_model {
     size_t *param_off, *state_off, *act_off, *cache_off;
     size_t n_params, n_state, act_floats, cache_floats, work_floats, dbuf_floats;
     int first_param_layer; /* lowest layer with parameters, n_layers if none */
-    int classes, max_batch, sub_max, workers;
+    int classes, max_batch, sub_max, workers, chunk;
     float *params, *grads, *state, *logits;
     het_worker *w;
     het_grad_hook hook;
@@ -58,6 +64,9 @@ struct het_model {
     int train_mode;
     float grad_scale;
     uint64_t step_seed;
+    void (*range_fn)(void *user, size_t lo, size_t hi);
+    void *range_user;
+    size_t range_n;
     /* thread pool */
     pthread_t *threads;
     int n_threads; /* started threads (workers - 1) */
@@ -79,52 +88,81 @@ static void worker_exec(het_model *m, het_worker *wk, int i, het_exec *ex, float
     ex->train = m->train_mode;
 }
 
-static const float *worker_forward(het_model *m, het_worker *wk, int widx) {
-    const float *in = wk->x;
+/* Forward of `n` samples starting at sample `s0` of this worker's share; returns the logits. */
+static const float *chunk_forward(het_model *m, het_worker *wk, int widx, int s0, int n) {
+    const float *in = wk->x + (size_t)s0 * het_shape_size(m->in);
     for (int i = 0; i < m->n_layers; i++) {
         het_exec ex;
         worker_exec(m, wk, i, &ex, widx == 0 ? m->grads : wk->grads);
-        het_rng_seed2(&wk->rng, m->step_seed, (uint64_t)widx * 65536u + (uint64_t)i);
+        /* dropout stream: by layer and by the chunk's first sample in the whole batch */
+        het_rng_seed2(&wk->rng, m->step_seed, ((uint64_t)(wk->start + s0) << 16) | (uint64_t)i);
         float *out = wk->acts + m->act_off[i];
         het_layer *l = m->layers[i];
-        l->ops->forward(l, &ex, in, out, wk->batch);
+        l->ops->forward(l, &ex, in, out, n);
         in = out;
     }
     return in;
 }
 
-static void worker_train(het_model *m, het_worker *wk, int widx) {
-    const float *logits = worker_forward(m, wk, widx);
+static void chunk_train(het_model *m, het_worker *wk, int widx, int s0, int n, int last) {
+    const float *logits = chunk_forward(m, wk, widx, s0, n);
+    const uint8_t *y = wk->y + s0;
     int correct = 0;
-    wk->res.loss_sum = het_softmax_ce_forward(logits, wk->y, wk->batch, m->classes, wk->probs,
-                                              &correct);
-    wk->res.correct = correct;
-    wk->res.count = wk->batch;
+    wk->res.loss_sum += het_softmax_ce_forward(logits, y, n, m->classes, wk->probs, &correct);
+    wk->res.correct += correct;
+    wk->res.count += n;
     float *grads = widx == 0 ? m->grads : wk->grads;
     float *dout = wk->dbuf[0];
-    het_softmax_ce_backward(dout, wk->probs, wk->y, wk->batch, m->classes, m->grad_scale);
+    het_softmax_ce_backward(dout, wk->probs, y, n, m->classes, m->grad_scale);
     int cur = 0;
     for (int i = m->n_layers - 1; i >= m->first_param_layer; i--) {
         het_layer *l = m->layers[i];
         het_exec ex;
         worker_exec(m, wk, i, &ex, grads);
-        het_rng_seed2(&wk->rng, m->step_seed, (uint64_t)widx * 65536u + (uint64_t)i);
-        const float *in = i > 0 ? wk->acts + m->act_off[i - 1] : wk->x;
+        het_rng_seed2(&wk->rng, m->step_seed, ((uint64_t)(wk->start + s0) << 16) | (uint64_t)i);
+        const float *in = i > 0 ? wk->acts + m->act_off[i - 1] : wk->x + (size_t)s0 * het_shape_size(m->in);
         const float *out = wk->acts + m->act_off[i];
         float *din = i > m->first_param_layer ? wk->dbuf[cur ^ 1] : NULL;
-        l->ops->backward(l, &ex, in, out, dout, din, wk->batch);
-        if (m->workers == 1 && m->hook && m->plans[i].n_params > 0)
+        l->ops->backward(l, &ex, in, out, dout, din, n);
+        if (last && m->workers == 1 && m->hook && m->plans[i].n_params > 0)
             m->hook(m->hook_user, i, m->param_off[i], m->plans[i].n_params);
         dout = din;
         cur ^= 1;
     }
 }
 
+/* A worker's share runs in chunks of m->chunk samples through all layers, so that the
+ * activations of a chunk stay in cache; backward accumulates, so chunks add up exactly as one
+ * sub-batch would (up to summation order). */
+static void worker_train(het_model *m, het_worker *wk, int widx) {
+    for (int s0 = 0; s0 < wk->batch; s0 += m->chunk) {
+        int n = wk->batch - s0 < m->chunk ? wk->batch - s0 : m->chunk;
+        chunk_train(m, wk, widx, s0, n, s0 + n >= wk->batch);
+    }
+}
+
+static void worker_forward(het_model *m, het_worker *wk, int widx) {
+    for (int s0 = 0; s0 < wk->batch; s0 += m->chunk) {
+        int n = wk->batch - s0 < m->chunk ? wk->batch - s0 : m->chunk;
+        const float *logits = chunk_forward(m, wk, widx, s0, n);
+        memcpy(m->logits + (size_t)(wk->start + s0) * (size_t)m->classes, logits,
+               sizeof(float) * (size_t)n * (size_t)m->classes);
+    }
+}
+
+/* This worker's slice of [0, n): 16-element aligned blocks, in worker order. */
+static void worker_slice(const het_model *m, int widx, size_t n, size_t *lo, size_t *hi) {
+    size_t blocks = (n + 15) / 16, per = (blocks + (size_t)m->workers - 1) / (size_t)m->workers;
+    size_t a = per * 16 * (size_t)widx, b = a + per * 16;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
 /* Adds the gradients of workers 1.. into the model's buffer over this worker's slice of the
  * parameters, always in worker order: deterministic. */
 static void worker_reduce(het_model *m, int widx) {
-    size_t n = m->n_params, per = (n + (size_t)m->workers - 1) / (size_t)m->workers;
-    size_t lo = per * (size_t)widx, hi = lo + per < n ? lo + per : n;
+    size_t lo, hi;
+    worker_slice(m, widx, m->n_params, &lo, &hi);
     for (int w = 1; w < m->workers; w++) {
         if (m->w[w].batch == 0) continue;
         const float *g = m->w[w].grads;
@@ -147,6 +185,12 @@ static void run_task(het_model *m, int widx) {
     case TASK_REDUCE:
         worker_reduce(m, widx);
         break;
+    case TASK_RANGE: {
+        size_t lo, hi;
+        worker_slice(m, widx, m->range_n, &lo, &hi);
+        if (lo < hi) m->range_fn(m->range_user, lo, hi);
+        break;
+    }
     case TASK_QUIT:
         break;
     }
@@ -351,7 +395,8 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
     m->workers = coupled ? 1 : workers;
     if (m->workers > max_batch) m->workers = max_batch;
     m->sub_max = (max_batch + m->workers - 1) / m->workers;
-    size_t sub = (size_t)m->sub_max;
+    m->chunk = coupled || HET_MODEL_CHUNK > m->sub_max ? m->sub_max : HET_MODEL_CHUNK;
+    size_t sub = (size_t)m->chunk;
     for (int i = 0; i < n_layers; i++) {
         het_layer_plan *p = &m->plans[i];
         m->act_off[i] = m->act_floats;
@@ -428,6 +473,11 @@ void het_model_layer_params(const het_model *m, int i, size_t *offset, size_t *c
     *count = m->plans[i].n_params;
 }
 
+void het_model_layer_state(const het_model *m, int i, size_t *offset, size_t *count) {
+    *offset = m->state_off[i];
+    *count = m->plans[i].n_state;
+}
+
 /* Multiply-adds of the weight-bearing layers, counted as 2 FLOPs each: every parameter is used
  * once per output position (dense: once; conv: oh*ow times). Element-wise layers are not
  * counted. */
@@ -440,7 +490,24 @@ double het_model_flops_per_sample(const het_model *m) {
     return f;
 }
 
-void het_model_zero_grads(het_model *m) { memset(m->grads, 0, sizeof(float) * m->n_params); }
+static void zero_range(void *user, size_t lo, size_t hi) {
+    memset((float *)user + lo, 0, sizeof(float) * (hi - lo));
+}
+
+void het_model_zero_grads(het_model *m) { het_model_parallel_for(m, m->n_params, zero_range, m->grads); }
+
+void het_model_parallel_for(het_model *m, size_t n, void (*fn)(void *user, size_t lo, size_t hi),
+                            void *user) {
+    if (m->workers == 1 || n < 4096) {
+        if (n > 0) fn(user, 0, n);
+        return;
+    }
+    m->task = TASK_RANGE;
+    m->range_fn = fn;
+    m->range_user = user;
+    m->range_n = n;
+    pool_run(m);
+}
 
 void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user) {
     m->hook = hook;
@@ -461,6 +528,7 @@ static int split_batch(het_model *m, const float *x, const uint8_t *y, int batch
         m->w[w].x = x + (size_t)start * in_sz;
         m->w[w].y = y ? y + start : NULL;
         m->w[w].batch = n;
+        m->w[w].start = start;
         memset(&m->w[w].res, 0, sizeof m->w[w].res);
         start += n;
     }
@@ -509,12 +577,6 @@ const float *het_model_forward(het_model *m, const float *x, int batch, int trai
     m->train_mode = train;
     m->step_seed = step_seed;
     pool_run(m);
-    size_t off = 0, last = m->act_off[m->n_layers - 1];
-    for (int w = 0; w < m->workers; w++) {
-        size_t n = (size_t)m->w[w].batch * (size_t)m->classes;
-        memcpy(m->logits + off, m->w[w].acts + last, sizeof(float) * n);
-        off += n;
-    }
     return m->logits;
 }
 
@@ -525,8 +587,8 @@ int het_model_eval_batch(het_model *m, const float *x, const uint8_t *y, int bat
     int correct = 0;
     /* probabilities go to worker 0's buffer in chunks of its size */
     double loss = 0;
-    for (int start = 0; start < batch; start += m->sub_max) {
-        int n = batch - start < m->sub_max ? batch - start : m->sub_max;
+    for (int start = 0; start < batch; start += m->chunk) {
+        int n = batch - start < m->chunk ? batch - start : m->chunk;
         int c = 0;
         loss += het_softmax_ce_forward(logits + (size_t)start * (size_t)m->classes, y + start, n,
                                        m->classes, m->w[0].probs, &c);

@@ -107,8 +107,13 @@ static void adam_step(const het_optim_config *c, float lr, float *restrict p,
 
 void het_optim_step(const het_optim_config *c, float lr, float *params, const float *grads,
                     float *state, size_t n, int64_t t) {
+    het_optim_step_range(c, lr, params, grads, state, n, t, 0, n);
+}
+
+void het_optim_step_range(const het_optim_config *c, float lr, float *params, const float *grads,
+                          float *state, size_t n, int64_t t, size_t lo, size_t hi) {
     if (c->kind == HET_OPT_ADAM)
-        adam_step(c, lr, params, grads, state, state + n, n, t);
+        adam_step(c, lr, params + lo, grads + lo, state + lo, state + n + lo, hi - lo, t);
     else
-        sgd_step(c, lr, params, grads, state, n, t);
+        sgd_step(c, lr, params + lo, grads + lo, state ? state + lo : NULL, hi - lo, t);
 }

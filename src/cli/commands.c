@@ -1,0 +1,105 @@
+/* The commands of hetrain: train, eval, info, export. Output through het_log (rank 0);
+ * failures through cli_fail (one line on stderr, exit status 1). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int cli_train(const het_train_config *c) {
+    het_trainer *t;
+    if (het_trainer_create(&t, c)) return cli_fail();
+    int st = het_trainer_run(t);
+    het_trainer_free(t);
+    return st ? cli_fail() : CLI_OK;
+}
+
+int cli_eval(const het_train_config *c) {
+    het_trainer *t;
+    if (het_trainer_create(&t, c)) return cli_fail();
+    double loss, acc;
+    int st = het_checkpoint_load_weights(het_trainer_model(t), c->model, c->checkpoint);
+    if (!st) st = het_trainer_evaluate(t, &loss, &acc);
+    if (!st) {
+        int64_t n = het_trainer_test_set(t)->n;
+        if (c->test_limit > 0 && c->test_limit < n) n = c->test_limit;
+        het_log(HET_LOG_QUIET, "eval %s on %s (%lld test samples): test_loss %.4f test_acc "
+                "%.4f\n", c->model, c->data, (long long)n, loss, acc);
+    }
+    het_trainer_free(t);
+    return st ? cli_fail() : CLI_OK;
+}
+
+static int build_model(const het_train_config *c, het_model **m) {
+    het_shape in;
+    int classes;
+    if (het_train_data_shape(c->data, &in, &classes)) return HET_EINVAL;
+    return het_zoo_build(m, c->model, in, classes, c->batch, c->threads);
+}
+
+static void shape_str(char *buf, size_t n, het_shape s) {
+    snprintf(buf, n, "%dx%dx%d", s.c, s.h, s.w);
+}
+
+int cli_info(const het_train_config *c) {
+    het_model *m;
+    if (build_model(c, &m)) return cli_fail();
+    het_shape in = het_model_in_shape(m);
+    char a[32], b[32];
+    shape_str(a, sizeof a, in);
+    het_log(HET_LOG_QUIET, "model %s: input %s, %d classes\n", c->model, a,
+            het_model_n_classes(m));
+    het_log(HET_LOG_QUIET, "  %3s  %-10s %-12s %-12s %10s\n", "#", "layer", "input", "output",
+            "params");
+    for (int i = 0; i < het_model_n_layers(m); i++) {
+        const het_layer *l = het_model_layer(m, i);
+        size_t off, n;
+        het_model_layer_params(m, i, &off, &n);
+        shape_str(a, sizeof a, l->in);
+        shape_str(b, sizeof b, l->out);
+        het_log(HET_LOG_QUIET, "  %3d  %-10s %-12s %-12s %10zu\n", i, l->ops->name, a, b, n);
+    }
+    size_t np = het_model_n_params(m);
+    het_log(HET_LOG_QUIET, "parameters: %zu (%.1f KiB as float32), state: %zu\n", np,
+            (double)np * 4 / 1024.0, het_model_n_state(m));
+    het_log(HET_LOG_QUIET, "FLOPs per sample: %.4g M forward (a training step is about 3x)\n",
+            het_model_flops_per_sample(m) / 1e6);
+    het_log(HET_LOG_QUIET, "bytes: %.2f MiB of model buffers at batch %d with %d worker%s\n",
+            (double)het_model_bytes(m) / 1048576.0, het_model_max_batch(m),
+            het_model_workers(m), het_model_workers(m) == 1 ? "" : "s");
+    het_model_free(m);
+
+    het_dataset tr, te;
+    memset(&tr, 0, sizeof tr);
+    memset(&te, 0, sizeof te);
+    if (het_dataset_load_named(&tr, &te, c->data, c->data_dir[0] ? c->data_dir : NULL)) {
+        het_log(HET_LOG_QUIET, "dataset %s: not available: %s\n", c->data, het_error_msg());
+        return CLI_OK;
+    }
+    shape_str(a, sizeof a, tr.shape);
+    het_log(HET_LOG_QUIET, "dataset %s: %lld train / %lld test samples of %s, %d classes\n",
+            c->data, (long long)tr.n, (long long)te.n, a, tr.n_classes);
+    for (int ch = 0; ch < tr.shape.c && ch < 3; ch++)
+        het_log(HET_LOG_QUIET, "  channel %d: mean %.4f std %.4f (of pixel/255)\n", ch,
+                (double)tr.mean[ch], (double)tr.std[ch]);
+    int64_t counts[256] = {0};
+    for (int64_t i = 0; i < tr.n; i++) counts[tr.labels[i]]++;
+    het_log(HET_LOG_QUIET, "  train labels:");
+    for (int k = 0; k < tr.n_classes && k < 256; k++)
+        het_log(HET_LOG_QUIET, " %d:%lld", k, (long long)counts[k]);
+    het_log(HET_LOG_QUIET, "\n");
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+    return CLI_OK;
+}
+
+int cli_export(const het_train_config *c) {
+    het_model *m;
+    if (build_model(c, &m)) return cli_fail();
+    int st = het_checkpoint_load_weights(m, c->model, c->checkpoint);
+    if (!st) st = het_safetensors_write(m, c->export_safetensors);
+    if (!st)
+        het_log(HET_LOG_INFO, "wrote %s: %zu parameters of %s\n", c->export_safetensors,
+                het_model_n_params(m), c->model);
+    het_model_free(m);
+    return st ? cli_fail() : CLI_OK;
+}

@@ -1,0 +1,285 @@
+/* hetrain: the command line. Parses "hetrain <command> [options]", builds the configuration
+ * (defaults < checkpoint's stored configuration for eval / export / --resume < --config FILE <
+ * the command line) and runs the command. Only this file and commands.c print to stderr and
+ * choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on stderr, nothing
+ * on stdout).
+ *
+ * MPI: initialized here so that the strategies of the next stage slot in; for now more than one
+ * rank is refused. */
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define HET_VERSION "0.1.0"
+#define MAX_PAIRS 256
+
+typedef struct command {
+    const char *name;
+    int (*run)(const het_train_config *c);
+    const char *summary;
+    const char *const *keys; /* options it takes on the command line; NULL: all */
+} command;
+
+static const char *const eval_keys[] = {"model", "data", "data-dir", "batch", "threads",
+                                        "checkpoint", "test-limit", "quiet", NULL};
+static const char *const info_keys[] = {"model", "data", "data-dir", "batch", "threads", NULL};
+static const char *const export_keys[] = {"checkpoint", "model", "data", "export-safetensors",
+                                          "quiet", NULL};
+
+static const command commands[] = {
+    {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL},
+    {"eval", cli_eval, "evaluate a checkpoint on the test set (needs --checkpoint)", eval_keys},
+    {"info", cli_info, "describe a model (layers, shapes, parameters, FLOPs) and a dataset",
+     info_keys},
+    {"export", cli_export, "write a checkpoint's weights as safetensors (needs --checkpoint "
+     "and --export-safetensors)", export_keys},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static int g_rank = 0;
+
+/* One line on stderr: "hetrain[ CMD]: ...". */
+static void usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void usage_error(const char *cmd, const char *fmt, ...) {
+    if (g_rank != 0) return;
+    fprintf(stderr, "hetrain%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_fail(void) {
+    if (g_rank == 0) fprintf(stderr, "hetrain: %s\n", het_error_msg());
+    return CLI_FAIL;
+}
+
+static void print_main_help(void) {
+    printf("hetrain %s: data-parallel training of neural networks in C, built for "
+           "heterogeneous clusters\n\n"
+           "usage: hetrain <command> [options]     (hetrain <command> --help for its options)\n\n"
+           "commands:\n", HET_VERSION);
+    for (int i = 0; i < N_COMMANDS; i++)
+        printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+    printf("\nexample:\n  hetrain train --model lenet5 --data fashion-mnist --epochs 5 "
+           "--metrics run.jsonl --checkpoint run.ckpt\n\n"
+           "exit status: 0 success, 1 runtime failure (data, files, divergence), 2 usage "
+           "error\n");
+}
+
+static int allowed(const command *cmd, const char *key) {
+    if (!cmd->keys) return 1;
+    for (int i = 0; cmd->keys[i]; i++)
+        if (strcmp(cmd->keys[i], key) == 0) return 1;
+    return 0;
+}
+
+static void print_command_help(const command *cmd) {
+    printf("usage: hetrain %s [options]\n%s\n\noptions:\n", cmd->name, cmd->summary);
+    het_train_config d = het_train_config_defaults();
+    size_t len = het_train_config_format(&d, 1, NULL, 0);
+    char *defs = malloc(len + 2); /* "\nkey = value\n..." */
+    if (defs) {
+        defs[0] = '\n';
+        het_train_config_format(&d, 1, defs + 1, len + 1);
+    }
+    for (const het_config_key *k = het_train_config_keys(); k->key; k++) {
+        if (!allowed(cmd, k->key)) continue;
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", k->key, k->arg ? " " : "", k->arg ? k->arg : "");
+        char def[64] = "", needle[80];
+        snprintf(needle, sizeof needle, "\n%s = ", k->key);
+        const char *p = defs ? strstr(defs, needle) : NULL;
+        if (p && k->arg) {
+            p += strlen(needle);
+            int n = (int)strcspn(p, "\n");
+            if (n > 0 && n < 40) snprintf(def, sizeof def, " (default %.*s)", n, p);
+        }
+        printf("  %-26s %s%s\n", left, k->help, def);
+    }
+    free(defs);
+    printf("  %-26s %s\n  %-26s %s\n", "--config FILE",
+           "read options from FILE: 'key = value' lines, # comments (the command line wins)",
+           "-h, --help", "this help");
+    if (strcmp(cmd->name, "train") == 0)
+        printf("\nThreads: --threads N splits each batch over N worker threads of the model and "
+               "runs OpenBLAS\nwith 1 thread; results are bitwise reproducible for a given N.\n"
+               "--resume takes the configuration stored in the checkpoint; options given again "
+               "override it.\n");
+}
+
+typedef struct pair {
+    const char *key;
+    const char *value; /* NULL: a flag without value */
+} pair;
+
+/* Parses options into pairs; returns -1 after printing an error, 1 for --help, 0 otherwise. */
+static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, int *n_pairs,
+                      const char **config_file) {
+    static char keybuf[MAX_PAIRS][64];
+    *n_pairs = 0;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            usage_error(cmd->name, "unexpected argument '%s'%s", a,
+                        a[0] == '-' ? " (options are --name or --name=value)" : "");
+            return -1;
+        }
+        const char *eq = strchr(a, '=');
+        size_t kn = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (kn >= sizeof keybuf[0] || *n_pairs == MAX_PAIRS) {
+            usage_error(cmd->name, "option '%s' is too long", a);
+            return -1;
+        }
+        char *key = keybuf[*n_pairs];
+        memcpy(key, a + 2, kn);
+        key[kn] = '\0';
+        const het_config_key *k = NULL;
+        for (const het_config_key *p = het_train_config_keys(); p->key; p++)
+            if (strcmp(p->key, key) == 0) k = p;
+        int is_config = strcmp(key, "config") == 0;
+        if (!is_config && (!k || !allowed(cmd, key))) {
+            if (k) usage_error(cmd->name, "option --%s does not apply to this command", key);
+            else usage_error(cmd->name, "unknown option --%s (see hetrain %s --help)", key,
+                             cmd->name);
+            return -1;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (!eq && (is_config || k->arg)) {
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                usage_error(cmd->name, "--%s: missing value", key);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (is_config) {
+            *config_file = value;
+            continue;
+        }
+        pairs[*n_pairs].key = key;
+        pairs[*n_pairs].value = value;
+        (*n_pairs)++;
+    }
+    return 0;
+}
+
+/* Applies the config file and the command-line pairs on top of *c; prints the error. */
+static int apply(const command *cmd, het_train_config *c, const char *config_file,
+                 const pair *pairs, int n_pairs) {
+    if (config_file && het_train_config_load(c, config_file)) {
+        usage_error(NULL, "%s", het_error_msg());
+        return -1;
+    }
+    for (int i = 0; i < n_pairs; i++)
+        if (het_train_config_set(c, pairs[i].key, pairs[i].value)) {
+            usage_error(cmd->name, "--%s", het_error_msg());
+            return -1;
+        }
+    return 0;
+}
+
+static int run_cli(int argc, char **argv) {
+    if (argc < 2) {
+        usage_error(NULL, "missing command: train, eval, info or export (see hetrain --help)");
+        return CLI_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "help") == 0) {
+        if (argc > 2 && strcmp(name, "help") == 0) {
+            for (int i = 0; i < N_COMMANDS; i++)
+                if (strcmp(commands[i].name, argv[2]) == 0) {
+                    if (g_rank == 0) print_command_help(&commands[i]);
+                    return CLI_OK;
+                }
+        }
+        if (g_rank == 0) print_main_help();
+        return CLI_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        if (g_rank == 0) printf("hetrain %s\n", HET_VERSION);
+        return CLI_OK;
+    }
+    const command *cmd = NULL;
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) cmd = &commands[i];
+    if (!cmd) {
+        usage_error(NULL, "unknown command '%s' (expected train, eval, info or export; see "
+                    "hetrain --help)", name);
+        return CLI_USAGE;
+    }
+    pair pairs[MAX_PAIRS];
+    int n_pairs = 0;
+    const char *config_file = NULL;
+    int pr = parse_args(cmd, argc - 2, argv + 2, pairs, &n_pairs, &config_file);
+    if (pr < 0) return CLI_USAGE;
+    if (pr > 0) {
+        if (g_rank == 0) print_command_help(cmd);
+        return CLI_OK;
+    }
+    /* First pass: every value must parse, whatever the checkpoint holds. */
+    het_train_config c = het_train_config_defaults();
+    if (apply(cmd, &c, config_file, pairs, n_pairs)) return CLI_USAGE;
+    int needs_ckpt = strcmp(cmd->name, "eval") == 0 || strcmp(cmd->name, "export") == 0;
+    if (needs_ckpt && !c.checkpoint[0]) {
+        usage_error(cmd->name, "--checkpoint FILE is required");
+        return CLI_USAGE;
+    }
+    if (strcmp(cmd->name, "export") == 0 && !c.export_safetensors[0]) {
+        usage_error(cmd->name, "--export-safetensors FILE is required");
+        return CLI_USAGE;
+    }
+    if (strcmp(cmd->name, "train") != 0) c.resume = 0;
+    if (het_train_config_check(&c)) {
+        usage_error(cmd->name, "%s", het_error_msg());
+        return CLI_USAGE;
+    }
+    if (needs_ckpt || c.resume) {
+        /* Second pass: the checkpoint's configuration underneath. */
+        het_train_config base = het_train_config_defaults();
+        if (het_train_config_from_checkpoint(&base, c.checkpoint)) return cli_fail();
+        if (apply(cmd, &base, config_file, pairs, n_pairs)) return CLI_USAGE;
+        if (strcmp(cmd->name, "train") != 0) base.resume = 0;
+        if (het_train_config_check(&base)) {
+            usage_error(cmd->name, "%s", het_error_msg());
+            return CLI_USAGE;
+        }
+        c = base;
+    }
+    if (c.quiet) het_log_set_level(HET_LOG_QUIET);
+    return cmd->run(&c);
+}
+
+int main(int argc, char **argv) {
+    int size = 1;
+    het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+        fprintf(stderr, "hetrain: MPI_Init failed\n");
+        return CLI_FAIL;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    het_log_set_rank(g_rank);
+    int rc;
+    if (size > 1) {
+        if (g_rank == 0)
+            fprintf(stderr, "hetrain: %d ranks: multi-rank strategies are not built yet; run "
+                    "one process\n", size);
+        rc = CLI_USAGE;
+    } else {
+        rc = run_cli(argc, argv);
+    }
+    fflush(stdout);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,451 @@
+/* The training configuration: one table of keys drives parsing (options and config files),
+ * range checks, the echo printed at start and stored in checkpoints, and --help. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/train.h"
+#include "train/internal.h"
+
+typedef enum {
+    K_INT,      /* int in [lo, hi] */
+    K_I64,      /* int64_t in [lo, hi] */
+    K_U64,      /* uint64_t, any */
+    K_FLOAT,    /* float in lo..hi, ends open or closed per flags */
+    K_BOOL,     /* int 0/1 */
+    K_STR,      /* char[HET_PATH_LEN], may be empty */
+    K_NAME,     /* char[32] */
+    K_MODEL,    /* char[32], a zoo name */
+    K_DATA,     /* char[32], a dataset name */
+    K_SCHED,    /* het_sched_kind */
+    K_OPT,      /* het_opt_kind */
+    K_PROGRESS, /* het_progress */
+} key_type;
+
+enum { F_LO_OPEN = 1, F_HI_OPEN = 2, F_RUN = 4 /* not part of the result: not echoed */ };
+
+typedef struct key_def {
+    het_config_key pub;
+    key_type type;
+    size_t off;
+    double lo, hi;
+    int flags;
+} key_def;
+
+#define OFF(field) offsetof(het_train_config, field)
+#define BIG 1e300
+
+static const key_def keys[] = {
+    {{"model", "NAME", "mlp | lenet5 | cifar-cnn | resnet20"}, K_MODEL, OFF(model), 0, 0, 0},
+    {{"data", "NAME", "fashion-mnist | mnist | cifar10 | synthetic"}, K_DATA, OFF(data), 0, 0, 0},
+    {{"data-dir", "DIR", "dataset directory (default: the dataset's standard place)"}, K_STR,
+     OFF(data_dir), 0, 0, 0},
+    {{"epochs", "N", "epochs to train (a resumed run continues up to N)"}, K_INT, OFF(epochs), 1,
+     1e6, 0},
+    {{"batch", "N", "samples per step"}, K_INT, OFF(batch), 1, 65536, 0},
+    {{"lr", "X", "base learning rate"}, K_FLOAT, OFF(sched.base_lr), 0, BIG, F_LO_OPEN},
+    {{"schedule", "NAME", "constant | step | cosine | plateau"}, K_SCHED, OFF(sched.kind), 0, 0,
+     0},
+    {{"warmup-epochs", "X", "linear warm-up over X epochs (0: none)"}, K_FLOAT,
+     OFF(sched.warmup_epochs), 0, 1e6, 0},
+    {{"step-epochs", "N", "step schedule: multiply lr by gamma every N epochs"}, K_INT,
+     OFF(sched.step_epochs), 1, 1e6, 0},
+    {{"gamma", "X", "step schedule factor, in (0, 1]"}, K_FLOAT, OFF(sched.gamma), 0, 1,
+     F_LO_OPEN},
+    {{"min-lr", "X", "cosine / plateau: lowest learning rate"}, K_FLOAT, OFF(sched.min_lr), 0,
+     BIG, 0},
+    {{"patience", "N", "plateau: bad epochs tolerated before reducing lr"}, K_INT,
+     OFF(sched.patience), 0, 1e6, 0},
+    {{"factor", "X", "plateau: lr multiplier, in (0, 1)"}, K_FLOAT, OFF(sched.factor), 0, 1,
+     F_LO_OPEN | F_HI_OPEN},
+    {{"threshold", "X", "plateau: relative improvement that counts, in [0, 1)"}, K_FLOAT,
+     OFF(sched.threshold), 0, 1, F_HI_OPEN},
+    {{"optimizer", "NAME", "sgd | adam"}, K_OPT, OFF(optim.kind), 0, 0, 0},
+    {{"momentum", "X", "SGD momentum, in [0, 1) (0: plain SGD)"}, K_FLOAT, OFF(optim.momentum),
+     0, 1, F_HI_OPEN},
+    {{"nesterov", NULL, "SGD: Nesterov momentum"}, K_BOOL, OFF(optim.nesterov), 0, 0, 0},
+    {{"weight-decay", "X", "L2 penalty added to the gradient"}, K_FLOAT,
+     OFF(optim.weight_decay), 0, BIG, 0},
+    {{"beta1", "X", "Adam beta1, in [0, 1)"}, K_FLOAT, OFF(optim.beta1), 0, 1, F_HI_OPEN},
+    {{"beta2", "X", "Adam beta2, in [0, 1)"}, K_FLOAT, OFF(optim.beta2), 0, 1, F_HI_OPEN},
+    {{"eps", "X", "Adam epsilon"}, K_FLOAT, OFF(optim.eps), 0, BIG, F_LO_OPEN},
+    {{"seed", "N", "seed of initialization, shuffling and dropout"}, K_U64, OFF(seed), 0, 0, 0},
+    {{"threads", "N", "model worker threads per batch (BLAS runs 1 thread)"}, K_INT,
+     OFF(threads), 1, 256, 0},
+    {{"train-limit", "N", "use the first N training samples (0: all)"}, K_I64, OFF(train_limit),
+     0, 4e18, 0},
+    {{"test-limit", "N", "use the first N test samples (0: all)"}, K_I64, OFF(test_limit), 0,
+     4e18, 0},
+    {{"checkpoint", "FILE", "checkpoint file (written every --checkpoint-every epochs and at "
+      "the end)"}, K_STR, OFF(checkpoint), 0, 0, F_RUN},
+    {{"checkpoint-every", "N", "epochs between checkpoints"}, K_INT, OFF(checkpoint_every), 1,
+     1e6, F_RUN},
+    {{"resume", NULL, "continue from the checkpoint"}, K_BOOL, OFF(resume), 0, 0, F_RUN},
+    {{"metrics", "FILE", "JSON Lines metrics, one object per epoch"}, K_STR, OFF(metrics), 0, 0,
+     F_RUN},
+    {{"metrics-steps", NULL, "also one metrics object per step"}, K_BOOL, OFF(metrics_steps), 0,
+     0, F_RUN},
+    {{"export-safetensors", "FILE", "write the weights as safetensors"}, K_STR,
+     OFF(export_safetensors), 0, 0, F_RUN},
+    {{"progress", "MODE", "live progress bar: auto | on | off"}, K_PROGRESS, OFF(progress), 0, 0,
+     F_RUN},
+    {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+het_train_config het_train_config_defaults(void) {
+    het_train_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.model, sizeof c.model, "mlp");
+    snprintf(c.data, sizeof c.data, "fashion-mnist");
+    c.epochs = 10;
+    c.batch = 64;
+    c.sched = het_schedule_defaults(0.05f);
+    c.optim = het_optim_defaults();
+    c.seed = 1;
+    c.threads = 1;
+    c.checkpoint_every = 1;
+    c.progress = HET_PROGRESS_AUTO;
+    return c;
+}
+
+const het_config_key *het_train_config_keys(void) {
+    static het_config_key pub[N_KEYS + 1];
+    if (!pub[0].key)
+        for (size_t i = 0; i < N_KEYS; i++) pub[i] = keys[i].pub;
+    return pub;
+}
+
+/* Keys compare with '-' and '_' equal. */
+static int key_eq(const char *a, const char *b) {
+    for (;; a++, b++) {
+        char x = *a == '_' ? '-' : *a, y = *b == '_' ? '-' : *b;
+        if (x != y) return 0;
+        if (!x) return 1;
+    }
+}
+
+static const key_def *find_key(const char *key) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (key_eq(keys[i].pub.key, key)) return &keys[i];
+    return NULL;
+}
+
+static int parse_bool(const char *v, int *out) {
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
+                                                                                 "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(v, yes[i]) == 0) return *out = 1, 1;
+        if (strcmp(v, no[i]) == 0) return *out = 0, 1;
+    }
+    return 0;
+}
+
+static int range_error(const key_def *k, const char *v) {
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%.10g", k->lo);
+    snprintf(hi, sizeof hi, "%.10g", k->hi);
+    if (k->hi >= BIG)
+        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected %s %s", k->pub.key, v,
+                             (k->flags & F_LO_OPEN) ? ">" : ">=", lo);
+    return het_error_set(HET_EINVAL, "%s: %s is out of range, expected %s%s, %s%s", k->pub.key,
+                         v, (k->flags & F_LO_OPEN) ? "(" : "[", lo, hi,
+                         (k->flags & F_HI_OPEN) ? ")" : "]");
+}
+
+static int set_name(const key_def *k, char *dst, const char *v, const char *const *allowed,
+                    const char *what) {
+    if (allowed) {
+        int ok = 0;
+        for (int i = 0; allowed[i]; i++) ok |= strcmp(allowed[i], v) == 0;
+        if (!ok) {
+            char list[256] = "";
+            for (int i = 0; allowed[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                         allowed[i]);
+            return het_error_set(HET_EINVAL, "%s: unknown %s '%s', expected one of: %s",
+                                 k->pub.key, what, v, list);
+        }
+    }
+    if (strlen(v) >= 32)
+        return het_error_set(HET_EINVAL, "%s: '%s' is longer than 31 bytes", k->pub.key, v);
+    snprintf(dst, 32, "%s", v);
+    return HET_OK;
+}
+
+int het_train_config_set(het_train_config *c, const char *key, const char *value) {
+    const key_def *k = find_key(key);
+    if (!k) return het_error_set(HET_EINVAL, "%s: unknown key", key);
+    if (!value) {
+        if (k->type != K_BOOL) return het_error_set(HET_EINVAL, "%s: missing value", k->pub.key);
+        value = "1";
+    }
+    char *field = (char *)c + k->off;
+    const char *v = value;
+    char *end = NULL;
+    errno = 0;
+    switch (k->type) {
+    case K_INT:
+    case K_I64: {
+        if (!*v || isspace((unsigned char)*v)) goto not_number;
+        long long x = strtoll(v, &end, 10);
+        if (*end) goto not_number;
+        if (errno == ERANGE || (double)x < k->lo || (double)x > k->hi) return range_error(k, v);
+        if (k->type == K_INT) *(int *)field = (int)x;
+        else *(int64_t *)field = (int64_t)x;
+        return HET_OK;
+    }
+    case K_U64: {
+        if (!*v || !isdigit((unsigned char)*v)) goto not_number;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (*end) goto not_number;
+        if (errno == ERANGE)
+            return het_error_set(HET_EINVAL, "%s: %s is out of range, expected 0..%llu",
+                                 k->pub.key, v, (unsigned long long)UINT64_MAX);
+        *(uint64_t *)field = (uint64_t)x;
+        return HET_OK;
+    }
+    case K_FLOAT: {
+        if (!*v || isspace((unsigned char)*v)) goto not_number;
+        double x = strtod(v, &end);
+        if (*end || isnan(x)) goto not_number;
+        int lo_ok = (k->flags & F_LO_OPEN) ? x > k->lo : x >= k->lo;
+        int hi_ok = (k->flags & F_HI_OPEN) ? x < k->hi : x <= k->hi;
+        if (!isfinite(x) || !lo_ok || !hi_ok || fabs(x) > 3.0e38) return range_error(k, v);
+        *(float *)field = (float)x;
+        return HET_OK;
+    }
+    case K_BOOL:
+        if (!parse_bool(v, (int *)field))
+            return het_error_set(HET_EINVAL, "%s: '%s' is not a boolean, expected true or false",
+                                 k->pub.key, v);
+        return HET_OK;
+    case K_STR:
+        if (strlen(v) >= HET_PATH_LEN)
+            return het_error_set(HET_EINVAL, "%s: path longer than %d bytes", k->pub.key,
+                                 HET_PATH_LEN - 1);
+        snprintf(field, HET_PATH_LEN, "%s", v);
+        return HET_OK;
+    case K_NAME:
+        return set_name(k, field, v, NULL, "name");
+    case K_MODEL:
+        return set_name(k, field, v, het_zoo_names(), "model");
+    case K_DATA: {
+        static const char *const names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic",
+                                            NULL};
+        return set_name(k, field, v, names, "dataset");
+    }
+    case K_SCHED: {
+        het_sched_kind kind;
+        if (het_schedule_parse_kind(v, &kind))
+            return het_error_set(HET_EINVAL, "%s: unknown schedule '%s', expected one of: "
+                                 "constant, step, cosine, plateau", k->pub.key, v);
+        *(het_sched_kind *)field = kind;
+        return HET_OK;
+    }
+    case K_OPT:
+        if (strcmp(v, "sgd") == 0) *(het_opt_kind *)field = HET_OPT_SGD;
+        else if (strcmp(v, "adam") == 0) *(het_opt_kind *)field = HET_OPT_ADAM;
+        else
+            return het_error_set(HET_EINVAL, "%s: unknown optimizer '%s', expected sgd or adam",
+                                 k->pub.key, v);
+        return HET_OK;
+    case K_PROGRESS:
+        if (strcmp(v, "auto") == 0) *(het_progress *)field = HET_PROGRESS_AUTO;
+        else if (strcmp(v, "on") == 0) *(het_progress *)field = HET_PROGRESS_ON;
+        else if (strcmp(v, "off") == 0) *(het_progress *)field = HET_PROGRESS_OFF;
+        else
+            return het_error_set(HET_EINVAL, "%s: unknown mode '%s', expected auto, on or off",
+                                 k->pub.key, v);
+        return HET_OK;
+    }
+    return het_error_set(HET_EINVAL, "%s: unsupported key type", k->pub.key);
+not_number:
+    return het_error_set(HET_EINVAL, "%s: '%s' is not %s", k->pub.key, v,
+                         k->type == K_FLOAT ? "a number" : "an integer");
+}
+
+/* Strips leading and trailing white space in place. */
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    return s;
+}
+
+/* Applies config lines from text[0..n). from_ckpt 0: a config file (errors "FILE:LINE: ...",
+ * unknown keys refused); 1: a checkpoint's config section at file offset `off` (errors
+ * "FILE: offset N: ...", unknown keys ignored). */
+static int apply_lines(het_train_config *c, const char *text, size_t n, const char *path,
+                       int from_ckpt, uint64_t off) {
+    char line[4096];
+    int lineno = 0;
+    size_t pos = 0;
+    while (pos < n) {
+        size_t len = 0;
+        while (pos + len < n && text[pos + len] != '\n') len++;
+        size_t line_off = pos;
+        pos += len + 1;
+        lineno++;
+        char where[HET_PATH_LEN + 64];
+        if (from_ckpt)
+            snprintf(where, sizeof where, "%s: offset %llu", path,
+                     (unsigned long long)(off + line_off));
+        else
+            snprintf(where, sizeof where, "%s:%d", path, lineno);
+        if (len >= sizeof line)
+            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: line of %zu bytes, "
+                                 "expected at most %zu", where, len, sizeof line - 1);
+        memcpy(line, text + line_off, len);
+        line[len] = '\0';
+        if (memchr(line, '\0', len))
+            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: NUL byte in a "
+                                 "line, expected text", where);
+        /* '#' at the start or after white space begins a comment */
+        for (char *p = line; *p; p++)
+            if (*p == '#' && (p == line || isspace((unsigned char)p[-1]))) {
+                *p = '\0';
+                break;
+            }
+        char *s = trim(line);
+        if (!*s) continue;
+        char *key = s, *val = NULL;
+        size_t kn = strcspn(s, " \t=");
+        if (s[kn]) {
+            char *rest = s + kn;
+            int had_eq = *rest == '=';
+            *rest = '\0';
+            rest = trim(rest + 1); /* after the key: blanks, at most one '=', the value */
+            if (!had_eq && *rest == '=') rest = trim(rest + 1);
+            val = rest;
+        }
+        if (!find_key(key)) {
+            if (from_ckpt) continue;
+            return het_error_set(HET_EINVAL, "%s: unknown key '%s'", where, key);
+        }
+        if (het_train_config_set(c, key, val)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", het_error_msg());
+            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: %s", where, msg);
+        }
+    }
+    return HET_OK;
+}
+
+int het_train_config_load(het_train_config *c, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = NULL;
+    for (;;) {
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            fclose(f);
+            return het_error_set(HET_ENOMEM, "%s: out of memory", path);
+        }
+        buf = nb;
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        if (cap >= (1u << 24)) {
+            free(buf);
+            fclose(f);
+            return het_error_set(HET_EINVAL, "%s: larger than 16 MiB, expected a config file",
+                                 path);
+        }
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    int st = err ? het_error_set(HET_EIO, "%s: read error", path)
+                 : apply_lines(c, buf, n, path, 0, 0);
+    free(buf);
+    return st;
+}
+
+int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t off,
+                                const void *text, size_t n) {
+    return apply_lines(c, text, n, path, 1, off);
+}
+
+int het_train_config_check(const het_train_config *c) {
+    het_schedule s = c->sched;
+    s.total_epochs = c->epochs;
+    if (het_schedule_check(&s) || het_optim_check(&c->optim)) return HET_EINVAL;
+    if (c->optim.kind != HET_OPT_SGD && c->optim.nesterov)
+        return het_error_set(HET_EINVAL, "nesterov: applies to SGD only, not adam");
+    if (c->resume && !c->checkpoint[0])
+        return het_error_set(HET_EINVAL, "resume: needs --checkpoint FILE to resume from");
+    if (c->metrics_steps && !c->metrics[0])
+        return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
+    het_shape sh;
+    int classes;
+    if (het_train_data_shape(c->data, &sh, &classes)) return HET_EINVAL;
+    int known = 0;
+    for (const char *const *z = het_zoo_names(); *z; z++) known |= strcmp(*z, c->model) == 0;
+    if (!known) return het_error_set(HET_EINVAL, "model: unknown model '%s'", c->model);
+    return HET_OK;
+}
+
+size_t het_train_config_format(const het_train_config *c, int run_keys, char *buf, size_t n) {
+    size_t used = 0;
+    if (n) buf[0] = '\0';
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        if ((k->flags & F_RUN) && !run_keys) continue;
+        const char *field = (const char *)c + k->off;
+        char val[HET_PATH_LEN + 32];
+        switch (k->type) {
+        case K_INT: snprintf(val, sizeof val, "%d", *(const int *)field); break;
+        case K_I64: snprintf(val, sizeof val, "%lld", (long long)*(const int64_t *)field); break;
+        case K_U64:
+            snprintf(val, sizeof val, "%llu", (unsigned long long)*(const uint64_t *)field);
+            break;
+        case K_FLOAT: het_fmt_float(val, sizeof val, *(const float *)field); break;
+        case K_BOOL: snprintf(val, sizeof val, "%s", *(const int *)field ? "true" : "false"); break;
+        case K_STR:
+        case K_NAME:
+        case K_MODEL:
+        case K_DATA: snprintf(val, sizeof val, "%s", field); break;
+        case K_SCHED: {
+            static const char *const s[] = {"constant", "step", "cosine", "plateau"};
+            unsigned kind = (unsigned)*(const het_sched_kind *)field;
+            snprintf(val, sizeof val, "%s", kind < 4 ? s[kind] : "?");
+            break;
+        }
+        case K_OPT:
+            snprintf(val, sizeof val, "%s",
+                     *(const het_opt_kind *)field == HET_OPT_ADAM ? "adam" : "sgd");
+            break;
+        case K_PROGRESS: {
+            static const char *const s[] = {"auto", "on", "off"};
+            unsigned m = (unsigned)*(const het_progress *)field;
+            snprintf(val, sizeof val, "%s", m < 3 ? s[m] : "?");
+            break;
+        }
+        }
+        int k_n = snprintf(used < n ? buf + used : NULL, used < n ? n - used : 0, "%s = %s\n",
+                           k->pub.key, val);
+        if (k_n > 0) used += (size_t)k_n;
+    }
+    if (n && used >= n) buf[n - 1] = '\0';
+    return used;
+}
+
+int het_train_data_shape(const char *data, het_shape *shape, int *n_classes) {
+    static const struct { const char *name; het_shape s; } sets[] = {
+        {"fashion-mnist", {1, 28, 28}}, {"mnist", {1, 28, 28}},
+        {"synthetic", {1, 28, 28}},     {"cifar10", {3, 32, 32}},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        if (strcmp(sets[i].name, data) == 0) {
+            *shape = sets[i].s;
+            *n_classes = 10;
+            return HET_OK;
+        }
+    return het_error_set(HET_EINVAL, "data: unknown dataset '%s', expected one of: "
+                         "fashion-mnist, mnist, cifar10, synthetic", data);
+}

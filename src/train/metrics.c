@@ -1,0 +1,136 @@
+/* Metrics as JSON Lines: one object per epoch
+ *   {"type":"epoch","epoch":1,"loss":..,"train_acc":..,"test_loss":..,"test_acc":..,"lr":..,
+ *    "samples":..,"samples_per_s":..,"elapsed_s":..}
+ * and with --metrics-steps one per step
+ *   {"type":"step","epoch":1,"step":7,"loss":..,"acc":..,"lr":..,"batch":64,"time_s":..}
+ * Timing fields come last in each object. Non-finite numbers are written as null (JSON has no
+ * NaN). On resume the file is continued: lines after the checkpoint's epoch (left by a run that
+ * stopped later) are dropped, the rest kept. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/internal.h"
+
+struct het_metrics_file {
+    FILE *f;
+    int failed;
+    char path[HET_PATH_LEN];
+};
+
+/* Reads the whole file; NULL (and *n = 0) if it does not exist. */
+static char *slurp(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 14;
+    char *buf = malloc(cap);
+    while (buf) {
+        *n += fread(buf + *n, 1, cap - *n, f);
+        if (*n < cap) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    return buf;
+}
+
+int het_metrics_open(het_metrics_file **out, const char *path, int keep_epochs) {
+    *out = NULL;
+    het_metrics_file *m = calloc(1, sizeof *m);
+    if (!m) return het_error_set(HET_ENOMEM, "out of memory opening %s", path);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    size_t n = 0;
+    char *old = keep_epochs >= 0 ? slurp(path, &n) : NULL;
+    m->f = fopen(path, "w");
+    if (!m->f) {
+        int st = het_error_set(HET_EIO, "%s: cannot create: %s", path, strerror(errno));
+        free(old);
+        free(m);
+        return st;
+    }
+    /* keep complete lines whose epoch is <= keep_epochs */
+    for (size_t pos = 0; old && pos < n;) {
+        char *nl = memchr(old + pos, '\n', n - pos);
+        if (!nl) break;
+        size_t len = (size_t)(nl - (old + pos)) + 1;
+        *nl = '\0';
+        const char *e = strstr(old + pos, "\"epoch\":");
+        if (e && atoi(e + 8) <= keep_epochs) {
+            *nl = '\n';
+            fwrite(old + pos, 1, len, m->f);
+        }
+        pos += len;
+    }
+    free(old);
+    *out = m;
+    return HET_OK;
+}
+
+static void num(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.9g", key, v);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
+/* A float value (the learning rate) in its shortest exact form. */
+static void num_float(FILE *f, const char *key, float v) {
+    char buf[32];
+    het_fmt_float(buf, sizeof buf, v);
+    if (isfinite(v)) fprintf(f, ",\"%s\":%s", key, buf);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
+static int finish(het_metrics_file *m) {
+    fputs("}\n", m->f);
+    if (fflush(m->f) != 0 || ferror(m->f)) {
+        if (!m->failed) het_error_set(HET_EIO, "%s: write failed: %s", m->path, strerror(errno));
+        m->failed = 1;
+        return HET_EIO;
+    }
+    return HET_OK;
+}
+
+int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s) {
+    fprintf(m->f, "{\"type\":\"epoch\",\"epoch\":%d", s->epoch);
+    num(m->f, "loss", s->loss);
+    num(m->f, "train_acc", s->train_acc);
+    num(m->f, "test_loss", s->test_loss);
+    num(m->f, "test_acc", s->test_acc);
+    num_float(m->f, "lr", (float)s->lr);
+    fprintf(m->f, ",\"samples\":%lld", (long long)s->samples);
+    num(m->f, "samples_per_s", s->samples_per_s);
+    num(m->f, "elapsed_s", s->elapsed_s);
+    return finish(m);
+}
+
+int het_metrics_step(het_metrics_file *m, int epoch, int64_t step, double loss, double acc,
+                     double lr, int batch, double secs) {
+    fprintf(m->f, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld", epoch, (long long)step);
+    num(m->f, "loss", loss);
+    num(m->f, "acc", acc);
+    num_float(m->f, "lr", (float)lr);
+    fprintf(m->f, ",\"batch\":%d", batch);
+    num(m->f, "time_s", secs);
+    return finish(m);
+}
+
+void het_metrics_close(het_metrics_file *m) {
+    if (!m) return;
+    if (m->f) fclose(m->f);
+    free(m);
+}
+
+int het_metrics_close_checked(het_metrics_file **pm) {
+    het_metrics_file *m = *pm;
+    *pm = NULL;
+    if (!m) return HET_OK;
+    int closed = fclose(m->f);
+    int bad = m->failed || closed != 0;
+    m->f = NULL;
+    int st = bad ? het_error_set(HET_EIO, "%s: write failed", m->path) : HET_OK;
+    het_metrics_close(m);
+    return st;
+}

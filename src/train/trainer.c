@@ -1,0 +1,600 @@
+/* DESIGN: the trainer.
+ *
+ * Owns one run: the datasets, the model, optimizer state, the schedule, the epoch sampler, the
+ * epoch / step counters and the metrics history. A step is
+ *   gather batch -> zero grads -> forward/backward (grad_scale 1/count) -> optimizer step
+ * with lr = het_schedule_lr(epoch, global step) and Adam's t = global step + 1; the epoch's
+ * permutation comes from het_sampler_set_epoch(seed, epoch), its last partial batch included.
+ * After each epoch: het_schedule_epoch_end(mean training loss), evaluation on the test set,
+ * one printed line, one metrics object, and a checkpoint when due.
+ *
+ * Strategies (next stage) replace het_trainer_train_epoch's step loop and add their own
+ * checkpoint sections; the step helpers het_train_batch_grads / het_eval_dataset are theirs to
+ * call. Nothing here reads the clock except for reported timings. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/tensor.h"
+#include "hetrain/train.h"
+#include "train/internal.h"
+
+struct het_trainer {
+    het_train_config cfg;
+    het_dataset train, test;
+    int64_t n_train, n_test;   /* after --train-limit / --test-limit */
+    het_model *model;
+    float *opt_state;
+    size_t n_opt_state;
+    het_schedule sched;
+    het_sampler sampler;
+    float *x;                  /* batch x sample floats */
+    uint8_t *y;
+    int64_t *idx;
+    int epoch;                 /* epochs completed */
+    int64_t step;              /* optimizer steps completed */
+    het_epoch_stats *hist;
+    int n_hist, cap_hist;
+    het_metrics_file *metrics;
+    het_bar bar;
+    int started;               /* run_begin done */
+    double t_start;
+};
+
+/* ----------------------------------------------------------------------- step helpers */
+
+uint64_t het_train_step_seed(uint64_t seed, int64_t step) {
+    het_rng r;
+    het_rng_seed2(&r, seed ^ 0x6a09e667f3bcc909ULL, (uint64_t)step);
+    return het_rng_u64(&r);
+}
+
+int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count,
+                          float *x, uint8_t *y, uint64_t step_seed, het_batch_result *res) {
+    if (count < 1 || count > het_model_max_batch(m))
+        return het_error_set(HET_EINVAL, "batch of %d samples, expected 1..%d", count,
+                             het_model_max_batch(m));
+    het_dataset_gather(d, idx, count, x, y);
+    het_model_zero_grads(m);
+    return het_model_train_batch(m, x, y, count, 1.0f / (float)count, step_seed, res);
+}
+
+int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, float *x,
+                     uint8_t *y, int64_t *idx, het_batch_result *res) {
+    memset(res, 0, sizeof *res);
+    if (batch < 1 || batch > het_model_max_batch(m))
+        return het_error_set(HET_EINVAL, "eval batch %d, expected 1..%d", batch,
+                             het_model_max_batch(m));
+    for (int64_t pos = 0; pos < n; pos += batch) {
+        int count = (int)(n - pos < batch ? n - pos : batch);
+        for (int i = 0; i < count; i++) idx[i] = pos + i;
+        het_dataset_gather(d, idx, count, x, y);
+        het_batch_result r;
+        int st = het_model_eval_batch(m, x, y, count, &r);
+        if (st) return st;
+        res->loss_sum += r.loss_sum;
+        res->correct += r.correct;
+        res->count += r.count;
+    }
+    return HET_OK;
+}
+
+/* ----------------------------------------------------------------------- create / free */
+
+int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
+    *out = NULL;
+    int st = het_train_config_check(cfg);
+    if (st) return st;
+    het_trainer *t = calloc(1, sizeof *t);
+    if (!t) return het_error_set(HET_ENOMEM, "out of memory creating the trainer");
+    t->cfg = *cfg;
+    het_blas_set_threads(1); /* parallelism is the model's workers; see --threads */
+    st = het_dataset_load_named(&t->train, &t->test, cfg->data,
+                                cfg->data_dir[0] ? cfg->data_dir : NULL);
+    if (st) goto fail;
+    t->n_train = t->train.n;
+    t->n_test = t->test.n;
+    if (cfg->train_limit > 0 && cfg->train_limit < t->n_train) t->n_train = cfg->train_limit;
+    if (cfg->test_limit > 0 && cfg->test_limit < t->n_test) t->n_test = cfg->test_limit;
+    if (t->n_train < 1 || t->n_test < 1) {
+        st = het_error_set(HET_EINVAL, "dataset %s: %lld training and %lld test samples, "
+                           "expected at least 1 of each", cfg->data, (long long)t->n_train,
+                           (long long)t->n_test);
+        goto fail;
+    }
+    st = het_zoo_build(&t->model, cfg->model, t->train.shape, t->train.n_classes, cfg->batch,
+                       cfg->threads);
+    if (st) goto fail;
+    het_model_init_params(t->model, cfg->seed);
+    t->n_opt_state = het_optim_state_floats(&cfg->optim, het_model_n_params(t->model));
+    size_t sample = het_shape_size(t->train.shape);
+    t->opt_state = het_alloc(t->n_opt_state * sizeof(float));
+    t->x = het_alloc((size_t)cfg->batch * sample * sizeof(float));
+    t->y = het_alloc((size_t)cfg->batch);
+    t->idx = het_alloc((size_t)cfg->batch * sizeof(int64_t));
+    if (!t->opt_state || !t->x || !t->y || !t->idx) {
+        st = HET_ENOMEM;
+        goto fail;
+    }
+    t->sched = cfg->sched;
+    t->sched.total_epochs = cfg->epochs;
+    st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
+    if (st) goto fail;
+    t->t_start = het_now();
+    *out = t;
+    return HET_OK;
+fail:
+    het_trainer_free(t);
+    return st;
+}
+
+void het_trainer_free(het_trainer *t) {
+    if (!t) return;
+    het_metrics_close(t->metrics);
+    het_sampler_free(&t->sampler);
+    het_model_free(t->model);
+    het_dataset_free(&t->train);
+    het_dataset_free(&t->test);
+    het_free(t->opt_state);
+    het_free(t->x);
+    het_free(t->y);
+    het_free(t->idx);
+    free(t->hist);
+    free(t);
+}
+
+het_model *het_trainer_model(het_trainer *t) { return t->model; }
+const het_train_config *het_trainer_config(const het_trainer *t) { return &t->cfg; }
+const het_dataset *het_trainer_train_set(const het_trainer *t) { return &t->train; }
+const het_dataset *het_trainer_test_set(const het_trainer *t) { return &t->test; }
+int het_trainer_epoch(const het_trainer *t) { return t->epoch; }
+int64_t het_trainer_step(const het_trainer *t) { return t->step; }
+
+const het_epoch_stats *het_trainer_history(const het_trainer *t, int *n) {
+    *n = t->n_hist;
+    return t->hist;
+}
+
+static int push_history(het_trainer *t, const het_epoch_stats *st) {
+    if (t->n_hist == t->cap_hist) {
+        int cap = t->cap_hist ? 2 * t->cap_hist : 16;
+        het_epoch_stats *h = realloc(t->hist, (size_t)cap * sizeof *h);
+        if (!h) return het_error_set(HET_ENOMEM, "out of memory recording metrics");
+        t->hist = h;
+        t->cap_hist = cap;
+    }
+    t->hist[t->n_hist++] = *st;
+    return HET_OK;
+}
+
+/* ----------------------------------------------------------------------- epochs */
+
+/* The optimizer step runs on the model's worker threads, each over its own slice of the flat
+ * buffers (element-wise, so the result does not depend on the split). */
+typedef struct optim_job {
+    const het_optim_config *c;
+    float lr, *params, *state;
+    const float *grads;
+    size_t n;
+    int64_t t;
+} optim_job;
+
+static void optim_range(void *user, size_t lo, size_t hi) {
+    optim_job *j = user;
+    het_optim_step_range(j->c, j->lr, j->params, j->grads, j->state, j->n, j->t, lo, hi);
+}
+
+void het_train_optim_step(het_model *m, const het_optim_config *c, float lr, float *opt_state,
+                          int64_t t) {
+    optim_job j = {c, lr, het_model_params(m), opt_state, het_model_grads(m),
+                   het_model_n_params(m), t};
+    het_model_parallel_for(m, j.n, optim_range, &j);
+}
+
+int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
+    const int64_t n = t->n_train, B = t->cfg.batch;
+    const int64_t spe = (n + B - 1) / B;
+    const int e = t->epoch;
+    het_model *m = t->model;
+    memset(st, 0, sizeof *st);
+    st->epoch = e + 1;
+    het_sampler_set_epoch(&t->sampler, e);
+    double loss = 0.0, t0 = het_now();
+    int64_t correct = 0;
+    float lr = 0.0f;
+    het_bar_begin(&t->bar, e + 1, t->cfg.epochs, n);
+    for (int64_t pos = 0; pos < n; pos += B) {
+        int count = (int)(n - pos < B ? n - pos : B);
+        double ts = het_now();
+        lr = het_schedule_lr(&t->sched, e, t->step, spe);
+        het_batch_result r;
+        int rc = het_train_batch_grads(m, &t->train, t->sampler.perm + pos, count, t->x, t->y,
+                                       het_train_step_seed(t->cfg.seed, t->step), &r);
+        if (rc) return rc;
+        if (!isfinite(r.loss_sum)) {
+            het_bar_end(&t->bar);
+            return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step "
+                                 "%lld (try a lower --lr)", isnan(r.loss_sum) ? "nan" : "inf",
+                                 e + 1, (long long)t->step + 1);
+        }
+        het_train_optim_step(m, &t->cfg.optim, lr, t->opt_state, t->step + 1);
+        t->step++;
+        loss += r.loss_sum;
+        correct += r.correct;
+        st->samples += count;
+        if (t->metrics && t->cfg.metrics_steps) {
+            rc = het_metrics_step(t->metrics, e + 1, t->step, r.loss_sum / count,
+                                  (double)r.correct / count, lr, count, het_now() - ts);
+            if (rc) return rc;
+        }
+        het_bar_update(&t->bar, st->samples, loss / (double)st->samples,
+                       (double)correct / (double)st->samples);
+    }
+    double secs = het_now() - t0;
+    het_bar_end(&t->bar);
+    st->loss = loss / (double)st->samples;
+    st->train_acc = (double)correct / (double)st->samples;
+    st->lr = lr;
+    st->samples_per_s = secs > 0 ? (double)st->samples / secs : 0.0;
+    het_schedule_epoch_end(&t->sched, (float)st->loss);
+    t->epoch++;
+    return HET_OK;
+}
+
+int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
+    het_batch_result r;
+    int st = het_eval_dataset(t->model, &t->test, t->n_test, t->cfg.batch, t->x, t->y, t->idx,
+                              &r);
+    if (st) return st;
+    *loss = r.count ? r.loss_sum / r.count : 0.0;
+    *acc = r.count ? (double)r.correct / r.count : 0.0;
+    return HET_OK;
+}
+
+/* ----------------------------------------------------------------------- checkpoints */
+
+#define META_BYTES 96u
+#define SCHED_BYTES 52u
+#define PROGRESS_BYTES 48u
+#define RECORD_BYTES 56u
+
+static void encode_meta(het_wbuf *b, const char *model, const char *data, size_t n_params,
+                        size_t n_state, het_opt_kind kind, size_t n_opt) {
+    het_w_str(b, model, 32);
+    het_w_str(b, data, 32);
+    het_w_u64(b, n_params);
+    het_w_u64(b, n_state);
+    het_w_u32(b, (uint32_t)kind);
+    het_w_u32(b, 0);
+    het_w_u64(b, n_opt);
+}
+
+int het_trainer_save(het_trainer *t, const char *path) {
+    het_ckpt_writer *w;
+    int st = het_ckpt_writer_open(&w, path);
+    if (st) return st;
+    het_model *m = t->model;
+    size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
+
+    size_t cfg_len = het_train_config_format(&t->cfg, 0, NULL, 0);
+    char *cfg_text = malloc(cfg_len + 1);
+    size_t rec_bytes = 8 + (size_t)t->n_hist * RECORD_BYTES;
+    uint8_t *rec = malloc(rec_bytes);
+    if (!cfg_text || !rec) {
+        free(cfg_text);
+        free(rec);
+        het_ckpt_writer_abort(w);
+        return het_error_set(HET_ENOMEM, "out of memory writing %s", path);
+    }
+    het_train_config_format(&t->cfg, 0, cfg_text, cfg_len + 1);
+
+    uint8_t meta[META_BYTES], sched[SCHED_BYTES], prog[PROGRESS_BYTES];
+    het_wbuf b = {meta, sizeof meta, 0};
+    encode_meta(&b, t->cfg.model, t->cfg.data, n_params, n_state, t->cfg.optim.kind,
+                t->n_opt_state);
+
+    const het_schedule *s = &t->sched;
+    b = (het_wbuf){sched, sizeof sched, 0};
+    het_w_u32(&b, (uint32_t)s->kind);
+    het_w_f32(&b, s->base_lr);
+    het_w_f32(&b, s->warmup_epochs);
+    het_w_u32(&b, (uint32_t)s->step_epochs);
+    het_w_f32(&b, s->gamma);
+    het_w_u32(&b, (uint32_t)s->total_epochs);
+    het_w_f32(&b, s->min_lr);
+    het_w_u32(&b, (uint32_t)s->patience);
+    het_w_f32(&b, s->factor);
+    het_w_f32(&b, s->threshold);
+    het_w_f32(&b, s->scale);
+    het_w_f32(&b, s->best);
+    het_w_u32(&b, (uint32_t)s->bad_epochs);
+
+    b = (het_wbuf){prog, sizeof prog, 0};
+    het_w_u64(&b, (uint64_t)t->epoch);
+    het_w_u64(&b, (uint64_t)t->step);
+    het_w_u64(&b, t->sampler.seed);
+    het_w_u64(&b, (uint64_t)t->sampler.n);
+    het_w_u64(&b, 0); /* position inside the epoch: checkpoints are taken between epochs */
+    het_w_u64(&b, t->cfg.seed);
+
+    b = (het_wbuf){rec, rec_bytes, 0};
+    het_w_u64(&b, (uint64_t)t->n_hist);
+    for (int i = 0; i < t->n_hist; i++) {
+        const het_epoch_stats *h = &t->hist[i];
+        het_w_u64(&b, (uint64_t)h->epoch);
+        het_w_u64(&b, (uint64_t)h->samples);
+        het_w_f64(&b, h->loss);
+        het_w_f64(&b, h->train_acc);
+        het_w_f64(&b, h->test_loss);
+        het_w_f64(&b, h->test_acc);
+        het_w_f64(&b, h->lr);
+    }
+
+    st = het_ckpt_put(w, "config", cfg_text, strlen(cfg_text));
+    if (!st) st = het_ckpt_put(w, "meta", meta, sizeof meta);
+    if (!st) st = het_ckpt_put(w, "params", het_model_params(m), n_params * sizeof(float));
+    if (!st) st = het_ckpt_put(w, "state", het_model_state(m), n_state * sizeof(float));
+    if (!st) st = het_ckpt_put(w, "optim", t->opt_state, t->n_opt_state * sizeof(float));
+    if (!st) st = het_ckpt_put(w, "sched", sched, sizeof sched);
+    if (!st) st = het_ckpt_put(w, "progress", prog, sizeof prog);
+    if (!st) st = het_ckpt_put(w, "metrics", rec, rec_bytes);
+    free(cfg_text);
+    free(rec);
+    if (st) {
+        het_ckpt_writer_abort(w);
+        return st;
+    }
+    return het_ckpt_writer_commit(w);
+}
+
+/* Checks the "meta" section against what this process built. n_opt < 0: not checked. */
+static int check_meta(het_ckpt_reader *r, const char *model, het_model *m, int check_opt,
+                      het_opt_kind kind, size_t n_opt) {
+    const void *p;
+    size_t n;
+    uint64_t off;
+    int st = het_ckpt_find(r, "meta", &p, &n, &off);
+    if (st) return st;
+    const char *path = het_ckpt_reader_path(r);
+    if (n != META_BYTES)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: section 'meta' of %zu bytes, "
+                             "expected %u", path, (unsigned long long)off - 8, n, META_BYTES);
+    het_rbuf b = {p, 0};
+    char name[33], data[33];
+    het_r_str(&b, name, 32);
+    het_r_str(&b, data, 32);
+    uint64_t np = het_r_u64(&b), ns = het_r_u64(&b);
+    uint32_t k = het_r_u32(&b);
+    (void)het_r_u32(&b);
+    uint64_t no = het_r_u64(&b);
+    static const char *const opt_names[] = {"sgd", "adam"};
+    if (strcmp(name, model) != 0)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: model \"%s\", expected \"%s\"", path,
+                             (unsigned long long)off, name, model);
+    if (np != het_model_n_params(m))
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu parameters, expected %zu", path,
+                             (unsigned long long)off + 64, (unsigned long long)np,
+                             het_model_n_params(m));
+    if (ns != het_model_n_state(m))
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu state values, expected %zu",
+                             path, (unsigned long long)off + 72, (unsigned long long)ns,
+                             het_model_n_state(m));
+    if (!check_opt) return HET_OK;
+    if (k != (uint32_t)kind)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: optimizer %s, expected %s", path,
+                             (unsigned long long)off + 80, k < 2 ? opt_names[k] : "unknown",
+                             opt_names[kind]);
+    if (no != n_opt)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu optimizer state values, "
+                             "expected %zu (momentum on one side only?)", path,
+                             (unsigned long long)off + 88, (unsigned long long)no, n_opt);
+    return HET_OK;
+}
+
+/* Section `tag`, which must be exactly `bytes` long; *off gets its file offset. */
+static int section(het_ckpt_reader *r, const char *tag, size_t bytes, const void **p,
+                   uint64_t *off) {
+    size_t n;
+    int st = het_ckpt_find(r, tag, p, &n, off);
+    if (st) return st;
+    if (n != bytes)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s' of %zu bytes, expected "
+                             "%zu", het_ckpt_reader_path(r), (unsigned long long)*off - 8, tag,
+                             n, bytes);
+    return HET_OK;
+}
+
+int het_checkpoint_load_weights(het_model *m, const char *model_name, const char *path) {
+    het_ckpt_reader *r;
+    int st = het_ckpt_reader_open(&r, path);
+    if (st) return st;
+    size_t np = het_model_n_params(m) * sizeof(float), ns = het_model_n_state(m) * sizeof(float);
+    const void *params, *state;
+    uint64_t off;
+    st = check_meta(r, model_name, m, 0, HET_OPT_SGD, 0);
+    if (!st) st = section(r, "params", np, &params, &off);
+    if (!st) st = section(r, "state", ns, &state, &off);
+    if (!st) {
+        memcpy(het_model_params(m), params, np);
+        if (ns) memcpy(het_model_state(m), state, ns);
+    }
+    het_ckpt_reader_close(r);
+    return st;
+}
+
+int het_trainer_load(het_trainer *t, const char *path) {
+    het_ckpt_reader *r;
+    int st = het_ckpt_reader_open(&r, path);
+    if (st) return st;
+    het_model *m = t->model;
+    size_t np = het_model_n_params(m) * sizeof(float), ns = het_model_n_state(m) * sizeof(float);
+    size_t no = t->n_opt_state * sizeof(float), rec_bytes = 0;
+    const void *params, *state, *optim, *sched, *prog, *rec;
+    uint64_t off, prog_off, rec_off;
+    /* Check everything first, so that a bad file leaves the trainer as it was. */
+    st = check_meta(r, t->cfg.model, m, 1, t->cfg.optim.kind, t->n_opt_state);
+    if (!st) st = section(r, "params", np, &params, &off);
+    if (!st) st = section(r, "state", ns, &state, &off);
+    if (!st) st = section(r, "optim", no, &optim, &off);
+    if (!st) st = section(r, "sched", SCHED_BYTES, &sched, &off);
+    if (!st) st = section(r, "progress", PROGRESS_BYTES, &prog, &prog_off);
+    if (!st) st = het_ckpt_find(r, "metrics", &rec, &rec_bytes, &rec_off);
+    if (st) goto done;
+    het_rbuf b = {prog, 0};
+    uint64_t epoch = het_r_u64(&b), step = het_r_u64(&b);
+    if (epoch > 1000000 || step > (uint64_t)INT64_MAX) {
+        st = het_error_set(HET_EFORMAT, "%s: offset %llu: epoch %llu, step %llu, expected at "
+                           "most 1000000 epochs", path, (unsigned long long)prog_off,
+                           (unsigned long long)epoch, (unsigned long long)step);
+        goto done;
+    }
+    uint64_t n_rec = rec_bytes >= 8 ? het_get_u64(rec) : 0;
+    if (rec_bytes != 8 + epoch * RECORD_BYTES || n_rec != epoch) {
+        st = het_error_set(HET_EFORMAT, "%s: offset %llu: metrics section of %zu bytes holding "
+                           "%llu records, expected %llu bytes with one record per each of "
+                           "%llu epochs", path, (unsigned long long)rec_off, rec_bytes,
+                           (unsigned long long)n_rec,
+                           (unsigned long long)(8 + epoch * RECORD_BYTES),
+                           (unsigned long long)epoch);
+        goto done;
+    }
+    if (t->cap_hist < (int)epoch) {
+        het_epoch_stats *h = realloc(t->hist, (epoch ? epoch : 1) * sizeof *h);
+        if (!h) {
+            st = het_error_set(HET_ENOMEM, "out of memory loading %s", path);
+            goto done;
+        }
+        t->hist = h;
+        t->cap_hist = (int)(epoch ? epoch : 1);
+    }
+    /* Everything is checked: restore. */
+    memcpy(het_model_params(m), params, np);
+    if (ns) memcpy(het_model_state(m), state, ns);
+    if (no) memcpy(t->opt_state, optim, no);
+    /* Hyper-parameters come from the configuration; the plateau state from the file. */
+    b = (het_rbuf){sched, 40};
+    t->sched.scale = het_r_f32(&b);
+    t->sched.best = het_r_f32(&b);
+    t->sched.bad_epochs = (int)het_r_u32(&b);
+    t->epoch = (int)epoch;
+    t->step = (int64_t)step;
+    t->n_hist = (int)epoch;
+    b = (het_rbuf){rec, 8};
+    for (int i = 0; i < t->n_hist; i++) {
+        het_epoch_stats *h = &t->hist[i];
+        memset(h, 0, sizeof *h);
+        h->epoch = (int)het_r_u64(&b);
+        h->samples = (int64_t)het_r_u64(&b);
+        h->loss = het_r_f64(&b);
+        h->train_acc = het_r_f64(&b);
+        h->test_loss = het_r_f64(&b);
+        h->test_acc = het_r_f64(&b);
+        h->lr = het_r_f64(&b);
+    }
+done:
+    het_ckpt_reader_close(r);
+    return st;
+}
+
+int het_train_config_from_checkpoint(het_train_config *c, const char *path) {
+    het_ckpt_reader *r;
+    int st = het_ckpt_reader_open(&r, path);
+    if (st) return st;
+    const void *p;
+    size_t n;
+    uint64_t off;
+    st = het_ckpt_find(r, "config", &p, &n, &off);
+    if (!st) st = het_train_config_apply_text(c, path, off, p, n);
+    het_ckpt_reader_close(r);
+    return st;
+}
+
+/* ----------------------------------------------------------------------- the run */
+
+static void print_config(het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    het_model *m = t->model;
+    het_shape s = t->train.shape;
+    het_log(HET_LOG_INFO, "hetrain: %s on %s: %lld train / %lld test samples of %dx%dx%d, "
+            "%d classes\n", c->model, c->data, (long long)t->n_train, (long long)t->n_test, s.c,
+            s.h, s.w, t->train.n_classes);
+    het_log(HET_LOG_INFO, "model: %zu parameters, %.4g MFLOP/sample forward, %d worker "
+            "thread%s, %.1f MiB\n", het_model_n_params(m),
+            het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
+            het_model_workers(m) == 1 ? "" : "s", (double)het_model_bytes(m) / 1048576.0);
+    size_t len = het_train_config_format(c, 1, NULL, 0);
+    char *text = malloc(len + 1);
+    if (!text) return;
+    het_train_config_format(c, 1, text, len + 1);
+    /* "key = value\n" lines -> "key=value key=value", empty paths left out */
+    char *line = malloc(len + 16), *o = line;
+    if (line) {
+        o += sprintf(o, "config:");
+        for (char *p = strtok(text, "\n"); p; p = strtok(NULL, "\n")) {
+            char *eq = strstr(p, " = ");
+            if (!eq || !eq[3]) continue;
+            *eq = '\0';
+            o += sprintf(o, " %s=%s", p, eq + 3);
+        }
+        het_log(HET_LOG_INFO, "%s\n", line);
+    }
+    free(line);
+    free(text);
+}
+
+static int checkpoint_due(const het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    return c->checkpoint[0] && (t->epoch % c->checkpoint_every == 0 || t->epoch >= c->epochs);
+}
+
+/* Opens the metrics file and the progress bar once per trainer. */
+static int run_begin(het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    if (t->started) return HET_OK;
+    t->started = 1;
+    het_bar_init(&t->bar, c->progress);
+    t->t_start = het_now();
+    if (c->metrics[0]) return het_metrics_open(&t->metrics, c->metrics, c->resume ? t->epoch : -1);
+    return HET_OK;
+}
+
+int het_trainer_run_epoch(het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    het_epoch_stats es;
+    int st = run_begin(t);
+    if (st) return st;
+    if ((st = het_trainer_train_epoch(t, &es))) return st;
+    if ((st = het_trainer_evaluate(t, &es.test_loss, &es.test_acc))) return st;
+    es.elapsed_s = het_now() - t->t_start;
+    if ((st = push_history(t, &es))) return st;
+    het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
+            "%.4f lr %.4g %.0f samples/s %.2fs\n", es.epoch, c->epochs, es.loss, es.train_acc,
+            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s);
+    if (t->metrics && (st = het_metrics_epoch(t->metrics, &es))) return st;
+    if (checkpoint_due(t)) st = het_trainer_save(t, c->checkpoint);
+    return st;
+}
+
+int het_trainer_run(het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    int st;
+    if (c->resume && (st = het_trainer_load(t, c->checkpoint))) return st;
+    print_config(t);
+    if (c->resume)
+        het_log(HET_LOG_INFO, "resumed from %s after epoch %d (step %lld)\n", c->checkpoint,
+                t->epoch, (long long)t->step);
+    if ((st = run_begin(t))) return st;
+    while (t->epoch < c->epochs)
+        if ((st = het_trainer_run_epoch(t))) return st;
+    if (c->export_safetensors[0]) {
+        if ((st = het_safetensors_write(t->model, c->export_safetensors))) return st;
+        het_log(HET_LOG_INFO, "weights: %s\n", c->export_safetensors);
+    }
+    if (t->n_hist > 0) {
+        const het_epoch_stats *last = &t->hist[t->n_hist - 1];
+        het_log(HET_LOG_INFO, "done: %d epochs, test_loss %.4f test_acc %.4f%s%s\n", t->epoch,
+                last->test_loss, last->test_acc, c->checkpoint[0] ? ", checkpoint " : "",
+                c->checkpoint);
+    }
+    return het_metrics_close_checked(&t->metrics);
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Usage errors of hetrain: each must exit 2 with exactly one line on stderr and nothing on
+# stdout. Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+# Open MPI's initialization leaks by design; under AddressSanitizer only the leak report is off
+# (the unit tests check the library for leaks without MPI).
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+T=$(mktemp -d /tmp/het_cli_err_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+failures=0
+
+# expect_usage "PATTERN IN STDERR" ARGS...
+expect_usage() {
+    local want=$1
+    shift
+    "$HETRAIN" "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$T/err")
+    if [ $rc -ne 2 ] || [ -s "$T/out" ] || [ "$lines" -ne 1 ] || ! grep -q -- "$want" "$T/err"; then
+        echo "FAIL: hetrain $*: rc $rc (expected 2), stdout $(wc -c <"$T/out") bytes," \
+             "stderr $lines lines: $(cat "$T/err")" >&2
+        failures=$((failures + 1))
+    fi
+}
+
+expect_usage "missing command"
+expect_usage "unknown command 'fit'" fit
+expect_usage "unknown option --foo" train --foo 1
+expect_usage "unexpected argument 'extra'" train extra
+expect_usage "unexpected argument '-x'" train -x
+expect_usage "\-\-epochs: 0 is out of range" train --epochs 0
+expect_usage "\-\-epochs: 'ten' is not an integer" train --epochs ten
+expect_usage "\-\-epochs: missing value" train --epochs
+expect_usage "\-\-epochs: missing value" train --epochs --batch 8
+expect_usage "\-\-batch: -1 is out of range" train --batch -1
+expect_usage "\-\-batch: '2.5' is not an integer" train --batch=2.5
+expect_usage "\-\-lr: 'abc' is not a number" train --lr abc
+expect_usage "\-\-lr: 0 is out of range" train --lr 0
+expect_usage "\-\-lr: 'nan' is not a number" train --lr nan
+expect_usage "\-\-momentum: 1.5 is out of range" train --momentum 1.5
+expect_usage "\-\-seed: '-1' is not an integer" train --seed -1
+expect_usage "\-\-seed: 99999999999999999999 is out of range" train --seed 99999999999999999999
+expect_usage "\-\-threads: 0 is out of range" train --threads 0
+expect_usage "\-\-model: unknown model 'vgg'" train --model vgg
+expect_usage "\-\-data: unknown dataset 'imagenet'" train --data imagenet
+expect_usage "\-\-schedule: unknown schedule 'linear'" train --schedule linear
+expect_usage "\-\-optimizer: unknown optimizer 'rmsprop'" train --optimizer rmsprop
+expect_usage "\-\-progress: unknown mode" train --progress sometimes
+expect_usage "\-\-nesterov: 'maybe' is not a boolean" train --nesterov=maybe
+expect_usage "nesterov" train --nesterov --momentum 0
+expect_usage "needs --checkpoint" train --resume
+expect_usage "does not apply" eval --checkpoint x.ckpt --epochs 3
+expect_usage "\-\-checkpoint FILE is required" eval
+expect_usage "\-\-export-safetensors FILE is required" export --checkpoint x.ckpt
+expect_usage "cannot open" train --config "$T/none.conf"
+printf 'epochs = 2\nwarp = 9\n' >"$T/bad.conf"
+expect_usage "bad.conf:2: unknown key 'warp'" train --config "$T/bad.conf"
+
+if [ $failures -ne 0 ]; then
+    echo "test_cli_errors: $failures failed" >&2
+    exit 1
+fi
+echo "test_cli_errors: all passed"
