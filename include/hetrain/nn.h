@@ -136,8 +136,9 @@ size_t het_model_bytes(const het_model *m);
 
 void het_model_zero_grads(het_model *m);
 /* Runs fn(user, lo, hi) over disjoint ranges covering [0, n) on the model's worker threads
- * (ranges are multiples of 16 elements except the last); returns when all are done. For
- * element-wise work on the flat buffers, such as the optimizer step. */
+ * (ranges are multiples of 16 elements except the last; below 32 elements it runs on the
+ * caller alone); returns when all are done. For element-wise work on the flat buffers, such as
+ * the optimizer step, and for gathering a batch. */
 void het_model_parallel_for(het_model *m, size_t n, void (*fn)(void *user, size_t lo, size_t hi),
                             void *user);
 void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user);

@@ -22,9 +22,15 @@
 
 #include "hetrain/nn.h"
 
-/* Samples per chunk: a worker runs its share through all layers this many at a time. */
+/* Chunks: a worker runs its share through all layers a chunk of samples at a time, so that a
+ * chunk's activations stay in cache. A chunk holds at least HET_MODEL_CHUNK samples, more while
+ * its buffers fit in HET_MODEL_CHUNK_BYTES (small models such as the MLP then run their whole
+ * share at once, which keeps their matrix products large). */
 #ifndef HET_MODEL_CHUNK
 #define HET_MODEL_CHUNK 16
+#endif
+#ifndef HET_MODEL_CHUNK_BYTES
+#define HET_MODEL_CHUNK_BYTES (1u << 20)
 #endif
 
 typedef struct het_worker {
@@ -395,7 +401,17 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
     m->workers = coupled ? 1 : workers;
     if (m->workers > max_batch) m->workers = max_batch;
     m->sub_max = (max_batch + m->workers - 1) / m->workers;
-    m->chunk = coupled || HET_MODEL_CHUNK > m->sub_max ? m->sub_max : HET_MODEL_CHUNK;
+    size_t per_sample = 2 * max_io;
+    size_t max_work = 0;
+    for (int i = 0; i < n_layers; i++) {
+        per_sample += het_shape_size(m->plans[i].out) + m->plans[i].cache_per_sample;
+        if (m->plans[i].work_per_sample > max_work) max_work = m->plans[i].work_per_sample;
+    }
+    per_sample = (per_sample + max_work) * sizeof(float);
+    size_t fit = HET_MODEL_CHUNK_BYTES / (per_sample ? per_sample : 1);
+    m->chunk = fit > HET_MODEL_CHUNK ? (int)(fit < (size_t)m->sub_max ? fit : (size_t)m->sub_max)
+                                     : HET_MODEL_CHUNK;
+    if (coupled || m->chunk > m->sub_max) m->chunk = m->sub_max;
     size_t sub = (size_t)m->chunk;
     for (int i = 0; i < n_layers; i++) {
         het_layer_plan *p = &m->plans[i];
@@ -498,7 +514,7 @@ void het_model_zero_grads(het_model *m) { het_model_parallel_for(m, m->n_params,
 
 void het_model_parallel_for(het_model *m, size_t n, void (*fn)(void *user, size_t lo, size_t hi),
                             void *user) {
-    if (m->workers == 1 || n < 4096) {
+    if (m->workers == 1 || n < 32) {
         if (n > 0) fn(user, 0, n);
         return;
     }

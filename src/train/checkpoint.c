@@ -343,9 +343,9 @@ int het_ckpt_find(het_ckpt_reader *r, const char *tag, const void **data, size_t
 }
 
 int het_ckpt_get(het_ckpt_reader *r, const char *tag, void *dst, size_t bytes) {
-    const void *p;
-    size_t n;
-    uint64_t off;
+    const void *p = NULL;
+    size_t n = 0;
+    uint64_t off = 0;
     int st = het_ckpt_find(r, tag, &p, &n, &off);
     if (st) return st;
     if (n != bytes)

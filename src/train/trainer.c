@@ -49,12 +49,27 @@ uint64_t het_train_step_seed(uint64_t seed, int64_t step) {
     return het_rng_u64(&r);
 }
 
+/* Gathering a batch runs on the model's worker threads too, each over a slice of samples. */
+typedef struct gather_job {
+    const het_dataset *d;
+    const int64_t *idx;
+    float *x;
+    uint8_t *y;
+} gather_job;
+
+static void gather_range(void *user, size_t lo, size_t hi) {
+    gather_job *j = user;
+    het_dataset_gather(j->d, j->idx + lo, (int)(hi - lo), j->x + lo * het_shape_size(j->d->shape),
+                       j->y + lo);
+}
+
 int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count,
                           float *x, uint8_t *y, uint64_t step_seed, het_batch_result *res) {
     if (count < 1 || count > het_model_max_batch(m))
         return het_error_set(HET_EINVAL, "batch of %d samples, expected 1..%d", count,
                              het_model_max_batch(m));
-    het_dataset_gather(d, idx, count, x, y);
+    gather_job g = {d, idx, x, y};
+    het_model_parallel_for(m, (size_t)count, gather_range, &g);
     het_model_zero_grads(m);
     return het_model_train_batch(m, x, y, count, 1.0f / (float)count, step_seed, res);
 }

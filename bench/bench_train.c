@@ -1,0 +1,295 @@
+/* bench_train: throughput and memory of hetrain's single-process training engine.
+ *
+ * DESIGN. Runs full training epochs on Fashion-MNIST exactly as training does (sampler
+ * permutation per epoch, gather, zero gradients, het_model_train_batch with grad_scale 1/B,
+ * het_optim_step SGD momentum 0.9), after an untimed warm-up of a few steps whose effect is then
+ * undone (parameters re-initialized from the seed, momentum zeroed), so that the timed epochs are
+ * those of a fresh run and the test accuracy printed at the end is comparable to a real run.
+ * It prints ONE line of key=value pairs (bench/run.sh parses it); it never passes or fails on
+ * time.
+ *
+ * Figures:
+ *   img_per_s       images trained / wall seconds of the timed epochs (gather + step + update)
+ *   train_flop      training FLOPs per sample = 3 F - F1, where F = het_model_flops_per_sample
+ *                   (forward multiply-adds x 2 of the weight layers) and F1 = the forward FLOPs
+ *                   of the first weight layer, whose input gradient is never computed:
+ *                   forward F + weight gradient F + input gradient (F - F1)
+ *   gflops          train_flop * img_per_s / 1e9
+ *   sgemm_gflops    OpenBLAS sgemm, n = 1024, with as many BLAS threads as the run uses cores
+ *                   (workers x BLAS threads), measured in this process just before training
+ *                   (best of 5 timed groups of 8 calls)
+ *   peak_frac       gflops / sgemm_gflops
+ *   rss_mb          peak resident set size of the process (getrusage ru_maxrss), MiB
+ *   test_acc        test-set accuracy after the timed epochs
+ *   t_gather, t_step, t_optim   fractions of the timed wall time: t_step is
+ *                   het_train_batch_grads (batch gather + zeroing + forward + loss + backward +
+ *                   worker reduction, exactly as `hetrain train`), t_optim the optimizer step;
+ *                   t_gather is 0 (gathering is inside t_step, on the worker threads)
+ *
+ * Usage: bench_train [--model mlp|lenet5] [--threads N] [--batch 64] [--epochs 1]
+ *                    [--data-dir DIR] [--data NAME] [--lr 0.05] [--seed 1] [--warmup 20]
+ *                    [--blas-threads N] [--no-peak] [--blas-info]
+ * --blas-info prints blas_core=NAME (the OpenBLAS kernel set chosen at start-up) and exits.
+ * --threads N runs N model workers; the BLAS runs 1 thread when N > 1 (so N cores in all) unless
+ * --blas-threads overrides it (e.g. --threads 1 --blas-threads 2: one worker, threaded BLAS). */
+#include <cblas.h> /* openblas_get_corename: which kernels OpenBLAS picked for this CPU */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "hetrain/core.h"
+#include "hetrain/data.h"
+#include "hetrain/nn.h"
+#include "hetrain/optim.h"
+#include "hetrain/train.h"
+#include "hetrain/tensor.h"
+
+typedef struct bench_opts {
+    const char *model, *data, *data_dir;
+    int threads, blas_threads, batch, epochs, warmup, peak;
+    float lr;
+    uint64_t seed;
+} bench_opts;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_train [--model mlp|lenet5] [--threads N] [--batch 64] [--epochs 1]\n"
+               "                   [--data-dir DIR] [--data fashion-mnist] [--lr 0.05] [--seed 1]\n"
+               "                   [--warmup 20] [--blas-threads N] [--no-peak] [--blas-info]\n");
+}
+
+static int parse_int(const char *s, int lo, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > 1000000) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--blas-info") == 0) {
+            printf("blas_core=%s\n", openblas_get_corename());
+            exit(0);
+        } else if (strcmp(a, "--no-peak") == 0) {
+            o->peak = 0;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "bench_train: %s needs a value\n", a);
+            return -1;
+        }
+        if (strcmp(a, "--model") == 0) o->model = v;
+        else if (strcmp(a, "--data") == 0) o->data = v;
+        else if (strcmp(a, "--data-dir") == 0) o->data_dir = v;
+        else if (strcmp(a, "--threads") == 0) bad = parse_int(v, 1, &o->threads);
+        else if (strcmp(a, "--blas-threads") == 0) bad = parse_int(v, 1, &o->blas_threads);
+        else if (strcmp(a, "--batch") == 0) bad = parse_int(v, 1, &o->batch);
+        else if (strcmp(a, "--epochs") == 0) bad = parse_int(v, 1, &o->epochs);
+        else if (strcmp(a, "--warmup") == 0) bad = parse_int(v, 0, &o->warmup);
+        else if (strcmp(a, "--seed") == 0) {
+            int s;
+            bad = parse_int(v, 0, &s);
+            o->seed = (uint64_t)s;
+        } else if (strcmp(a, "--lr") == 0) {
+            char *end;
+            o->lr = strtof(v, &end);
+            bad = *end != '\0' || !(o->lr > 0);
+        } else {
+            fprintf(stderr, "bench_train: unknown option %s\n", a);
+            usage(stderr);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "bench_train: bad value '%s' for %s\n", v, a);
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* Best GFLOP/s of OpenBLAS sgemm C = A B at n x n x n over 5 groups of calls. */
+static double sgemm_peak(int n) {
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = het_alloc(nn * sizeof(float)), *b = het_alloc(nn * sizeof(float));
+    float *c = het_alloc(nn * sizeof(float));
+    if (!a || !b || !c) {
+        het_free(a);
+        het_free(b);
+        het_free(c);
+        return 0;
+    }
+    het_rng r;
+    het_rng_seed(&r, 3);
+    for (size_t i = 0; i < nn; i++) {
+        a[i] = het_rng_uniform(&r);
+        b[i] = het_rng_uniform(&r);
+    }
+    het_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warm-up: thread pool, caches */
+    double flop = 2.0 * n * (double)n * n, best = 0;
+    for (int g = 0; g < 5; g++) {
+        int reps = 8;
+        double t0 = het_now();
+        for (int k = 0; k < reps; k++) het_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = het_now() - t0, rate = reps * flop / dt / 1e9;
+        if (rate > best) best = rate;
+    }
+    het_free(a);
+    het_free(b);
+    het_free(c);
+    return best;
+}
+
+/* Forward FLOPs per sample of the first layer with parameters, counted as
+ * het_model_flops_per_sample counts them (2 x parameters x output positions). */
+static double first_weight_layer_flops(const het_model *m) {
+    for (int i = 0; i < het_model_n_layers(m); i++) {
+        size_t off, count;
+        het_model_layer_params(m, i, &off, &count);
+        if (count == 0) continue;
+        const het_layer *l = het_model_layer(m, i);
+        return 2.0 * (double)count * (double)l->out.h * (double)l->out.w;
+    }
+    return 0;
+}
+
+static double test_accuracy(het_model *m, const het_dataset *test, float *x, uint8_t *y,
+                            int64_t *idx, int batch) {
+    int64_t correct = 0;
+    for (int64_t s = 0; s < test->n; s += batch) {
+        int n = (int)(test->n - s < batch ? test->n - s : batch);
+        for (int i = 0; i < n; i++) idx[i] = s + i;
+        het_dataset_gather(test, idx, n, x, y);
+        het_batch_result r;
+        if (het_model_eval_batch(m, x, y, n, &r) != HET_OK) return -1;
+        correct += r.correct;
+    }
+    return (double)correct / (double)test->n;
+}
+
+int main(int argc, char **argv) {
+    het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
+    bench_opts o = {"mlp", "fashion-mnist", NULL, 1, 0, 64, 1, 20, 1, 0.05f, 1};
+    if (parse_args(argc, argv, &o) != 0) return 2;
+
+    het_dataset train, test;
+    memset(&train, 0, sizeof train);
+    memset(&test, 0, sizeof test);
+    het_model *m = NULL;
+    het_sampler smp;
+    memset(&smp, 0, sizeof smp);
+    float *x = NULL, *opt_state = NULL;
+    uint8_t *y = NULL;
+    int rc = 1;
+
+    int st = het_dataset_load_named(&train, &test, o.data, o.data_dir);
+    if (st != HET_OK) goto fail;
+    st = het_zoo_build(&m, o.model, train.shape, train.n_classes, o.batch, o.threads);
+    if (st != HET_OK) goto fail;
+    int workers = het_model_workers(m);
+    int blas_threads = o.blas_threads > 0 ? o.blas_threads : (workers > 1 ? 1 : o.threads);
+
+    /* sgemm ceiling with as many BLAS threads as cores this run uses */
+    int cores = workers * blas_threads;
+    double peak = 0;
+    if (o.peak) {
+        het_blas_set_threads(cores);
+        peak = sgemm_peak(1024);
+    }
+    het_blas_set_threads(blas_threads);
+
+    size_t in_sz = het_shape_size(train.shape), n_params = het_model_n_params(m);
+    het_optim_config oc = het_optim_defaults();
+    oc.kind = HET_OPT_SGD;
+    oc.momentum = 0.9f;
+    size_t n_state = het_optim_state_floats(&oc, n_params);
+    x = het_alloc((size_t)o.batch * in_sz * sizeof(float));
+    y = het_alloc((size_t)o.batch);
+    opt_state = het_alloc((n_state ? n_state : 1) * sizeof(float));
+    if (!x || !y || !opt_state) {
+        st = HET_ENOMEM;
+        goto fail;
+    }
+    st = het_sampler_init(&smp, train.n, o.seed, 1);
+    if (st != HET_OK) goto fail;
+
+    /* untimed warm-up on the last epoch's permutation, then undone */
+    het_model_init_params(m, o.seed);
+    het_sampler_set_epoch(&smp, 1000);
+    for (int s = 0; s < o.warmup && (int64_t)(s + 1) * o.batch <= train.n; s++) {
+        het_dataset_gather(&train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y);
+        het_model_zero_grads(m);
+        st = het_model_train_batch(m, x, y, o.batch, 1.0f / (float)o.batch, (uint64_t)s, NULL);
+        if (st != HET_OK) goto fail;
+        het_train_optim_step(m, &oc, o.lr, opt_state, s + 1);
+    }
+    het_model_init_params(m, o.seed);
+    memset(opt_state, 0, (n_state ? n_state : 1) * sizeof(float));
+
+    /* timed epochs */
+    double t_gather = 0, t_step = 0, t_optim = 0;
+    int64_t t = 0, images = 0;
+    double loss_sum = 0;
+    double t0 = het_now();
+    for (int e = 0; e < o.epochs; e++) {
+        het_sampler_set_epoch(&smp, e);
+        for (int64_t s = 0; s < train.n; s += o.batch) {
+            int n = (int)(train.n - s < o.batch ? train.n - s : o.batch);
+            double a = het_now(), b = a; /* gather + zero + step as `hetrain train` does */
+            het_batch_result r;
+            st = het_train_batch_grads(m, &train, smp.perm + s, n, x, y, (uint64_t)t, &r);
+            if (st != HET_OK) goto fail;
+            double c = het_now();
+            het_train_optim_step(m, &oc, o.lr, opt_state, ++t); /* as `hetrain train` */
+            double d = het_now();
+            t_gather += b - a, t_step += (c - b), t_optim += d - c;
+            loss_sum += r.loss_sum;
+            images += n;
+        }
+    }
+    double secs = het_now() - t0;
+
+    int64_t *idx = het_alloc((size_t)o.batch * sizeof(int64_t));
+    if (!idx) {
+        st = HET_ENOMEM;
+        goto fail;
+    }
+    double acc = test_accuracy(m, &test, x, y, idx, o.batch);
+    het_free(idx);
+    if (acc < 0) {
+        st = HET_EINVAL;
+        goto fail;
+    }
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double F = het_model_flops_per_sample(m), F1 = first_weight_layer_flops(m);
+    double train_flop = 3.0 * F - F1, ips = (double)images / secs;
+    double gflops = train_flop * ips / 1e9;
+    printf("impl=hetrain model=%s threads=%d workers=%d blas_threads=%d batch=%d epochs=%d "
+           "images=%lld seconds=%.3f img_per_s=%.0f train_flop=%.0f gflops=%.2f "
+           "sgemm_gflops=%.1f peak_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "
+           "train_loss=%.4f t_gather=%.3f t_step=%.3f t_optim=%.3f blas_core=%s\n",
+           o.model, o.threads, workers, blas_threads, o.batch, o.epochs, (long long)images, secs,
+           ips, train_flop, gflops, peak, peak > 0 ? gflops / peak : 0.0,
+           (double)ru.ru_maxrss / 1024.0, (double)het_model_bytes(m) / (1024.0 * 1024.0), acc,
+           loss_sum / (double)images, t_gather / secs, t_step / secs, t_optim / secs,
+           openblas_get_corename());
+    rc = 0;
+fail:
+    if (rc != 0) fprintf(stderr, "bench_train: %s\n", het_error_msg());
+    het_sampler_free(&smp);
+    het_free(x);
+    het_free(y);
+    het_free(opt_state);
+    het_model_free(m);
+    het_dataset_free(&train);
+    het_dataset_free(&test);
+    return rc;
+}
