@@ -7,4 +7,5 @@
 #include "hetrain/optim.h"
 #include "hetrain/data.h"
 #include "hetrain/train.h"
+#include "hetrain/comm.h"
 #endif

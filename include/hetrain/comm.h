@@ -1,0 +1,129 @@
+/* hetrain comm: the MPI layer. Topology (world, node-local and cross-node communicators, with
+ * virtual nodes for one-machine runs), chunked blocking and non-blocking float all-reduce,
+ * bucketed gradient all-reduce that overlaps backward, an emulated network delay for
+ * cross-node traffic, and agreement on a status across ranks.
+ *
+ * comm/ sees float ranges, never layers. Plain MPI-3 (Open MPI or MPICH). Element counts, not
+ * bytes, are passed to MPI; counts above the chunk size are split into several calls. */
+#ifndef HETRAIN_COMM_H
+#define HETRAIN_COMM_H
+
+#include <mpi.h>
+
+#include "hetrain/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- topology ---- */
+typedef struct het_topo {
+    MPI_Comm world;      /* dup of the world communicator */
+    MPI_Comm node;       /* ranks of this (possibly virtual) node */
+    MPI_Comm cross;      /* one rank per node: those with this rank's local rank */
+    int rank, size;      /* in world */
+    int node_id, n_nodes;
+    int local_rank, local_size;
+    int uniform;         /* 1 when every node has the same number of ranks */
+} het_topo;
+
+/* Builds the communicators from `world`. ranks_per_node > 0 emulates nodes of that many
+ * consecutive ranks (block placement; the last node may be smaller); 0 uses the real nodes
+ * (MPI_Comm_split_type SHARED), numbered by their lowest world rank. Collective over world. */
+int  het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node);
+void het_topo_free(het_topo *t);
+/* One line such as "4 ranks on 2 nodes (2 ranks per node, emulated)". */
+void het_topo_describe(const het_topo *t, char *buf, size_t n);
+
+/* ---- emulated network (off when bw_bytes_per_s == 0 and lat_s == 0) ---- */
+typedef struct het_netem {
+    double lat_s;           /* per-message latency, seconds */
+    double bw_bytes_per_s;  /* link bandwidth, bytes/s; 0 = infinite */
+} het_netem;
+
+/* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
+ * bytes/N each way): 2(N-1) lat + 2(N-1)/N bytes/bw. 0 when n_nodes <= 1 or the model is off. */
+double het_netem_allreduce_s(het_netem ne, size_t bytes, int n_nodes);
+/* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
+double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
+/* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
+double het_netem_p2p_s(het_netem ne, size_t bytes);
+
+/* Which communicator of the topology an operation runs on. */
+typedef enum { HET_COMM_WORLD = 0, HET_COMM_NODE = 1, HET_COMM_CROSS = 2 } het_comm_scope;
+
+/* Time and traffic a rank spent in communication since the last reset. */
+typedef struct het_comm_stats {
+    double comm_s;     /* inside MPI calls (blocking calls, waits and tests) */
+    double delay_s;    /* extra time waited to honour the emulated network */
+    uint64_t bytes;    /* payload bytes this rank contributed to collectives / sent */
+    uint64_t calls;    /* operations started */
+} het_comm_stats;
+
+typedef struct het_comm het_comm;
+
+/* The communication context of one rank: topology + emulated network + statistics. Borrows
+ * `topo` (must outlive the context). */
+int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
+void het_comm_free(het_comm *c);
+const het_topo *het_comm_topo(const het_comm *c);
+MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s);
+/* Nodes spanned by a scope (1 for NODE): the emulated delay applies when it is > 1. */
+int  het_comm_span(const het_comm *c, het_comm_scope s);
+het_comm_stats het_comm_get_stats(const het_comm *c);
+void het_comm_reset_stats(het_comm *c);
+/* Elements per MPI call (default 1 << 24); for tests of the chunking. */
+void het_comm_set_chunk(het_comm *c, size_t elements);
+
+/* Blocking in-place sum all-reduce of n floats, chunked. With the emulated network on and a
+ * scope spanning several nodes, returns no earlier than het_netem_allreduce_s after it
+ * started. */
+int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n);
+/* Blocking broadcast of n bytes from `root` (rank in the scope's communicator). */
+int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root);
+
+/* Non-blocking in-place sum all-reduce of n floats (chunked into several requests). */
+typedef struct het_req {
+    MPI_Request *reqs;  /* owned; n_reqs entries */
+    int n_reqs;
+    double t_start;     /* when it was started */
+    double t_model;     /* modeled network time (0 = none) */
+    int mpi_done;       /* all MPI requests completed */
+} het_req;
+int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r);
+/* Progresses r; *done = 1 once MPI completed AND the modeled time has passed since start. */
+int het_comm_test(het_comm *c, het_req *r, int *done);
+/* Blocks until r is done (as het_comm_test), then frees its requests. */
+int het_comm_wait(het_comm *c, het_req *r);
+
+/* ---- bucketed gradient all-reduce ----
+ * The gradient buffer [0, n) is cut into ranges (one per layer, in buffer order). Buckets group
+ * consecutive ranges from the END of the buffer (backward produces the last layers first) up to
+ * `bucket_bytes` each. het_buckets_ready() marks a range final; when all ranges of a bucket are
+ * final its non-blocking all-reduce starts, and every call also tests the pending ones (MPI
+ * only progresses inside MPI calls). het_buckets_wait() waits for all, so that the optimizer
+ * sees the summed gradients. bucket_bytes = 0 means one bucket (flat, started by the last
+ * ready range). An optional `extra` float array is appended to the last bucket's reduction
+ * (e.g. per-rank timings piggybacked on the gradients). */
+typedef struct het_buckets het_buckets;
+int  het_buckets_create(het_buckets **out, het_comm *c, het_comm_scope s, float *grads, size_t n,
+                        const size_t *range_offsets, int n_ranges, size_t bucket_bytes,
+                        float *extra, size_t n_extra);
+void het_buckets_free(het_buckets *b);
+int  het_buckets_n(const het_buckets *b);  /* number of buckets */
+/* Marks [offset, offset+count) final (must be one whole range). */
+int  het_buckets_ready(het_buckets *b, size_t offset, size_t count);
+/* Waits for every bucket; afterwards the buffer holds the sum over ranks; resets for the next
+ * step. Ranges never marked ready are started here. */
+int  het_buckets_wait(het_buckets *b);
+
+/* ---- agreement ----
+ * Collective over world: every rank passes its status. If all are HET_OK, returns HET_OK.
+ * Otherwise every rank returns the status of the lowest failing rank, and its error message
+ * (het_error_msg) is copied to every rank, so that rank 0 can print it once. */
+int het_comm_agree(MPI_Comm world, int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
