@@ -1,0 +1,302 @@
+/* The communication context: chunked blocking and non-blocking float all-reduce, broadcast,
+ * the emulated network delay and per-rank statistics.
+ *
+ * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
+ * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
+ * MPI are ints and large buffers never overflow them. A non-blocking all-reduce posts one
+ * MPI_Iallreduce per chunk; all ranks post the same chunks in the same order.
+ *
+ * Emulated network: when the model is on and the scope spans several nodes, an operation that
+ * started at t0 completes no earlier than t0 + modeled time. A blocking call measures itself
+ * and sleeps the rest; het_comm_test reports done only once MPI completed and that time has
+ * passed; het_comm_wait completes MPI then sleeps the rest. The time slept is `delay_s`; time
+ * inside MPI calls is `comm_s`. The real (shared-memory) MPI time overlaps the modeled time
+ * rather than adding to it, so the model holds as long as MPI is faster than the network. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "comm/internal.h"
+
+#define HET_COMM_DEFAULT_CHUNK ((size_t)1 << 24)
+
+struct het_comm {
+    const het_topo *topo;
+    het_netem ne;
+    het_comm_stats st;
+    size_t chunk; /* elements per MPI call, 1..INT_MAX */
+};
+
+int het_comm_mpi_error(int err, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) len = 0;
+    if (len < 0 || len >= MPI_MAX_ERROR_STRING) len = 0;
+    msg[len] = '\0';
+    return het_error_set(HET_EMPI, "%s failed: %s", what, len ? msg : "unknown MPI error");
+}
+
+/* Sleeps until het_now() >= until; returns the seconds slept (0 if already past). */
+static double sleep_until(double until) {
+    double t0 = het_now(), now = t0;
+    while (now < until) {
+        double left = until - now;
+        struct timespec ts;
+        ts.tv_sec = (time_t)left;
+        ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+        nanosleep(&ts, NULL); /* EINTR or early return: the loop re-checks the clock */
+        now = het_now();
+    }
+    return now - t0;
+}
+
+/* Open MPI's MPI_Iallreduce (libnbc) uses a binomial reduce + broadcast for fewer than 4
+ * ranks or in place, whatever the size: at 4-16 MiB on 2 ranks it gave 64-72 % of the blocking
+ * MPI_Allreduce's bandwidth, its ring algorithm 100-107 % (bench/bench_allreduce.c, a quiet
+ * 16-core machine). When the MCA variable coll_libnbc_iallreduce_algorithm is at its default
+ * (0, "ignore"), select the ring (1) through the MPI tool interface; a value set by the user
+ * (mpirun --mca ...) is kept. Other MPI libraries lack the variable: nothing happens. */
+static void prefer_nbc_ring(void) {
+    static int done = 0;
+    if (done) return;
+    done = 1;
+    int provided, idx, count;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &idx) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+        int v = -1;
+        if (count == 1 && MPI_T_cvar_read(h, &v) == MPI_SUCCESS && v == 0) {
+            int ring = 1;
+            MPI_T_cvar_write(h, &ring);
+        }
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+}
+
+int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
+    if (!out) return het_error_set(HET_EINVAL, "comm: NULL output");
+    *out = NULL;
+    if (!topo || topo->world == MPI_COMM_NULL)
+        return het_error_set(HET_EINVAL, "comm: no topology (call het_topo_init first)");
+    if (!(ne.lat_s >= 0.0) || !(ne.bw_bytes_per_s >= 0.0) || ne.lat_s > 1e6 ||
+        ne.bw_bytes_per_s > 1e30)
+        return het_error_set(HET_EINVAL, "emulated network: latency %g s and bandwidth %g B/s "
+                             "must be finite and >= 0", ne.lat_s, ne.bw_bytes_per_s);
+    het_comm *c = calloc(1, sizeof *c);
+    if (!c) return het_error_set(HET_ENOMEM, "comm: out of memory");
+    prefer_nbc_ring();
+    c->topo = topo;
+    c->ne = ne;
+    c->chunk = HET_COMM_DEFAULT_CHUNK;
+    *out = c;
+    return HET_OK;
+}
+
+void het_comm_free(het_comm *c) { free(c); }
+
+const het_topo *het_comm_topo(const het_comm *c) { return c ? c->topo : NULL; }
+
+MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s) {
+    if (!c) return MPI_COMM_NULL;
+    switch (s) {
+    case HET_COMM_WORLD: return c->topo->world;
+    case HET_COMM_NODE: return c->topo->node;
+    case HET_COMM_CROSS: return c->topo->cross;
+    }
+    return MPI_COMM_NULL;
+}
+
+int het_comm_span(const het_comm *c, het_comm_scope s) {
+    if (!c) return 1;
+    switch (s) {
+    case HET_COMM_WORLD: return c->topo->n_nodes;
+    case HET_COMM_NODE: return 1;
+    case HET_COMM_CROSS: {
+        /* one member per node; on uneven nodes some cross groups miss the last nodes */
+        int n = 1;
+        if (c->topo->cross != MPI_COMM_NULL) MPI_Comm_size(c->topo->cross, &n);
+        return n;
+    }
+    }
+    return 1;
+}
+
+het_comm_stats het_comm_get_stats(const het_comm *c) {
+    het_comm_stats zero = {0.0, 0.0, 0, 0};
+    return c ? c->st : zero;
+}
+
+void het_comm_reset_stats(het_comm *c) {
+    if (!c) return;
+    c->st.comm_s = c->st.delay_s = 0.0;
+    c->st.bytes = c->st.calls = 0;
+}
+
+void het_comm_set_chunk(het_comm *c, size_t elements) {
+    if (!c) return;
+    if (elements == 0) elements = HET_COMM_DEFAULT_CHUNK;
+    if (elements > (size_t)INT_MAX) elements = (size_t)INT_MAX;
+    c->chunk = elements;
+}
+
+/* Checks the common arguments; sets *comm. */
+static int check_op(const het_comm *c, het_comm_scope s, const void *buf, size_t n,
+                    const char *op, MPI_Comm *comm) {
+    if (!c) return het_error_set(HET_EINVAL, "%s: NULL comm", op);
+    if (n > 0 && !buf) return het_error_set(HET_EINVAL, "%s: NULL buffer of %zu elements", op, n);
+    *comm = het_comm_mpi(c, s);
+    if (*comm == MPI_COMM_NULL) return het_error_set(HET_EINVAL, "%s: bad scope %d", op, (int)s);
+    return HET_OK;
+}
+
+/* The MPI part of a blocking all-reduce that started at t0, with statistics. */
+static int allreduce_mpi(het_comm *c, MPI_Comm comm, float *buf, size_t n, double t0) {
+    for (size_t off = 0; off < n; off += c->chunk) {
+        size_t cnt = n - off < c->chunk ? n - off : c->chunk;
+        int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm);
+        if (err != MPI_SUCCESS) {
+            c->st.comm_s += het_now() - t0;
+            return het_comm_mpi_error(err, "MPI_Allreduce");
+        }
+    }
+    c->st.comm_s += het_now() - t0;
+    c->st.bytes += (uint64_t)n * sizeof(float);
+    c->st.calls++;
+    return HET_OK;
+}
+
+int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, buf, n, "all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    double t0 = het_now();
+    rc = allreduce_mpi(c, comm, buf, n, t0);
+    if (rc != HET_OK) return rc;
+    double model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
+    return HET_OK;
+}
+
+int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
+    if (!r) return het_error_set(HET_EINVAL, "all-reduce: NULL request");
+    r->reqs = NULL;
+    r->n_reqs = 0;
+    r->t_start = het_now();
+    r->t_model = 0.0;
+    r->mpi_done = 1;
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, buf, n, "all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    return allreduce_mpi(c, comm, buf, n, r->t_start);
+}
+
+int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, buf, bytes, "broadcast", &comm);
+    if (rc != HET_OK) return rc;
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    if (root < 0 || root >= size)
+        return het_error_set(HET_EINVAL, "broadcast: root %d outside [0, %d)", root, size);
+    if (bytes == 0) return HET_OK;
+    size_t chunk = c->chunk * sizeof(float); /* same chunking in bytes as the float calls */
+    if (chunk > (size_t)INT_MAX) chunk = (size_t)INT_MAX;
+    double t0 = het_now();
+    for (size_t off = 0; off < bytes; off += chunk) {
+        size_t cnt = bytes - off < chunk ? bytes - off : chunk;
+        int err = MPI_Bcast((char *)buf + off, (int)cnt, MPI_BYTE, root, comm);
+        if (err != MPI_SUCCESS) {
+            c->st.comm_s += het_now() - t0;
+            return het_comm_mpi_error(err, "MPI_Bcast");
+        }
+    }
+    c->st.comm_s += het_now() - t0;
+    c->st.bytes += bytes;
+    c->st.calls++;
+    double model = het_netem_bcast_s(c->ne, bytes, het_comm_span(c, s));
+    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
+    return HET_OK;
+}
+
+int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
+    if (!r) return het_error_set(HET_EINVAL, "non-blocking all-reduce: NULL request");
+    r->reqs = NULL;
+    r->n_reqs = 0;
+    r->t_start = het_now();
+    r->t_model = 0.0;
+    r->mpi_done = 1;
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, buf, n, "non-blocking all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    size_t n_chunks = (n - 1) / c->chunk + 1;
+    if (n_chunks > (size_t)INT_MAX)
+        return het_error_set(HET_EINVAL, "non-blocking all-reduce: %zu chunks", n_chunks);
+    r->reqs = malloc(n_chunks * sizeof *r->reqs);
+    if (!r->reqs)
+        return het_error_set(HET_ENOMEM, "non-blocking all-reduce: out of memory for %zu "
+                             "requests", n_chunks);
+    r->mpi_done = 0;
+    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    double t0 = r->t_start;
+    for (size_t i = 0; i < n_chunks; i++) {
+        size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
+        int err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm,
+                                 &r->reqs[i]);
+        if (err != MPI_SUCCESS) {
+            /* the chunks already posted stay in r: het_comm_wait can still complete them */
+            r->n_reqs = (int)i;
+            if (i == 0) {
+                free(r->reqs);
+                r->reqs = NULL;
+                r->mpi_done = 1;
+            }
+            c->st.comm_s += het_now() - t0;
+            return het_comm_mpi_error(err, "MPI_Iallreduce");
+        }
+    }
+    r->n_reqs = (int)n_chunks;
+    c->st.comm_s += het_now() - t0;
+    c->st.bytes += (uint64_t)n * sizeof(float);
+    c->st.calls++;
+    return HET_OK;
+}
+
+static void req_release(het_req *r) {
+    free(r->reqs);
+    r->reqs = NULL;
+    r->n_reqs = 0;
+    r->mpi_done = 1;
+}
+
+int het_comm_test(het_comm *c, het_req *r, int *done) {
+    if (!c || !r || !done) return het_error_set(HET_EINVAL, "comm test: NULL argument");
+    *done = 0;
+    if (!r->mpi_done) {
+        int flag = 0;
+        double t0 = het_now();
+        int err = MPI_Testall(r->n_reqs, r->reqs, &flag, MPI_STATUSES_IGNORE);
+        c->st.comm_s += het_now() - t0;
+        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
+        if (flag) req_release(r); /* the requests are MPI_REQUEST_NULL now */
+    }
+    *done = r->mpi_done && het_now() >= r->t_start + r->t_model;
+    return HET_OK;
+}
+
+int het_comm_wait(het_comm *c, het_req *r) {
+    if (!c || !r) return het_error_set(HET_EINVAL, "comm wait: NULL argument");
+    if (!r->mpi_done) {
+        double t0 = het_now();
+        int err = MPI_Waitall(r->n_reqs, r->reqs, MPI_STATUSES_IGNORE);
+        c->st.comm_s += het_now() - t0;
+        req_release(r);
+        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Waitall");
+    }
+    if (r->t_model > 0.0) c->st.delay_s += sleep_until(r->t_start + r->t_model);
+    return HET_OK;
+}

@@ -1,0 +1,525 @@
+/* comm/: topology (emulated and real nodes), chunked blocking and non-blocking all-reduce,
+ * bucketed all-reduce against its flat reference twin, the emulated network's timing, and
+ * status agreement. An MPI program: CTest runs it as a 1-rank singleton; test_comm_mpi.sh runs
+ * it under mpirun with 2, 3 and 4 ranks. Every rank checks; the failure count is summed over
+ * ranks so that all exit with the same code, and rank 0 prints the summary. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/comm.h"
+#include "test.h"
+
+/* Open MPI keeps allocations until exit; leak reports from it are noise in the ASan build. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "detect_leaks=0"; }
+
+static int g_rank, g_size;
+
+static int div_up(int a, int b) { return (a + b - 1) / b; }
+
+/* ---- topology ---- */
+
+static void check_cross(const het_topo *t) {
+    int cs = 0, cr = -1;
+    MPI_Comm_size(t->cross, &cs);
+    MPI_Comm_rank(t->cross, &cr);
+    /* members: one per node that has a rank with this local rank; ordered by node */
+    CHECK(cr == t->node_id, "rank %d: cross rank %d, node %d", g_rank, cr,
+          t->node_id);
+    CHECK(cs >= 1 && cs <= t->n_nodes, "rank %d: cross size %d, %d nodes", g_rank, cs,
+          t->n_nodes);
+    /* the ranks of the cross group all have this rank's local rank */
+    int lr = t->local_rank, mn = lr, mx = lr;
+    MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_INT, MPI_MIN, t->cross);
+    MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_INT, MPI_MAX, t->cross);
+    CHECK(mn == lr && mx == lr, "rank %d: cross group mixes local ranks %d..%d", g_rank, mn, mx);
+}
+
+static void test_topology(void) {
+    het_topo t;
+    char desc[160];
+    /* one rank per node */
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "rpn 1: %s", het_error_msg());
+    CHECK(t.rank == g_rank && t.size == g_size, "rpn 1: rank %d size %d", t.rank, t.size);
+    CHECK(t.n_nodes == g_size && t.node_id == g_rank, "rpn 1: rank %d: node %d of %d", g_rank,
+          t.node_id, t.n_nodes);
+    CHECK(t.local_rank == 0 && t.local_size == 1 && t.uniform == 1,
+          "rpn 1: local %d/%d uniform %d", t.local_rank, t.local_size, t.uniform);
+    int cs = 0;
+    MPI_Comm_size(t.cross, &cs);
+    CHECK(cs == g_size, "rpn 1: cross size %d", cs);
+    check_cross(&t);
+    het_topo_describe(&t, desc, sizeof desc);
+    CHECK(strstr(desc, "emulated") != NULL, "rpn 1: describe '%s'", desc);
+    {
+        het_comm *c = NULL;
+        het_netem off = {0.0, 0.0};
+        CHECK(het_comm_create(&c, &t, off) == HET_OK, "comm create: %s", het_error_msg());
+        CHECK(het_comm_span(c, HET_COMM_WORLD) == g_size && het_comm_span(c, HET_COMM_NODE) == 1 &&
+              het_comm_span(c, HET_COMM_CROSS) == g_size, "rpn 1: spans %d %d %d",
+              het_comm_span(c, HET_COMM_WORLD), het_comm_span(c, HET_COMM_NODE),
+              het_comm_span(c, HET_COMM_CROSS));
+        CHECK(het_comm_topo(c) == &t, "comm topo");
+        het_comm_free(c);
+    }
+    het_topo_free(&t);
+    CHECK(t.world == MPI_COMM_NULL && t.node == MPI_COMM_NULL && t.cross == MPI_COMM_NULL,
+          "topo_free leaves handles");
+
+    /* two ranks per node: the last node is smaller when size is odd */
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 2) == HET_OK, "rpn 2: %s", het_error_msg());
+    int exp_local = g_size - 2 * (g_rank / 2) < 2 ? 1 : 2;
+    CHECK(t.n_nodes == div_up(g_size, 2) && t.node_id == g_rank / 2,
+          "rpn 2: rank %d: node %d of %d", g_rank, t.node_id, t.n_nodes);
+    CHECK(t.local_rank == g_rank % 2 && t.local_size == exp_local,
+          "rpn 2: rank %d: local %d/%d", g_rank, t.local_rank, t.local_size);
+    CHECK(t.uniform == (g_size % 2 == 0 || g_size == 1), "rpn 2: uniform %d", t.uniform);
+    MPI_Comm_size(t.cross, &cs);
+    int exp_cs = t.local_rank == 0 ? t.n_nodes : g_size / 2;
+    CHECK(cs == exp_cs, "rpn 2: rank %d: cross size %d, expected %d", g_rank, cs, exp_cs);
+    check_cross(&t);
+    het_topo_describe(&t, desc, sizeof desc);
+    CHECK(strstr(desc, "node") != NULL, "rpn 2: describe '%s'", desc);
+    if (g_rank == 0) printf("topology rpn 2: %s\n", desc);
+    het_topo_free(&t);
+
+    /* real nodes: one machine */
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 0) == HET_OK, "rpn 0: %s", het_error_msg());
+    CHECK(t.n_nodes == 1 && t.node_id == 0 && t.local_rank == g_rank && t.local_size == g_size &&
+          t.uniform == 1, "rpn 0: node %d of %d, local %d/%d", t.node_id, t.n_nodes,
+          t.local_rank, t.local_size);
+    check_cross(&t);
+    het_topo_describe(&t, desc, sizeof desc);
+    CHECK(strstr(desc, "emulated") == NULL, "rpn 0: describe '%s'", desc);
+    if (g_rank == 0) printf("topology rpn 0: %s\n", desc);
+    het_topo_free(&t);
+
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, -1) == HET_EINVAL, "rpn -1 accepted");
+}
+
+/* ---- all-reduce ---- */
+
+/* buf[i] = (rank + 1) * (i % 7 + 1): the sum over ranks is exact in float. */
+static void fill_known(float *buf, size_t n) {
+    for (size_t i = 0; i < n; i++) buf[i] = (float)((g_rank + 1) * (int)(i % 7 + 1));
+}
+
+static int check_known(const float *buf, size_t n, const char *what) {
+    float tri = (float)(g_size * (g_size + 1) / 2);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != tri * (float)(i % 7 + 1)) bad++;
+    CHECK(bad == 0, "rank %d: %s: %zu of %zu wrong", g_rank, what, bad, n);
+    return bad == 0;
+}
+
+static void fill_random(float *buf, size_t n, uint64_t seed) {
+    het_rng r;
+    het_rng_seed2(&r, seed, (uint64_t)g_rank);
+    for (size_t i = 0; i < n; i++) buf[i] = het_rng_normal(&r);
+}
+
+/* got vs ref, two sums over ranks of the same data. Two ranks: a + b == b + a, so bitwise.
+ * More: MPI adds the ranks in an order that depends on the algorithm (blocking tuned vs
+ * non-blocking libnbc ring, message size); each order is within (P-1) u sum|x| of the exact sum
+ * (u = eps/2), so two orders differ by at most (P-1) eps sum|x|; abs_sum[i] = sum |x_i|. */
+static void check_same_sum(const float *got, const float *ref, const float *abs_sum, size_t n,
+                           const char *what) {
+    size_t nbad = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&got[i], &ref[i], sizeof(float)) == 0) continue;
+        nbad++;
+        double d = fabs((double)got[i] - ref[i]) / (FLT_EPSILON * (double)abs_sum[i]);
+        if (d > worst) worst = d;
+    }
+    if (g_size <= 2)
+        CHECK(nbad == 0, "rank %d: %s: %zu of %zu differ", g_rank, what, nbad, n);
+    else
+        CHECK(worst <= g_size - 1, "rank %d: %s: %.3g eps sum|x|", g_rank, what, worst);
+    if (g_rank == 0 && nbad)
+        printf("%s (%d ranks): %zu of %zu elements differ, at most %.3g eps sum|x|\n", what,
+               g_size, nbad, n, worst);
+}
+
+/* abs_sum = sum over ranks of |fill_random(seed)|. */
+static void abs_sums(het_comm *c, float *abs_sum, size_t n, uint64_t seed);
+
+static void test_allreduce(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    size_t n = 2500;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    fill_known(a, n);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, a, n) == HET_OK, "%s", het_error_msg());
+    check_known(a, n, "blocking, one chunk");
+
+    het_comm_reset_stats(c);
+    het_comm_set_chunk(c, 1000); /* 2500 = 1000 + 1000 + 500 */
+    fill_known(a, n);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, a, n) == HET_OK, "%s", het_error_msg());
+    check_known(a, n, "blocking, chunks of 1000");
+    het_comm_stats st = het_comm_get_stats(c);
+    CHECK(st.bytes == n * sizeof(float) && st.calls == 1 && st.delay_s == 0.0 && st.comm_s >= 0.0,
+          "stats: bytes %llu calls %llu delay %g", (unsigned long long)st.bytes,
+          (unsigned long long)st.calls, st.delay_s);
+
+    /* node and cross scopes */
+    fill_known(a, n);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_NODE, a, n) == HET_OK, "%s", het_error_msg());
+    int ns = 0;
+    MPI_Comm_size(het_comm_mpi(c, HET_COMM_NODE), &ns);
+    if (ns == g_size) check_known(a, n, "node scope");
+
+    /* n = 0 is a no-op; NULL buffer with n > 0 is rejected */
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, NULL, 0) == HET_OK, "n = 0");
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, NULL, 5) == HET_EINVAL, "NULL buffer");
+    het_req r0;
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, NULL, 0, &r0) == HET_OK, "i n = 0");
+    CHECK(het_comm_wait(c, &r0) == HET_OK && r0.reqs == NULL, "wait n = 0");
+    CHECK(het_comm_allreduce_sum(c, (het_comm_scope)7, a, n) == HET_EINVAL, "bad scope");
+
+    /* non-blocking equals blocking, bitwise, on random data; by wait and by test */
+    fill_random(a, n, 11);
+    memcpy(b, a, n * sizeof *a);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, a, n) == HET_OK, "%s", het_error_msg());
+    het_req r;
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, b, n, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(r.n_reqs == 3 && r.t_model == 0.0, "requests %d model %g", r.n_reqs, r.t_model);
+    CHECK(het_comm_wait(c, &r) == HET_OK && r.reqs == NULL, "wait: %s", het_error_msg());
+    float *abs_sum = malloc(n * sizeof *abs_sum);
+    abs_sums(c, abs_sum, n, 11);
+    check_same_sum(b, a, abs_sum, n, "iallreduce+wait vs blocking");
+    fill_random(b, n, 11);
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, b, n, &r) == HET_OK, "%s", het_error_msg());
+    int done = 0, rc = HET_OK;
+    while (!done && rc == HET_OK) rc = het_comm_test(c, &r, &done);
+    CHECK(rc == HET_OK && done && r.reqs == NULL, "test: %s", het_error_msg());
+    check_same_sum(b, a, abs_sum, n, "iallreduce+test vs blocking");
+    free(abs_sum);
+
+    /* fewer elements than ranks (the ring algorithm splits by rank) */
+    for (size_t k = 1; k <= 5; k++) {
+        fill_known(b, k);
+        CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, b, k, &r) == HET_OK &&
+              het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+        check_known(b, k, "non-blocking, tiny");
+    }
+
+    /* default chunk: a large count in one call */
+    het_comm_set_chunk(c, 0);
+    size_t big = 300007;
+    float *g = malloc(big * sizeof *g);
+    fill_known(g, big);
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, g, big, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(r.n_reqs == 1, "default chunk: %d requests", r.n_reqs);
+    CHECK(het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+    check_known(g, big, "non-blocking, default chunk");
+    free(g);
+
+    /* broadcast, chunked */
+    het_comm_set_chunk(c, 100); /* 400 bytes per call */
+    unsigned char msg[1001];
+    for (int i = 0; i < 1001; i++) msg[i] = (unsigned char)(g_rank == g_size - 1 ? i * 7 : 0);
+    CHECK(het_comm_bcast(c, HET_COMM_WORLD, msg, sizeof msg, g_size - 1) == HET_OK, "%s",
+          het_error_msg());
+    int bad = 0;
+    for (int i = 0; i < 1001; i++) bad += msg[i] != (unsigned char)(i * 7);
+    CHECK(bad == 0, "rank %d: broadcast: %d bytes wrong", g_rank, bad);
+    CHECK(het_comm_bcast(c, HET_COMM_WORLD, msg, 4, g_size) == HET_EINVAL, "bad root");
+    free(a);
+    free(b);
+    het_comm_free(c);
+}
+
+static void abs_sums(het_comm *c, float *abs_sum, size_t n, uint64_t seed) {
+    fill_random(abs_sum, n, seed);
+    for (size_t i = 0; i < n; i++) abs_sum[i] = fabsf(abs_sum[i]);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, abs_sum, n) == HET_OK, "abs sums");
+}
+
+/* ---- buckets ---- */
+
+/* Range sizes in buffer order, with an empty range (a layer without parameters). With buckets
+ * of 1000 floats, grouped from the end: {3000} {1000} {500,7} {500} {2001} {1998} {997,0,1}
+ * {3}: 8 buckets. */
+static const size_t k_sizes[] = {3, 997, 0, 1, 1998, 2001, 500, 500, 7, 1000, 3000};
+#define N_RANGES ((int)(sizeof k_sizes / sizeof k_sizes[0]))
+
+/* Operations started after each ready() call in backward order: a bucket starts the moment
+ * its last range is ready; the last one brings the extra floats' reduction along. */
+static const int k_started_reverse[N_RANGES] = {1, 2, 2, 3, 4, 5, 6, 6, 6, 7, 9};
+
+/* Marks every range ready: reverse (backward order) or forward. With c, checks how many
+ * reductions have started after each call (buckets start in bucket order, so in forward order
+ * nothing starts before the last range, which completes bucket 0). */
+static int mark_all(het_buckets *bk, het_comm *c, const size_t *off, size_t n, int reverse) {
+    int rc = HET_OK;
+    uint64_t calls0 = c ? het_comm_get_stats(c).calls : 0;
+    for (int k = 0; k < N_RANGES && rc == HET_OK; k++) {
+        int i = reverse ? N_RANGES - 1 - k : k;
+        size_t end = i + 1 < N_RANGES ? off[i + 1] : n;
+        rc = het_buckets_ready(bk, off[i], end - off[i]);
+        if (!c) continue;
+        int started = (int)(het_comm_get_stats(c).calls - calls0);
+        int want = reverse ? k_started_reverse[k] : (k == N_RANGES - 1 ? 9 : 0);
+        CHECK(started == want, "after ready %d (%s): %d started, expected %d", k,
+              reverse ? "reverse" : "forward", started, want);
+    }
+    return rc;
+}
+
+static void test_buckets(const het_topo *t, int chunk) {
+    het_comm *c = NULL;
+    het_netem off_ne = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off_ne) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    if (chunk) het_comm_set_chunk(c, (size_t)chunk);
+    size_t off[N_RANGES], n = 0;
+    for (int i = 0; i < N_RANGES; i++) {
+        off[i] = n;
+        n += k_sizes[i];
+    }
+    float *g = malloc(n * sizeof *g), *flat = malloc(n * sizeof *g), *first = malloc(n * sizeof *g);
+    float *abs_sum = malloc(n * sizeof *g);
+    float extra[3];
+    het_buckets *bk = NULL;
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, off, N_RANGES, 1000 * sizeof(float),
+                             extra, 3) == HET_OK, "create: %s", het_error_msg());
+    if (!bk) goto done;
+    CHECK(het_buckets_n(bk) == 8, "bucket count %d, expected 8", het_buckets_n(bk));
+
+    /* bad ranges are rejected and change nothing */
+    CHECK(het_buckets_ready(bk, 1, 5) == HET_EINVAL, "inside a range");
+    CHECK(het_buckets_ready(bk, 0, 4) == HET_EINVAL, "wrong count");
+    CHECK(het_buckets_ready(bk, 0, 1000) == HET_EINVAL, "two ranges at once");
+    CHECK(het_buckets_ready(bk, n, 1) == HET_EINVAL, "past the end");
+    CHECK(het_buckets_ready(bk, 5, 0) == HET_EINVAL, "empty range that is not one");
+    CHECK(strstr(het_error_msg(), "range") != NULL, "message: %s", het_error_msg());
+
+    for (int step = 0; step < 3; step++) {
+        uint64_t seed = step == 2 ? 100 : (uint64_t)(100 + step);
+        fill_random(g, n, seed);
+        memcpy(flat, g, n * sizeof *g);
+        extra[0] = (float)(g_rank + 1);
+        extra[1] = (float)(2 * g_rank);
+        extra[2] = 1.0f;
+        CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, flat, n) == HET_OK, "%s", het_error_msg());
+        /* step 0: backward order; step 1: forward order (buckets still start in bucket order);
+         * step 2: step 0's data again, with one range marked twice (rejected) */
+        int rc = mark_all(bk, c, off, n, step != 1);
+        CHECK(rc == HET_OK, "step %d: ready: %s", step, het_error_msg());
+        if (step == 2)
+            CHECK(het_buckets_ready(bk, off[3], 1) == HET_EINVAL, "ready twice accepted");
+        CHECK(het_buckets_wait(bk) == HET_OK, "step %d: wait: %s", step, het_error_msg());
+        abs_sums(c, abs_sum, n, seed);
+        char what[64];
+        snprintf(what, sizeof what, "buckets vs flat, chunk %d, step %d", chunk, step);
+        check_same_sum(g, flat, abs_sum, n, what);
+        /* whatever the order, every rank must hold the same bits */
+        unsigned crc = het_crc32(0, g, n * sizeof *g), lo = crc, hi = crc;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(lo == hi, "step %d: ranks hold different sums (crc %08x..%08x)", step, lo, hi);
+        float tri = (float)(g_size * (g_size + 1) / 2);
+        CHECK(extra[0] == tri && extra[1] == (float)(g_size * (g_size - 1)) &&
+              extra[2] == (float)g_size, "rank %d: extra %g %g %g", g_rank, (double)extra[0],
+              (double)extra[1], (double)extra[2]);
+        if (step == 0) memcpy(first, g, n * sizeof *g);
+        if (step == 2)
+            CHECK(memcmp(first, g, n * sizeof *g) == 0, "rank %d: same data, different sums",
+                  g_rank);
+    }
+    /* ranges never marked ready are started by wait */
+    fill_known(g, n);
+    CHECK(het_buckets_ready(bk, off[N_RANGES - 1], k_sizes[N_RANGES - 1]) == HET_OK, "%s",
+          het_error_msg());
+    CHECK(het_buckets_wait(bk) == HET_OK, "%s", het_error_msg());
+    check_known(g, n, "buckets, ranges left to wait");
+    het_buckets_free(bk);
+
+    /* bucket_bytes 0 and a huge limit: one bucket; no ranges: one range */
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, off, N_RANGES, 0, NULL, 0) == HET_OK &&
+          het_buckets_n(bk) == 1, "bucket_bytes 0");
+    fill_known(g, n);
+    CHECK(mark_all(bk, NULL, off, n, 1) == HET_OK && het_buckets_wait(bk) == HET_OK, "%s",
+          het_error_msg());
+    check_known(g, n, "one bucket");
+    het_buckets_free(bk);
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, off, N_RANGES, (size_t)1 << 40, NULL,
+                             0) == HET_OK && het_buckets_n(bk) == 1, "huge bucket_bytes");
+    het_buckets_free(bk);
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, NULL, 0, 64, NULL, 0) == HET_OK &&
+          het_buckets_n(bk) == 1, "no ranges");
+    het_buckets_free(bk);
+    /* bad layouts */
+    size_t bad1[] = {1, 5}, bad2[] = {0, 9, 5};
+    bk = NULL;
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, bad1, 2, 64, NULL, 0) == HET_EINVAL &&
+          !bk, "range not from 0");
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, bad2, 3, 64, NULL, 0) == HET_EINVAL,
+          "decreasing ranges");
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, 3, bad2, 3, 64, NULL, 0) == HET_EINVAL,
+          "ranges past n");
+done:
+    free(g);
+    free(flat);
+    free(first);
+    free(abs_sum);
+    het_comm_free(c);
+}
+
+/* ---- emulated network ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define REPS 5
+
+/* Median seconds of REPS all-reduces of n floats; mode 0 blocking, 1 wait, 2 test loop. */
+static double time_allreduce(het_comm *c, het_comm_scope s, float *buf, size_t n, int mode) {
+    double t[REPS];
+    for (int k = 0; k < REPS; k++) {
+        MPI_Barrier(het_comm_mpi(c, HET_COMM_WORLD));
+        double t0 = het_now();
+        int rc = HET_OK;
+        if (mode == 0) {
+            rc = het_comm_allreduce_sum(c, s, buf, n);
+        } else {
+            het_req r;
+            rc = het_comm_iallreduce_sum(c, s, buf, n, &r);
+            if (mode == 1) {
+                if (rc == HET_OK) rc = het_comm_wait(c, &r);
+            } else {
+                int done = 0;
+                while (rc == HET_OK && !done) rc = het_comm_test(c, &r, &done);
+            }
+        }
+        t[k] = het_now() - t0;
+        CHECK(rc == HET_OK, "timed all-reduce: %s", het_error_msg());
+    }
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    return t[REPS / 2];
+}
+
+static void test_netem(void) {
+    het_netem ne = {2e-3, 50e6}, off = {0.0, 0.0}, lat_only = {1e-3, 0.0};
+    size_t mib = (size_t)1 << 20;
+    double m2 = het_netem_allreduce_s(ne, mib, 2);
+    CHECK_CLOSE(m2, 2 * 2e-3 + (double)mib / 50e6, 1e-12, "model, 2 nodes");
+    CHECK_CLOSE(het_netem_allreduce_s(ne, mib, 4), 6 * 2e-3 + 1.5 * (double)mib / 50e6, 1e-12,
+                "model, 4 nodes");
+    CHECK(het_netem_allreduce_s(ne, mib, 1) == 0.0, "one node: no delay");
+    CHECK(het_netem_allreduce_s(off, mib, 8) == 0.0, "model off");
+    CHECK_CLOSE(het_netem_allreduce_s(lat_only, mib, 3), 4e-3, 1e-12, "latency only");
+    CHECK_CLOSE(het_netem_bcast_s(ne, 1000, 5), 3 * (2e-3 + 1000 / 50e6), 1e-12, "bcast 5");
+    CHECK_CLOSE(het_netem_bcast_s(ne, 1000, 4), 2 * (2e-3 + 1000 / 50e6), 1e-12, "bcast 4");
+    CHECK(het_netem_bcast_s(ne, 1000, 1) == 0.0, "bcast 1 node");
+    CHECK_CLOSE(het_netem_p2p_s(ne, 1000), 2e-3 + 1000 / 50e6, 1e-12, "p2p");
+    CHECK(het_netem_p2p_s(off, 1000) == 0.0, "p2p off");
+
+    het_topo t;
+    het_comm *c = NULL;
+    het_netem neg = {-1.0, 0.0};
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_create(&c, &t, neg) == HET_EINVAL && !c, "negative latency accepted");
+    CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
+    size_t n = mib / sizeof(float);
+    float *buf = calloc(n, sizeof *buf);
+    double model = het_netem_allreduce_s(ne, mib, g_size);
+    if (g_size >= 2) {
+        /* one rank per node: every all-reduce takes the modeled time */
+        const char *names[3] = {"blocking", "non-blocking wait", "non-blocking test"};
+        for (int mode = 0; mode < 3; mode++) {
+            het_comm_reset_stats(c);
+            double med = time_allreduce(c, HET_COMM_WORLD, buf, n, mode);
+            het_comm_stats st = het_comm_get_stats(c);
+            if (g_rank == 0)
+                printf("netem %d nodes, 1 MiB, %s: median %.2f ms, model %.2f ms\n", g_size,
+                       names[mode], 1e3 * med, 1e3 * model);
+            CHECK(fabs(med - model) <= 0.15 * model, "rank %d: %s: %.3f ms vs model %.3f ms",
+                  g_rank, names[mode], 1e3 * med, 1e3 * model);
+            CHECK(st.calls == REPS && st.bytes == (uint64_t)REPS * mib, "stats calls %llu",
+                  (unsigned long long)st.calls);
+            if (mode != 2) /* the test loop spins through the delay instead of sleeping */
+                CHECK(st.delay_s > 0.5 * REPS * model, "rank %d: %s: delay_s %g", g_rank,
+                      names[mode], st.delay_s);
+        }
+        /* the node scope never spans nodes */
+        het_comm_reset_stats(c);
+        time_allreduce(c, HET_COMM_NODE, buf, n, 0);
+        CHECK(het_comm_get_stats(c).delay_s == 0.0, "node scope delayed");
+    }
+    het_comm_free(c);
+    het_topo_free(&t);
+
+    /* all ranks on one node: no delay */
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, g_size) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
+    double med = time_allreduce(c, HET_COMM_WORLD, buf, n, 0);
+    het_req r;
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, buf, n, &r) == HET_OK && r.t_model == 0.0,
+          "one node: modeled %g", r.t_model);
+    het_comm_wait(c, &r);
+    het_comm_stats st = het_comm_get_stats(c);
+    CHECK(st.delay_s == 0.0, "one node: delay %g s", st.delay_s);
+    if (g_size >= 2)
+        CHECK(med < 0.5 * model, "one node: %.3f ms, model would be %.3f ms", 1e3 * med,
+              1e3 * model);
+    het_comm_free(c);
+    het_topo_free(&t);
+    free(buf);
+}
+
+/* ---- agreement ---- */
+
+static void test_agree(void) {
+    het_error_clear();
+    CHECK(het_comm_agree(MPI_COMM_WORLD, HET_OK) == HET_OK, "all ok");
+    int bad = g_size >= 2 ? 1 : 0;
+    int st = HET_OK;
+    if (g_rank == bad) st = het_error_set(HET_EIO, "rank %d: disk on fire", g_rank);
+    int rc = het_comm_agree(MPI_COMM_WORLD, st);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: disk on fire", bad);
+    CHECK(rc == HET_EIO, "rank %d: agree returned %d", g_rank, rc);
+    CHECK(strcmp(het_error_msg(), want) == 0, "rank %d: message '%s'", g_rank, het_error_msg());
+    /* several fail: the lowest failing rank wins */
+    st = HET_OK;
+    if (g_rank == g_size - 1) st = het_error_set(HET_EFORMAT, "late failure");
+    if (g_rank == g_size / 2) st = het_error_set(HET_ENOMEM, "middle failure");
+    rc = het_comm_agree(MPI_COMM_WORLD, st);
+    CHECK(rc == HET_ENOMEM, "rank %d: got %d", g_rank, rc); /* size / 2 <= size - 1 */
+    CHECK(strcmp(het_error_msg(), "middle failure") == 0, "rank %d: message '%s'", g_rank,
+          het_error_msg());
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    het_log_set_rank(g_rank);
+    test_topology();
+    het_topo t;
+    if (het_topo_init(&t, MPI_COMM_WORLD, 0) == HET_OK) {
+        test_allreduce(&t);
+        test_buckets(&t, 0);
+        test_buckets(&t, 700); /* buckets themselves chunked */
+        het_topo_free(&t);
+    } else {
+        CHECK(0, "topology: %s", het_error_msg());
+    }
+    test_netem();
+    test_agree();
+    int failed = het_test_failures;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("test_comm: %d checks, %d failed (%d ranks)\n", het_test_checks, failed, g_size);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
