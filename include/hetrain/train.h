@@ -2,9 +2,10 @@
  * progress, checkpoint / resume), the step helpers a distribution strategy reuses, the
  * checkpoint section format and safetensors export.
  *
- * Single process for now: one model replica, one batch per step. The trainer owns epochs,
- * evaluation, metrics and checkpoints; the per-step work lives in het_train_batch_grads() and
- * het_eval_dataset() so that a strategy's own step loop can call the same code.
+ * One process, or P MPI ranks under mpirun / srun (see het_trainer_create). The trainer owns
+ * epochs, evaluation, metrics and checkpoints; a strategy (--strategy, src/strategy) runs each
+ * epoch's steps with the shared step helpers (het_train_batch_grads_scaled,
+ * het_train_optim_step, het_eval_dataset).
  *
  * Determinism: for a given configuration (including `threads`), training is bitwise
  * reproducible, and a run resumed from a checkpoint is bitwise identical to an uninterrupted
@@ -51,10 +52,19 @@ typedef struct het_train_config {
     char export_safetensors[HET_PATH_LEN]; /* "" = none; weights written after training */
     het_progress progress;      /* live progress bar: auto = only when stdout is a terminal */
     int quiet;                  /* 1: print nothing but errors (front ends honour it) */
+    /* distributed runs (mpirun / srun); ignored by a single process without MPI */
+    char strategy[32];          /* how ranks cooperate: allreduce (see het_strategy_names) */
+    int ranks_per_node;         /* emulated node size; 0 = the real nodes */
+    float bucket_mb;            /* gradient all-reduce bucket size in MiB; 0 = one flat buffer */
+    char slowdown[256];         /* "" or one factor >= 1 per rank: "1,1,2,4" (emulation) */
+    double net_bw;              /* emulated cross-node bandwidth, bytes/s; 0 = off */
+    float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
+    char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
 } het_train_config;
 
 /* Defaults: mlp on fashion-mnist, 10 epochs, batch 64, SGD lr 0.05 momentum 0.9, constant
- * schedule, seed 1, 1 thread, everything else off. */
+ * schedule, seed 1, 1 thread, strategy allreduce with 25 MiB buckets, everything else off.
+ * `batch` is the GLOBAL batch: a step of P ranks processes `batch` samples in all. */
 het_train_config het_train_config_defaults(void);
 
 /* Sets one field from text, as a config file or an option would: `key` is the field name with
@@ -98,6 +108,10 @@ typedef struct het_epoch_stats {
     double lr;             /* learning rate of the epoch's last step */
     double samples_per_s;  /* training throughput (evaluation not counted); not checkpointed */
     double elapsed_s;      /* seconds since this process started the run; not checkpointed */
+    /* This rank's time split of the epoch's training steps (not checkpointed): compute
+     * (forward, backward, optimizer, emulated slowdown included), communication, waiting for
+     * slower ranks, emulated network delay. */
+    double compute_s, comm_s, wait_s, delay_s;
 } het_epoch_stats;
 
 /* ---- step helpers (shared with strategies) ---- */
@@ -105,16 +119,21 @@ typedef struct het_epoch_stats {
 /* The dropout seed of global step `step` (0-based) of a run seeded with `seed`. */
 uint64_t het_train_step_seed(uint64_t seed, int64_t step);
 
-/* One batch of gradient computation: gathers samples idx[0..count) of d into x (count x
- * sample floats) and y, zeroes the model's gradients, runs forward and backward with
- * grad_scale 1/count (the batch-mean loss). *res gets the batch's loss sum and correct count.
- * count must be in 1..max_batch of the model. */
 /* One optimizer update of the model's parameters from its gradients, split over the model's
  * worker threads. `t` is the 1-based step count. */
 void het_train_optim_step(het_model *m, const het_optim_config *c, float lr, float *opt_state,
                           int64_t t);
+/* One batch of gradient computation: gathers samples idx[0..count) of d into x (count x
+ * sample floats) and y, zeroes the model's gradients, runs forward and backward with
+ * grad_scale 1/count (the batch-mean loss). *res gets the batch's loss sum and correct count.
+ * count must be in 1..max_batch of the model. */
 int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count,
                           float *x, uint8_t *y, uint64_t step_seed, het_batch_result *res);
+/* The same with an explicit grad_scale (1/B' of a global batch split over ranks); count 0 is
+ * allowed and leaves zero gradients and an empty result (a rank without samples this step). */
+int het_train_batch_grads_scaled(het_model *m, const het_dataset *d, const int64_t *idx,
+                                 int count, float *x, uint8_t *y, float grad_scale,
+                                 uint64_t step_seed, het_batch_result *res);
 
 /* Evaluates the first n samples of d in eval mode, in order, in batches of at most `batch`
  * (<= the model's max_batch), using caller buffers x (batch x sample floats), y (batch) and
@@ -128,7 +147,14 @@ typedef struct het_trainer het_trainer;
 /* Checks cfg, loads the datasets, builds and initializes the model (from cfg->seed), sets the
  * optimizer and schedule. Sets the BLAS thread count to 1 (parallelism is the model's
  * `threads` workers). Does not read the checkpoint (het_trainer_run does when cfg->resume).
- * On failure *out is NULL and the message names the cause (e.g. the missing data file). */
+ * On failure *out is NULL and the message names the cause (e.g. the missing data file).
+ *
+ * Distributed: when MPI is initialized, the trainer spans MPI_COMM_WORLD and every function
+ * below that trains, evaluates, saves, loads or runs is COLLECTIVE (all ranks call it, in the
+ * same order). Failures are agreed on (het_comm_agree): every rank returns the status and
+ * message of the lowest failing rank, so no rank is left waiting in a collective. Rank 0
+ * broadcasts the initial parameters and state; rank 0 alone writes checkpoints, metrics, the
+ * trace and safetensors. Without MPI initialized it is one process, as before. */
 int het_trainer_create(het_trainer **out, const het_train_config *cfg);
 void het_trainer_free(het_trainer *t);
 
@@ -155,6 +181,11 @@ int het_trainer_save(het_trainer *t, const char *path);
 int het_trainer_load(het_trainer *t, const char *path);
 
 het_model *het_trainer_model(het_trainer *t);
+int het_trainer_rank(const het_trainer *t);  /* 0 without MPI */
+int het_trainer_size(const het_trainer *t);  /* ranks; 1 without MPI */
+/* Rank 0: the time split of the last epoch of every rank, 4 doubles per rank (compute, comm,
+ * wait, delay seconds); *n_ranks gets P. Other ranks: their own split only (*n_ranks = 1). */
+const double *het_trainer_rank_times(const het_trainer *t, int *n_ranks);
 const het_train_config *het_trainer_config(const het_trainer *t);
 const het_dataset *het_trainer_train_set(const het_trainer *t);
 const het_dataset *het_trainer_test_set(const het_trainer *t);

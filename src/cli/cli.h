@@ -14,5 +14,7 @@ int cli_export(const het_train_config *c);
 
 /* Prints "hetrain: <het_error_msg()>" on stderr (rank 0) and returns CLI_FAIL. */
 int cli_fail(void);
+/* Agreement of all ranks on a status (het_comm_agree); the status itself on one rank. */
+int cli_agree(int status);
 
 #endif

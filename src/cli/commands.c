@@ -1,5 +1,7 @@
 /* The commands of hetrain: train, eval, info, export. Output through het_log (rank 0);
- * failures through cli_fail (one line on stderr, exit status 1). */
+ * failures through cli_fail (one line on stderr from rank 0, exit status 1). Under mpirun every
+ * rank runs the command: train and eval are collective (the trainer agrees on failures);
+ * export writes on rank 0 only; failures of per-rank steps are agreed with cli_agree. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +19,8 @@ int cli_eval(const het_train_config *c) {
     het_trainer *t;
     if (het_trainer_create(&t, c)) return cli_fail();
     double loss, acc;
-    int st = het_checkpoint_load_weights(het_trainer_model(t), c->model, c->checkpoint);
+    int st = cli_agree(het_checkpoint_load_weights(het_trainer_model(t), c->model,
+                                                   c->checkpoint));
     if (!st) st = het_trainer_evaluate(t, &loss, &acc);
     if (!st) {
         int64_t n = het_trainer_test_set(t)->n;
@@ -93,10 +96,12 @@ int cli_info(const het_train_config *c) {
 }
 
 int cli_export(const het_train_config *c) {
-    het_model *m;
-    if (build_model(c, &m)) return cli_fail();
-    int st = het_checkpoint_load_weights(m, c->model, c->checkpoint);
-    if (!st) st = het_safetensors_write(m, c->export_safetensors);
+    het_model *m = NULL;
+    int st = cli_agree(build_model(c, &m));
+    if (st) return cli_fail();
+    st = het_checkpoint_load_weights(m, c->model, c->checkpoint);
+    if (!st && het_log_rank() == 0) st = het_safetensors_write(m, c->export_safetensors);
+    st = cli_agree(st);
     if (!st)
         het_log(HET_LOG_INFO, "wrote %s: %zu parameters of %s\n", c->export_safetensors,
                 het_model_n_params(m), c->model);

@@ -4,8 +4,12 @@
  * choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on stderr, nothing
  * on stdout).
  *
- * MPI: initialized here so that the strategies of the next stage slot in; for now more than one
- * rank is refused. */
+ * MPI: `mpirun -np P hetrain train ...` (or srun) runs P ranks of the same command; hetrain
+ * never launches processes itself. Every rank parses the same arguments; the outcome is agreed
+ * on (het_comm_agree) before any other collective, so a usage error exits 2 on every rank with
+ * one message from rank 0, and a rank that cannot read a file (a config file or a checkpoint
+ * present on one node only) stops all ranks instead of leaving them in a collective. Output
+ * comes from rank 0 only. */
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "hetero/hetero.h"
 
 #define HET_VERSION "0.1.0"
 #define MAX_PAIRS 256
@@ -40,26 +45,38 @@ static const command commands[] = {
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
-static int g_rank = 0;
+static int g_rank = 0, g_size = 1;
 
-/* One line on stderr: "hetrain[ CMD]: ...". */
+/* Records one line "hetrain[ CMD]: ..." as the error message; main prints it (rank 0) after
+ * the ranks agreed. */
 static void usage_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 static void usage_error(const char *cmd, const char *fmt, ...) {
-    if (g_rank != 0) return;
-    fprintf(stderr, "hetrain%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    het_error_set(HET_EINVAL, "hetrain%s%s: %s", cmd ? " " : "", cmd ? cmd : "", msg);
 }
 
 int cli_fail(void) {
     if (g_rank == 0) fprintf(stderr, "hetrain: %s\n", het_error_msg());
+    return CLI_FAIL;
+}
+
+int cli_agree(int status) {
+    return g_size > 1 ? het_comm_agree(MPI_COMM_WORLD, status) : status;
+}
+
+/* A failure before the command ran: its message as the full line "hetrain: ...". */
+static int pre_fail(void) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", het_error_msg());
+    het_error_set(HET_EIO, "hetrain: %s", msg);
     return CLI_FAIL;
 }
 
@@ -189,7 +206,10 @@ static int apply(const command *cmd, het_train_config *c, const char *config_fil
     return 0;
 }
 
-static int run_cli(int argc, char **argv) {
+/* Parses the command line into *out and *cmd_out; CLI_OK with *cmd_out NULL when there is
+ * nothing to run (help, version). Errors: the status, with the line to print recorded. */
+static int parse_cli(int argc, char **argv, het_train_config *out, const command **cmd_out) {
+    *cmd_out = NULL;
     if (argc < 2) {
         usage_error(NULL, "missing command: train, eval, info or export (see hetrain --help)");
         return CLI_USAGE;
@@ -247,7 +267,7 @@ static int run_cli(int argc, char **argv) {
     if (needs_ckpt || c.resume) {
         /* Second pass: the checkpoint's configuration underneath. */
         het_train_config base = het_train_config_defaults();
-        if (het_train_config_from_checkpoint(&base, c.checkpoint)) return cli_fail();
+        if (het_train_config_from_checkpoint(&base, c.checkpoint)) return pre_fail();
         if (apply(cmd, &base, config_file, pairs, n_pairs)) return CLI_USAGE;
         if (strcmp(cmd->name, "train") != 0) base.resume = 0;
         if (het_train_config_check(&base)) {
@@ -256,6 +276,36 @@ static int run_cli(int argc, char **argv) {
         }
         c = base;
     }
+    if (strcmp(cmd->name, "train") == 0 && c.slowdown[0]) {
+        int nf = het_slowdown_parse(c.slowdown, NULL, 0);
+        if (nf != g_size) {
+            usage_error(cmd->name, "--slowdown: %d factor%s for %d rank%s, expected one per "
+                        "rank", nf, nf == 1 ? "" : "s", g_size, g_size == 1 ? "" : "s");
+            return CLI_USAGE;
+        }
+    }
+    *out = c;
+    *cmd_out = cmd;
+    return CLI_OK;
+}
+
+static int run_cli(int argc, char **argv) {
+    het_train_config c;
+    const command *cmd;
+    int rc = parse_cli(argc, argv, &c, &cmd);
+    if (g_size > 1) { /* every rank stops if any failed: the highest exit status wins */
+        int worst = rc;
+        MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (worst != CLI_OK) {
+            cli_agree(rc != CLI_OK ? HET_EINVAL : HET_OK);
+            rc = worst;
+        }
+    }
+    if (rc != CLI_OK) {
+        if (g_rank == 0) fprintf(stderr, "%s\n", het_error_msg());
+        return rc;
+    }
+    if (!cmd) return CLI_OK;
     if (c.quiet) het_log_set_level(HET_LOG_QUIET);
     return cmd->run(&c);
 }
@@ -269,16 +319,9 @@ int main(int argc, char **argv) {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    g_size = size;
     het_log_set_rank(g_rank);
-    int rc;
-    if (size > 1) {
-        if (g_rank == 0)
-            fprintf(stderr, "hetrain: %d ranks: multi-rank strategies are not built yet; run "
-                    "one process\n", size);
-        rc = CLI_USAGE;
-    } else {
-        rc = run_cli(argc, argv);
-    }
+    int rc = run_cli(argc, argv);
     fflush(stdout);
     MPI_Finalize();
     return rc;

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hetero/hetero.h"
 #include "hetrain/train.h"
+#include "strategy/strategy.h"
 #include "train/internal.h"
 
 typedef enum {
@@ -23,6 +25,9 @@ typedef enum {
     K_SCHED,    /* het_sched_kind */
     K_OPT,      /* het_opt_kind */
     K_PROGRESS, /* het_progress */
+    K_STRATEGY, /* char[32], a strategy name */
+    K_SLOWDOWN, /* char[256], "f0,f1,..." factors >= 1 */
+    K_RATE,     /* double bytes/s >= 0, suffixes k M G (powers of 1000) */
 } key_type;
 
 enum { F_LO_OPEN = 1, F_HI_OPEN = 2, F_RUN = 4 /* not part of the result: not echoed */ };
@@ -93,6 +98,20 @@ static const key_def keys[] = {
     {{"progress", "MODE", "live progress bar: auto | on | off"}, K_PROGRESS, OFF(progress), 0, 0,
      F_RUN},
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
+    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce"}, K_STRATEGY, OFF(strategy), 0, 0,
+     0},
+    {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,
+     OFF(ranks_per_node), 0, 1e6, 0},
+    {{"bucket-mb", "X", "gradient all-reduce bucket size in MiB (0: one flat all-reduce)"},
+     K_FLOAT, OFF(bucket_mb), 0, 1e6, 0},
+    {{"slowdown", "LIST", "emulated slowdown factor >= 1 per rank, e.g. 1,1,2,4"}, K_SLOWDOWN,
+     OFF(slowdown), 0, 0, 0},
+    {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, e.g. 1e9 or 10G (0: off)"}, K_RATE,
+     OFF(net_bw), 0, 0, 0},
+    {{"net-lat", "SECONDS", "emulated cross-node latency per message, e.g. 50e-6 (0: off)"},
+     K_FLOAT, OFF(net_lat), 0, 1e3, 0},
+    {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
+     OFF(trace), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -109,6 +128,8 @@ het_train_config het_train_config_defaults(void) {
     c.threads = 1;
     c.checkpoint_every = 1;
     c.progress = HET_PROGRESS_AUTO;
+    snprintf(c.strategy, sizeof c.strategy, "allreduce");
+    c.bucket_mb = 25.0f;
     return c;
 }
 
@@ -253,6 +274,37 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
             return het_error_set(HET_EINVAL, "%s: unknown optimizer '%s', expected sgd or adam",
                                  k->pub.key, v);
         return HET_OK;
+    case K_STRATEGY:
+        return set_name(k, field, v, het_strategy_names(), "strategy");
+    case K_SLOWDOWN: {
+        if (strlen(v) >= 256)
+            return het_error_set(HET_EINVAL, "%s: list longer than 255 bytes", k->pub.key);
+        if (*v && het_slowdown_parse(v, NULL, 0) < 0) { /* "" is off */
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", het_error_msg());
+            return het_error_set(HET_EINVAL, "%s: %s", k->pub.key, msg);
+        }
+        snprintf(field, 256, "%s", v);
+        return HET_OK;
+    }
+    case K_RATE: {
+        double x = isspace((unsigned char)*v) ? NAN : strtod(v, &end);
+        double mul = 1.0;
+        if (isnan(x) || end == v) end = (char *)"?";
+        if (*end == 'k' || *end == 'K') mul = 1e3, end++;
+        else if (*end == 'M') mul = 1e6, end++;
+        else if (*end == 'G') mul = 1e9, end++;
+        else if (*end == 'T') mul = 1e12, end++;
+        if (*end)
+            return het_error_set(HET_EINVAL, "%s: '%s' is not a rate, expected bytes/s such as "
+                                 "1e9, 100M or 10G", k->pub.key, v);
+        x *= mul;
+        if (!isfinite(x) || x < 0)
+            return het_error_set(HET_EINVAL, "%s: %s is out of range, expected >= 0", k->pub.key,
+                                 v);
+        *(double *)field = x;
+        return HET_OK;
+    }
     case K_PROGRESS:
         if (strcmp(v, "auto") == 0) *(het_progress *)field = HET_PROGRESS_AUTO;
         else if (strcmp(v, "on") == 0) *(het_progress *)field = HET_PROGRESS_ON;
@@ -409,7 +461,10 @@ size_t het_train_config_format(const het_train_config *c, int run_keys, char *bu
         case K_STR:
         case K_NAME:
         case K_MODEL:
+        case K_STRATEGY:
+        case K_SLOWDOWN:
         case K_DATA: snprintf(val, sizeof val, "%s", field); break;
+        case K_RATE: snprintf(val, sizeof val, "%.17g", *(const double *)field); break;
         case K_SCHED: {
             static const char *const s[] = {"constant", "step", "cosine", "plateau"};
             unsigned kind = (unsigned)*(const het_sched_kind *)field;

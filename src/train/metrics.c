@@ -1,6 +1,8 @@
 /* Metrics as JSON Lines: one object per epoch
  *   {"type":"epoch","epoch":1,"loss":..,"train_acc":..,"test_loss":..,"test_acc":..,"lr":..,
  *    "samples":..,"samples_per_s":..,"elapsed_s":..}
+ * (runs of several MPI ranks add per-rank arrays of the epoch's time split, index = rank:
+ *    "compute_s":[..],"comm_s":[..],"wait_s":[..],"delay_s":[..])
  * and with --metrics-steps one per step
  *   {"type":"step","epoch":1,"step":7,"loss":..,"acc":..,"lr":..,"batch":64,"time_s":..}
  * Timing fields come last in each object. Non-finite numbers are written as null (JSON has no
@@ -93,7 +95,8 @@ static int finish(het_metrics_file *m) {
     return HET_OK;
 }
 
-int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s) {
+int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const double *rank_times,
+                      int n_ranks) {
     fprintf(m->f, "{\"type\":\"epoch\",\"epoch\":%d", s->epoch);
     num(m->f, "loss", s->loss);
     num(m->f, "train_acc", s->train_acc);
@@ -103,6 +106,13 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s) {
     fprintf(m->f, ",\"samples\":%lld", (long long)s->samples);
     num(m->f, "samples_per_s", s->samples_per_s);
     num(m->f, "elapsed_s", s->elapsed_s);
+    static const char *const split[4] = {"compute_s", "comm_s", "wait_s", "delay_s"};
+    for (int k = 0; rank_times && k < 4; k++) {
+        fprintf(m->f, ",\"%s\":[", split[k]);
+        for (int q = 0; q < n_ranks; q++)
+            fprintf(m->f, "%s%.6g", q ? "," : "", rank_times[4 * q + k]);
+        fputc(']', m->f);
+    }
     return finish(m);
 }
 

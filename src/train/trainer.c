@@ -8,15 +8,30 @@
  * After each epoch: het_schedule_epoch_end(mean training loss), evaluation on the test set,
  * one printed line, one metrics object, and a checkpoint when due.
  *
- * Strategies (next stage) replace het_trainer_train_epoch's step loop and add their own
- * checkpoint sections; the step helpers het_train_batch_grads / het_eval_dataset are theirs to
- * call. Nothing here reads the clock except for reported timings. */
+ * Distributed runs. When MPI is initialized the trainer spans MPI_COMM_WORLD: it builds the
+ * topology (--ranks-per-node) and the comm context (with the emulated network of --net-bw /
+ * --net-lat), broadcasts rank 0's initial parameters and state, and hands each epoch's steps
+ * to the strategy (--strategy, src/strategy): the trainer keeps epochs, evaluation, metrics,
+ * checkpoints, the trace and the time split. At every point where one rank alone can fail
+ * (data files, checkpoint reads, files rank 0 writes) the ranks agree on the status
+ * (het_comm_agree) before the next collective, so all return the same error and none hangs.
+ * Evaluation: every rank evaluates a contiguous shard of the test set with the strategy's
+ * model_for_eval (the same weights everywhere) and the sums are reduced, so P ranks evaluate
+ * P times faster; one rank evaluates in order, exactly as before. Rank 0 alone writes the
+ * checkpoint, metrics, trace and safetensors; a resume reads the same checkpoint on all ranks.
+ * Without MPI initialized (library users, unit tests) it is one process with the same code
+ * path and no communication: results are bitwise those of one MPI rank.
+ *
+ * Nothing here reads the clock except for reported timings. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hetero/hetero.h"
+#include "hetrain/comm.h"
 #include "hetrain/tensor.h"
 #include "hetrain/train.h"
+#include "strategy/strategy.h"
 #include "train/internal.h"
 
 struct het_trainer {
@@ -31,15 +46,31 @@ struct het_trainer {
     float *x;                  /* batch x sample floats */
     uint8_t *y;
     int64_t *idx;
-    int epoch;                 /* epochs completed */
-    int64_t step;              /* optimizer steps completed */
+    int epoch;                 /* epochs completed; ctx.step counts optimizer steps */
     het_epoch_stats *hist;
     int n_hist, cap_hist;
     het_metrics_file *metrics;
     het_bar bar;
     int started;               /* run_begin done */
     double t_start;
+    /* distributed */
+    int mpi;                   /* MPI is initialized: collective over MPI_COMM_WORLD */
+    int rank, size;
+    het_topo topo;
+    int have_topo;
+    het_comm *comm;
+    const het_strategy_ops *strat;
+    int strat_ready;           /* strat->init succeeded: free it */
+    het_strategy_ctx ctx;
+    double *rank_times;        /* 4 per rank (rank 0) or 4 (others): the last epoch's split */
+    double bar_loss;           /* progress bar: running sums of the epoch */
+    int64_t bar_correct, bar_samples;
 };
+
+/* Every rank passes its status; all get the lowest failing rank's (see het_comm_agree). */
+static int agree(const het_trainer *t, int st) {
+    return t->mpi && t->size > 1 ? het_comm_agree(MPI_COMM_WORLD, st) : st;
+}
 
 /* ----------------------------------------------------------------------- step helpers */
 
@@ -63,15 +94,29 @@ static void gather_range(void *user, size_t lo, size_t hi) {
                        j->y + lo);
 }
 
+int het_train_batch_grads_scaled(het_model *m, const het_dataset *d, const int64_t *idx,
+                                 int count, float *x, uint8_t *y, float grad_scale,
+                                 uint64_t step_seed, het_batch_result *res) {
+    if (count < 0 || count > het_model_max_batch(m))
+        return het_error_set(HET_EINVAL, "batch of %d samples, expected 0..%d", count,
+                             het_model_max_batch(m));
+    het_model_zero_grads(m);
+    if (count == 0) {
+        memset(res, 0, sizeof *res);
+        return HET_OK;
+    }
+    gather_job g = {d, idx, x, y};
+    het_model_parallel_for(m, (size_t)count, gather_range, &g);
+    return het_model_train_batch(m, x, y, count, grad_scale, step_seed, res);
+}
+
 int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count,
                           float *x, uint8_t *y, uint64_t step_seed, het_batch_result *res) {
     if (count < 1 || count > het_model_max_batch(m))
         return het_error_set(HET_EINVAL, "batch of %d samples, expected 1..%d", count,
                              het_model_max_batch(m));
-    gather_job g = {d, idx, x, y};
-    het_model_parallel_for(m, (size_t)count, gather_range, &g);
-    het_model_zero_grads(m);
-    return het_model_train_batch(m, x, y, count, 1.0f / (float)count, step_seed, res);
+    return het_train_batch_grads_scaled(m, d, idx, count, x, y, 1.0f / (float)count, step_seed,
+                                        res);
 }
 
 int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, float *x,
@@ -96,17 +141,69 @@ int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, f
 
 /* ----------------------------------------------------------------------- create / free */
 
+/* The step callback of the strategy: progress bar and per-step metrics (rank 0). */
+static int on_step(het_strategy_ctx *ctx, const het_step_info *s) {
+    het_trainer *t = (het_trainer *)(void *)((char *)ctx - offsetof(het_trainer, ctx));
+    t->bar_loss += s->loss_sum;
+    t->bar_correct += s->correct;
+    t->bar_samples += s->count;
+    if (t->metrics && t->cfg.metrics_steps) {
+        int rc = het_metrics_step(t->metrics, s->epoch, s->step, s->loss_sum / s->count,
+                                  (double)s->correct / s->count, s->lr, s->count, s->secs);
+        /* several ranks: a write error surfaces (agreed) at the epoch's metrics line */
+        if (rc && t->size == 1) return rc;
+    }
+    het_bar_update(&t->bar, t->bar_samples, t->bar_loss / (double)t->bar_samples,
+                   (double)t->bar_correct / (double)t->bar_samples);
+    return HET_OK;
+}
+
+/* The distributed part of create: topology, comm, slowdown. */
+static int create_mpi(het_trainer *t) {
+    const het_train_config *cfg = &t->cfg;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Finalized(&finalized);
+    t->mpi = inited && !finalized;
+    t->ctx.world = MPI_COMM_NULL;
+    if (t->mpi) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &t->size);
+    }
+    double factors[1024];
+    int nf = cfg->slowdown[0] ? het_slowdown_parse(cfg->slowdown, factors, 1024) : 0;
+    if (nf < 0) return nf;
+    if (nf > 0 && nf != t->size)
+        return het_error_set(HET_EINVAL, "slowdown: %d factor%s for %d rank%s, expected one "
+                             "per rank", nf, nf == 1 ? "" : "s", t->size, t->size == 1 ? "" :
+                             "s");
+    het_pace_init(&t->ctx.pace, nf > 0 ? factors[t->rank] : 1.0);
+    if (!t->mpi) return HET_OK;
+    int st = het_topo_init(&t->topo, MPI_COMM_WORLD, cfg->ranks_per_node);
+    t->have_topo = st == HET_OK;
+    if ((st = agree(t, st))) return st;
+    het_netem ne = {cfg->net_lat, cfg->net_bw};
+    st = agree(t, het_comm_create(&t->comm, &t->topo, ne));
+    t->ctx.world = het_comm_mpi(t->comm, HET_COMM_WORLD);
+    return st;
+}
+
 int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     *out = NULL;
     int st = het_train_config_check(cfg);
     if (st) return st;
+    const het_strategy_ops *strat = het_strategy_find(cfg->strategy);
+    if (!strat) return HET_EINVAL;
     het_trainer *t = calloc(1, sizeof *t);
     if (!t) return het_error_set(HET_ENOMEM, "out of memory creating the trainer");
     t->cfg = *cfg;
+    t->size = 1;
+    t->strat = strat;
     het_blas_set_threads(1); /* parallelism is the model's workers; see --threads */
+    if ((st = create_mpi(t))) goto fail;
     st = het_dataset_load_named(&t->train, &t->test, cfg->data,
                                 cfg->data_dir[0] ? cfg->data_dir : NULL);
-    if (st) goto fail;
+    if ((st = agree(t, st))) goto fail;
     t->n_train = t->train.n;
     t->n_test = t->test.n;
     if (cfg->train_limit > 0 && cfg->train_limit < t->n_train) t->n_train = cfg->train_limit;
@@ -119,22 +216,49 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     }
     st = het_zoo_build(&t->model, cfg->model, t->train.shape, t->train.n_classes, cfg->batch,
                        cfg->threads);
-    if (st) goto fail;
-    het_model_init_params(t->model, cfg->seed);
-    t->n_opt_state = het_optim_state_floats(&cfg->optim, het_model_n_params(t->model));
-    size_t sample = het_shape_size(t->train.shape);
-    t->opt_state = het_alloc(t->n_opt_state * sizeof(float));
-    t->x = het_alloc((size_t)cfg->batch * sample * sizeof(float));
-    t->y = het_alloc((size_t)cfg->batch);
-    t->idx = het_alloc((size_t)cfg->batch * sizeof(int64_t));
-    if (!t->opt_state || !t->x || !t->y || !t->idx) {
-        st = HET_ENOMEM;
-        goto fail;
+    if (!st) {
+        het_model_init_params(t->model, cfg->seed);
+        t->n_opt_state = het_optim_state_floats(&cfg->optim, het_model_n_params(t->model));
+        size_t sample = het_shape_size(t->train.shape);
+        t->opt_state = het_alloc(t->n_opt_state * sizeof(float));
+        t->x = het_alloc((size_t)cfg->batch * sample * sizeof(float));
+        t->y = het_alloc((size_t)cfg->batch);
+        t->idx = het_alloc((size_t)cfg->batch * sizeof(int64_t));
+        t->rank_times = calloc((size_t)4 * (size_t)t->size, sizeof(double));
+        if (!t->opt_state || !t->x || !t->y || !t->idx || !t->rank_times)
+            st = het_error_set(HET_ENOMEM, "out of memory for the model's buffers");
+    }
+    if (!st) st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
+    if ((st = agree(t, st))) goto fail;
+    if (t->size > 1) { /* every replica starts from rank 0's weights */
+        het_model *m = t->model;
+        st = het_comm_bcast(t->comm, HET_COMM_WORLD, het_model_params(m),
+                            het_model_n_params(m) * sizeof(float), 0);
+        if (!st && het_model_n_state(m))
+            st = het_comm_bcast(t->comm, HET_COMM_WORLD, het_model_state(m),
+                                het_model_n_state(m) * sizeof(float), 0);
+        if ((st = agree(t, st))) goto fail;
     }
     t->sched = cfg->sched;
     t->sched.total_epochs = cfg->epochs;
-    st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
+    het_strategy_ctx *c = &t->ctx;
+    c->cfg = &t->cfg;
+    c->model = t->model;
+    c->train = &t->train;
+    c->n_train = t->n_train;
+    c->sampler = &t->sampler;
+    c->sched = &t->sched;
+    c->opt_state = t->opt_state;
+    c->x = t->x;
+    c->y = t->y;
+    c->comm = t->comm;
+    c->rank = t->rank;
+    c->size = t->size;
+    c->on_step = on_step;
+    st = agree(t, t->strat->init(c));
+    t->strat_ready = 1; /* free() must release what a failed init left */
     if (st) goto fail;
+    if (cfg->trace[0] && (st = het_trace_create(&c->trace, c->world))) goto fail;
     t->t_start = het_now();
     *out = t;
     return HET_OK;
@@ -145,6 +269,8 @@ fail:
 
 void het_trainer_free(het_trainer *t) {
     if (!t) return;
+    if (t->strat_ready) t->strat->free(&t->ctx);
+    het_trace_free(t->ctx.trace);
     het_metrics_close(t->metrics);
     het_sampler_free(&t->sampler);
     het_model_free(t->model);
@@ -154,16 +280,26 @@ void het_trainer_free(het_trainer *t) {
     het_free(t->x);
     het_free(t->y);
     het_free(t->idx);
+    free(t->rank_times);
     free(t->hist);
+    het_comm_free(t->comm);
+    if (t->have_topo) het_topo_free(&t->topo);
     free(t);
 }
 
 het_model *het_trainer_model(het_trainer *t) { return t->model; }
+int het_trainer_rank(const het_trainer *t) { return t->rank; }
+int het_trainer_size(const het_trainer *t) { return t->size; }
+
+const double *het_trainer_rank_times(const het_trainer *t, int *n_ranks) {
+    *n_ranks = t->rank == 0 ? t->size : 1;
+    return t->rank_times;
+}
 const het_train_config *het_trainer_config(const het_trainer *t) { return &t->cfg; }
 const het_dataset *het_trainer_train_set(const het_trainer *t) { return &t->train; }
 const het_dataset *het_trainer_test_set(const het_trainer *t) { return &t->test; }
 int het_trainer_epoch(const het_trainer *t) { return t->epoch; }
-int64_t het_trainer_step(const het_trainer *t) { return t->step; }
+int64_t het_trainer_step(const het_trainer *t) { return t->ctx.step; }
 
 const het_epoch_stats *het_trainer_history(const het_trainer *t, int *n) {
     *n = t->n_hist;
@@ -207,62 +343,81 @@ void het_train_optim_step(het_model *m, const het_optim_config *c, float lr, flo
 }
 
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
-    const int64_t n = t->n_train, B = t->cfg.batch;
-    const int64_t spe = (n + B - 1) / B;
     const int e = t->epoch;
-    het_model *m = t->model;
+    het_strategy_ctx *c = &t->ctx;
     memset(st, 0, sizeof *st);
     st->epoch = e + 1;
-    het_sampler_set_epoch(&t->sampler, e);
-    double loss = 0.0, t0 = het_now();
-    int64_t correct = 0;
-    float lr = 0.0f;
-    het_bar_begin(&t->bar, e + 1, t->cfg.epochs, n);
-    for (int64_t pos = 0; pos < n; pos += B) {
-        int count = (int)(n - pos < B ? n - pos : B);
-        double ts = het_now();
-        lr = het_schedule_lr(&t->sched, e, t->step, spe);
-        het_batch_result r;
-        int rc = het_train_batch_grads(m, &t->train, t->sampler.perm + pos, count, t->x, t->y,
-                                       het_train_step_seed(t->cfg.seed, t->step), &r);
-        if (rc) return rc;
-        if (!isfinite(r.loss_sum)) {
-            het_bar_end(&t->bar);
-            return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step "
-                                 "%lld (try a lower --lr)", isnan(r.loss_sum) ? "nan" : "inf",
-                                 e + 1, (long long)t->step + 1);
-        }
-        het_train_optim_step(m, &t->cfg.optim, lr, t->opt_state, t->step + 1);
-        t->step++;
-        loss += r.loss_sum;
-        correct += r.correct;
-        st->samples += count;
-        if (t->metrics && t->cfg.metrics_steps) {
-            rc = het_metrics_step(t->metrics, e + 1, t->step, r.loss_sum / count,
-                                  (double)r.correct / count, lr, count, het_now() - ts);
-            if (rc) return rc;
-        }
-        het_bar_update(&t->bar, st->samples, loss / (double)st->samples,
-                       (double)correct / (double)st->samples);
-    }
+    memset(&c->times, 0, sizeof c->times);
+    t->bar_loss = 0.0;
+    t->bar_correct = t->bar_samples = 0;
+    het_bar_begin(&t->bar, e + 1, t->cfg.epochs, t->n_train);
+    double t0 = het_now();
+    int rc = t->strat->train_epoch(c, e, st);
     double secs = het_now() - t0;
     het_bar_end(&t->bar);
-    st->loss = loss / (double)st->samples;
-    st->train_acc = (double)correct / (double)st->samples;
-    st->lr = lr;
+    if (rc) return rc; /* strategies fail on every rank alike */
+    st->epoch = e + 1;
     st->samples_per_s = secs > 0 ? (double)st->samples / secs : 0.0;
+    st->compute_s = c->times.compute_s;
+    st->comm_s = c->times.comm_s;
+    st->wait_s = c->times.wait_s;
+    st->delay_s = c->times.delay_s;
+    double mine[4] = {st->compute_s, st->comm_s, st->wait_s, st->delay_s};
+    if (t->size > 1) {
+        int err = MPI_Gather(mine, 4, MPI_DOUBLE, t->rank_times, 4, MPI_DOUBLE, 0, c->world);
+        if (err != MPI_SUCCESS) return het_error_set(HET_EMPI, "MPI_Gather of timings failed");
+        if (t->rank != 0) memcpy(t->rank_times, mine, sizeof mine);
+    } else {
+        memcpy(t->rank_times, mine, sizeof mine);
+    }
     het_schedule_epoch_end(&t->sched, (float)st->loss);
     t->epoch++;
     return HET_OK;
 }
 
+/* Sums of samples [from, to) of d in eval mode, in batches of at most `batch`. */
+static int eval_range(het_model *m, const het_dataset *d, int64_t from, int64_t to, int batch,
+                      float *x, uint8_t *y, int64_t *idx, het_batch_result *res) {
+    memset(res, 0, sizeof *res);
+    for (int64_t pos = from; pos < to; pos += batch) {
+        int count = (int)(to - pos < batch ? to - pos : batch);
+        for (int i = 0; i < count; i++) idx[i] = pos + i;
+        het_dataset_gather(d, idx, count, x, y);
+        het_batch_result r;
+        int st = het_model_eval_batch(m, x, y, count, &r);
+        if (st) return st;
+        res->loss_sum += r.loss_sum;
+        res->correct += r.correct;
+        res->count += r.count;
+    }
+    return HET_OK;
+}
+
 int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
+    het_model *m = t->strat->model_for_eval(&t->ctx);
+    double t0 = het_now(), sum[3];
     het_batch_result r;
-    int st = het_eval_dataset(t->model, &t->test, t->n_test, t->cfg.batch, t->x, t->y, t->idx,
-                              &r);
-    if (st) return st;
-    *loss = r.count ? r.loss_sum / r.count : 0.0;
-    *acc = r.count ? (double)r.correct / r.count : 0.0;
+    int st;
+    if (t->size == 1) {
+        st = het_eval_dataset(m, &t->test, t->n_test, t->cfg.batch, t->x, t->y, t->idx, &r);
+        if (st) return st;
+        sum[0] = r.loss_sum;
+        sum[1] = r.correct;
+        sum[2] = r.count;
+    } else { /* rank r evaluates shard r of the test set; the sums are reduced */
+        int64_t lo, len;
+        het_split_even(t->n_test, t->size, t->rank, &lo, &len);
+        st = agree(t, eval_range(m, &t->test, lo, lo + len, t->cfg.batch, t->x, t->y, t->idx,
+                                 &r));
+        if (st) return st;
+        sum[0] = r.loss_sum;
+        sum[1] = r.correct;
+        sum[2] = r.count;
+        if ((st = het_step_sum_doubles(&t->ctx, sum, 3))) return st;
+    }
+    het_trace_add(t->ctx.trace, HET_EV_EVAL, t->epoch, t0, het_now());
+    *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
+    *acc = sum[2] > 0 ? sum[1] / sum[2] : 0.0;
     return HET_OK;
 }
 
@@ -284,10 +439,14 @@ static void encode_meta(het_wbuf *b, const char *model, const char *data, size_t
     het_w_u64(b, n_opt);
 }
 
-int het_trainer_save(het_trainer *t, const char *path) {
+/* Rank 0's part of a save: the trainer's sections, then the strategy's; w is committed. */
+static int save_file(het_trainer *t, const char *path) {
     het_ckpt_writer *w;
     int st = het_ckpt_writer_open(&w, path);
-    if (st) return st;
+    if (st) {
+        t->strat->save_state(&t->ctx, NULL); /* the strategy's collectives still run */
+        return st;
+    }
     het_model *m = t->model;
     size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
 
@@ -326,7 +485,7 @@ int het_trainer_save(het_trainer *t, const char *path) {
 
     b = (het_wbuf){prog, sizeof prog, 0};
     het_w_u64(&b, (uint64_t)t->epoch);
-    het_w_u64(&b, (uint64_t)t->step);
+    het_w_u64(&b, (uint64_t)t->ctx.step);
     het_w_u64(&b, t->sampler.seed);
     het_w_u64(&b, (uint64_t)t->sampler.n);
     het_w_u64(&b, 0); /* position inside the epoch: checkpoints are taken between epochs */
@@ -355,11 +514,20 @@ int het_trainer_save(het_trainer *t, const char *path) {
     if (!st) st = het_ckpt_put(w, "metrics", rec, rec_bytes);
     free(cfg_text);
     free(rec);
+    int ss = t->strat->save_state(&t->ctx, st ? NULL : w);
+    if (!st) st = ss;
     if (st) {
         het_ckpt_writer_abort(w);
         return st;
     }
     return het_ckpt_writer_commit(w);
+}
+
+int het_trainer_save(het_trainer *t, const char *path) {
+    double t0 = het_now();
+    int st = t->rank == 0 ? save_file(t, path) : t->strat->save_state(&t->ctx, NULL);
+    het_trace_add(t->ctx.trace, HET_EV_CKPT, t->epoch, t0, het_now());
+    return agree(t, st);
 }
 
 /* Checks the "meta" section against what this process built. n_opt < 0: not checked. */
@@ -437,7 +605,14 @@ int het_checkpoint_load_weights(het_model *m, const char *model_name, const char
     return st;
 }
 
+static int load_file(het_trainer *t, const char *path);
+
 int het_trainer_load(het_trainer *t, const char *path) {
+    return agree(t, load_file(t, path));
+}
+
+/* Every rank reads the same file; the strategy's sections are read last. */
+static int load_file(het_trainer *t, const char *path) {
     het_ckpt_reader *r;
     int st = het_ckpt_reader_open(&r, path);
     if (st) return st;
@@ -492,7 +667,7 @@ int het_trainer_load(het_trainer *t, const char *path) {
     t->sched.best = het_r_f32(&b);
     t->sched.bad_epochs = (int)het_r_u32(&b);
     t->epoch = (int)epoch;
-    t->step = (int64_t)step;
+    t->ctx.step = (int64_t)step;
     t->n_hist = (int)epoch;
     b = (het_rbuf){rec, 8};
     for (int i = 0; i < t->n_hist; i++) {
@@ -506,6 +681,7 @@ int het_trainer_load(het_trainer *t, const char *path) {
         h->test_acc = het_r_f64(&b);
         h->lr = het_r_f64(&b);
     }
+    st = t->strat->load_state(&t->ctx, r);
 done:
     het_ckpt_reader_close(r);
     return st;
@@ -569,8 +745,27 @@ static int run_begin(het_trainer *t) {
     t->started = 1;
     het_bar_init(&t->bar, c->progress);
     t->t_start = het_now();
-    if (c->metrics[0]) return het_metrics_open(&t->metrics, c->metrics, c->resume ? t->epoch : -1);
-    return HET_OK;
+    int st = HET_OK;
+    if (c->metrics[0] && t->rank == 0)
+        st = het_metrics_open(&t->metrics, c->metrics, c->resume ? t->epoch : -1);
+    return agree(t, st);
+}
+
+/* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" */
+static void format_split(const het_trainer *t, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (t->size < 2 || t->rank != 0) return;
+    const double *rt = t->rank_times;
+    double tot = rt[0] + rt[1] + rt[2] + rt[3];
+    int slow = 0;
+    for (int q = 1; q < t->size; q++)
+        if (rt[4 * q] > rt[4 * slow]) slow = q;
+    const double *s = rt + 4 * slow;
+    double tots = s[0] + s[1] + s[2] + s[3];
+    if (tot <= 0 || tots <= 0) return;
+    snprintf(buf, n, " | compute %.0f%% comm %.0f%% wait %.0f%% delay %.0f%% (rank 0), slowest "
+             "rank %d compute %.0f%%", 100 * rt[0] / tot, 100 * rt[1] / tot, 100 * rt[2] / tot,
+             100 * rt[3] / tot, slow, 100 * s[0] / tots);
 }
 
 int het_trainer_run_epoch(het_trainer *t) {
@@ -582,10 +777,15 @@ int het_trainer_run_epoch(het_trainer *t) {
     if ((st = het_trainer_evaluate(t, &es.test_loss, &es.test_acc))) return st;
     es.elapsed_s = het_now() - t->t_start;
     if ((st = push_history(t, &es))) return st;
+    char split[160];
+    format_split(t, split, sizeof split);
     het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
-            "%.4f lr %.4g %.0f samples/s %.2fs\n", es.epoch, c->epochs, es.loss, es.train_acc,
-            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s);
-    if (t->metrics && (st = het_metrics_epoch(t->metrics, &es))) return st;
+            "%.4f lr %.4g %.0f samples/s %.2fs%s\n", es.epoch, c->epochs, es.loss, es.train_acc,
+            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split);
+    st = HET_OK;
+    if (t->metrics)
+        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->rank_times : NULL, t->size);
+    if ((st = agree(t, st))) return st;
     if (checkpoint_due(t)) st = het_trainer_save(t, c->checkpoint);
     return st;
 }
@@ -595,14 +795,30 @@ int het_trainer_run(het_trainer *t) {
     int st;
     if (c->resume && (st = het_trainer_load(t, c->checkpoint))) return st;
     print_config(t);
+    if (t->mpi) {
+        char topo[256];
+        het_topo_describe(&t->topo, topo, sizeof topo);
+        het_log(HET_LOG_INFO, "ranks: %s; strategy %s, global batch %d", topo, c->strategy,
+                c->batch);
+        if (c->slowdown[0]) het_log(HET_LOG_INFO, ", slowdown %s", c->slowdown);
+        if (c->net_bw > 0 || c->net_lat > 0)
+            het_log(HET_LOG_INFO, ", emulated network %.3g B/s %.3g s", c->net_bw,
+                    (double)c->net_lat);
+        het_log(HET_LOG_INFO, "\n");
+    }
     if (c->resume)
         het_log(HET_LOG_INFO, "resumed from %s after epoch %d (step %lld)\n", c->checkpoint,
-                t->epoch, (long long)t->step);
+                t->epoch, (long long)t->ctx.step);
     if ((st = run_begin(t))) return st;
     while (t->epoch < c->epochs)
         if ((st = het_trainer_run_epoch(t))) return st;
+    if (c->trace[0]) {
+        if ((st = agree(t, het_trace_write(t->ctx.trace, c->trace)))) return st;
+        het_log(HET_LOG_INFO, "trace: %s\n", c->trace);
+    }
     if (c->export_safetensors[0]) {
-        if ((st = het_safetensors_write(t->model, c->export_safetensors))) return st;
+        st = t->rank == 0 ? het_safetensors_write(t->model, c->export_safetensors) : HET_OK;
+        if ((st = agree(t, st))) return st;
         het_log(HET_LOG_INFO, "weights: %s\n", c->export_safetensors);
     }
     if (t->n_hist > 0) {
@@ -611,5 +827,5 @@ int het_trainer_run(het_trainer *t) {
                 last->test_loss, last->test_acc, c->checkpoint[0] ? ", checkpoint " : "",
                 c->checkpoint);
     }
-    return het_metrics_close_checked(&t->metrics);
+    return agree(t, het_metrics_close_checked(&t->metrics));
 }

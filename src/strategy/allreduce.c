@@ -1,0 +1,93 @@
+/* allreduce: synchronous data parallelism, the baseline of every paper (Horovod / PyTorch DDP
+ * behaviour; METHODS.md section 0).
+ *
+ * - --batch is the GLOBAL batch B. Each epoch every rank draws the same permutation (seed,
+ *   epoch); step s takes perm[s*B, s*B + B') with B' = B except for the last, ragged step, so
+ *   every rank runs the same ceil(n / B) steps.
+ * - The step's B' samples are split into P contiguous parts as evenly as possible; rank r
+ *   takes part r (in a tiny last step a rank may get 0 samples and contributes zero gradient).
+ * - Each rank computes the gradient of (sum of its per-sample losses) / B', so the all-reduce
+ *   SUM over ranks is exactly the mean gradient of the global batch. With equal parts this is
+ *   the rank mean of per-rank mean gradients that Horovod and DDP compute (sum, then / P); with
+ *   a ragged last step it stays the exact global mean, where the rank mean would over-weight
+ *   the samples of the smaller parts.
+ * - Gradient all-reduce: --bucket-mb X (default 25, as DDP) groups the layers' gradients into
+ *   buckets from the last layer backwards; each bucket's non-blocking all-reduce starts from
+ *   the model's gradient hook as soon as backward has produced it (so it overlaps the backward
+ *   of the earlier layers; every hook also tests the buckets in flight, since MPI progresses
+ *   only inside MPI calls); all buckets are waited for before the optimizer. --bucket-mb 0:
+ *   one blocking all-reduce of the flat gradient buffer after backward. With --threads > 1 the
+ *   model fires the hooks after its worker reduction, so there is no overlap.
+ * - Then the identical optimizer step on every rank: parameters stay bitwise equal.
+ * - Our choices: the model's non-trainable state (batch-norm running statistics, updated from
+ *   each rank's local batch, no synchronized batch norm) is averaged over ranks at the end of
+ *   each epoch, so every rank evaluates and checkpoints the same model; dropout masks use an
+ *   independent stream per rank. Neither applies to mlp and lenet5.
+ * Invariant (tests/test_dist.c): P ranks with global batch B give the parameters of 1 rank with
+ * batch B on the same sample order, up to float rounding of the sum over ranks. */
+#include <math.h>
+
+#include "strategy/strategy.h"
+
+static int ar_init(het_strategy_ctx *ctx) { return het_step_sync_init(ctx); }
+
+static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
+    const het_train_config *c = ctx->cfg;
+    const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
+    double sums[3] = {0.0, 0.0, 0.0}; /* local loss sum, correct, samples */
+    float lr = 0.0f;
+    het_sampler_set_epoch(ctx->sampler, epoch);
+    for (int64_t pos = 0; pos < n; pos += B) {
+        double ts = het_now();
+        int64_t Bs = n - pos < B ? n - pos : B, lo, len;
+        het_split_even(Bs, ctx->size, ctx->rank, &lo, &len);
+        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
+        het_batch_result r;
+        int rc = het_step_grads(ctx, ctx->sampler->perm + pos + lo, (int)len,
+                                1.0f / (float)Bs, het_step_seed(ctx, ctx->step), &r);
+        if (rc) return rc;
+        sums[0] += r.loss_sum;
+        sums[1] += r.correct;
+        sums[2] += (double)len;
+        if ((rc = het_step_reduce(ctx, &r))) return rc; /* r: now the global batch's figures */
+        if (!isfinite(r.loss_sum))
+            return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step "
+                                 "%lld (try a lower --lr)", isnan(r.loss_sum) ? "nan" : "inf",
+                                 epoch + 1, (long long)ctx->step + 1);
+        het_step_optim(ctx, lr);
+        if (ctx->on_step) {
+            het_step_info info = {epoch + 1, ctx->step, r.loss_sum, r.correct, (int)Bs, lr,
+                                  het_now() - ts};
+            if ((rc = ctx->on_step(ctx, &info))) return rc;
+        }
+    }
+    int rc = het_step_sum_doubles(ctx, sums, 3);
+    if (!rc) rc = het_step_average_state(ctx);
+    if (rc) return rc;
+    st->samples = (int64_t)sums[2];
+    st->loss = sums[0] / sums[2];
+    st->train_acc = sums[1] / sums[2];
+    st->lr = lr;
+    return HET_OK;
+}
+
+static het_model *ar_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+static int ar_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+    (void)ctx;
+    (void)w; /* nothing beyond the trainer's sections: all ranks hold the same model */
+    return HET_OK;
+}
+
+static int ar_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
+    (void)ctx;
+    (void)r;
+    return HET_OK;
+}
+
+static void ar_free(het_strategy_ctx *ctx) { het_step_sync_free(ctx); }
+
+const het_strategy_ops het_strategy_allreduce = {
+    "allreduce", "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",
+    ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free,
+};

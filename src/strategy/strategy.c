@@ -1,0 +1,28 @@
+/* The registry of strategies: --strategy NAME selects one. */
+#include <string.h>
+
+#include "strategy/strategy.h"
+
+static const het_strategy_ops *const strategies[] = {
+    &het_strategy_allreduce,
+};
+#define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
+
+const char *const *het_strategy_names(void) {
+    static const char *names[N_STRATEGIES + 1];
+    if (!names[0])
+        for (int i = 0; i < N_STRATEGIES; i++) names[i] = strategies[i]->name;
+    return names;
+}
+
+const het_strategy_ops *het_strategy_find(const char *name) {
+    for (int i = 0; i < N_STRATEGIES; i++)
+        if (strcmp(strategies[i]->name, name) == 0) return strategies[i];
+    char list[256] = "";
+    for (int i = 0; i < N_STRATEGIES; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 strategies[i]->name);
+    het_error_set(HET_EINVAL, "strategy: unknown strategy '%s', expected one of: %s", name,
+                  list);
+    return NULL;
+}
