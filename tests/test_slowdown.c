@@ -1,8 +1,8 @@
 /* The emulated slowdown (src/hetero): parsing of --slowdown lists, and the achieved factor. A
- * fixed compute (a floating-point loop of ~15 ms) runs paced with factor 1 and factor 2, in
- * pieces as a step's layers are; the wall time with f = 2 over the time with f = 1 (the best of
- * 5 tries each, the machine is shared) must be 2 within 15 %, and so must each paced piece's
- * stretched time over its raw time. */
+ * fixed compute (8 pieces of a ~5 ms floating-point loop, as a step's layers are) runs paced with
+ * factor 2; its wall time over the raw compute time measured in the same run (median of 5 runs)
+ * must be 2 within 15 %, and so must the pacer's stretched time over the raw time. The test runs
+ * alone (RUN_SERIAL) so that other tests do not delay its wake-ups. */
 #include <string.h>
 
 #include "hetero/hetero.h"
@@ -48,28 +48,31 @@ int main(void) {
     CHECK(het_slowdown_parse("nan", f, 8) == HET_EINVAL, "nan");
     CHECK(het_slowdown_parse("", f, 8) == HET_EINVAL, "empty list");
 
-    /* size the work to ~2 ms a piece */
+    /* size the work to ~5 ms a piece */
     int n = 1 << 20;
     double t = het_now();
     work(n);
     t = het_now() - t;
-    if (t > 0 && t < 2e-3) n = (int)(n * (2e-3 / t));
-    double best1 = 1e9, best2 = 1e9, worst_piece = 2.0;
+    if (t > 0 && t < 5e-3) n = (int)(n * (5e-3 / t));
+    /* The achieved factor of a run is its wall time over the raw compute time measured in the
+     * same run, so that other load on the machine (which slows the compute itself) cancels
+     * out; the median of 5 runs must be 2 within 15 %. */
+    double achieved[5], pieces[5];
     for (int rep = 0; rep < 5; rep++) {
         double raw, st;
-        double w1 = run(1.0, n, &raw, &st);
-        if (w1 < best1) best1 = w1;
         double w2 = run(2.0, n, &raw, &st);
-        if (w2 < best2) best2 = w2;
-        double piece = st / raw;
-        if (fabs(piece - 2.0) > fabs(worst_piece - 2.0)) worst_piece = piece;
+        achieved[rep] = w2 / raw;
+        pieces[rep] = st / raw;
     }
-    double achieved = best2 / best1;
-    printf("slowdown 2: achieved %.3f (wall %.1f ms vs %.1f ms), stretched/raw %.3f\n", achieved,
-           best2 * 1e3, best1 * 1e3, worst_piece);
-    CHECK(fabs(achieved - 2.0) <= 0.3, "achieved factor %.3f, expected 2 within 15%%", achieved);
-    CHECK(fabs(worst_piece - 2.0) <= 0.3, "stretched/raw %.3f, expected 2 within 15%%",
-          worst_piece);
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++) {
+            if (achieved[j] < achieved[i]) { double x = achieved[i]; achieved[i] = achieved[j]; achieved[j] = x; }
+            if (pieces[j] < pieces[i]) { double x = pieces[i]; pieces[i] = pieces[j]; pieces[j] = x; }
+        }
+    printf("slowdown 2: achieved (wall / raw compute) median %.3f [%.3f .. %.3f], stretched/raw "
+           "median %.3f\n", achieved[2], achieved[0], achieved[4], pieces[2]);
+    CHECK(fabs(achieved[2] - 2.0) <= 0.3, "achieved factor %.3f, expected 2 within 15%%", achieved[2]);
+    CHECK(fabs(pieces[2] - 2.0) <= 0.3, "stretched/raw %.3f, expected 2 within 15%%", pieces[2]);
     /* factor 1 never sleeps */
     het_pace p;
     het_pace_init(&p, 1.0);
