@@ -24,6 +24,7 @@ typedef struct het_pace {
     double last;       /* start of the current interval */
     double compute_s;  /* stretched compute so far (caller may reset) */
     double slept_s;    /* emulation sleeps so far (caller may reset) */
+    double debt_s;     /* sleep still owed (< 0: overslept), carried to the next piece */
 } het_pace;
 
 void   het_pace_init(het_pace *p, double factor);
