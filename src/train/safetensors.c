@@ -9,7 +9,10 @@
  *   batchnorm  layers.i.weight [C], layers.i.bias [C]
  *   resblock   layers.i.{conv1,bn1,conv2,bn2}.{weight,bias}
  *   other      layers.i.params [n]
- * Only trainable parameters are exported (batch-norm running statistics are not yet). */
+ * followed by the non-trainable state (the model's state buffer, after the parameters):
+ *   batchnorm  layers.i.running_mean [C], layers.i.running_var [C]
+ *   resblock   layers.i.{bn1,bn2}.{running_mean,running_var}
+ *   other      layers.i.state [n] */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -119,6 +122,35 @@ static void layer_tensors(sbuf *b, int *first, const het_layer *l, int i, size_t
     tensor(b, first, name, off, n, 1, &flat);
 }
 
+/* Emits the non-trainable state tensors of layer i (state [off, off + n) of the state buffer,
+ * which follows the parameters in the data section: `base` = number of parameters). */
+static void layer_state_tensors(sbuf *b, int *first, const het_layer *l, int i, size_t base,
+                                size_t off, size_t n) {
+    char name[96];
+    const char *kind = l->ops->name;
+    if (strcmp(kind, "batchnorm") == 0 && n % 2 == 0) {
+        int c = (int)(n / 2);
+        snprintf(name, sizeof name, "layers.%d.running_mean", i);
+        tensor(b, first, name, base + off, (size_t)c, 1, &c);
+        snprintf(name, sizeof name, "layers.%d.running_var", i);
+        tensor(b, first, name, base + off + (size_t)c, (size_t)c, 1, &c);
+        return;
+    }
+    if (strcmp(kind, "resblock") == 0 && n % 4 == 0) {
+        int c = (int)(n / 4);
+        static const char *const part[4] = {"bn1.running_mean", "bn1.running_var",
+                                            "bn2.running_mean", "bn2.running_var"};
+        for (int p = 0; p < 4; p++) {
+            snprintf(name, sizeof name, "layers.%d.%s", i, part[p]);
+            tensor(b, first, name, base + off + (size_t)p * (size_t)c, (size_t)c, 1, &c);
+        }
+        return;
+    }
+    int flat = (int)n;
+    snprintf(name, sizeof name, "layers.%d.state", i);
+    tensor(b, first, name, base + off, n, 1, &flat);
+}
+
 int het_safetensors_write(het_model *m, const char *path) {
     sbuf b = {0};
     int first = 1;
@@ -127,6 +159,12 @@ int het_safetensors_write(het_model *m, const char *path) {
         size_t off, n;
         het_model_layer_params(m, i, &off, &n);
         if (n > 0) layer_tensors(&b, &first, het_model_layer(m, i), i, off, n);
+    }
+    size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
+    for (int i = 0; i < het_model_n_layers(m); i++) {
+        size_t off, n;
+        het_model_layer_state(m, i, &off, &n);
+        if (n > 0) layer_state_tensors(&b, &first, het_model_layer(m, i), i, n_params, off, n);
     }
     sb_printf(&b, "%s\"__metadata__\":{\"format\":\"pt\",\"producer\":\"hetrain\"}}",
               first ? "" : ",");
@@ -144,9 +182,10 @@ int het_safetensors_write(het_model *m, const char *path) {
     }
     uint8_t len[8];
     het_put_u64(len, (uint64_t)b.n);
-    size_t n_params = het_model_n_params(m);
     int ok = fwrite(len, 1, 8, f) == 8 && fwrite(b.p, 1, b.n, f) == b.n &&
              fwrite(het_model_params(m), sizeof(float), n_params, f) == n_params &&
+             (n_state == 0 ||
+              fwrite(het_model_state(m), sizeof(float), n_state, f) == n_state) &&
              fflush(f) == 0 && fsync(fileno(f)) == 0;
     int err = errno;
     free(b.p);
