@@ -1,11 +1,20 @@
 /* 2-D convolution, square kernel, zero padding, NCHW; parameters as PyTorch's Conv2d:
  * weight [out_c x in_c x k x k] then bias [out_c].
  *
- * DESIGN. Convolution is im2col + GEMM, one image at a time. Measured at LeNet shapes, batch 64,
+ * DESIGN. Three paths, chosen per call:
+ *  - direct (stride 1, at most DIRECT_MAX_CH channels each side, pad <= k - 1, CPU with
+ *    AVX-512): the kernels of tensor/conv_direct.c read the zero-padded input in place, with no
+ *    column matrix. Forward is one register-blocked pass per sample; the weight gradient is one
+ *    reduction over the whole batch; the input gradient is a forward convolution of the dout
+ *    padded by k - 1 - pad with the weights flipped and their channel axes swapped. Measured
+ *    against the wide im2col path below (bench/bench_layers.c, 16 samples, best of 150, us):
+ *    conv1 forward 69 -> 42, backward (no din) 78 -> 59; conv2 forward 121 -> 66, backward
+ *    264 -> 194.
+ * Otherwise im2col + GEMM, one image at a time. Measured at LeNet shapes, batch 64,
  * one BLAS thread: one whole-batch GEMM (column matrix [C*k*k x B*oh*ow]) was slower than
  * per-image GEMMs (conv1 forward 950 vs 523 us, backward 1061 vs 439 us; conv2 similar), since
  * it needs a transposed copy of the output and dout and its column matrix leaves the caches.
- * Two paths:
+ * Two GEMM paths:
  *  - stride 1 (LeNet, most CNNs): the "wide" im2col of tensor/internal.h. Each column-matrix row
  *    is one memcpy from the zero-padded image, at the price of Wp - ow wasted columns per output
  *    row (+14% GEMM work for LeNet's conv1, +36% for conv2); the classic im2col spent more than
@@ -36,6 +45,9 @@
  * computed as dW^T = col * dout^T from a transposed copy of dout instead (2.4x faster for
  * LeNet's conv2; 1.5x slower for conv1, which stays on the direct form). */
 #define CONV_DW_DIRECT_MAX 1200
+/* Direct kernels for stride 1 when both channel counts are at most this (LeNet: 1, 6, 16),
+ * where im2col + GEMM measured 2-4x slower (bench/bench_layers.c). */
+#define DIRECT_MAX_CH 16
 
 typedef struct conv2d {
     het_layer base;
@@ -48,6 +60,8 @@ typedef struct conv2d {
     size_t nw;      /* wide columns */
     size_t nc;      /* columns per chunk */
     int dw_t;       /* weight gradient through the transposed dout */
+    int direct;     /* shape suits the direct kernels (used when the CPU has them) */
+    int Hq, Wq;     /* dout padded by k - 1 - pad (direct input gradient) */
 } conv2d;
 
 /* Work buffer of the wide path, in this order. */
@@ -73,6 +87,30 @@ static size_t wide_split(const conv2d *c, float *work, wide_bufs *b) {
         off += sizes[i];
     }
     return off;
+}
+
+/* Work buffer of the direct path: fixed part, then one padded input per sample. */
+typedef struct direct_bufs {
+    float *wt;    /* ckk x oc: transposed weights */
+    float *wft;   /* (oc*k*k) x C: flipped, channel-swapped weights (input gradient) */
+    float *doutp; /* oc x Hq x Wq: one sample's dout padded by k - 1 - pad */
+    float *dws;   /* scratch of het_conv_direct_dw */
+    float *xp;    /* batch x C x Hp x Wp: padded inputs, when pad > 0 */
+} direct_bufs;
+
+/* Carves the work buffer (NULL: only sizes it); returns the floats of the fixed part. */
+static size_t direct_split(const conv2d *c, float *work, int batch, direct_bufs *b) {
+    size_t n = (size_t)c->oc * (size_t)c->ckk;
+    size_t sizes[5] = {n, n, (size_t)c->oc * (size_t)c->Hq * (size_t)c->Wq,
+                       het_conv_direct_dw_scratch(c->oc, c->C, c->Hp, c->Wp, c->k),
+                       c->pad > 0 ? (size_t)batch * (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp : 0};
+    float **ptrs[5] = {&b->wt, &b->wft, &b->doutp, &b->dws, &b->xp};
+    size_t off = 0;
+    for (int i = 0; i < 5; i++) {
+        *ptrs[i] = work ? work + off : NULL;
+        off += sizes[i];
+    }
+    return off - sizes[4];
 }
 
 static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
@@ -102,6 +140,15 @@ static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
         c->dw_t = (size_t)c->oc * ((size_t)c->ckk + 1) > CONV_DW_DIRECT_MAX;
         wide_bufs b;
         p->work_fixed = wide_split(c, NULL, &b);
+        c->direct = c->pad <= c->k - 1 && c->oc <= DIRECT_MAX_CH && c->C <= DIRECT_MAX_CH;
+        if (c->direct) {
+            c->Hq = c->oh + 2 * (c->k - 1 - c->pad);
+            c->Wq = c->ow + 2 * (c->k - 1 - c->pad);
+            direct_bufs d;
+            size_t fixed = direct_split(c, NULL, 0, &d);
+            if (fixed > p->work_fixed) p->work_fixed = fixed;
+            p->work_per_sample = c->pad > 0 ? (size_t)c->C * (size_t)Hp * (size_t)Wp : 0;
+        }
     } else {
         p->work_fixed = (size_t)c->ckk * (size_t)c->oh * (size_t)c->ow;
     }
@@ -235,8 +282,75 @@ static void conv_backward_wide(conv2d *c, const het_exec *x, const float *in, co
     }
 }
 
+/* Copies `batch` samples into zero-padded images xp (batch x C x Hp x Wp). */
+static void pad_inputs(const conv2d *c, float *xp, const float *in, int batch) {
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t xp_sz = (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp;
+    memset(xp, 0, sizeof(float) * xp_sz * (size_t)batch);
+    for (int s = 0; s < batch; s++) wide_input(c, xp + (size_t)s * xp_sz, in + (size_t)s * in_sz);
+}
+
+static void conv_forward_direct(conv2d *c, const het_exec *x, const float *in, float *out, int batch) {
+    const float *Wt = x->params, *bias = x->params + (size_t)c->oc * (size_t)c->ckk;
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t xp_sz = (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp;
+    const size_t out_sz = (size_t)c->oc * (size_t)c->oh * (size_t)c->ow;
+    direct_bufs b;
+    direct_split(c, x->work, batch, &b);
+    for (size_t r = 0; r < (size_t)c->ckk; r++)
+        for (size_t o = 0; o < (size_t)c->oc; o++) b.wt[r * (size_t)c->oc + o] = Wt[o * (size_t)c->ckk + r];
+    if (c->pad > 0) pad_inputs(c, b.xp, in, batch);
+    for (int s = 0; s < batch; s++) {
+        const float *xs = c->pad > 0 ? b.xp + (size_t)s * xp_sz : in + (size_t)s * in_sz;
+        het_conv_direct(out + (size_t)s * out_sz, xs, b.wt, bias, c->oc, c->C, c->Hp, c->Wp, c->k,
+                        c->pad);
+    }
+}
+
+/* Weight gradient as one reduction over the batch; input gradient as a forward convolution of
+ * the dout padded by q = k - 1 - pad with wft[o][i][j][c] = W[o][c][k-1-i][k-1-j]. */
+static void conv_backward_direct(conv2d *c, const het_exec *x, const float *in, const float *dout,
+                                 float *din, int batch) {
+    const float *Wt = x->params;
+    float *dW = x->grads, *db = x->grads + (size_t)c->oc * (size_t)c->ckk;
+    const size_t in_sz = (size_t)c->C * (size_t)c->H * (size_t)c->W;
+    const size_t xp_sz = (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp;
+    const size_t P = (size_t)c->oh * (size_t)c->ow, out_sz = (size_t)c->oc * P;
+    const int k = c->k, q = c->k - 1 - c->pad;
+    direct_bufs b;
+    direct_split(c, x->work, batch, &b);
+    if (batch <= 0) return;
+    if (c->pad > 0) pad_inputs(c, b.xp, in, batch);
+    het_conv_direct_dw(dW, db, c->pad > 0 ? b.xp : in, c->pad > 0 ? xp_sz : in_sz, dout, out_sz,
+                       batch, c->oc, c->C, c->Hp, c->Wp, k, b.dws);
+    if (!din) return;
+    for (int o = 0; o < c->oc; o++)
+        for (int ch = 0; ch < c->C; ch++)
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < k; j++)
+                    b.wft[(((size_t)o * (size_t)k + (size_t)i) * (size_t)k + (size_t)j) * (size_t)c->C + (size_t)ch] =
+                        Wt[(((size_t)o * (size_t)c->C + (size_t)ch) * (size_t)k + (size_t)(k - 1 - i)) * (size_t)k +
+                           (size_t)(k - 1 - j)];
+    if (q > 0) memset(b.doutp, 0, sizeof(float) * (size_t)c->oc * (size_t)c->Hq * (size_t)c->Wq);
+    for (int s = 0; s < batch; s++) {
+        const float *ds = dout + (size_t)s * out_sz;
+        if (q > 0) { /* interior rows; the border stays zero */
+            for (int o = 0; o < c->oc; o++)
+                for (int y = 0; y < c->oh; y++)
+                    memcpy(b.doutp + ((size_t)o * (size_t)c->Hq + (size_t)(y + q)) * (size_t)c->Wq + (size_t)q,
+                           ds + (size_t)o * P + (size_t)y * (size_t)c->ow, sizeof(float) * (size_t)c->ow);
+            ds = b.doutp;
+        }
+        het_conv_direct(din + (size_t)s * in_sz, ds, b.wft, NULL, c->C, c->oc, c->Hq, c->Wq, k, q);
+    }
+}
+
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
+    if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
+        conv_forward_direct(c, x, in, out, batch);
+        return;
+    }
     if (c->wide) {
         conv_forward_wide(c, x, in, out, batch);
         return;
@@ -259,6 +373,10 @@ static void conv_backward(het_layer *l, const het_exec *x, const float *in, cons
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
+    if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
+        conv_backward_direct(c, x, in, dout, din, batch);
+        return;
+    }
     if (c->wide) {
         conv_backward_wide(c, x, in, dout, din, batch);
         return;

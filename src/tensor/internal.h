@@ -1,6 +1,8 @@
 /* Kernels used inside the library but not (yet) part of the public tensor.h: the "wide" im2col
- * for stride-1 convolutions, and a vector add. Same conventions as tensor.h; each optimized
- * kernel has a naive _ref twin (ref.c) that tests/test_kernels.c compares with.
+ * for stride-1 convolutions, a vector add, the SIMD level that layers dispatch on, and the
+ * direct convolution kernels (conv_direct.c). Same conventions as tensor.h; each optimized
+ * kernel has a naive _ref twin (ref.c) that tests/test_kernels.c (tests/test_conv_direct.c for
+ * the direct convolution) compares with.
  *
  * Wide im2col. For stride 1 on an already zero-padded image xp[C x Hp x Wp], output pixel
  * (oy, ox) reads xp[c][oy + ki][ox + kj]. Numbering output columns j = oy * Wp + ox (the padded
@@ -37,5 +39,38 @@ void het_col2im_wide_ref(float *xp, const float *col, size_t ldc, int C, int Hp,
 /* y[0..n) += x[0..n). */
 void het_vec_add(float *y, const float *x, size_t n);
 void het_vec_add_ref(float *y, const float *x, size_t n);
+
+/* ---- SIMD dispatch ---- */
+#define HET_SIMD_PORTABLE 0 /* C only (x86-64 baseline SSE2 after the compiler) */
+#define HET_SIMD_AVX512 2   /* AVX-512F kernels */
+/* The best level this CPU runs, or the one forced by het_simd_force. */
+int het_simd_level(void);
+/* Tests only, before any worker thread starts: cap the level (-1 restores the CPU's), so that
+ * each dispatch path available on this CPU can be compared with the reference. */
+void het_simd_force(int level);
+
+/* ---- direct stride-1 convolution (conv_direct.c) ----
+ * xp is an already zero-padded input [C x Hp x Wp]; outputs are oh = Hp - k + 1 by
+ * ow = Wp - k + 1. Weights w[o][c][i][j] are [O x C x k x k] (PyTorch's layout) for the weight
+ * gradient, and transposed, wt[((c*k + i)*k + j)*O + o], for the forward. */
+/* 1 when the direct kernels run on this CPU (AVX-512) and suit padding `pad` (0 <= pad <= k-1:
+ * the input gradient then runs as a forward over the dout padded by k - 1 - pad). */
+int het_conv_direct_ok(int k, int pad);
+/* out[o][y][x] = bias[o] (0 when bias is NULL) + sum_{c,i,j} w[o][c][i][j] xp[c][y+i][x+j],
+ * given wt, the transposed weights. The first and last zpad rows of each xp channel must be
+ * zero (padding): the kernel skips them. */
+void het_conv_direct(float *out, const float *xp, const float *wt, const float *bias, int O,
+                     int C, int Hp, int Wp, int k, int zpad);
+void het_conv_direct_ref(float *out, const float *xp, const float *wt, const float *bias, int O,
+                         int C, int Hp, int Wp, int k);
+/* Over n samples (xp_s = xp + s*xstride, dout_s = dout + s*dstride, dout_s [O x oh x ow]):
+ * dw[o][c][i][j] += sum_{s,y,x} dout_s[o][y][x] xp_s[c][y+i][x+j], and db[o] += sum of dout_s[o]
+ * unless db is NULL. scratch: het_conv_direct_dw_scratch() floats. */
+void het_conv_direct_dw(float *dw, float *db, const float *xp, size_t xstride, const float *dout,
+                        size_t dstride, int n, int O, int C, int Hp, int Wp, int k, float *scratch);
+size_t het_conv_direct_dw_scratch(int O, int C, int Hp, int Wp, int k);
+void het_conv_direct_dw_ref(float *dw, float *db, const float *xp, size_t xstride,
+                            const float *dout, size_t dstride, int n, int O, int C, int Hp, int Wp,
+                            int k);
 
 #endif

@@ -149,3 +149,17 @@ int het_blas_set_threads(int n) {
     openblas_set_num_threads(n < 1 ? 1 : n);
     return prev;
 }
+
+/* ---- SIMD level, with a test override ---- */
+
+static int simd_forced = -1; /* tests only: set before any thread runs */
+
+void het_simd_force(int level) { simd_forced = level; }
+
+int het_simd_level(void) {
+    if (simd_forced >= 0) return simd_forced;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) return HET_SIMD_AVX512;
+#endif
+    return HET_SIMD_PORTABLE;
+}

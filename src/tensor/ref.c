@@ -86,3 +86,45 @@ void het_col2im_wide_ref(float *xp, const float *col, size_t ldc, int C, int Hp,
 void het_vec_add_ref(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
+
+void het_conv_direct_ref(float *out, const float *xp, const float *wt, const float *bias, int O,
+                         int C, int Hp, int Wp, int k) {
+    int oh = Hp - k + 1, ow = Wp - k + 1;
+    for (int o = 0; o < O; o++)
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++) {
+                double s = bias ? bias[o] : 0.0;
+                for (int c = 0; c < C; c++)
+                    for (int i = 0; i < k; i++)
+                        for (int j = 0; j < k; j++)
+                            s += (double)wt[(((size_t)c * (size_t)k + (size_t)i) * (size_t)k + (size_t)j) * (size_t)O + (size_t)o] *
+                                 (double)xp[((size_t)c * (size_t)Hp + (size_t)(y + i)) * (size_t)Wp + (size_t)(x + j)];
+                out[((size_t)o * (size_t)oh + (size_t)y) * (size_t)ow + (size_t)x] = (float)s;
+            }
+}
+
+void het_conv_direct_dw_ref(float *dw, float *db, const float *xp, size_t xstride,
+                            const float *dout, size_t dstride, int n, int O, int C, int Hp, int Wp,
+                            int k) {
+    int oh = Hp - k + 1, ow = Wp - k + 1;
+    for (int o = 0; o < O; o++) {
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < k; j++) {
+                    double s = 0.0;
+                    for (int b = 0; b < n; b++)
+                        for (int y = 0; y < oh; y++)
+                            for (int x = 0; x < ow; x++)
+                                s += (double)dout[(size_t)b * dstride + ((size_t)o * (size_t)oh + (size_t)y) * (size_t)ow + (size_t)x] *
+                                     (double)xp[(size_t)b * xstride + ((size_t)c * (size_t)Hp + (size_t)(y + i)) * (size_t)Wp + (size_t)(x + j)];
+                    dw[((size_t)(o * C + c) * (size_t)k + (size_t)i) * (size_t)k + (size_t)j] += (float)s;
+                }
+        if (db) {
+            double s = 0.0;
+            for (int b = 0; b < n; b++)
+                for (size_t p = 0; p < (size_t)oh * (size_t)ow; p++)
+                    s += dout[(size_t)b * dstride + (size_t)o * (size_t)oh * (size_t)ow + p];
+            db[o] += (float)s;
+        }
+    }
+}

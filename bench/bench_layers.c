@@ -1,0 +1,130 @@
+/* Per-layer micro-benchmark: forward and backward time of every layer of LeNet-5 and of the
+ * MLP at Fashion-MNIST shapes, at batch 16 (LeNet's chunk in the model), 32 and 64 (the MLP's
+ * share per worker with 2 and 1 workers). Best of N repetitions
+ * (the machine is shared), microseconds per call and per sample. Run with
+ * OPENBLAS_CORETYPE=SkylakeX (the program re-executes itself with it when needed).
+ *
+ *   bench_layers [--reps N] [--model lenet5|mlp|all]
+ *
+ * Prints one line per layer and batch: model, index, layer, batch, fwd_us, bwd_us, us/sample. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/nn.h"
+#include "hetrain/tensor.h"
+
+typedef struct lrig {
+    het_layer *l;
+    het_layer_plan p;
+    float *params, *grads, *work, *in, *out, *dout, *din;
+    het_exec ex;
+} lrig;
+
+static float *rnd(size_t n, het_rng *r) {
+    float *p = het_alloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = 2.0f * het_rng_uniform(r) - 1.0f;
+    return p;
+}
+
+static int bench_model(const char *name, het_layer **L, int n, het_shape in, int batch, int reps,
+                       int first_din_null) {
+    het_rng r;
+    het_rng_seed(&r, 7);
+    het_shape s = in;
+    double tot_f = 0, tot_b = 0;
+    for (int i = 0; i < n; i++) {
+        lrig g;
+        memset(&g, 0, sizeof g);
+        g.l = L[i];
+        if (g.l->ops->plan(g.l, s, &g.p) != HET_OK) {
+            fprintf(stderr, "plan %s: %s\n", g.l->ops->name, het_error_msg());
+            return 1;
+        }
+        g.l->in = s;
+        g.l->out = g.p.out;
+        size_t ni = het_shape_size(s) * (size_t)batch, no = het_shape_size(g.p.out) * (size_t)batch;
+        g.params = rnd(g.p.n_params, &r);
+        g.grads = rnd(g.p.n_params, &r);
+        g.work = rnd(g.p.work_per_sample * (size_t)batch + g.p.work_fixed, &r);
+        g.in = rnd(ni, &r);
+        g.out = rnd(no, &r);
+        g.dout = rnd(no, &r);
+        g.din = rnd(ni, &r);
+        if (g.l->ops->init) g.l->ops->init(g.l, g.params, NULL, &r);
+        g.ex = (het_exec){g.params, g.grads, NULL, NULL, g.work, &r, 1};
+        double bf = 1e30, bb = 1e30;
+        float *din = (first_din_null && i == 0) ? NULL : g.din;
+        for (int k = 0; k < reps; k++) {
+            double t0 = het_now();
+            g.l->ops->forward(g.l, &g.ex, g.in, g.out, batch);
+            double t1 = het_now();
+            g.l->ops->backward(g.l, &g.ex, g.in, g.out, g.dout, din, batch);
+            double t2 = het_now();
+            if (t1 - t0 < bf) bf = t1 - t0;
+            if (t2 - t1 < bb) bb = t2 - t1;
+        }
+        printf("model=%s layer=%d name=%s batch=%d fwd_us=%.2f bwd_us=%.2f us_per_sample=%.3f\n",
+               name, i, g.l->ops->name, batch, bf * 1e6, bb * 1e6, (bf + bb) * 1e6 / batch);
+        tot_f += bf;
+        tot_b += bb;
+        s = g.p.out;
+        het_free(g.params); het_free(g.grads); het_free(g.work); het_free(g.in);
+        het_free(g.out); het_free(g.dout); het_free(g.din);
+    }
+    printf("model=%s total batch=%d fwd_us=%.2f bwd_us=%.2f us_per_sample=%.3f img_per_s=%.0f\n",
+           name, batch, tot_f * 1e6, tot_b * 1e6, (tot_f + tot_b) * 1e6 / batch,
+           batch / (tot_f + tot_b));
+    return 0;
+}
+
+static int run(const char *model, int batch, int reps) {
+    het_layer *L[16];
+    int n = 0;
+    het_shape in = {1, 28, 28};
+    if (strcmp(model, "lenet5") == 0) {
+        L[n++] = het_conv2d_new(6, 5, 1, 2);
+        L[n++] = het_relu_new();
+        L[n++] = het_maxpool_new(2, 2);
+        L[n++] = het_conv2d_new(16, 5, 1, 0);
+        L[n++] = het_relu_new();
+        L[n++] = het_maxpool_new(2, 2);
+        L[n++] = het_flatten_new();
+        L[n++] = het_dense_new(120);
+        L[n++] = het_relu_new();
+        L[n++] = het_dense_new(84);
+        L[n++] = het_relu_new();
+        L[n++] = het_dense_new(10);
+    } else {
+        L[n++] = het_dense_new(256);
+        L[n++] = het_relu_new();
+        L[n++] = het_dense_new(128);
+        L[n++] = het_relu_new();
+        L[n++] = het_dense_new(10);
+    }
+    int st = bench_model(model, L, n, in, batch, reps, 1);
+    for (int i = 0; i < n; i++) L[i]->ops->destroy(L[i]);
+    return st;
+}
+
+int main(int argc, char **argv) {
+    het_blas_select_kernels(argv);
+    het_blas_set_threads(1);
+    int reps = 200;
+    const char *model = "all";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|all]\n");
+            return 2;
+        }
+    }
+    int st = 0;
+    const int batches[3] = {16, 32, 64};
+    for (int b = 0; b < 3; b++) {
+        if (strcmp(model, "mlp") != 0) st |= run("lenet5", batches[b], reps);
+        if (strcmp(model, "lenet5") != 0) st |= run("mlp", batches[b], reps);
+    }
+    return st;
+}
