@@ -34,7 +34,7 @@ fi
 # OPENBLAS_CORETYPE=SkylakeX for both sides and says so; BLAS_CORETYPE=default keeps what OpenBLAS
 # picked; any other value is passed on as OPENBLAS_CORETYPE.
 coretype=${BLAS_CORETYPE:-auto}
-core=$("$bt" --blas-info | cut -d= -f2)
+core=$(HET_BLAS_NO_REEXEC=1 "$bt" --blas-info | cut -d= -f2)
 if [ "$coretype" = auto ]; then
     if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo \
        && ! echo "$core" | grep -qE 'SkylakeX|Cooperlake|SapphireRapids'; then
@@ -45,7 +45,7 @@ if [ "$coretype" = auto ]; then
 elif [ "$coretype" != default ]; then
     export OPENBLAS_CORETYPE=$coretype
 fi
-core=$("$bt" --blas-info | cut -d= -f2)
+core=$(HET_BLAS_NO_REEXEC=1 "$bt" --blas-info | cut -d= -f2)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -165,14 +165,18 @@ static void worker_slice(const het_model *m, int widx, size_t n, size_t *lo, siz
 }
 
 /* Adds the gradients of workers 1.. into the model's buffer over this worker's slice of the
- * parameters, always in worker order: deterministic. */
+ * parameters, always in worker order: deterministic. Their buffers are left zeroed (they start
+ * zeroed and every training step ends with this reduction). */
 static void worker_reduce(het_model *m, int widx) {
     size_t lo, hi;
     worker_slice(m, widx, m->n_params, &lo, &hi);
     for (int w = 1; w < m->workers; w++) {
         if (m->w[w].batch == 0) continue;
-        const float *g = m->w[w].grads;
-        for (size_t j = lo; j < hi; j++) m->grads[j] += g[j];
+        float *g = m->w[w].grads;
+        for (size_t j = lo; j < hi; j++) {
+            m->grads[j] += g[j];
+            g[j] = 0.0f; /* ready for the next step: saves a separate memset */
+        }
     }
 }
 
@@ -181,8 +185,7 @@ static void run_task(het_model *m, int widx) {
     switch (m->task) {
     case TASK_TRAIN:
         if (wk->batch > 0) {
-            if (widx > 0) memset(wk->grads, 0, sizeof(float) * m->n_params);
-            worker_train(m, wk, widx);
+            worker_train(m, wk, widx); /* workers > 0 start from zero: see worker_reduce */
         }
         break;
     case TASK_FORWARD:

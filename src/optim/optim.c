@@ -69,6 +69,17 @@ size_t het_optim_state_floats(const het_optim_config *c, size_t n) {
     return c->momentum > 0.0f ? n : 0;
 }
 
+/* One fused pass per element (gradient, momentum buffer, parameter): the arithmetic is torch's,
+ * element by element, so the result does not depend on the pass structure. Compiled for
+ * AVX-512 / AVX2 / baseline and picked at run time; without -ffast-math and with C11's
+ * -ffp-contract=off every variant gives the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HET_CLONES
+#endif
+
+HET_CLONES
 static void sgd_step(const het_optim_config *c, float lr, float *restrict p,
                      const float *restrict grad, float *restrict buf, size_t n, int64_t t) {
     const float wd = c->weight_decay, mu = c->momentum, damp = 1.0f - c->dampening;
@@ -76,18 +87,30 @@ static void sgd_step(const het_optim_config *c, float lr, float *restrict p,
         for (size_t i = 0; i < n; i++) p[i] -= lr * (grad[i] + wd * p[i]);
         return;
     }
-    if (t <= 1) {
-        for (size_t i = 0; i < n; i++) buf[i] = grad[i] + wd * p[i];
-    } else {
-        for (size_t i = 0; i < n; i++) buf[i] = mu * buf[i] + damp * (grad[i] + wd * p[i]);
-    }
+    const int first = t <= 1;
     if (c->nesterov) {
-        for (size_t i = 0; i < n; i++) p[i] -= lr * ((grad[i] + wd * p[i]) + mu * buf[i]);
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] + wd * p[i];
+            float b = first ? g : mu * buf[i] + damp * g;
+            buf[i] = b;
+            p[i] -= lr * (g + mu * b);
+        }
+    } else if (first) {
+        for (size_t i = 0; i < n; i++) {
+            float b = grad[i] + wd * p[i];
+            buf[i] = b;
+            p[i] -= lr * b;
+        }
     } else {
-        for (size_t i = 0; i < n; i++) p[i] -= lr * buf[i];
+        for (size_t i = 0; i < n; i++) {
+            float b = mu * buf[i] + damp * (grad[i] + wd * p[i]);
+            buf[i] = b;
+            p[i] -= lr * b;
+        }
     }
 }
 
+HET_CLONES
 static void adam_step(const het_optim_config *c, float lr, float *restrict p,
                       const float *restrict grad, float *restrict m, float *restrict v, size_t n,
                       int64_t t) {
