@@ -67,36 +67,35 @@ torch_run() {
 }
 
 if [ "$mode" = accuracy ]; then
+    # 3-epoch test accuracy of both with the same hyper-parameters, over several seeds (the
+    # spread between seeds is about a point at 3 epochs): per-seed figures and the means.
     epochs=${EPOCHS:-3}
+    seeds=${SEEDS:-1 2 3}
     for m in $models; do
-        out=""
-        if [ -x "$build/hetrain" ] && [ -z "${NO_CLI:-}" ]; then
+        for seed in $seeds; do
             out=$("$build/hetrain" train --model "$m" --data fashion-mnist --data-dir "$data_dir" \
-                  --epochs "$epochs" \
-                  --batch 64 --lr 0.05 --momentum 0.9 --seed 1 --progress off 2>&1) || out=""
-            echo "$out" | tail -n 3
-            # the last number following "test" and "acc" on one line
-            acc=$(echo "$out" | grep -iE 'test.*acc|acc.*test' | tail -n 1 \
-                  | grep -oE '(acc(uracy)?[_ ]?[=:]? *)[0-9]*\.[0-9]+' | tail -n 1 \
-                  | grep -oE '[0-9]*\.[0-9]+' || true)
-            [ -n "$acc" ] && echo "impl=hetrain-cli model=$m epochs=$epochs test_acc=$acc" >>"$log"
-        fi
-        if ! grep -q "impl=hetrain-cli model=$m " "$log"; then
-            hetrain "$m" 2 --epochs "$epochs" --no-peak
-        fi
-        case $m in mlp) torch_run "$m" 1 2 --epochs "$epochs" ;; *) torch_run "$m" 2 1 --epochs "$epochs" ;; esac
+                  --epochs "$epochs" --batch 64 --lr 0.05 --momentum 0.9 --seed "$seed" \
+                  --threads 2 --progress off 2>&1) || { echo "$out" >&2; exit 1; }
+            acc=$(echo "$out" | grep '^done:' | grep -oE 'test_acc [0-9.]+' | cut -d' ' -f2)
+            echo "impl=hetrain model=$m epochs=$epochs seed=$seed test_acc=$acc" | tee -a "$log"
+            case $m in
+                mlp) torch_run "$m" 1 2 --epochs "$epochs" --seed "$seed" ;;
+                *) torch_run "$m" 2 1 --epochs "$epochs" --seed "$seed" ;;
+            esac
+        done
     done
     echo
-    echo "| model | epochs | hetrain test acc | torch test acc |"
-    echo "|---|---|---|---|"
+    echo "| model | epochs | seeds | hetrain test acc (mean) | torch test acc (mean) | difference |"
+    echo "|---|---|---|---|---|---|"
     awk -v models="$models" '
     { delete kv; for (i = 1; i <= NF; i++) { p = index($i, "="); kv[substr($i, 1, p - 1)] = substr($i, p + 1) }
-      if (kv["impl"] ~ /^hetrain/) h[kv["model"]] = kv["test_acc"] " (" kv["impl"] ")"
-      else if (kv["impl"] == "torch") t[kv["model"]] = kv["test_acc"]
-      e[kv["model"]] = kv["epochs"] }
+      m = kv["model"]; e[m] = kv["epochs"]
+      if (kv["impl"] == "hetrain") { hs[m] = hs[m] sprintf("%s%.4f", hn[m] ? " " : "", kv["test_acc"]); h[m] += kv["test_acc"]; hn[m]++ }
+      else if (kv["impl"] == "torch") { ts[m] = ts[m] sprintf("%s%.4f", tn[m] ? " " : "", kv["test_acc"]); t[m] += kv["test_acc"]; tn[m]++ } }
     END { n = split(models, M, " ")
-          for (i = 1; i <= n; i++) { m = M[i]
-              printf "| %s | %s | %s | %s |\n", m, e[m], (m in h) ? h[m] : "-", (m in t) ? t[m] : "-" } }' "$log"
+          for (i = 1; i <= n; i++) { m = M[i]; if (!hn[m] || !tn[m]) continue
+              printf "| %s | %s | %d | %s (%.4f) | %s (%.4f) | %+.2f points |\n", m, e[m], hn[m],
+                     hs[m], h[m] / hn[m], ts[m], t[m] / tn[m], 100 * (h[m] / hn[m] - t[m] / tn[m]) } }' "$log"
     exit 0
 fi
 
