@@ -119,14 +119,12 @@ int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx
                                         res);
 }
 
-int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, float *x,
-                     uint8_t *y, int64_t *idx, het_batch_result *res) {
+/* Sums of samples [from, to) of d in eval mode, in batches of at most `batch`. */
+static int eval_range(het_model *m, const het_dataset *d, int64_t from, int64_t to, int batch,
+                      float *x, uint8_t *y, int64_t *idx, het_batch_result *res) {
     memset(res, 0, sizeof *res);
-    if (batch < 1 || batch > het_model_max_batch(m))
-        return het_error_set(HET_EINVAL, "eval batch %d, expected 1..%d", batch,
-                             het_model_max_batch(m));
-    for (int64_t pos = 0; pos < n; pos += batch) {
-        int count = (int)(n - pos < batch ? n - pos : batch);
+    for (int64_t pos = from; pos < to; pos += batch) {
+        int count = (int)(to - pos < batch ? to - pos : batch);
         for (int i = 0; i < count; i++) idx[i] = pos + i;
         het_dataset_gather(d, idx, count, x, y);
         het_batch_result r;
@@ -137,6 +135,15 @@ int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, f
         res->count += r.count;
     }
     return HET_OK;
+}
+
+int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, float *x,
+                     uint8_t *y, int64_t *idx, het_batch_result *res) {
+    memset(res, 0, sizeof *res);
+    if (batch < 1 || batch > het_model_max_batch(m))
+        return het_error_set(HET_EINVAL, "eval batch %d, expected 1..%d", batch,
+                             het_model_max_batch(m));
+    return eval_range(m, d, 0, n, batch, x, y, idx, res);
 }
 
 /* ----------------------------------------------------------------------- create / free */
@@ -375,23 +382,6 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     return HET_OK;
 }
 
-/* Sums of samples [from, to) of d in eval mode, in batches of at most `batch`. */
-static int eval_range(het_model *m, const het_dataset *d, int64_t from, int64_t to, int batch,
-                      float *x, uint8_t *y, int64_t *idx, het_batch_result *res) {
-    memset(res, 0, sizeof *res);
-    for (int64_t pos = from; pos < to; pos += batch) {
-        int count = (int)(to - pos < batch ? to - pos : batch);
-        for (int i = 0; i < count; i++) idx[i] = pos + i;
-        het_dataset_gather(d, idx, count, x, y);
-        het_batch_result r;
-        int st = het_model_eval_batch(m, x, y, count, &r);
-        if (st) return st;
-        res->loss_sum += r.loss_sum;
-        res->correct += r.correct;
-        res->count += r.count;
-    }
-    return HET_OK;
-}
 
 int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
     het_model *m = t->strat->model_for_eval(&t->ctx);
