@@ -181,13 +181,18 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     return HET_OK;
 }
 
-int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
-    if (!r) return het_error_set(HET_EINVAL, "all-reduce: NULL request");
+/* A request with nothing in flight, started now. */
+static void req_begin(het_req *r) {
     r->reqs = NULL;
     r->n_reqs = 0;
     r->t_start = het_now();
     r->t_model = 0.0;
     r->mpi_done = 1;
+}
+
+int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
+    if (!r) return het_error_set(HET_EINVAL, "all-reduce: NULL request");
+    req_begin(r);
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
@@ -225,11 +230,7 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
 
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
     if (!r) return het_error_set(HET_EINVAL, "non-blocking all-reduce: NULL request");
-    r->reqs = NULL;
-    r->n_reqs = 0;
-    r->t_start = het_now();
-    r->t_model = 0.0;
-    r->mpi_done = 1;
+    req_begin(r);
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, buf, n, "non-blocking all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
