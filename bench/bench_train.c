@@ -1,8 +1,9 @@
 /* bench_train: throughput and memory of hetrain's single-process training engine.
  *
- * DESIGN. Runs full training epochs on Fashion-MNIST exactly as training does (sampler
- * permutation per epoch, gather, zero gradients, het_model_train_batch with grad_scale 1/B,
- * het_optim_step SGD momentum 0.9), after an untimed warm-up of a few steps whose effect is then
+ * DESIGN. Runs full training epochs on Fashion-MNIST exactly as `hetrain train` does on one
+ * process (sampler permutation per epoch, then per batch het_train_step: gather, forward,
+ * loss, backward with grad_scale 1/B and the SGD momentum 0.9 update, folded into one pass for
+ * dense stacks, nn/dense_stack.c), after an untimed warm-up of a few steps whose effect is then
  * undone (parameters re-initialized from the seed, momentum zeroed), so that the timed epochs are
  * those of a fresh run and the test accuracy printed at the end is comparable to a real run.
  * It prints ONE line of key=value pairs (bench/run.sh parses it); it never passes or fails on
@@ -21,10 +22,8 @@
  *   peak_frac       gflops / sgemm_gflops
  *   rss_mb          peak resident set size of the process (getrusage ru_maxrss), MiB
  *   test_acc        test-set accuracy after the timed epochs
- *   t_gather, t_step, t_optim   fractions of the timed wall time: t_step is
- *                   het_train_batch_grads (batch gather + zeroing + forward + loss + backward +
- *                   worker reduction, exactly as `hetrain train`), t_optim the optimizer step;
- *                   t_gather is 0 (gathering is inside t_step, on the worker threads)
+ *   exec            stack: the dense-stack executor (features split over workers, update folded
+ *                   in); batch: the generic one (batch split, worker reduction, then update)
  *
  * Usage: bench_train [--model mlp|lenet5] [--threads N] [--batch 64] [--epochs 1]
  *                    [--data-dir DIR] [--data NAME] [--lr 0.05] [--seed 1] [--warmup 20]
@@ -223,17 +222,16 @@ int main(int argc, char **argv) {
     het_model_init_params(m, o.seed);
     het_sampler_set_epoch(&smp, 1000);
     for (int s = 0; s < o.warmup && (int64_t)(s + 1) * o.batch <= train.n; s++) {
-        het_dataset_gather(&train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y);
-        het_model_zero_grads(m);
-        st = het_model_train_batch(m, x, y, o.batch, 1.0f / (float)o.batch, (uint64_t)s, NULL);
+        het_update u = {&oc, o.lr, opt_state, s + 1};
+        het_batch_result r;
+        st = het_train_step(m, &train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y,
+                            1.0f / (float)o.batch, (uint64_t)s, &u, &r);
         if (st != HET_OK) goto fail;
-        het_train_optim_step(m, &oc, o.lr, opt_state, s + 1);
     }
     het_model_init_params(m, o.seed);
     memset(opt_state, 0, (n_state ? n_state : 1) * sizeof(float));
 
     /* timed epochs */
-    double t_gather = 0, t_step = 0, t_optim = 0;
     int64_t t = 0, images = 0;
     double loss_sum = 0;
     double t0 = het_now();
@@ -241,14 +239,12 @@ int main(int argc, char **argv) {
         het_sampler_set_epoch(&smp, e);
         for (int64_t s = 0; s < train.n; s += o.batch) {
             int n = (int)(train.n - s < o.batch ? train.n - s : o.batch);
-            double a = het_now(), b = a; /* gather + zero + step as `hetrain train` does */
+            het_update u = {&oc, o.lr, opt_state, t + 1}; /* as `hetrain train` on one rank */
             het_batch_result r;
-            st = het_train_batch_grads(m, &train, smp.perm + s, n, x, y, (uint64_t)t, &r);
+            st = het_train_step(m, &train, smp.perm + s, n, x, y, 1.0f / (float)n, (uint64_t)t,
+                                &u, &r);
             if (st != HET_OK) goto fail;
-            double c = het_now();
-            het_train_optim_step(m, &oc, o.lr, opt_state, ++t); /* as `hetrain train` */
-            double d = het_now();
-            t_gather += b - a, t_step += (c - b), t_optim += d - c;
+            t++;
             loss_sum += r.loss_sum;
             images += n;
         }
@@ -275,11 +271,11 @@ int main(int argc, char **argv) {
     printf("impl=hetrain model=%s threads=%d workers=%d blas_threads=%d batch=%d epochs=%d "
            "images=%lld seconds=%.3f img_per_s=%.0f train_flop=%.0f gflops=%.2f "
            "sgemm_gflops=%.1f peak_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "
-           "train_loss=%.4f t_gather=%.3f t_step=%.3f t_optim=%.3f blas_core=%s\n",
+           "train_loss=%.4f exec=%s blas_core=%s\n",
            o.model, o.threads, workers, blas_threads, o.batch, o.epochs, (long long)images, secs,
            ips, train_flop, gflops, peak, peak > 0 ? gflops / peak : 0.0,
            (double)ru.ru_maxrss / 1024.0, (double)het_model_bytes(m) / (1024.0 * 1024.0), acc,
-           loss_sum / (double)images, t_gather / secs, t_step / secs, t_optim / secs,
+           loss_sum / (double)images, het_model_stacked(m) ? "stack" : "batch",
            openblas_get_corename());
     rc = 0;
 fail:

@@ -89,9 +89,9 @@ static float *reference(const het_train_config *cfg, size_t *n) {
             int count = (int)(N - pos < B ? N - pos : B);
             float lr = het_schedule_lr(&sched, e, step, (N + B - 1) / B);
             het_batch_result r;
-            het_train_batch_grads(m, &tr, s.perm + pos, count, x, y,
-                                  het_train_step_seed(cfg->seed, step), &r);
-            het_train_optim_step(m, &cfg->optim, lr, opt, step + 1);
+            het_update u = {&cfg->optim, lr, opt, step + 1};
+            het_train_step(m, &tr, s.perm + pos, count, x, y, 1.0f / (float)count,
+                           het_train_step_seed(cfg->seed, step), &u, &r);
             loss += r.loss_sum;
             step++;
         }

@@ -52,6 +52,10 @@ static double compare(const char *model, const char *what, const float *a, const
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+static void fused_steps(const char *name, const float *params, size_t n, const float *x,
+                        const uint8_t *y, const float *grads_ref, const float *losses_ref,
+                        const float *sgd);
+
 static void run_model(const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/ref_%s.bin", HET_SOURCE_DIR, name);
@@ -162,9 +166,46 @@ static void run_model(const char *name) {
     }
     printf("\n%-6s 10-step losses: worst rel diff %.2e\n", name, worst);
     het_free(state);
+    fused_steps(name, params, n, x, y, grads_ref, losses_ref, sgd);
 done:
     het_model_free(m);
     het_fixture_free(&f);
+}
+
+/* The same 10 steps as `hetrain train` runs them on one process: het_model_train_step on 2
+ * workers (for mlp the dense-stack executor, update folded in); the gradients it leaves after
+ * step 1 are those of the fixture's parameters. */
+static void fused_steps(const char *name, const float *params, size_t n, const float *x,
+                        const uint8_t *y, const float *grads_ref, const float *losses_ref,
+                        const float *sgd) {
+    het_model *m = NULL;
+    int rc = het_zoo_build(&m, name, (het_shape){1, 28, 28}, CLASSES, B, 2);
+    CHECK(rc == HET_OK && m, "%s: het_zoo_build: %s", name, het_error_msg());
+    if (!m) return;
+    het_optim_config oc = het_optim_defaults();
+    oc.momentum = sgd[1];
+    float *state = het_alloc(het_optim_state_floats(&oc, n) * sizeof(float));
+    memset(state, 0, het_optim_state_floats(&oc, n) * sizeof(float));
+    memcpy(het_model_params(m), params, n * sizeof(float));
+    double worst = 0.0, gmax = 0.0;
+    for (int t = 0; t < STEPS; t++) {
+        het_update u = {&oc, sgd[0], state, t + 1};
+        het_batch_result res;
+        rc = het_model_train_step(m, x, y, B, 1.0f / B, SEED + (uint64_t)t, &u, &res);
+        CHECK(rc == HET_OK, "%s: fused step %d: %s", name, t, het_error_msg());
+        if (rc != HET_OK) break;
+        if (t == 0) /* the whole buffer as one group: a looser bound than per layer above */
+            gmax = compare(name, "fused-step grads", het_model_grads(m), grads_ref, n, 1e-4, NULL);
+        double l = res.loss_sum / B, r = losses_ref[t], rel = fabs(l - r) / fabs(r);
+        worst = fmax(worst, rel);
+        CHECK(rel <= 1e-4 * (1 + t), "%s: fused step %d loss %.9g vs torch %.9g (rel %.3g)", name,
+              t, l, r, rel);
+    }
+    printf("%-6s het_model_train_step (%s, 2 workers): step-1 grads rel %.2e, 10-step "
+           "losses worst rel %.2e\n", name, het_model_stacked(m) ? "dense stack" : "generic",
+           gmax, worst);
+    het_free(state);
+    het_model_free(m);
 }
 
 int main(void) {

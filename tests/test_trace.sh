@@ -2,7 +2,8 @@
 # --trace FILE.json: a Chrome trace written by rank 0 for all ranks. Checks with 1 rank (no
 # mpirun) and with 3 ranks (mpirun, bucketed gradients): the file is valid JSON (checked by
 # test_trace_json, a strict parser in C), no temporary file is left, it has complete events of
-# every rank (pid 0..P-1) for forward+backward and optimizer, bucket all-reduces on tid 1, and
+# every rank (pid 0..P-1) for forward+backward and optimizer (one rank: the one
+# forward+backward+optimizer event of its fused step), bucket all-reduces on tid 1, and
 # the metrics carry per-rank time-split arrays. Skips the MPI part if mpirun is missing.
 # Env: HETRAIN, HET_BUILD_DIR.
 set -u
@@ -28,7 +29,9 @@ check_trace() {
     local pids
     pids=$(grep -o '"ph":"X","pid":[0-9]*' "$f" | sed 's/.*://' | sort -un | tr '\n' ' ')
     [ "$pids" = "$(seq -s ' ' 0 $((P - 1))) " ] || fail "$f: events of ranks '$pids', expected 0..$((P - 1))"
-    for ev in forward+backward optimizer evaluation; do
+    local evs="forward+backward optimizer evaluation"
+    [ "$P" = 1 ] && evs="forward+backward+optimizer evaluation" # one rank: one event a step
+    for ev in $evs; do
         n=$(grep -c "\"name\":\"$ev\",\"ph\":\"X\"" "$f")
         [ "$n" -ge "$P" ] || fail "$f: $n '$ev' events for $P ranks"
     done

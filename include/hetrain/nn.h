@@ -8,6 +8,7 @@
 #define HETRAIN_NN_H
 
 #include "hetrain/core.h"
+#include "hetrain/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -148,6 +149,28 @@ void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user);
  * grad_scale = 1/batch for the batch mean. step_seed seeds dropout (deterministic per step). */
 int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                           float grad_scale, uint64_t step_seed, het_batch_result *res);
+/* An optimizer update of all parameters, for het_model_update and het_model_train_step. */
+typedef struct het_update {
+    const het_optim_config *optim;
+    float lr;
+    float *state;  /* het_optim_state_floats(optim, n_params) floats, zeroed before step 1 */
+    int64_t t;     /* 1-based step count */
+} het_update;
+
+/* Applies u to all parameters from the model's gradients, on the worker threads. */
+void het_model_update(het_model *m, const het_update *u);
+/* One whole training step: the gradients of het_model_zero_grads + het_model_train_batch (they
+ * are in het_model_grads afterwards), then the update u. For a dense stack (dense layers, each
+ * optionally followed by a ReLU; flatten anywhere) the workers split the features instead of
+ * the batch and each updates its own rows of the parameters while they are in cache
+ * (nn/dense_stack.c); the result equals the two-call sequence up to float rounding. Other
+ * models run exactly that sequence. It cannot serve a gradient hook (HET_EINVAL): use
+ * het_model_train_batch when gradients must be reduced before the update. */
+int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int batch,
+                         float grad_scale, uint64_t step_seed, const het_update *u,
+                         het_batch_result *res);
+/* 1 when het_model_train_step runs the dense-stack executor. */
+int het_model_stacked(const het_model *m);
 /* Forward in eval mode; fills res (loss, correct). */
 int het_model_eval_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                          het_batch_result *res);

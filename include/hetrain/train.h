@@ -5,7 +5,7 @@
  * One process, or P MPI ranks under mpirun / srun (see het_trainer_create). The trainer owns
  * epochs, evaluation, metrics and checkpoints; a strategy (--strategy, src/strategy) runs each
  * epoch's steps with the shared step helpers (het_train_batch_grads_scaled,
- * het_train_optim_step, het_eval_dataset).
+ * het_train_optim_step, het_train_step, het_eval_dataset).
  *
  * Determinism: for a given configuration (including `threads`), training is bitwise
  * reproducible, and a run resumed from a checkpoint is bitwise identical to an uninterrupted
@@ -134,6 +134,12 @@ int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx
 int het_train_batch_grads_scaled(het_model *m, const het_dataset *d, const int64_t *idx,
                                  int count, float *x, uint8_t *y, float grad_scale,
                                  uint64_t step_seed, het_batch_result *res);
+/* One whole training step of one process: gathers as het_train_batch_grads, then
+ * het_model_train_step with grad_scale and the update u (the optimizer folded into the step for
+ * dense stacks). count must be in 1..max_batch of the model. */
+int het_train_step(het_model *m, const het_dataset *d, const int64_t *idx, int count, float *x,
+                   uint8_t *y, float grad_scale, uint64_t step_seed, const het_update *u,
+                   het_batch_result *res);
 
 /* Evaluates the first n samples of d in eval mode, in order, in batches of at most `batch`
  * (<= the model's max_batch), using caller buffers x (batch x sample floats), y (batch) and

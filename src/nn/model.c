@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "hetrain/nn.h"
+#include "nn/dense_stack.h"
 
 /* Chunks: a worker runs its share through all layers a chunk of samples at a time, so that a
  * chunk's activations stay in cache. A chunk holds at least HET_MODEL_CHUNK samples, more while
@@ -49,7 +50,7 @@ typedef struct het_worker {
     het_batch_result res;
 } het_worker;
 
-typedef enum { TASK_TRAIN, TASK_FORWARD, TASK_REDUCE, TASK_RANGE, TASK_QUIT } task_kind;
+typedef enum { TASK_TRAIN, TASK_FORWARD, TASK_REDUCE, TASK_RANGE, TASK_STACK, TASK_QUIT } task_kind;
 
 struct het_model {
     het_shape in;
@@ -64,6 +65,7 @@ struct het_model {
     het_worker *w;
     het_grad_hook hook;
     void *hook_user;
+    het_stack *stack; /* the dense-stack executor (dense_stack.c), NULL if not eligible */
     size_t bytes;
     /* task parameters shared with the pool */
     task_kind task;
@@ -73,6 +75,7 @@ struct het_model {
     void (*range_fn)(void *user, size_t lo, size_t hi);
     void *range_user;
     size_t range_n;
+    const het_stack_job *stack_job;
     /* thread pool */
     pthread_t *threads;
     int n_threads; /* started threads (workers - 1) */
@@ -200,6 +203,9 @@ static void run_task(het_model *m, int widx) {
         if (lo < hi) m->range_fn(m->range_user, lo, hi);
         break;
     }
+    case TASK_STACK:
+        het_stack_run(m->stack, m->stack_job, widx, &wk->res);
+        break;
     case TASK_QUIT:
         break;
     }
@@ -292,6 +298,7 @@ void het_model_free(het_model *m) {
     pthread_cond_destroy(&m->cv_start);
     pthread_cond_destroy(&m->cv_done);
     free(m->threads);
+    het_stack_free(m->stack);
     if (m->w) {
         for (int i = 0; i < m->workers; i++) {
             het_worker *wk = &m->w[i];
@@ -452,6 +459,9 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
             goto fail;
         }
     }
+    st = het_stack_create(&m->stack, m->layers, m->param_off, n_layers, max_batch, m->workers,
+                          &m->bytes);
+    if (st != HET_OK) goto fail;
     st = pool_start(m);
     if (st != HET_OK) goto fail;
     *out = m;
@@ -585,6 +595,54 @@ int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int ba
                 if (m->plans[i].n_params > 0)
                     m->hook(m->hook_user, i, m->param_off[i], m->plans[i].n_params);
     }
+    gather_results(m, res);
+    return HET_OK;
+}
+
+/* The optimizer over the flat buffers, on the worker threads, each over its own slice
+ * (element-wise, so the result does not depend on the split). */
+typedef struct update_job {
+    het_model *m;
+    const het_update *u;
+} update_job;
+
+static void update_range(void *user, size_t lo, size_t hi) {
+    update_job *j = user;
+    const het_update *u = j->u;
+    het_optim_step_range(u->optim, u->lr, j->m->params, j->m->grads, u->state, j->m->n_params,
+                         u->t, lo, hi);
+}
+
+void het_model_update(het_model *m, const het_update *u) {
+    update_job j = {m, u};
+    het_model_parallel_for(m, m->n_params, update_range, &j);
+}
+
+int het_model_stacked(const het_model *m) { return m->stack != NULL; }
+
+int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int batch,
+                         float grad_scale, uint64_t step_seed, const het_update *u,
+                         het_batch_result *res) {
+    if (m->hook)
+        return het_error_set(HET_EINVAL, "train_step: a gradient hook is set, but the update "
+                             "cannot wait for it (use het_model_train_batch)");
+    if (!m->stack) {
+        het_model_zero_grads(m);
+        int st = het_model_train_batch(m, x, y, batch, grad_scale, step_seed, res);
+        if (st == HET_OK) het_model_update(m, u);
+        return st;
+    }
+    int st = split_batch(m, x, y, batch);
+    if (st != HET_OK) return st;
+    for (int i = 0; i < batch; i++)
+        if (y[i] >= m->classes)
+            return het_error_set(HET_EINVAL, "label %d of sample %d is not below %d classes", y[i],
+                                 i, m->classes);
+    het_stack_job j = {x, y, batch, grad_scale, m->params, m->grads, m->n_params, u};
+    m->stack_job = &j;
+    m->task = TASK_STACK;
+    pool_run(m);
+    m->stack_job = NULL;
     gather_results(m, res);
     return HET_OK;
 }

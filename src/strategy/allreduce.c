@@ -19,6 +19,9 @@
  *   one blocking all-reduce of the flat gradient buffer after backward. With --threads > 1 the
  *   model fires the hooks after its worker reduction, so there is no overlap.
  * - Then the identical optimizer step on every rank: parameters stay bitwise equal.
+ * - One rank has nothing to wait for between gradients and update: it runs
+ *   het_model_train_step, which for dense stacks (mlp) folds the update into the step
+ *   (nn/dense_stack.c); a diverged loss is then reported after its update was applied.
  * - Our choices: the model's non-trainable state (batch-norm running statistics, updated from
  *   each rank's local batch, no synchronized batch norm) is averaged over ranks at the end of
  *   each epoch, so every rank evaluates and checkpoints the same model; dropout masks use an
@@ -43,18 +46,23 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         het_split_even(Bs, ctx->size, ctx->rank, &lo, &len);
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         het_batch_result r;
-        int rc = het_step_grads(ctx, ctx->sampler->perm + pos + lo, (int)len,
-                                1.0f / (float)Bs, het_step_seed(ctx, ctx->step), &r);
+        const int64_t *idx = ctx->sampler->perm + pos + lo;
+        const uint64_t seed = het_step_seed(ctx, ctx->step);
+        /* one rank: nothing to wait for between gradients and update, which het_step_local
+         * folds into the step (dense stacks); several: gradients, their sum, then the update */
+        const int local = ctx->size <= 1;
+        int rc = local ? het_step_local(ctx, idx, (int)len, 1.0f / (float)Bs, seed, lr, &r)
+                       : het_step_grads(ctx, idx, (int)len, 1.0f / (float)Bs, seed, &r);
         if (rc) return rc;
         sums[0] += r.loss_sum;
         sums[1] += r.correct;
         sums[2] += (double)len;
-        if ((rc = het_step_reduce(ctx, &r))) return rc; /* r: now the global batch's figures */
+        if (!local && (rc = het_step_reduce(ctx, &r))) return rc; /* r: now the global figures */
         if (!isfinite(r.loss_sum))
             return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step "
                                  "%lld (try a lower --lr)", isnan(r.loss_sum) ? "nan" : "inf",
-                                 epoch + 1, (long long)ctx->step + 1);
-        het_step_optim(ctx, lr);
+                                 epoch + 1, (long long)ctx->step + !local);
+        if (!local) het_step_optim(ctx, lr);
         if (ctx->on_step) {
             het_step_info info = {epoch + 1, ctx->step, r.loss_sum, r.correct, (int)Bs, lr,
                                   het_now() - ts};

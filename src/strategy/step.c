@@ -127,6 +127,24 @@ int het_step_grads(het_strategy_ctx *ctx, const int64_t *idx, int count, float g
     return ctx->hook_failed;
 }
 
+int het_step_local(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
+                   uint64_t seed, float lr, het_batch_result *res) {
+    het_pace_begin(&ctx->pace);
+    double t0 = ctx->pace.last;
+    het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1};
+    int st = het_train_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale, seed,
+                            &u, res);
+    double t1 = het_now();
+    het_pace_mark(&ctx->pace);
+    het_trace_add(ctx->trace, HET_EV_STEP, (int)ctx->step, t0, t1);
+    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, HET_EV_SLOWDOWN, -1, t1, ctx->pace.last);
+    ctx->times.compute_s += ctx->pace.compute_s - ctx->compute_mark;
+    ctx->compute_mark = ctx->pace.compute_s;
+    if (st) return st;
+    ctx->step++;
+    return HET_OK;
+}
+
 int het_step_reduce(het_strategy_ctx *ctx, het_batch_result *res) {
     const int P = ctx->size;
     if (P <= 1 || !ctx->comm) {

@@ -120,6 +120,12 @@ void het_step_sync_free(het_strategy_ctx *ctx);
 int het_step_grads(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
                    uint64_t seed, het_batch_result *res);
 
+/* The whole step of one process (no other rank to wait for between gradients and update):
+ * het_train_step, paced and traced as one forward+backward+optimizer event, with the update folded in for dense
+ * stacks; accounts the compute time and advances ctx->step. */
+int het_step_local(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
+                   uint64_t seed, float lr, het_batch_result *res);
+
 /* Completes the sum over ranks of the gradients (and of res's loss and correct count, which it
  * replaces by the global figures); accounts this step's compute / comm / wait / delay.
  * res->loss_sum is then non-finite on every rank if it was on any. */

@@ -63,6 +63,7 @@ typedef enum {
     HET_EV_ALLREDUCE, /* flat gradient all-reduce (tid 1) */
     HET_EV_EVAL,      /* evaluation (tid 0) */
     HET_EV_CKPT,      /* checkpoint (tid 0) */
+    HET_EV_STEP,      /* a whole local step, forward + backward + optimizer (one rank, tid 0) */
     HET_EV_N
 } het_event;
 typedef struct het_trace het_trace;

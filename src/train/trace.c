@@ -34,6 +34,7 @@ static const struct { const char *name; int tid; } kinds[HET_EV_N] = {
     [HET_EV_SLOWDOWN] = {"slowdown (emulated)", 0}, [HET_EV_WAIT] = {"wait for all-reduce", 0},
     [HET_EV_BUCKET] = {"bucket all-reduce", 1}, [HET_EV_ALLREDUCE] = {"flat all-reduce", 1},
     [HET_EV_EVAL] = {"evaluation", 0}, [HET_EV_CKPT] = {"checkpoint", 0},
+    [HET_EV_STEP] = {"forward+backward+optimizer", 0},
 };
 
 int het_trace_create(het_trace **out, MPI_Comm world) {

@@ -110,6 +110,17 @@ int het_train_batch_grads_scaled(het_model *m, const het_dataset *d, const int64
     return het_model_train_batch(m, x, y, count, grad_scale, step_seed, res);
 }
 
+int het_train_step(het_model *m, const het_dataset *d, const int64_t *idx, int count, float *x,
+                   uint8_t *y, float grad_scale, uint64_t step_seed, const het_update *u,
+                   het_batch_result *res) {
+    if (count < 1 || count > het_model_max_batch(m))
+        return het_error_set(HET_EINVAL, "batch of %d samples, expected 1..%d", count,
+                             het_model_max_batch(m));
+    gather_job g = {d, idx, x, y};
+    het_model_parallel_for(m, (size_t)count, gather_range, &g);
+    return het_model_train_step(m, x, y, count, grad_scale, step_seed, u, res);
+}
+
 int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count,
                           float *x, uint8_t *y, uint64_t step_seed, het_batch_result *res) {
     if (count < 1 || count > het_model_max_batch(m))
@@ -327,26 +338,10 @@ static int push_history(het_trainer *t, const het_epoch_stats *st) {
 
 /* ----------------------------------------------------------------------- epochs */
 
-/* The optimizer step runs on the model's worker threads, each over its own slice of the flat
- * buffers (element-wise, so the result does not depend on the split). */
-typedef struct optim_job {
-    const het_optim_config *c;
-    float lr, *params, *state;
-    const float *grads;
-    size_t n;
-    int64_t t;
-} optim_job;
-
-static void optim_range(void *user, size_t lo, size_t hi) {
-    optim_job *j = user;
-    het_optim_step_range(j->c, j->lr, j->params, j->grads, j->state, j->n, j->t, lo, hi);
-}
-
 void het_train_optim_step(het_model *m, const het_optim_config *c, float lr, float *opt_state,
                           int64_t t) {
-    optim_job j = {c, lr, het_model_params(m), opt_state, het_model_grads(m),
-                   het_model_n_params(m), t};
-    het_model_parallel_for(m, j.n, optim_range, &j);
+    het_update u = {c, lr, opt_state, t};
+    het_model_update(m, &u);
 }
 
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
