@@ -10,6 +10,9 @@
  *  - the conv2d layer on the direct path against the im2col + GEMM path (forced portable):
  *    output, din, dW and db, LeNet shapes and odd ones, din == NULL; same tolerance on the
  *    scale of the values.
+ *  - het_conv_direct_dx (input gradient vectorized along the output channels) against a naive
+ *    double-precision sum written from PyTorch's weight layout: every row width it takes
+ *    (1..12 pixels), 9..16 channels (masked lanes), one-row outputs; and which shapes it takes.
  *  - relu and 2x2 maxpool AVX-512 code against the portable code: bitwise equal, with NaN,
  *    -0, ties and odd plane sizes. */
 #include <math.h>
@@ -220,6 +223,57 @@ static void check_relu_pool(int C, int H, int W, int batch) {
     het_free(x);
 }
 
+/* din[c][Y][X] = sum_{o,i,j} w[o][c][i][j] dout[o][Y-i][X-j] straight from the definition. */
+static void check_dx(int O, int C, int oh, int ow) {
+    const int k = 5, H = oh + k - 1, W = ow + k - 1;
+    size_t nw = (size_t)O * (size_t)C * 25, nd = (size_t)O * (size_t)oh * (size_t)ow;
+    size_t ni = (size_t)C * (size_t)H * (size_t)W;
+    float *w = rand_buf(nw), *d = rand_buf(nd), *got = rand_buf(ni);
+    float *wcl = het_alloc(sizeof(float) * (size_t)C * 25 * 16);
+    float *dcl = het_alloc(sizeof(float) * (size_t)oh * (size_t)ow * 16);
+    CHECK(het_conv_direct_dx_ok(O, k, 0, ow), "dx must take O %d ow %d", O, ow);
+    het_conv_direct_dx_weights(wcl, w, O, C, k);
+    het_conv_direct_dx(got, d, wcl, O, C, oh, ow, k, dcl);
+    int bad = 0;
+    for (int c = 0; c < C; c++)
+        for (int Y = 0; Y < H; Y++)
+            for (int X = 0; X < W; X++) {
+                double s = 0, a = 0;
+                for (int o = 0; o < O; o++)
+                    for (int i = 0; i < k; i++)
+                        for (int j = 0; j < k; j++) {
+                            int y = Y - i, x = X - j;
+                            if (y < 0 || y >= oh || x < 0 || x >= ow) continue;
+                            double t = (double)w[(((size_t)o * C + c) * k + i) * k + j] *
+                                       (double)d[((size_t)o * oh + y) * ow + x];
+                            s += t;
+                            a += fabs(t);
+                        }
+                float g = got[((size_t)c * H + Y) * W + X];
+                if (!(fabs(g - s) <= 1e-5 * (1 + a)) && bad++ < 3)
+                    CHECK(0, "dx O %d C %d %dx%d: din[%d][%d][%d] %.9g vs %.9g", O, C, oh, ow, c,
+                          Y, X, g, s);
+            }
+    CHECK(bad == 0, "dx O %d C %d %dx%d: %d elements off", O, C, oh, ow, bad);
+    het_free(w);
+    het_free(d);
+    het_free(got);
+    het_free(wcl);
+    het_free(dcl);
+}
+
+static void test_dx(void) {
+    check_dx(16, 6, 10, 10); /* LeNet conv2 */
+    for (int ow = 1; ow <= 12; ow++) check_dx(9 + ow % 8, 1 + ow % 3, 1 + ow % 4, ow);
+    check_dx(16, 2, 1, 12);
+    /* shapes it leaves to the generic path */
+    CHECK(!het_conv_direct_dx_ok(8, 5, 0, 10), "8 channels: direct forward form is better");
+    CHECK(!het_conv_direct_dx_ok(17, 5, 0, 10), "17 channels exceed a vector");
+    CHECK(!het_conv_direct_dx_ok(16, 3, 0, 10), "only 5x5 kernels are instantiated");
+    CHECK(!het_conv_direct_dx_ok(16, 5, 1, 10), "padding");
+    CHECK(!het_conv_direct_dx_ok(16, 5, 0, 13), "13-pixel rows need 17 sums");
+}
+
 int main(void) {
     het_rng_seed(&rng, 2024);
     int cpu = het_simd_level();
@@ -232,6 +286,9 @@ int main(void) {
         check_conv_layer(3, 9, 20, 5, 3, 1, 2, 1);    /* odd */
         check_conv_layer(2, 7, 7, 12, 4, 3, 2, 1);    /* pad = k - 1: no dout padding */
         check_conv_layer(4, 11, 35, 10, 5, 2, 3, 1);  /* wide rows, 10 channels */
+        check_conv_layer(3, 8, 16, 9, 5, 0, 2, 1);    /* input gradient along 9 channels */
+        check_conv_layer(2, 5, 5, 12, 5, 0, 3, 1);    /* one output pixel */
+        test_dx();
         check_relu_pool(6, 28, 28, 3);                /* LeNet pool1 */
         check_relu_pool(16, 10, 10, 2);               /* LeNet pool2 (portable below 8) */
         check_relu_pool(3, 17, 37, 2);                /* odd planes, 18 outputs per row */

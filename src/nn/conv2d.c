@@ -92,16 +92,20 @@ static size_t wide_split(const conv2d *c, float *work, wide_bufs *b) {
 /* Work buffer of the direct path: fixed part, then one padded input per sample. */
 typedef struct direct_bufs {
     float *wt;    /* ckk x oc: transposed weights */
-    float *wft;   /* (oc*k*k) x C: flipped, channel-swapped weights (input gradient) */
-    float *doutp; /* oc x Hq x Wq: one sample's dout padded by k - 1 - pad */
+    float *wft;   /* (oc*k*k) x C: flipped, channel-swapped weights (input gradient), or the
+                     channels-last weights of het_conv_direct_dx */
+    float *doutp; /* oc x Hq x Wq: one sample's dout padded by k - 1 - pad, or its
+                     channels-last copy for het_conv_direct_dx */
     float *dws;   /* scratch of het_conv_direct_dw */
     float *xp;    /* batch x C x Hp x Wp: padded inputs, when pad > 0 */
 } direct_bufs;
 
 /* Carves the work buffer (NULL: only sizes it); returns the floats of the fixed part. */
 static size_t direct_split(const conv2d *c, float *work, int batch, direct_bufs *b) {
-    size_t n = (size_t)c->oc * (size_t)c->ckk;
-    size_t sizes[5] = {n, n, (size_t)c->oc * (size_t)c->Hq * (size_t)c->Wq,
+    size_t n = (size_t)c->oc * (size_t)c->ckk, ncl = (size_t)c->ckk * 16;
+    size_t dq = (size_t)c->oc * (size_t)c->Hq * (size_t)c->Wq, dcl = (size_t)c->oh * (size_t)c->ow * 16;
+    /* wft and doutp also hold the channels-last operands of het_conv_direct_dx */
+    size_t sizes[5] = {n, n > ncl ? n : ncl, dq > dcl ? dq : dcl,
                        het_conv_direct_dw_scratch(c->oc, c->C, c->Hp, c->Wp, c->k),
                        c->pad > 0 ? (size_t)batch * (size_t)c->C * (size_t)c->Hp * (size_t)c->Wp : 0};
     float **ptrs[5] = {&b->wt, &b->wft, &b->doutp, &b->dws, &b->xp};
@@ -324,6 +328,13 @@ static void conv_backward_direct(conv2d *c, const het_exec *x, const float *in, 
     het_conv_direct_dw(dW, db, c->pad > 0 ? b.xp : in, c->pad > 0 ? xp_sz : in_sz, dout, out_sz,
                        batch, c->oc, c->C, c->Hp, c->Wp, k, b.dws);
     if (!din) return;
+    if (het_conv_direct_dx_ok(c->oc, k, c->pad, c->ow)) { /* vectorized along the channels */
+        het_conv_direct_dx_weights(b.wft, Wt, c->oc, c->C, k);
+        for (int s = 0; s < batch; s++)
+            het_conv_direct_dx(din + (size_t)s * in_sz, dout + (size_t)s * out_sz, b.wft, c->oc,
+                               c->C, c->oh, c->ow, k, b.doutp);
+        return;
+    }
     for (int o = 0; o < c->oc; o++)
         for (int ch = 0; ch < c->C; ch++)
             for (int i = 0; i < k; i++)

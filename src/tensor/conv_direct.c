@@ -311,7 +311,106 @@ AVX512 static void db_sums(float *db, const float *dout, size_t dstride, int n, 
     }
 }
 
+/* lane X = sum of the 16 lanes of v[X]: a transposing reduction, 4 levels of shuffles + adds
+ * (instead of 16 separate horizontal sums). */
+INLINE_AVX512 __m512 hsum16x16(const __m512 *v) {
+    __m512 w[8], u[4], z[2];
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++)
+        w[m] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * m], v[2 * m + 1]),
+                             _mm512_unpackhi_ps(v[2 * m], v[2 * m + 1]));
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++)
+        u[m] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * m], w[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(w[2 * m], w[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 2
+    for (int m = 0; m < 2; m++)
+        z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * m], u[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(u[2 * m], u[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+typedef struct dx_args {
+    float *din;
+    const float *dcl, *wcl;
+    int C, oh;
+} dx_args;
+
+/* Input gradient vectorized along the (up to 16) output channels, for an unpadded
+ * convolution with K x K kernels and OW-pixel output rows: for each input row (c, Y), the
+ * W = OW + K - 1 sums acc[X] (lanes: output channels) run over the valid kernel rows i and,
+ * for each dout pixel x of row Y - i, the K taps acc[x + j] += w[c][i][j] * dout[Y-i][x]:
+ * every multiply-add is useful (no padding taps) and each dout vector serves K of them. One
+ * transposing reduction per row then sums the lanes. */
+INLINE_AVX512 void dx_block(const dx_args *a, const int K, const int OW) {
+    const int W = OW + K - 1, H = a->oh + K - 1;
+    for (int c = 0; c < a->C; c++) {
+        const float *wc = a->wcl + (size_t)c * (size_t)(K * K) * 16;
+        for (int Y = 0; Y < H; Y++) {
+            __m512 acc[16];
+#pragma GCC unroll 16
+            for (int X = 0; X < 16; X++) acc[X] = _mm512_setzero_ps();
+            int i0 = Y - a->oh + 1 > 0 ? Y - a->oh + 1 : 0, i1 = Y < K - 1 ? Y : K - 1;
+            for (int i = i0; i <= i1; i++) {
+                const float *wr = wc + (size_t)(i * K) * 16;
+                const float *dr = a->dcl + (size_t)(Y - i) * (size_t)OW * 16;
+                __m512 w[8];
+#pragma GCC unroll 8
+                for (int j = 0; j < K; j++) w[j] = _mm512_loadu_ps(wr + j * 16);
+#pragma GCC unroll 16
+                for (int x = 0; x < OW; x++) {
+                    __m512 d = _mm512_loadu_ps(dr + x * 16);
+#pragma GCC unroll 8
+                    for (int j = 0; j < K; j++) acc[x + j] = _mm512_fmadd_ps(w[j], d, acc[x + j]);
+                }
+            }
+            _mm512_mask_storeu_ps(a->din + ((size_t)c * (size_t)H + (size_t)Y) * (size_t)W,
+                                  lanes(W), hsum16x16(acc));
+        }
+    }
+}
+
+#define DX5(OW) AVX512 static void dx5_##OW(const dx_args *a) { dx_block(a, 5, OW); }
+DX5(1) DX5(2) DX5(3) DX5(4) DX5(5) DX5(6) DX5(7) DX5(8) DX5(9) DX5(10) DX5(11) DX5(12)
+#define DX_OWMAX 12 /* W = OW + 4 <= 16 sums in registers */
+static void (*const dx5_tab[DX_OWMAX])(const dx_args *) = {
+    dx5_1, dx5_2, dx5_3, dx5_4, dx5_5, dx5_6, dx5_7, dx5_8, dx5_9, dx5_10, dx5_11, dx5_12};
+
 #endif /* HET_HAVE_AVX512_KERNELS */
+
+int het_conv_direct_dx_ok(int O, int k, int pad, int ow) {
+#ifdef HET_HAVE_AVX512_KERNELS
+    return het_simd_level() >= HET_SIMD_AVX512 && O > 8 && O <= 16 && k == 5 && pad == 0 &&
+           ow >= 1 && ow <= DX_OWMAX;
+#else
+    (void)O, (void)k, (void)pad, (void)ow;
+    return 0;
+#endif
+}
+
+void het_conv_direct_dx_weights(float *wcl, const float *w, int O, int C, int k) {
+    const size_t kk = (size_t)k * (size_t)k, n = (size_t)C * kk;
+    memset(wcl, 0, sizeof(float) * n * 16);
+    for (int o = 0; o < O; o++)
+        for (size_t r = 0; r < n; r++) wcl[r * 16 + (size_t)o] = w[(size_t)o * n + r];
+}
+
+void het_conv_direct_dx(float *din, const float *dout, const float *wcl, int O, int C, int oh,
+                        int ow, int k, float *dcl) {
+    const size_t P = (size_t)oh * (size_t)ow;
+    memset(dcl, 0, sizeof(float) * P * 16);
+    for (int o = 0; o < O; o++)
+        for (size_t p = 0; p < P; p++) dcl[p * 16 + (size_t)o] = dout[(size_t)o * P + p];
+#ifdef HET_HAVE_AVX512_KERNELS
+    if (het_conv_direct_dx_ok(O, k, 0, ow)) {
+        dx_args a = {din, dcl, wcl, C, oh};
+        dx5_tab[ow - 1](&a);
+        return;
+    }
+#endif
+    het_conv_direct_dx_ref(din, dcl, wcl, C, oh, ow, k);
+}
 
 void het_conv_direct(float *out, const float *xp, const float *wt, const float *bias, int O,
                      int C, int Hp, int Wp, int k, int zpad) {

@@ -69,6 +69,19 @@ void het_conv_direct_ref(float *out, const float *xp, const float *wt, const flo
 void het_conv_direct_dw(float *dw, float *db, const float *xp, size_t xstride, const float *dout,
                         size_t dstride, int n, int O, int C, int Hp, int Wp, int k, float *scratch);
 size_t het_conv_direct_dw_scratch(int O, int C, int Hp, int Wp, int k);
+/* Input gradient of an unpadded stride-1 convolution for one sample:
+ * din[c][Y][X] = sum_{o,i,j} w[o][c][i][j] dout[o][Y-i][X-j] over the valid terms, din
+ * [C x (oh+k-1) x (ow+k-1)], dout [O x oh x ow]. Vectorized along the O <= 16 output channels
+ * (het_conv_direct_dx_ok: AVX-512, 9..16 channels, k 5, pad 0, ow <= 12; LeNet's conv2).
+ * wcl: the weights channels-last, from het_conv_direct_dx_weights (C*k*k*16 floats); dcl:
+ * scratch of oh*ow*16 floats (dout channels-last). */
+int het_conv_direct_dx_ok(int O, int k, int pad, int ow);
+void het_conv_direct_dx_weights(float *wcl, const float *w, int O, int C, int k);
+void het_conv_direct_dx(float *din, const float *dout, const float *wcl, int O, int C, int oh,
+                        int ow, int k, float *dcl);
+/* The naive twin, on the channels-last operands (16 lanes) that het_conv_direct_dx prepares. */
+void het_conv_direct_dx_ref(float *din, const float *dcl, const float *wcl, int C, int oh, int ow,
+                            int k);
 void het_conv_direct_dw_ref(float *dw, float *db, const float *xp, size_t xstride,
                             const float *dout, size_t dstride, int n, int O, int C, int Hp, int Wp,
                             int k);

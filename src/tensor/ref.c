@@ -128,3 +128,22 @@ void het_conv_direct_dw_ref(float *dw, float *db, const float *xp, size_t xstrid
         }
     }
 }
+
+void het_conv_direct_dx_ref(float *din, const float *dcl, const float *wcl, int C, int oh, int ow,
+                            int k) {
+    const int H = oh + k - 1, W = ow + k - 1;
+    for (int c = 0; c < C; c++)
+        for (int Y = 0; Y < H; Y++)
+            for (int X = 0; X < W; X++) {
+                double s = 0.0;
+                for (int i = 0; i < k; i++)
+                    for (int j = 0; j < k; j++) {
+                        int y = Y - i, x = X - j;
+                        if (y < 0 || y >= oh || x < 0 || x >= ow) continue;
+                        const float *w = wcl + (((size_t)c * (size_t)k + (size_t)i) * (size_t)k + (size_t)j) * 16;
+                        const float *d = dcl + ((size_t)y * (size_t)ow + (size_t)x) * 16;
+                        for (int o = 0; o < 16; o++) s += (double)w[o] * (double)d[o];
+                    }
+                din[((size_t)c * (size_t)H + (size_t)Y) * (size_t)W + (size_t)X] = (float)s;
+            }
+}
