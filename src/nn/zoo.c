@@ -1,6 +1,7 @@
 /* Model zoo: named architectures.
  *   mlp        784-256-128-10 with ReLU (any input is flattened)
  *   lenet5     conv 6@5x5 pad 2, max-pool 2, conv 16@5x5, max-pool 2, fc 120, fc 84, fc 10, ReLU
+ *              (after each pooling and hidden fc layer)
  *   cifar-cnn  2x conv 32@3x3, pool, 2x conv 64@3x3, pool, fc 256, dropout 0.5, fc 10 (ReLU)
  *   resnet20   He et al. 2016 CIFAR ResNet-20: conv 16@3x3 + BN + ReLU, 3 stages of 3 basic
  *              blocks (16, 32, 64 channels, stride 2 between stages, option A shortcuts),
@@ -28,12 +29,15 @@ int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes
         L[n++] = het_relu_new();
         L[n++] = het_dense_new(n_classes);
     } else if (strcmp(name, "lenet5") == 0) {
+        /* max-pool before ReLU: the same function and gradients as conv-ReLU-pool (ReLU is
+         * monotone, so it commutes with max, and the gradient reaches the same first maximum
+         * or nothing), with the ReLU on a quarter of the values */
         L[n++] = het_conv2d_new(6, 5, 1, 2);
-        L[n++] = het_relu_new();
         L[n++] = het_maxpool_new(2, 2);
+        L[n++] = het_relu_new();
         L[n++] = het_conv2d_new(16, 5, 1, 0);
-        L[n++] = het_relu_new();
         L[n++] = het_maxpool_new(2, 2);
+        L[n++] = het_relu_new();
         L[n++] = het_flatten_new();
         L[n++] = het_dense_new(120);
         L[n++] = het_relu_new();
