@@ -564,6 +564,17 @@ static int split_batch(het_model *m, const float *x, const uint8_t *y, int batch
     return HET_OK;
 }
 
+/* split_batch for training: every label must name a class. */
+static int split_labeled(het_model *m, const float *x, const uint8_t *y, int batch) {
+    int st = split_batch(m, x, y, batch);
+    if (st != HET_OK) return st;
+    for (int i = 0; i < batch; i++)
+        if (y[i] >= m->classes)
+            return het_error_set(HET_EINVAL, "label %d of sample %d is not below %d classes", y[i],
+                                 i, m->classes);
+    return HET_OK;
+}
+
 static void gather_results(het_model *m, het_batch_result *res) {
     het_batch_result r = {0, 0, 0};
     for (int w = 0; w < m->workers; w++) {
@@ -576,12 +587,8 @@ static void gather_results(het_model *m, het_batch_result *res) {
 
 int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                           float grad_scale, uint64_t step_seed, het_batch_result *res) {
-    int st = split_batch(m, x, y, batch);
+    int st = split_labeled(m, x, y, batch);
     if (st != HET_OK) return st;
-    for (int i = 0; i < batch; i++)
-        if (y[i] >= m->classes)
-            return het_error_set(HET_EINVAL, "label %d of sample %d is not below %d classes", y[i],
-                                 i, m->classes);
     m->task = TASK_TRAIN;
     m->train_mode = 1;
     m->grad_scale = grad_scale;
@@ -632,12 +639,8 @@ int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int bat
         if (st == HET_OK) het_model_update(m, u);
         return st;
     }
-    int st = split_batch(m, x, y, batch);
+    int st = split_labeled(m, x, y, batch);
     if (st != HET_OK) return st;
-    for (int i = 0; i < batch; i++)
-        if (y[i] >= m->classes)
-            return het_error_set(HET_EINVAL, "label %d of sample %d is not below %d classes", y[i],
-                                 i, m->classes);
     het_stack_job j = {x, y, batch, grad_scale, m->params, m->grads, m->n_params, u};
     m->stack_job = &j;
     m->task = TASK_STACK;
