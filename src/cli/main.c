@@ -128,8 +128,10 @@ static void print_command_help(const command *cmd) {
            "read options from FILE: 'key = value' lines, # comments (the command line wins)",
            "-h, --help", "this help");
     if (strcmp(cmd->name, "train") == 0)
-        printf("\nThreads: --threads N splits each batch over N worker threads of the model and "
-               "runs OpenBLAS\nwith 1 thread; results are bitwise reproducible for a given N.\n"
+        printf("\nThreads: --threads N runs N worker threads per model and OpenBLAS with 1 "
+               "thread. They split\neach batch, or on one rank, for dense stacks (mlp), the rows "
+               "of every weight matrix,\nwith the update folded into the step. Results are "
+               "bitwise reproducible for a given N.\n"
                "--resume takes the configuration stored in the checkpoint; options given again "
                "override it.\n");
 }

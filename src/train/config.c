@@ -78,7 +78,7 @@ static const key_def keys[] = {
     {{"beta2", "X", "Adam beta2, in [0, 1)"}, K_FLOAT, OFF(optim.beta2), 0, 1, F_HI_OPEN},
     {{"eps", "X", "Adam epsilon"}, K_FLOAT, OFF(optim.eps), 0, BIG, F_LO_OPEN},
     {{"seed", "N", "seed of initialization, shuffling and dropout"}, K_U64, OFF(seed), 0, 0, 0},
-    {{"threads", "N", "model worker threads per batch (BLAS runs 1 thread)"}, K_INT,
+    {{"threads", "N", "model worker threads (BLAS runs 1 thread)"}, K_INT,
      OFF(threads), 1, 256, 0},
     {{"train-limit", "N", "use the first N training samples (0: all)"}, K_I64, OFF(train_limit),
      0, 4e18, 0},
