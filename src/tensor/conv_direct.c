@@ -404,7 +404,7 @@ void het_conv_direct_dx_weights(float *wcl, const float *w, int O, int C, int k)
 void het_conv_direct_dx(float *din, const float *dout, const float *wcl, int O, int C, int oh,
                         int ow, int k, float *dcl) {
     const size_t P = (size_t)oh * (size_t)ow;
-    memset(dcl, 0, sizeof(float) * P * 16);
+    if (O < 16) memset(dcl, 0, sizeof(float) * P * 16); /* the unused lanes */
     for (int o = 0; o < O; o++)
         for (size_t p = 0; p < P; p++) dcl[p * 16 + (size_t)o] = dout[(size_t)o * P + p];
 #ifdef HET_HAVE_AVX512_KERNELS
