@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "hetrain/batch.h"
 #include "hetrain/core.h"
 #include "hetrain/data.h"
 #include "hetrain/nn.h"
@@ -224,7 +225,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < o.warmup && (int64_t)(s + 1) * o.batch <= train.n; s++) {
         het_update u = {&oc, o.lr, opt_state, s + 1};
         het_batch_result r;
-        st = het_train_step(m, &train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y,
+        st = het_batch_step(m, &train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y,
                             1.0f / (float)o.batch, (uint64_t)s, &u, &r);
         if (st != HET_OK) goto fail;
     }
@@ -241,7 +242,7 @@ int main(int argc, char **argv) {
             int n = (int)(train.n - s < o.batch ? train.n - s : o.batch);
             het_update u = {&oc, o.lr, opt_state, t + 1}; /* as `hetrain train` on one rank */
             het_batch_result r;
-            st = het_train_step(m, &train, smp.perm + s, n, x, y, 1.0f / (float)n, (uint64_t)t,
+            st = het_batch_step(m, &train, smp.perm + s, n, x, y, 1.0f / (float)n, (uint64_t)t,
                                 &u, &r);
             if (st != HET_OK) goto fail;
             t++;

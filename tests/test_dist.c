@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "hetrain.h"
+#include "hetero/hetero.h"
 #include "strategy/strategy.h"
 #include "test.h"
 
@@ -90,8 +91,8 @@ static float *reference(const het_train_config *cfg, size_t *n) {
             float lr = het_schedule_lr(&sched, e, step, (N + B - 1) / B);
             het_batch_result r;
             het_update u = {&cfg->optim, lr, opt, step + 1};
-            het_train_step(m, &tr, s.perm + pos, count, x, y, 1.0f / (float)count,
-                           het_train_step_seed(cfg->seed, step), &u, &r);
+            het_batch_step(m, &tr, s.perm + pos, count, x, y, 1.0f / (float)count,
+                           het_batch_seed(cfg->seed, step), &u, &r);
             loss += r.loss_sum;
             step++;
         }
@@ -165,7 +166,7 @@ static void test_coverage(void) {
     int64_t *mine = malloc(N * sizeof *mine), n_mine = 0;
     for (int64_t pos = 0; pos < N; pos += B) {
         int64_t Bs = N - pos < B ? N - pos : B, lo, len;
-        het_split_even(Bs, g_size, g_rank, &lo, &len);
+        het_partition_even(Bs, g_size, g_rank, &lo, &len);
         CHECK(len >= Bs / g_size && len <= Bs / g_size + 1, "uneven part %lld of %lld",
               (long long)len, (long long)Bs);
         for (int64_t i = 0; i < len; i++) mine[n_mine++] = s.perm[pos + lo + i];

@@ -77,6 +77,17 @@ double het_now(void); /* monotonic seconds */
 void *het_alloc(size_t bytes);
 void  het_free(void *p);
 
+/* ---- shapes and paths ---- */
+/* Per-sample shape of a tensor (C x H x W). A flat vector of F features is {F, 1, 1}. */
+typedef struct het_shape {
+    int c, h, w;
+} het_shape;
+
+static inline size_t het_shape_size(het_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
+
+/* Longest file path hetrain stores (configuration, checkpoint paths), NUL included. */
+#define HET_PATH_LEN 1024
+
 /* ---- checksums ---- */
 uint32_t het_crc32(uint32_t crc, const void *buf, size_t n); /* zlib crc32 */
 

@@ -8,7 +8,6 @@
 #define HETRAIN_DATA_H
 
 #include "hetrain/core.h"
-#include "hetrain/nn.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,13 +14,6 @@
 extern "C" {
 #endif
 
-/* Per-sample shape. A flat vector of F features is {F, 1, 1}. */
-typedef struct het_shape {
-    int c, h, w;
-} het_shape;
-
-static inline size_t het_shape_size(het_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
-
 /* What a layer needs, computed by its plan() from the input shape. */
 typedef struct het_layer_plan {
     het_shape out;           /* output shape per sample */

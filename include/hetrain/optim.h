@@ -71,6 +71,13 @@ int het_schedule_check(const het_schedule *s);
 float het_schedule_lr(const het_schedule *s, int epoch, int64_t step, int64_t steps_per_epoch);
 /* End-of-epoch hook (PLATEAU uses the metric, e.g. training loss; others ignore it). */
 void het_schedule_epoch_end(het_schedule *s, float metric);
+/* The schedule as HET_SCHEDULE_BYTES little-endian bytes (checkpoints): kind, the
+ * hyper-parameters, then the plateau state (scale, best, bad_epochs) at byte 40. */
+#define HET_SCHEDULE_BYTES 52u
+void het_schedule_encode(const het_schedule *s, uint8_t *out);
+/* Restores only the plateau state from encoded bytes; the hyper-parameters stay as they are
+ * (a resumed run takes them from its configuration). */
+void het_schedule_decode_state(het_schedule *s, const uint8_t *in);
 /* Parses "constant" | "step" | "cosine" | "plateau". */
 int het_schedule_parse_kind(const char *name, het_sched_kind *out);
 

@@ -1,11 +1,10 @@
-/* hetrain train: the training configuration, the trainer (epoch loop, evaluation, metrics,
- * progress, checkpoint / resume), the step helpers a distribution strategy reuses, the
- * checkpoint section format and safetensors export.
+/* hetrain train: the training configuration (parser and checks; the types are in config.h),
+ * the trainer (epoch loop, evaluation, metrics, progress, checkpoint / resume) and safetensors
+ * export.
  *
  * One process, or P MPI ranks under mpirun / srun (see het_trainer_create). The trainer owns
  * epochs, evaluation, metrics and checkpoints; a strategy (--strategy, src/strategy) runs each
- * epoch's steps with the shared step helpers (het_train_batch_grads_scaled,
- * het_train_optim_step, het_train_step, het_eval_dataset).
+ * epoch's steps with the step machinery of src/strategy and the batch helpers of batch.h.
  *
  * Determinism: for a given configuration (including `threads`), training is bitwise
  * reproducible, and a run resumed from a checkpoint is bitwise identical to an uninterrupted
@@ -16,6 +15,8 @@
 #ifndef HETRAIN_TRAIN_H
 #define HETRAIN_TRAIN_H
 
+#include "hetrain/ckpt.h"
+#include "hetrain/config.h"
 #include "hetrain/core.h"
 #include "hetrain/data.h"
 #include "hetrain/nn.h"
@@ -24,43 +25,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define HET_PATH_LEN 1024
-
-typedef enum { HET_PROGRESS_AUTO = 0, HET_PROGRESS_ON = 1, HET_PROGRESS_OFF = 2 } het_progress;
-
-/* Everything a training run is made of. Plain data: copy it freely. Each field has a key of the
- * same name with '_' written '-' (het_train_config_set), used by command-line options and
- * config files alike. */
-typedef struct het_train_config {
-    char model[32];             /* zoo name: mlp | lenet5 | cifar-cnn | resnet20 */
-    char data[32];              /* fashion-mnist | mnist | cifar10 | synthetic */
-    char data_dir[HET_PATH_LEN];/* "" = the dataset's default directory */
-    int epochs;                 /* total epochs of the run (a resumed run continues to it) */
-    int batch;                  /* samples per step; the epoch's last batch may be smaller */
-    het_schedule sched;         /* lr = sched.base_lr; total_epochs is set from epochs */
-    het_optim_config optim;     /* SGD / Adam and their hyper-parameters */
-    uint64_t seed;              /* model init, epoch permutations, dropout */
-    int threads;                /* model workers splitting each batch; BLAS runs 1 thread */
-    int64_t train_limit;        /* use only the first N training samples (0 = all) */
-    int64_t test_limit;         /* use only the first N test samples (0 = all) */
-    char checkpoint[HET_PATH_LEN]; /* "" = none; written every checkpoint_every epochs + end */
-    int checkpoint_every;       /* epochs between checkpoints (>= 1) */
-    int resume;                 /* 1: continue from `checkpoint` */
-    char metrics[HET_PATH_LEN]; /* "" = none; JSON Lines: one object per epoch (and step) */
-    int metrics_steps;          /* 1: also one object per step in the metrics file */
-    char export_safetensors[HET_PATH_LEN]; /* "" = none; weights written after training */
-    het_progress progress;      /* live progress bar: auto = only when stdout is a terminal */
-    int quiet;                  /* 1: print nothing but errors (front ends honour it) */
-    /* distributed runs (mpirun / srun); ignored by a single process without MPI */
-    char strategy[32];          /* how ranks cooperate: allreduce (see het_strategy_names) */
-    int ranks_per_node;         /* emulated node size; 0 = the real nodes */
-    float bucket_mb;            /* gradient all-reduce bucket size in MiB; 0 = one flat buffer */
-    char slowdown[256];         /* "" or one factor >= 1 per rank: "1,1,2,4" (emulation) */
-    double net_bw;              /* emulated cross-node bandwidth, bytes/s; 0 = off */
-    float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
-    char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
-} het_train_config;
 
 /* Defaults: mlp on fashion-mnist, 10 epochs, batch 64, SGD lr 0.05 momentum 0.9, constant
  * schedule, seed 1, 1 thread, strategy allreduce with 25 MiB buckets, everything else off.
@@ -97,55 +61,6 @@ const het_config_key *het_train_config_keys(void);
 /* Per-sample shape and class count of a named dataset, without loading it. */
 int het_train_data_shape(const char *data, het_shape *shape, int *n_classes);
 
-/* ---- per-epoch record ---- */
-typedef struct het_epoch_stats {
-    int epoch;             /* 1-based */
-    int64_t samples;       /* training samples seen in the epoch */
-    double loss;           /* mean training loss over the epoch's samples (train mode) */
-    double train_acc;      /* fraction of the epoch's training samples predicted right */
-    double test_loss;      /* mean loss over the test set (eval mode) */
-    double test_acc;
-    double lr;             /* learning rate of the epoch's last step */
-    double samples_per_s;  /* training throughput (evaluation not counted); not checkpointed */
-    double elapsed_s;      /* seconds since this process started the run; not checkpointed */
-    /* This rank's time split of the epoch's training steps (not checkpointed): compute
-     * (forward, backward, optimizer, emulated slowdown included), communication, waiting for
-     * slower ranks, emulated network delay. */
-    double compute_s, comm_s, wait_s, delay_s;
-} het_epoch_stats;
-
-/* ---- step helpers (shared with strategies) ---- */
-
-/* The dropout seed of global step `step` (0-based) of a run seeded with `seed`. */
-uint64_t het_train_step_seed(uint64_t seed, int64_t step);
-
-/* One optimizer update of the model's parameters from its gradients, split over the model's
- * worker threads. `t` is the 1-based step count. */
-void het_train_optim_step(het_model *m, const het_optim_config *c, float lr, float *opt_state,
-                          int64_t t);
-/* One batch of gradient computation: gathers samples idx[0..count) of d into x (count x
- * sample floats) and y, zeroes the model's gradients, runs forward and backward with
- * grad_scale 1/count (the batch-mean loss). *res gets the batch's loss sum and correct count.
- * count must be in 1..max_batch of the model. */
-int het_train_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count,
-                          float *x, uint8_t *y, uint64_t step_seed, het_batch_result *res);
-/* The same with an explicit grad_scale (1/B' of a global batch split over ranks); count 0 is
- * allowed and leaves zero gradients and an empty result (a rank without samples this step). */
-int het_train_batch_grads_scaled(het_model *m, const het_dataset *d, const int64_t *idx,
-                                 int count, float *x, uint8_t *y, float grad_scale,
-                                 uint64_t step_seed, het_batch_result *res);
-/* One whole training step of one process: gathers as het_train_batch_grads, then
- * het_model_train_step with grad_scale and the update u (the optimizer folded into the step for
- * dense stacks). count must be in 1..max_batch of the model. */
-int het_train_step(het_model *m, const het_dataset *d, const int64_t *idx, int count, float *x,
-                   uint8_t *y, float grad_scale, uint64_t step_seed, const het_update *u,
-                   het_batch_result *res);
-
-/* Evaluates the first n samples of d in eval mode, in order, in batches of at most `batch`
- * (<= the model's max_batch), using caller buffers x (batch x sample floats), y (batch) and
- * idx (batch). *res gets the totals. */
-int het_eval_dataset(het_model *m, const het_dataset *d, int64_t n, int batch, float *x,
-                     uint8_t *y, int64_t *idx, het_batch_result *res);
 
 /* ---- the trainer ---- */
 typedef struct het_trainer het_trainer;
@@ -199,44 +114,6 @@ int     het_trainer_epoch(const het_trainer *t);  /* epochs completed */
 int64_t het_trainer_step(const het_trainer *t);   /* optimizer steps completed */
 /* Epoch records so far (valid until the next epoch or load); *n gets their count. */
 const het_epoch_stats *het_trainer_history(const het_trainer *t, int *n);
-
-/* ---- checkpoint files ----
- * Layout (integers little-endian):
- *   0   "HETCKPT1"                       8-byte magic
- *   8   u32 format version (1), u32 0
- *   16  sections: char tag[16] (NUL-padded), u64 length, `length` bytes
- *   ... last section: tag "end", length 4, u32 CRC-32 of every byte before it
- * Floats are stored as IEEE-754 little-endian. Every read is checked; a failure is one line
- * "<path>: offset N: <found>, expected <what>" and HET_EFORMAT (HET_EIO if unreadable). */
-#define HET_CKPT_MAGIC "HETCKPT1"
-#define HET_CKPT_VERSION 1u
-#define HET_CKPT_TAG_LEN 16
-
-typedef struct het_ckpt_writer het_ckpt_writer;
-typedef struct het_ckpt_reader het_ckpt_reader;
-
-/* Creates "<path>.tmp" and writes the header. */
-int het_ckpt_writer_open(het_ckpt_writer **out, const char *path);
-/* Appends section `tag` (1..15 characters of [a-z0-9_.-], not "end", unique). */
-int het_ckpt_put(het_ckpt_writer *w, const char *tag, const void *data, size_t bytes);
-/* Writes the CRC section, fsyncs, renames to the final path. Frees w in every case; on
- * failure the temporary file is removed and the old checkpoint (if any) is untouched. */
-int het_ckpt_writer_commit(het_ckpt_writer *w);
-/* Closes and removes the temporary file; frees w. NULL is fine. */
-void het_ckpt_writer_abort(het_ckpt_writer *w);
-
-/* Reads the whole file and verifies magic, version, end section, CRC and section framing. */
-int het_ckpt_reader_open(het_ckpt_reader **out, const char *path);
-void het_ckpt_reader_close(het_ckpt_reader *r);
-/* Copies section `tag`, which must be exactly `bytes` long, into dst. */
-int het_ckpt_get(het_ckpt_reader *r, const char *tag, void *dst, size_t bytes);
-/* Section `tag` of any length: *data points into the reader (valid until close), *offset is
- * the file offset of its first byte (for messages). HET_EFORMAT if absent. */
-int het_ckpt_find(het_ckpt_reader *r, const char *tag, const void **data, size_t *bytes,
-                  uint64_t *offset);
-/* 1 if section `tag` exists. */
-int het_ckpt_has(const het_ckpt_reader *r, const char *tag);
-const char *het_ckpt_reader_path(const het_ckpt_reader *r);
 
 /* Applies the configuration stored in a checkpoint (its "config" section) to c. */
 int het_train_config_from_checkpoint(het_train_config *c, const char *path);

@@ -1,4 +1,5 @@
-/* hetero: the speed model of heterogeneous clusters. For now the emulated per-rank slowdown:
+/* hetero: the speed model of heterogeneous clusters: partitions of batches and data over ranks
+ * (partition.c) and the emulated per-rank slowdown (slowdown.c). The slowdown:
  * a rank with factor f stretches each piece of compute that took t seconds to f*t by sleeping
  * (f-1)*t right after it (nanosleep, so a slow rank does not steal the other ranks' cores).
  * Internal to the library (strategies and the trainer). */
@@ -32,5 +33,16 @@ void   het_pace_begin(het_pace *p);
 /* Returns the stretched length of the interval it ends. */
 double het_pace_mark(het_pace *p);
 void   het_pace_skip(het_pace *p);
+
+/* ---- partition.c ---- */
+/* Contiguous part r of n items split into `parts` as evenly as possible (the first n % parts
+ * parts get one more). */
+void het_partition_even(int64_t n, int parts, int r, int64_t *lo, int64_t *len);
+/* sizes[r] = round(n w_r / sum w) with the rounding residue on the largest weight, so that the
+ * sizes sum to n exactly and each is >= 1. HET_EINVAL if a weight is not finite and > 0, or
+ * n < parts (a clear message). */
+int  het_partition_weighted(int64_t n, const double *w, int parts, int64_t *sizes);
+/* Start and length of part r of consecutive parts of the given sizes. */
+void het_partition_offsets(const int64_t *sizes, int r, int64_t *lo, int64_t *len);
 
 #endif

@@ -14,6 +14,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/bytes.h"
+
 #include "hetrain/optim.h"
 
 static const double het_pi = 3.14159265358979323846;
@@ -150,4 +152,28 @@ int het_schedule_parse_kind(const char *name, het_sched_kind *out) {
     }
     return het_error_set(HET_EINVAL, "unknown schedule '%s' (expected constant, step, cosine or "
                          "plateau)", name ? name : "(null)");
+}
+
+void het_schedule_encode(const het_schedule *s, uint8_t *out) {
+    het_wbuf b = {out, HET_SCHEDULE_BYTES, 0};
+    het_w_u32(&b, (uint32_t)s->kind);
+    het_w_f32(&b, s->base_lr);
+    het_w_f32(&b, s->warmup_epochs);
+    het_w_u32(&b, (uint32_t)s->step_epochs);
+    het_w_f32(&b, s->gamma);
+    het_w_u32(&b, (uint32_t)s->total_epochs);
+    het_w_f32(&b, s->min_lr);
+    het_w_u32(&b, (uint32_t)s->patience);
+    het_w_f32(&b, s->factor);
+    het_w_f32(&b, s->threshold);
+    het_w_f32(&b, s->scale);
+    het_w_f32(&b, s->best);
+    het_w_u32(&b, (uint32_t)s->bad_epochs);
+}
+
+void het_schedule_decode_state(het_schedule *s, const uint8_t *in) {
+    het_rbuf b = {in, 40};
+    s->scale = het_r_f32(&b);
+    s->best = het_r_f32(&b);
+    s->bad_epochs = (int)het_r_u32(&b);
 }

@@ -43,7 +43,7 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
     for (int64_t pos = 0; pos < n; pos += B) {
         double ts = het_now();
         int64_t Bs = n - pos < B ? n - pos : B, lo, len;
-        het_split_even(Bs, ctx->size, ctx->rank, &lo, &len);
+        het_partition_even(Bs, ctx->size, ctx->rank, &lo, &len);
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         het_batch_result r;
         const int64_t *idx = ctx->sampler->perm + pos + lo;

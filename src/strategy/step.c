@@ -19,16 +19,11 @@
 #include <string.h>
 
 #include "strategy/strategy.h"
-#include "train/internal.h"
-
-void het_split_even(int64_t n, int parts, int r, int64_t *lo, int64_t *len) {
-    int64_t q = n / parts, rem = n % parts;
-    *lo = (int64_t)r * q + (r < rem ? r : rem);
-    *len = q + (r < rem ? 1 : 0);
-}
+#include "core/trace.h"
+#include "hetrain/batch.h"
 
 uint64_t het_step_seed(const het_strategy_ctx *ctx, int64_t step) {
-    uint64_t s = het_train_step_seed(ctx->cfg->seed, step);
+    uint64_t s = het_batch_seed(ctx->cfg->seed, step);
     if (ctx->rank == 0) return s;
     het_rng r;
     het_rng_seed2(&r, s, (uint64_t)ctx->rank);
@@ -43,7 +38,7 @@ static void grad_hook(void *user, int layer, size_t off, size_t count) {
     double t0 = het_now();
     het_pace_mark(&ctx->pace);
     double t1 = ctx->pace.last;
-    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, HET_EV_SLOWDOWN, layer, t0, t1);
+    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, t0, t1);
     ctx->t_hook = t1;
     int st = het_buckets_ready(ctx->buckets, off, count);
     if (st) ctx->hook_failed = st;
@@ -114,15 +109,15 @@ int het_step_grads(het_strategy_ctx *ctx, const int64_t *idx, int count, float g
     ctx->hook_failed = HET_OK;
     if (ctx->bucket_t0) memset(ctx->bucket_t0, 0, (size_t)ctx->n_buckets * sizeof(double));
     if (ctx->comm) ctx->comm_mark = het_comm_get_stats(ctx->comm);
-    int st = het_train_batch_grads_scaled(ctx->model, ctx->train, idx, count, ctx->x, ctx->y,
+    int st = het_batch_grads(ctx->model, ctx->train, idx, count, ctx->x, ctx->y,
                                           grad_scale, seed, res);
     double t1 = het_now();
     /* the compute after the last hook (all of it without buckets) */
     double ts = het_now();
     het_pace_mark(&ctx->pace);
     if (ctx->pace.factor > 1.0)
-        het_trace_add(ctx->trace, HET_EV_SLOWDOWN, -1, ts, ctx->pace.last);
-    het_trace_add(ctx->trace, HET_EV_FWDBWD, (int)ctx->step, t0, t1);
+        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, -1, ts, ctx->pace.last);
+    het_trace_add(ctx->trace, "forward+backward", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
     if (st) return st;
     return ctx->hook_failed;
 }
@@ -132,12 +127,12 @@ int het_step_local(het_strategy_ctx *ctx, const int64_t *idx, int count, float g
     het_pace_begin(&ctx->pace);
     double t0 = ctx->pace.last;
     het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1};
-    int st = het_train_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale, seed,
+    int st = het_batch_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale, seed,
                             &u, res);
     double t1 = het_now();
     het_pace_mark(&ctx->pace);
-    het_trace_add(ctx->trace, HET_EV_STEP, (int)ctx->step, t0, t1);
-    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, HET_EV_SLOWDOWN, -1, t1, ctx->pace.last);
+    het_trace_add(ctx->trace, "forward+backward+optimizer", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
+    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, -1, t1, ctx->pace.last);
     ctx->times.compute_s += ctx->pace.compute_s - ctx->compute_mark;
     ctx->compute_mark = ctx->pace.compute_s;
     if (st) return st;
@@ -159,16 +154,16 @@ int het_step_reduce(het_strategy_ctx *ctx, het_batch_result *res) {
     if (ctx->buckets) {
         st = het_buckets_wait(ctx->buckets);
         double t1 = het_now();
-        het_trace_add(ctx->trace, HET_EV_WAIT, (int)ctx->step, t0, t1);
+        het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
         for (int k = 0; k < ctx->n_buckets; k++)
-            het_trace_add(ctx->trace, HET_EV_BUCKET, k, ctx->bucket_t0[k] > 0 ?
+            het_trace_add(ctx->trace, "bucket all-reduce", HET_TID_COMM, k, ctx->bucket_t0[k] > 0 ?
                           ctx->bucket_t0[k] : t0, t1);
     } else {
         st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, het_model_grads(m),
                                     het_model_n_params(m));
         double t1 = het_now();
-        het_trace_add(ctx->trace, HET_EV_ALLREDUCE, (int)ctx->step, t0, t1);
-        het_trace_add(ctx->trace, HET_EV_WAIT, (int)ctx->step, t0, t1);
+        het_trace_add(ctx->trace, "flat all-reduce", HET_TID_COMM, (int)ctx->step, t0, t1);
+        het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
     }
     if (st) return st;
     float *e = ctx->extra;
@@ -195,11 +190,11 @@ int het_step_reduce(het_strategy_ctx *ctx, het_batch_result *res) {
 void het_step_optim(het_strategy_ctx *ctx, float lr) {
     het_pace_begin(&ctx->pace);
     double t0 = ctx->pace.last;
-    het_train_optim_step(ctx->model, &ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1);
+    het_model_update(ctx->model, &(het_update){&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1});
     double t1 = het_now();
     het_pace_mark(&ctx->pace);
-    het_trace_add(ctx->trace, HET_EV_OPTIM, (int)ctx->step, t0, t1);
-    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, HET_EV_SLOWDOWN, -2, t1,
+    het_trace_add(ctx->trace, "optimizer", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
+    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, -2, t1,
                                               ctx->pace.last);
     ctx->step++;
 }

@@ -12,9 +12,11 @@
 
 #include "hetero/hetero.h"
 #include "hetrain/comm.h"
-#include "hetrain/train.h"
-
-typedef struct het_trace het_trace; /* train/trace.c */
+#include "core/trace.h"
+#include "hetrain/ckpt.h"
+#include "hetrain/config.h"
+#include "hetrain/data.h"
+#include "hetrain/nn.h"
 
 /* What one step did, for the trainer's per-step metrics and progress. */
 typedef struct het_step_info {
@@ -99,10 +101,6 @@ const het_strategy_ops *het_strategy_find(const char *name);
 extern const het_strategy_ops het_strategy_allreduce;
 
 /* ---- shared step machinery (step.c) ---- */
-
-/* Contiguous part r of n items split into `parts` as evenly as possible (the first n % parts
- * parts get one more). */
-void het_split_even(int64_t n, int parts, int r, int64_t *lo, int64_t *len);
 
 /* The dropout seed of a rank's local batch at global step `step`: rank 0 uses the
  * single-process seed, other ranks independent streams. */

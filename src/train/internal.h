@@ -8,7 +8,8 @@
 #include <stdlib.h>
 
 #include "hetrain/train.h"
-#include "train/bytes.h"
+#include "core/bytes.h"
+#include "core/trace.h"
 
 /* Shortest "%.Ng" text that reads back as the same float (0.05, not 0.0500000007). */
 static inline void het_fmt_float(char *buf, size_t n, float v) {
@@ -51,29 +52,12 @@ void het_bar_end(het_bar *b);
 int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t off,
                                 const void *text, size_t n);
 
-/* ---- trace.c: Chrome trace events ----
- * Each rank buffers complete events ("ph":"X", pid = rank, tid 0 = compute thread, tid 1 =
- * communication); het_trace_write gathers them to rank 0, which writes one JSON file. */
-typedef enum {
-    HET_EV_FWDBWD,    /* forward + backward of the local batch (tid 0) */
-    HET_EV_OPTIM,     /* optimizer step (tid 0) */
-    HET_EV_SLOWDOWN,  /* emulated slowdown sleep (tid 0) */
-    HET_EV_WAIT,      /* waiting for the gradient all-reduce to complete (tid 0) */
-    HET_EV_BUCKET,    /* one bucket's all-reduce, start to observed completion (tid 1) */
-    HET_EV_ALLREDUCE, /* flat gradient all-reduce (tid 1) */
-    HET_EV_EVAL,      /* evaluation (tid 0) */
-    HET_EV_CKPT,      /* checkpoint (tid 0) */
-    HET_EV_STEP,      /* a whole local step, forward + backward + optimizer (one rank, tid 0) */
-    HET_EV_N
-} het_event;
-typedef struct het_trace het_trace;
-/* Collective over world (MPI_COMM_NULL: one process): a barrier aligns the ranks' clocks. */
-int  het_trace_create(het_trace **out, MPI_Comm world);
-/* Records [t0, t1] (het_now() seconds); `arg` is shown as args.i (bucket, step). NULL: off. */
-void het_trace_add(het_trace *t, het_event e, int arg, double t0, double t1);
-/* Collective: gathers every rank's events to rank 0, which writes path atomically (temporary
- * file + rename). HET_EIO on rank 0 if it cannot write (the caller agrees on it). */
-int  het_trace_write(het_trace *t, const char *path);
-void het_trace_free(het_trace *t);
+/* ---- trace.c: writing the Chrome trace of every rank (recording: core/trace.h) ---- */
+/* het_trace_create, then (world != MPI_COMM_NULL, collective) a barrier that aligns the ranks'
+ * origins. */
+int het_trace_create_world(het_trace **out, MPI_Comm world);
+/* Collective over world: gathers every rank's events to rank 0, which writes path atomically
+ * (temporary file + rename). HET_EIO on rank 0 if it cannot write (the caller agrees on it). */
+int het_trace_write(het_trace *t, MPI_Comm world, const char *path);
 
 #endif

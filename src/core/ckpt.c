@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hetrain/train.h"
-#include "train/bytes.h"
+#include "hetrain/ckpt.h"
+#include "core/bytes.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "hetrain checkpoints store raw little-endian floats; big-endian hosts are not supported"

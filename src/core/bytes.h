@@ -1,7 +1,7 @@
 /* Little-endian encoding of integers and floats into byte buffers, for checkpoint sections and
- * the safetensors header. Internal to src/train. */
-#ifndef HET_TRAIN_BYTES_H
-#define HET_TRAIN_BYTES_H
+ * the safetensors header. Internal to the library. */
+#ifndef HET_CORE_BYTES_H
+#define HET_CORE_BYTES_H
 
 #include <stdint.h>
 #include <string.h>

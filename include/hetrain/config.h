@@ -1,0 +1,69 @@
+/* hetrain config: the types of a training run, plain data shared by the trainer (train/), the
+ * strategies (strategy/) and front ends: the configuration (het_train_config) and the record of
+ * one epoch (het_epoch_stats). The parser and checks are in train.h (het_train_config_*). */
+#ifndef HETRAIN_CONFIG_H
+#define HETRAIN_CONFIG_H
+
+#include "hetrain/core.h"
+#include "hetrain/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { HET_PROGRESS_AUTO = 0, HET_PROGRESS_ON = 1, HET_PROGRESS_OFF = 2 } het_progress;
+
+/* Everything a training run is made of. Plain data: copy it freely. Each field has a key of the
+ * same name with '_' written '-' (het_train_config_set), used by command-line options and
+ * config files alike. */
+typedef struct het_train_config {
+    char model[32];             /* zoo name: mlp | lenet5 | cifar-cnn | resnet20 */
+    char data[32];              /* fashion-mnist | mnist | cifar10 | synthetic */
+    char data_dir[HET_PATH_LEN];/* "" = the dataset's default directory */
+    int epochs;                 /* total epochs of the run (a resumed run continues to it) */
+    int batch;                  /* samples per step; the epoch's last batch may be smaller */
+    het_schedule sched;         /* lr = sched.base_lr; total_epochs is set from epochs */
+    het_optim_config optim;     /* SGD / Adam and their hyper-parameters */
+    uint64_t seed;              /* model init, epoch permutations, dropout */
+    int threads;                /* model workers splitting each batch; BLAS runs 1 thread */
+    int64_t train_limit;        /* use only the first N training samples (0 = all) */
+    int64_t test_limit;         /* use only the first N test samples (0 = all) */
+    char checkpoint[HET_PATH_LEN]; /* "" = none; written every checkpoint_every epochs + end */
+    int checkpoint_every;       /* epochs between checkpoints (>= 1) */
+    int resume;                 /* 1: continue from `checkpoint` */
+    char metrics[HET_PATH_LEN]; /* "" = none; JSON Lines: one object per epoch (and step) */
+    int metrics_steps;          /* 1: also one object per step in the metrics file */
+    char export_safetensors[HET_PATH_LEN]; /* "" = none; weights written after training */
+    het_progress progress;      /* live progress bar: auto = only when stdout is a terminal */
+    int quiet;                  /* 1: print nothing but errors (front ends honour it) */
+    /* distributed runs (mpirun / srun); ignored by a single process without MPI */
+    char strategy[32];          /* how ranks cooperate: allreduce (see het_strategy_names) */
+    int ranks_per_node;         /* emulated node size; 0 = the real nodes */
+    float bucket_mb;            /* gradient all-reduce bucket size in MiB; 0 = one flat buffer */
+    char slowdown[256];         /* "" or one factor >= 1 per rank: "1,1,2,4" (emulation) */
+    double net_bw;              /* emulated cross-node bandwidth, bytes/s; 0 = off */
+    float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
+    char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
+} het_train_config;
+
+/* ---- per-epoch record ---- */
+typedef struct het_epoch_stats {
+    int epoch;             /* 1-based */
+    int64_t samples;       /* training samples seen in the epoch */
+    double loss;           /* mean training loss over the epoch's samples (train mode) */
+    double train_acc;      /* fraction of the epoch's training samples predicted right */
+    double test_loss;      /* mean loss over the test set (eval mode) */
+    double test_acc;
+    double lr;             /* learning rate of the epoch's last step */
+    double samples_per_s;  /* training throughput (evaluation not counted); not checkpointed */
+    double elapsed_s;      /* seconds since this process started the run; not checkpointed */
+    /* This rank's time split of the epoch's training steps (not checkpointed): compute
+     * (forward, backward, optimizer, emulated slowdown included), communication, waiting for
+     * slower ranks, emulated network delay. */
+    double compute_s, comm_s, wait_s, delay_s;
+} het_epoch_stats;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* What the trainer prints besides the epoch line: the resolved configuration at the start and
+ * the per-rank time split of an epoch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain/tensor.h"
+#include "train/trainer.h"
+
+void het_trainer_print_config(const het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    het_model *m = t->model;
+    het_shape s = t->train.shape;
+    het_log(HET_LOG_INFO, "hetrain: %s on %s: %lld train / %lld test samples of %dx%dx%d, "
+            "%d classes\n", c->model, c->data, (long long)t->n_train, (long long)t->n_test, s.c,
+            s.h, s.w, t->train.n_classes);
+    /* one rank trains with het_model_train_step: dense stacks split features (dense_stack.c) */
+    int stack = het_model_stacked(m) && t->size <= 1;
+    het_log(HET_LOG_INFO, "model: %zu parameters, %.4g MFLOP/sample forward, %d worker "
+            "thread%s (split by %s), %.1f MiB; OpenBLAS kernels %s\n", het_model_n_params(m),
+            het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
+            het_model_workers(m) == 1 ? "" : "s", stack ? "features, update folded in" : "samples",
+            (double)het_model_bytes(m) / 1048576.0, het_blas_corename());
+    size_t len = het_train_config_format(c, 1, NULL, 0);
+    char *text = malloc(len + 1);
+    if (!text) return;
+    het_train_config_format(c, 1, text, len + 1);
+    /* "key = value\n" lines -> "key=value key=value", empty paths left out */
+    char *line = malloc(len + 16), *o = line;
+    if (line) {
+        o += sprintf(o, "config:");
+        for (char *p = strtok(text, "\n"); p; p = strtok(NULL, "\n")) {
+            char *eq = strstr(p, " = ");
+            if (!eq || !eq[3]) continue;
+            *eq = '\0';
+            o += sprintf(o, " %s=%s", p, eq + 3);
+        }
+        het_log(HET_LOG_INFO, "%s\n", line);
+    }
+    free(line);
+    free(text);
+}
+
+/* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" */
+void het_trainer_format_split(const het_trainer *t, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (t->size < 2 || t->rank != 0) return;
+    const double *rt = t->rank_times;
+    double tot = rt[0] + rt[1] + rt[2] + rt[3];
+    int slow = 0;
+    for (int q = 1; q < t->size; q++)
+        if (rt[4 * q] > rt[4 * slow]) slow = q;
+    const double *s = rt + 4 * slow;
+    double tots = s[0] + s[1] + s[2] + s[3];
+    if (tot <= 0 || tots <= 0) return;
+    snprintf(buf, n, " | compute %.0f%% comm %.0f%% wait %.0f%% delay %.0f%% (rank 0), slowest "
+             "rank %d compute %.0f%%", 100 * rt[0] / tot, 100 * rt[1] / tot, 100 * rt[2] / tot,
+             100 * rt[3] / tot, slow, 100 * s[0] / tots);
+}
+

@@ -1,0 +1,277 @@
+/* DESIGN: the checkpoint of a run (the sections the trainer writes into the container of
+ * core/ckpt.c). Rank 0 writes, every rank reads the same file.
+ *   config    the configuration text that changes the result (het_train_config_format, 0)
+ *   meta      model and data names, parameter / state / optimizer-state counts and kind
+ *   params, state, optim   the flat buffers (rank 0's; see the strategy contract)
+ *   sched     het_schedule_encode: hyper-parameters and the plateau state
+ *   progress  epoch, step, sampler seed and size, position in the epoch (0), run seed
+ *   metrics   one record per completed epoch (the history)
+ *   s.<name>.* the strategy's own sections (its save_state / load_state)
+ * A load checks every section before it changes anything, so a bad file leaves the trainer as
+ * it was. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/trainer.h"
+
+/* ----------------------------------------------------------------------- checkpoints */
+
+#define META_BYTES 96u
+#define PROGRESS_BYTES 48u
+#define RECORD_BYTES 56u
+
+static void encode_meta(het_wbuf *b, const char *model, const char *data, size_t n_params,
+                        size_t n_state, het_opt_kind kind, size_t n_opt) {
+    het_w_str(b, model, 32);
+    het_w_str(b, data, 32);
+    het_w_u64(b, n_params);
+    het_w_u64(b, n_state);
+    het_w_u32(b, (uint32_t)kind);
+    het_w_u32(b, 0);
+    het_w_u64(b, n_opt);
+}
+
+/* Rank 0's part of a save: the trainer's sections, then the strategy's; w is committed. */
+static int save_file(het_trainer *t, const char *path) {
+    het_ckpt_writer *w;
+    int st = het_ckpt_writer_open(&w, path);
+    if (st) {
+        t->strat->save_state(&t->ctx, NULL); /* the strategy's collectives still run */
+        return st;
+    }
+    het_model *m = t->model;
+    size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
+
+    size_t cfg_len = het_train_config_format(&t->cfg, 0, NULL, 0);
+    char *cfg_text = malloc(cfg_len + 1);
+    size_t rec_bytes = 8 + (size_t)t->n_hist * RECORD_BYTES;
+    uint8_t *rec = malloc(rec_bytes);
+    if (!cfg_text || !rec) {
+        free(cfg_text);
+        free(rec);
+        het_ckpt_writer_abort(w);
+        return het_error_set(HET_ENOMEM, "out of memory writing %s", path);
+    }
+    het_train_config_format(&t->cfg, 0, cfg_text, cfg_len + 1);
+
+    uint8_t meta[META_BYTES], sched[HET_SCHEDULE_BYTES], prog[PROGRESS_BYTES];
+    het_wbuf b = {meta, sizeof meta, 0};
+    encode_meta(&b, t->cfg.model, t->cfg.data, n_params, n_state, t->cfg.optim.kind,
+                t->n_opt_state);
+
+    het_schedule_encode(&t->sched, sched);
+
+    b = (het_wbuf){prog, sizeof prog, 0};
+    het_w_u64(&b, (uint64_t)t->epoch);
+    het_w_u64(&b, (uint64_t)t->ctx.step);
+    het_w_u64(&b, t->sampler.seed);
+    het_w_u64(&b, (uint64_t)t->sampler.n);
+    het_w_u64(&b, 0); /* position inside the epoch: checkpoints are taken between epochs */
+    het_w_u64(&b, t->cfg.seed);
+
+    b = (het_wbuf){rec, rec_bytes, 0};
+    het_w_u64(&b, (uint64_t)t->n_hist);
+    for (int i = 0; i < t->n_hist; i++) {
+        const het_epoch_stats *h = &t->hist[i];
+        het_w_u64(&b, (uint64_t)h->epoch);
+        het_w_u64(&b, (uint64_t)h->samples);
+        het_w_f64(&b, h->loss);
+        het_w_f64(&b, h->train_acc);
+        het_w_f64(&b, h->test_loss);
+        het_w_f64(&b, h->test_acc);
+        het_w_f64(&b, h->lr);
+    }
+
+    st = het_ckpt_put(w, "config", cfg_text, strlen(cfg_text));
+    if (!st) st = het_ckpt_put(w, "meta", meta, sizeof meta);
+    if (!st) st = het_ckpt_put(w, "params", het_model_params(m), n_params * sizeof(float));
+    if (!st) st = het_ckpt_put(w, "state", het_model_state(m), n_state * sizeof(float));
+    if (!st) st = het_ckpt_put(w, "optim", t->opt_state, t->n_opt_state * sizeof(float));
+    if (!st) st = het_ckpt_put(w, "sched", sched, sizeof sched);
+    if (!st) st = het_ckpt_put(w, "progress", prog, sizeof prog);
+    if (!st) st = het_ckpt_put(w, "metrics", rec, rec_bytes);
+    free(cfg_text);
+    free(rec);
+    int ss = t->strat->save_state(&t->ctx, st ? NULL : w);
+    if (!st) st = ss;
+    if (st) {
+        het_ckpt_writer_abort(w);
+        return st;
+    }
+    return het_ckpt_writer_commit(w);
+}
+
+int het_trainer_save(het_trainer *t, const char *path) {
+    double t0 = het_now();
+    int st = t->rank == 0 ? save_file(t, path) : t->strat->save_state(&t->ctx, NULL);
+    het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_now());
+    return het_trainer_agree(t, st);
+}
+
+/* Checks the "meta" section against what this process built. n_opt < 0: not checked. */
+static int check_meta(het_ckpt_reader *r, const char *model, het_model *m, int check_opt,
+                      het_opt_kind kind, size_t n_opt) {
+    const void *p;
+    size_t n;
+    uint64_t off;
+    int st = het_ckpt_find(r, "meta", &p, &n, &off);
+    if (st) return st;
+    const char *path = het_ckpt_reader_path(r);
+    if (n != META_BYTES)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: section 'meta' of %zu bytes, "
+                             "expected %u", path, (unsigned long long)off - 8, n, META_BYTES);
+    het_rbuf b = {p, 0};
+    char name[33], data[33];
+    het_r_str(&b, name, 32);
+    het_r_str(&b, data, 32);
+    uint64_t np = het_r_u64(&b), ns = het_r_u64(&b);
+    uint32_t k = het_r_u32(&b);
+    (void)het_r_u32(&b);
+    uint64_t no = het_r_u64(&b);
+    static const char *const opt_names[] = {"sgd", "adam"};
+    if (strcmp(name, model) != 0)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: model \"%s\", expected \"%s\"", path,
+                             (unsigned long long)off, name, model);
+    if (np != het_model_n_params(m))
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu parameters, expected %zu", path,
+                             (unsigned long long)off + 64, (unsigned long long)np,
+                             het_model_n_params(m));
+    if (ns != het_model_n_state(m))
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu state values, expected %zu",
+                             path, (unsigned long long)off + 72, (unsigned long long)ns,
+                             het_model_n_state(m));
+    if (!check_opt) return HET_OK;
+    if (k != (uint32_t)kind)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: optimizer %s, expected %s", path,
+                             (unsigned long long)off + 80, k < 2 ? opt_names[k] : "unknown",
+                             opt_names[kind]);
+    if (no != n_opt)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu optimizer state values, "
+                             "expected %zu (momentum on one side only?)", path,
+                             (unsigned long long)off + 88, (unsigned long long)no, n_opt);
+    return HET_OK;
+}
+
+/* Section `tag`, which must be exactly `bytes` long; *off gets its file offset. */
+static int section(het_ckpt_reader *r, const char *tag, size_t bytes, const void **p,
+                   uint64_t *off) {
+    size_t n;
+    int st = het_ckpt_find(r, tag, p, &n, off);
+    if (st) return st;
+    if (n != bytes)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s' of %zu bytes, expected "
+                             "%zu", het_ckpt_reader_path(r), (unsigned long long)*off - 8, tag,
+                             n, bytes);
+    return HET_OK;
+}
+
+int het_checkpoint_load_weights(het_model *m, const char *model_name, const char *path) {
+    het_ckpt_reader *r;
+    int st = het_ckpt_reader_open(&r, path);
+    if (st) return st;
+    size_t np = het_model_n_params(m) * sizeof(float), ns = het_model_n_state(m) * sizeof(float);
+    const void *params, *state;
+    uint64_t off;
+    st = check_meta(r, model_name, m, 0, HET_OPT_SGD, 0);
+    if (!st) st = section(r, "params", np, &params, &off);
+    if (!st) st = section(r, "state", ns, &state, &off);
+    if (!st) {
+        memcpy(het_model_params(m), params, np);
+        if (ns) memcpy(het_model_state(m), state, ns);
+    }
+    het_ckpt_reader_close(r);
+    return st;
+}
+
+static int load_file(het_trainer *t, const char *path);
+
+int het_trainer_load(het_trainer *t, const char *path) {
+    return het_trainer_agree(t, load_file(t, path));
+}
+
+/* Every rank reads the same file; the strategy's sections are read last. */
+static int load_file(het_trainer *t, const char *path) {
+    het_ckpt_reader *r;
+    int st = het_ckpt_reader_open(&r, path);
+    if (st) return st;
+    het_model *m = t->model;
+    size_t np = het_model_n_params(m) * sizeof(float), ns = het_model_n_state(m) * sizeof(float);
+    size_t no = t->n_opt_state * sizeof(float), rec_bytes = 0;
+    const void *params, *state, *optim, *sched, *prog, *rec;
+    uint64_t off, prog_off, rec_off;
+    /* Check everything first, so that a bad file leaves the trainer as it was. */
+    st = check_meta(r, t->cfg.model, m, 1, t->cfg.optim.kind, t->n_opt_state);
+    if (!st) st = section(r, "params", np, &params, &off);
+    if (!st) st = section(r, "state", ns, &state, &off);
+    if (!st) st = section(r, "optim", no, &optim, &off);
+    if (!st) st = section(r, "sched", HET_SCHEDULE_BYTES, &sched, &off);
+    if (!st) st = section(r, "progress", PROGRESS_BYTES, &prog, &prog_off);
+    if (!st) st = het_ckpt_find(r, "metrics", &rec, &rec_bytes, &rec_off);
+    if (st) goto done;
+    het_rbuf b = {prog, 0};
+    uint64_t epoch = het_r_u64(&b), step = het_r_u64(&b);
+    if (epoch > 1000000 || step > (uint64_t)INT64_MAX) {
+        st = het_error_set(HET_EFORMAT, "%s: offset %llu: epoch %llu, step %llu, expected at "
+                           "most 1000000 epochs", path, (unsigned long long)prog_off,
+                           (unsigned long long)epoch, (unsigned long long)step);
+        goto done;
+    }
+    uint64_t n_rec = rec_bytes >= 8 ? het_get_u64(rec) : 0;
+    if (rec_bytes != 8 + epoch * RECORD_BYTES || n_rec != epoch) {
+        st = het_error_set(HET_EFORMAT, "%s: offset %llu: metrics section of %zu bytes holding "
+                           "%llu records, expected %llu bytes with one record per each of "
+                           "%llu epochs", path, (unsigned long long)rec_off, rec_bytes,
+                           (unsigned long long)n_rec,
+                           (unsigned long long)(8 + epoch * RECORD_BYTES),
+                           (unsigned long long)epoch);
+        goto done;
+    }
+    if (t->cap_hist < (int)epoch) {
+        het_epoch_stats *h = realloc(t->hist, (epoch ? epoch : 1) * sizeof *h);
+        if (!h) {
+            st = het_error_set(HET_ENOMEM, "out of memory loading %s", path);
+            goto done;
+        }
+        t->hist = h;
+        t->cap_hist = (int)(epoch ? epoch : 1);
+    }
+    /* Everything is checked: restore. */
+    memcpy(het_model_params(m), params, np);
+    if (ns) memcpy(het_model_state(m), state, ns);
+    if (no) memcpy(t->opt_state, optim, no);
+    /* Hyper-parameters come from the configuration; the plateau state from the file. */
+    het_schedule_decode_state(&t->sched, sched);
+    t->epoch = (int)epoch;
+    t->ctx.step = (int64_t)step;
+    t->n_hist = (int)epoch;
+    b = (het_rbuf){rec, 8};
+    for (int i = 0; i < t->n_hist; i++) {
+        het_epoch_stats *h = &t->hist[i];
+        memset(h, 0, sizeof *h);
+        h->epoch = (int)het_r_u64(&b);
+        h->samples = (int64_t)het_r_u64(&b);
+        h->loss = het_r_f64(&b);
+        h->train_acc = het_r_f64(&b);
+        h->test_loss = het_r_f64(&b);
+        h->test_acc = het_r_f64(&b);
+        h->lr = het_r_f64(&b);
+    }
+    st = t->strat->load_state(&t->ctx, r);
+done:
+    het_ckpt_reader_close(r);
+    return st;
+}
+
+int het_train_config_from_checkpoint(het_train_config *c, const char *path) {
+    het_ckpt_reader *r;
+    int st = het_ckpt_reader_open(&r, path);
+    if (st) return st;
+    const void *p;
+    size_t n;
+    uint64_t off;
+    st = het_ckpt_find(r, "config", &p, &n, &off);
+    if (!st) st = het_train_config_apply_text(c, path, off, p, n);
+    het_ckpt_reader_close(r);
+    return st;
+}
+

@@ -1,0 +1,57 @@
+/* The trainer's state, shared by its files: trainer.c (create, epochs, evaluation, the run),
+ * run_state.c (the checkpoint sections of a run: save, load, weights, configuration) and
+ * report.c (the printed configuration and time split). Internal to src/train. */
+#ifndef HET_TRAIN_TRAINER_H
+#define HET_TRAIN_TRAINER_H
+
+#include "hetrain/comm.h"
+#include "hetrain/train.h"
+#include "strategy/strategy.h"
+#include "train/internal.h"
+
+struct het_trainer {
+    het_train_config cfg;
+    het_dataset train, test;
+    int64_t n_train, n_test;   /* after --train-limit / --test-limit */
+    het_model *model;
+    float *opt_state;
+    size_t n_opt_state;
+    het_schedule sched;
+    het_sampler sampler;
+    float *x;                  /* batch x sample floats */
+    uint8_t *y;
+    int64_t *idx;
+    int epoch;                 /* epochs completed; ctx.step counts optimizer steps */
+    het_epoch_stats *hist;
+    int n_hist, cap_hist;
+    het_metrics_file *metrics;
+    het_bar bar;
+    int started;               /* run_begin done */
+    double t_start;
+    /* distributed */
+    int mpi;                   /* MPI is initialized: collective over MPI_COMM_WORLD */
+    int rank, size;
+    het_topo topo;
+    int have_topo;
+    het_comm *comm;
+    const het_strategy_ops *strat;
+    int strat_ready;           /* strat->init succeeded: free it */
+    het_strategy_ctx ctx;
+    double *rank_times;        /* 4 per rank (rank 0) or 4 (others): the last epoch's split */
+    double bar_loss;           /* progress bar: running sums of the epoch */
+    int64_t bar_correct, bar_samples;
+};
+
+/* Every rank passes its status; all get the lowest failing rank's (see het_comm_agree). */
+static inline int het_trainer_agree(const het_trainer *t, int st) {
+    return t->mpi && t->size > 1 ? het_comm_agree(MPI_COMM_WORLD, st) : st;
+}
+
+/* report.c */
+/* Prints the resolved configuration (rank 0). */
+void het_trainer_print_config(const het_trainer *t);
+/* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" into buf
+ * (empty on one rank or on ranks other than 0). */
+void het_trainer_format_split(const het_trainer *t, char *buf, size_t n);
+
+#endif
