@@ -104,8 +104,8 @@ int het_trainer_load(het_trainer *t, const char *path);
 het_model *het_trainer_model(het_trainer *t);
 int het_trainer_rank(const het_trainer *t);  /* 0 without MPI */
 int het_trainer_size(const het_trainer *t);  /* ranks; 1 without MPI */
-/* Rank 0: the time split of the last epoch of every rank, 4 doubles per rank (compute, comm,
- * wait, delay seconds); *n_ranks gets P. Other ranks: their own split only (*n_ranks = 1). */
+/* The time split of the last epoch of every rank, 4 doubles per rank (compute, comm, wait,
+ * delay seconds), on every rank; *n_ranks gets P. */
 const double *het_trainer_rank_times(const het_trainer *t, int *n_ranks);
 const het_train_config *het_trainer_config(const het_trainer *t);
 const het_dataset *het_trainer_train_set(const het_trainer *t);

@@ -19,20 +19,27 @@
  *   one blocking all-reduce of the flat gradient buffer after backward. With --threads > 1 the
  *   model fires the hooks after its worker reduction, so there is no overlap.
  * - Then the identical optimizer step on every rank: parameters stay bitwise equal.
- * - One rank has nothing to wait for between gradients and update: it runs
- *   het_model_train_step, which for dense stacks (mlp) folds the update into the step
- *   (nn/dense_stack.c); a diverged loss is then reported after its update was applied.
+ * - The step is het_step_sync over one world reducer: on one rank, where nothing has to happen
+ *   between gradients and update, it folds the update into the step (the dense-stack executor
+ *   for mlp); the strategy does not branch on it.
+ * - The step's global loss and correct count travel with the last gradient bucket (the
+ *   reducer's figures), so no other call is made per step.
  * - Our choices: the model's non-trainable state (batch-norm running statistics, updated from
  *   each rank's local batch, no synchronized batch norm) is averaged over ranks at the end of
  *   each epoch, so every rank evaluates and checkpoints the same model; dropout masks use an
  *   independent stream per rank. Neither applies to mlp and lenet5.
  * Invariant (tests/test_dist.c): P ranks with global batch B give the parameters of 1 rank with
  * batch B on the same sample order, up to float rounding of the sum over ranks. */
-#include <math.h>
-
 #include "strategy/strategy.h"
 
-static int ar_init(het_strategy_ctx *ctx) { return het_step_sync_init(ctx); }
+/* priv: one reducer over all ranks that carries the step's figures. */
+static int ar_init(het_strategy_ctx *ctx) {
+    het_reducer *red;
+    int st = het_reducer_create(&red, ctx, HET_COMM_WORLD, ctx->cfg->bucket_mb,
+                                HET_REDUCE_FIGURES);
+    ctx->priv = red;
+    return st;
+}
 
 static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     const het_train_config *c = ctx->cfg;
@@ -45,31 +52,20 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         int64_t Bs = n - pos < B ? n - pos : B, lo, len;
         het_partition_even(Bs, ctx->size, ctx->rank, &lo, &len);
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
-        het_batch_result r;
-        const int64_t *idx = ctx->sampler->perm + pos + lo;
-        const uint64_t seed = het_step_seed(ctx, ctx->step);
-        /* one rank: nothing to wait for between gradients and update, which het_step_local
-         * folds into the step (dense stacks); several: gradients, their sum, then the update */
-        const int local = ctx->size <= 1;
-        int rc = local ? het_step_local(ctx, idx, (int)len, 1.0f / (float)Bs, seed, lr, &r)
-                       : het_step_grads(ctx, idx, (int)len, 1.0f / (float)Bs, seed, &r);
+        het_batch_result mine, r;
+        int rc = het_step_sync(ctx, ctx->priv, ctx->sampler->perm + pos + lo, (int)len,
+                               1.0f / (float)Bs, het_step_seed(ctx, ctx->step), lr, &mine, &r);
         if (rc) return rc;
-        sums[0] += r.loss_sum;
-        sums[1] += r.correct;
+        sums[0] += mine.loss_sum;
+        sums[1] += mine.correct;
         sums[2] += (double)len;
-        if (!local && (rc = het_step_reduce(ctx, &r))) return rc; /* r: now the global figures */
-        if (!isfinite(r.loss_sum))
-            return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step "
-                                 "%lld (try a lower --lr)", isnan(r.loss_sum) ? "nan" : "inf",
-                                 epoch + 1, (long long)ctx->step + !local);
-        if (!local) het_step_optim(ctx, lr);
         if (ctx->on_step) {
-            het_step_info info = {epoch + 1, ctx->step, r.loss_sum, r.correct, (int)Bs, lr,
+            het_step_info info = {epoch + 1, ctx->step, r.loss_sum, r.correct, (int)Bs, 0, lr,
                                   het_now() - ts};
             if ((rc = ctx->on_step(ctx, &info))) return rc;
         }
     }
-    int rc = het_step_sum_doubles(ctx, sums, 3);
+    int rc = het_step_sum_f64(ctx, sums, 3);
     if (!rc) rc = het_step_average_state(ctx);
     if (rc) return rc;
     st->samples = (int64_t)sums[2];
@@ -93,7 +89,7 @@ static int ar_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
     return HET_OK;
 }
 
-static void ar_free(het_strategy_ctx *ctx) { het_step_sync_free(ctx); }
+static void ar_free(het_strategy_ctx *ctx) { ctx->priv = NULL; /* the reducer is ctx's */ }
 
 const het_strategy_ops het_strategy_allreduce = {
     "allreduce", "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",

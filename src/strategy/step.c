@@ -1,26 +1,45 @@
-/* The step machinery shared by strategies: local gradients with the emulated slowdown, the
- * gradient sum over ranks (bucketed from the model's gradient hook, or flat), the optimizer
- * step, and the per-rank time split.
+/* The step machinery shared by strategies: paced and traced compute regions, local gradients
+ * with the emulated slowdown, reducers (a gradient sum over one communicator scope, bucketed
+ * from the model's gradient hook), the optimizer step and the per-rank time split.
  *
- * Time split of one step on rank r. c_r = compute since the previous gradient reduction
- * (previous optimizer step + this forward/backward, slowdown included): it decides when r
- * arrives at the reduction. After the gradients, one small all-reduce of P + 2 floats carries
- * every rank's c_q (rank q writes slot q, the others 0) and the local loss sum and correct
- * count, so afterwards every rank knows all compute times and the global loss. With m_r = time
- * inside MPI this step (het_comm_stats.comm_s):
- *   wait_r = min(m_r, max_q c_q - c_r)    (waiting for slower ranks)
- *   comm_r = m_r - wait_r                  (moving bytes)
- *   delay_r = the emulated network's sleeps (het_comm_stats.delay_s).
- * The loss travels in a separate reduction (not in het_buckets' `extra`) because with buckets
- * the last bucket starts inside backward, before the loss is returned; the cost is the same
- * (het_buckets posts its extra floats as a separate request too). */
+ * Time split of rank r in an epoch. compute = the paced compute of the epoch (forward,
+ * backward, optimizer, emulated slowdown included); delay = the emulated network's sleeps;
+ * MPI time (het_comm_stats.comm_s) is split into waiting for slower ranks and moving bytes.
+ * Each het_step_reduce logs the step's compute since the previous reduction c_r (it decides
+ * when r arrives) and its time inside MPI m_r. At the epoch's end one all-reduce (MAX) per
+ * reducer over its scope gives max_q c_q of every step, and
+ *   wait_r = sum over steps of min(m_r, max_q c_q - c_r),   comm_r = (all MPI time) - wait_r.
+ * Nothing is exchanged per step for the split, so a strategy that reduces only inside a node
+ * makes no call beyond its node on those steps. After the split is settled, every rank's split
+ * is all-gathered into ctx->rank_times (one call per epoch) for reports and re-balancing.
+ *
+ * Figures. A reducer created with HET_REDUCE_FIGURES carries the batch's loss sum and correct
+ * count with its gradients (het_buckets' extra floats, reduced right after the last bucket):
+ * its hook reads them from the model (het_model_batch_result) when the lowest range of the
+ * buffer becomes final, which is when the last bucket starts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategy/strategy.h"
-#include "core/trace.h"
 #include "hetrain/batch.h"
+#include "strategy/strategy.h"
+
+struct het_reducer {
+    het_strategy_ctx *ctx;
+    het_comm_scope scope;
+    int ranks;
+    int flags;
+    float bucket_mb;
+    het_buckets *buckets;  /* NULL on one rank */
+    int armed;             /* inside het_step_grads with this reducer */
+    int hook_failed;       /* status of a failing het_buckets_ready in the hook */
+    float extra[2];        /* loss sum, correct count (HET_REDUCE_FIGURES) */
+    double *bucket_t0;     /* start time of each bucket this step (trace) */
+    int n_buckets;
+    /* per-step log of this epoch: compute since the previous reduction, time in MPI */
+    double *log_c, *log_m;
+    int n_log, cap_log;
+};
 
 uint64_t het_step_seed(const het_strategy_ctx *ctx, int64_t step) {
     uint64_t s = het_batch_seed(ctx->cfg->seed, step);
@@ -30,181 +49,277 @@ uint64_t het_step_seed(const het_strategy_ctx *ctx, int64_t step) {
     return het_rng_u64(&r);
 }
 
-/* Layer i's parameters [off, off+count) are final: pace the compute that produced them, then
- * start their bucket's all-reduce when complete. */
-static void grad_hook(void *user, int layer, size_t off, size_t count) {
-    het_strategy_ctx *ctx = user;
-    if (ctx->hook_failed) return;
+double het_step_region_begin(het_strategy_ctx *ctx) {
+    het_pace_begin(&ctx->pace);
+    return ctx->pace.last;
+}
+
+void het_step_region_end(het_strategy_ctx *ctx, const char *event, int arg, double t0) {
+    double t1 = het_now();
+    het_pace_mark(&ctx->pace);
+    het_trace_add(ctx->trace, event, HET_TID_COMPUTE, arg, t0, t1);
+    if (ctx->pace.factor > 1.0)
+        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, arg, t1,
+                      ctx->pace.last);
+}
+
+/* ---------------------------------------------------------------- reducers */
+
+/* Layer `layer`'s gradients [off, off+count) are final: pace the compute that produced them,
+ * then mark the range ready (its bucket starts when complete). */
+static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
+    het_reducer *r = user;
+    if (!r->armed || r->hook_failed) return;
+    het_strategy_ctx *ctx = r->ctx;
     double t0 = het_now();
     het_pace_mark(&ctx->pace);
     double t1 = ctx->pace.last;
-    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, t0, t1);
-    ctx->t_hook = t1;
-    int st = het_buckets_ready(ctx->buckets, off, count);
-    if (st) ctx->hook_failed = st;
-    /* hooks come in reverse layer order: the bucket's last hook (its lowest layer) starts it */
-    int k = ctx->bucket_of_layer[layer];
-    if (k >= 0) ctx->bucket_t0[k] = t1;
-    het_pace_skip(&ctx->pace);
+    if (ctx->pace.factor > 1.0)
+        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, t0, t1);
+    if (off == 0 && (r->flags & HET_REDUCE_FIGURES)) { /* the last range: figures are final */
+        het_batch_result b;
+        het_model_batch_result(ctx->model, &b);
+        r->extra[0] = (float)b.loss_sum;
+        r->extra[1] = (float)b.correct;
+    }
+    int k = het_buckets_bucket_of(r->buckets, off);
+    int st = het_buckets_ready(r->buckets, off, count);
+    if (st) r->hook_failed = st;
+    if (k >= 0) r->bucket_t0[k] = t1; /* hooks run backwards: the last one starts it */
+    het_pace_skip(&ctx->pace); /* the time in MPI is not compute */
 }
 
-int het_step_sync_init(het_strategy_ctx *ctx) {
+int het_reducer_create(het_reducer **out, het_strategy_ctx *ctx, het_comm_scope s,
+                       float bucket_mb, int flags) {
+    *out = NULL;
+    if (ctx->n_reducers == HET_MAX_REDUCERS)
+        return het_error_set(HET_EINVAL, "step: more than %d reducers", HET_MAX_REDUCERS);
+    het_reducer *r = calloc(1, sizeof *r);
+    if (!r) return het_error_set(HET_ENOMEM, "out of memory for a reducer");
+    r->ctx = ctx;
+    r->scope = s;
+    r->flags = flags;
+    r->bucket_mb = bucket_mb;
+    r->ranks = ctx->comm ? het_comm_scope_size(ctx->comm, s) : 1;
+    int64_t spe = ctx->cfg->batch > 0 ? (ctx->n_train + ctx->cfg->batch - 1) / ctx->cfg->batch
+                                       : 1;
+    r->cap_log = (int)(spe > 0 ? spe + 1 : 1);
+    r->log_c = malloc((size_t)r->cap_log * sizeof(double));
+    r->log_m = malloc((size_t)r->cap_log * sizeof(double));
+    ctx->reducers[ctx->n_reducers++] = r;
+    if (!r->log_c || !r->log_m) return het_error_set(HET_ENOMEM, "out of memory for a reducer");
+    *out = r;
+    if (r->ranks <= 1) return HET_OK;
     het_model *m = ctx->model;
     int L = het_model_n_layers(m);
-    ctx->extra = calloc((size_t)ctx->size + 2, sizeof(float));
-    ctx->bucket_of_layer = malloc((size_t)(L > 0 ? L : 1) * sizeof(int));
-    ctx->bucket_t0 = calloc((size_t)(L > 0 ? L : 1), sizeof(double));
-    size_t *offs = malloc((size_t)(L > 0 ? L : 1) * sizeof(size_t));
-    if (!ctx->extra || !ctx->bucket_of_layer || !ctx->bucket_t0 || !offs) {
-        free(offs);
-        return het_error_set(HET_ENOMEM, "out of memory for the gradient all-reduce");
+    size_t *offs = malloc((size_t)L * sizeof(size_t));
+    if (!offs) return het_error_set(HET_ENOMEM, "out of memory for a reducer");
+    for (int i = 0; i < L; i++) {
+        size_t n;
+        het_model_layer_params(m, i, &offs[i], &n);
     }
-    /* the bucket of each layer, by the rule of het_buckets (comm.h): consecutive non-empty
-     * ranges from the end of the buffer, up to bucket_bytes each */
-    size_t bytes_max = (size_t)((double)ctx->cfg->bucket_mb * 1048576.0);
-    int nb = 0;
-    size_t cur = 0;
-    for (int i = L - 1; i >= 0; i--) {
-        size_t off, n;
-        het_model_layer_params(m, i, &off, &n);
-        offs[i] = off;
-        ctx->bucket_of_layer[i] = -1;
-        if (n == 0) continue;
-        size_t b = n * sizeof(float);
-        if (nb == 0 || (bytes_max > 0 && cur + b > bytes_max)) {
-            nb++;
-            cur = 0;
-        }
-        ctx->bucket_of_layer[i] = nb - 1;
-        cur += b;
-    }
-    ctx->n_buckets = nb;
-    ctx->compute_mark = ctx->pace.compute_s;
-    int st = HET_OK;
-    if (ctx->size > 1 && ctx->cfg->bucket_mb > 0 && L > 0) {
-        st = het_buckets_create(&ctx->buckets, ctx->comm, HET_COMM_WORLD, het_model_grads(m),
-                                het_model_n_params(m), offs, L, bytes_max, NULL, 0);
-        if (!st) het_model_set_grad_hook(m, grad_hook, ctx);
-    }
+    size_t bytes_max = (size_t)((double)bucket_mb * 1048576.0);
+    int st = het_buckets_create(&r->buckets, ctx->comm, s, het_model_grads(m),
+                                het_model_n_params(m), offs, L, bytes_max,
+                                (flags & HET_REDUCE_FIGURES) ? r->extra : NULL,
+                                (flags & HET_REDUCE_FIGURES) ? 2 : 0);
     free(offs);
-    return st;
+    if (st) return st;
+    r->n_buckets = het_buckets_n(r->buckets);
+    r->bucket_t0 = calloc((size_t)(r->n_buckets > 0 ? r->n_buckets : 1), sizeof(double));
+    if (!r->bucket_t0) return het_error_set(HET_ENOMEM, "out of memory for a reducer");
+    het_model_hook h = {reducer_grad_hook, NULL, r};
+    return het_model_add_hook(m, &h);
 }
 
-void het_step_sync_free(het_strategy_ctx *ctx) {
-    if (ctx->buckets) het_model_set_grad_hook(ctx->model, NULL, NULL);
-    het_buckets_free(ctx->buckets);
-    ctx->buckets = NULL;
-    free(ctx->extra);
-    free(ctx->bucket_of_layer);
-    free(ctx->bucket_t0);
-    ctx->extra = NULL;
-    ctx->bucket_of_layer = NULL;
-    ctx->bucket_t0 = NULL;
+void het_reducer_free(het_strategy_ctx *ctx, het_reducer *r) {
+    if (!r) return;
+    for (int i = 0; i < ctx->n_reducers; i++)
+        if (ctx->reducers[i] == r) {
+            memmove(&ctx->reducers[i], &ctx->reducers[i + 1],
+                    (size_t)(ctx->n_reducers - i - 1) * sizeof r);
+            ctx->n_reducers--;
+            break;
+        }
+    if (r->buckets) het_model_remove_hook(ctx->model, r);
+    het_buckets_free(r->buckets);
+    free(r->bucket_t0);
+    free(r->log_c);
+    free(r->log_m);
+    free(r);
 }
 
-int het_step_grads(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
-                   uint64_t seed, het_batch_result *res) {
-    het_pace_begin(&ctx->pace);
-    double t0 = ctx->pace.last;
-    ctx->hook_failed = HET_OK;
-    if (ctx->bucket_t0) memset(ctx->bucket_t0, 0, (size_t)ctx->n_buckets * sizeof(double));
+int het_reducer_ranks(const het_reducer *r) { return r ? r->ranks : 1; }
+
+void het_step_free(het_strategy_ctx *ctx) {
+    while (ctx->n_reducers > 0) het_reducer_free(ctx, ctx->reducers[ctx->n_reducers - 1]);
+}
+
+/* ---------------------------------------------------------------- steps */
+
+int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
+                   float grad_scale, uint64_t seed, het_batch_result *res) {
+    double t0 = het_step_region_begin(ctx);
     if (ctx->comm) ctx->comm_mark = het_comm_get_stats(ctx->comm);
-    int st = het_batch_grads(ctx->model, ctx->train, idx, count, ctx->x, ctx->y,
-                                          grad_scale, seed, res);
-    double t1 = het_now();
+    if (red && red->buckets) {
+        red->armed = 1;
+        red->hook_failed = HET_OK;
+        red->extra[0] = red->extra[1] = 0.0f; /* a rank without samples adds nothing */
+        memset(red->bucket_t0, 0, (size_t)red->n_buckets * sizeof(double));
+    }
+    int st = het_batch_grads(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
+                             seed, res);
+    if (red) red->armed = 0;
     /* the compute after the last hook (all of it without buckets) */
-    double ts = het_now();
-    het_pace_mark(&ctx->pace);
-    if (ctx->pace.factor > 1.0)
-        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, -1, ts, ctx->pace.last);
-    het_trace_add(ctx->trace, "forward+backward", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
+    het_step_region_end(ctx, "forward+backward", (int)ctx->step, t0);
     if (st) return st;
-    return ctx->hook_failed;
+    return red && red->buckets ? red->hook_failed : HET_OK;
 }
 
-int het_step_local(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
-                   uint64_t seed, float lr, het_batch_result *res) {
-    het_pace_begin(&ctx->pace);
-    double t0 = ctx->pace.last;
-    het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1};
-    int st = het_batch_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale, seed,
-                            &u, res);
-    double t1 = het_now();
-    het_pace_mark(&ctx->pace);
-    het_trace_add(ctx->trace, "forward+backward+optimizer", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
-    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, -1, t1, ctx->pace.last);
-    ctx->times.compute_s += ctx->pace.compute_s - ctx->compute_mark;
-    ctx->compute_mark = ctx->pace.compute_s;
-    if (st) return st;
-    ctx->step++;
+/* Appends this step's (compute, MPI time) to red's log, growing it if an epoch runs longer
+ * than planned (an allocation only then). */
+static int log_step(het_reducer *r, double c, double m) {
+    if (r->n_log == r->cap_log) {
+        int cap = 2 * r->cap_log;
+        double *a = realloc(r->log_c, (size_t)cap * sizeof(double));
+        if (a) r->log_c = a;
+        double *b = a ? realloc(r->log_m, (size_t)cap * sizeof(double)) : NULL;
+        if (!a || !b) return het_error_set(HET_ENOMEM, "out of memory for the step log");
+        r->log_m = b;
+        r->cap_log = cap;
+    }
+    r->log_c[r->n_log] = c;
+    r->log_m[r->n_log] = m;
+    r->n_log++;
     return HET_OK;
 }
 
-int het_step_reduce(het_strategy_ctx *ctx, het_batch_result *res) {
-    const int P = ctx->size;
-    if (P <= 1 || !ctx->comm) {
-        ctx->times.compute_s += ctx->pace.compute_s - ctx->compute_mark;
-        ctx->compute_mark = ctx->pace.compute_s;
+int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_result *local,
+                    het_batch_result *global) {
+    *global = *local;
+    double c_mine = ctx->pace.compute_s - ctx->compute_mark;
+    ctx->compute_mark = ctx->pace.compute_s;
+    if (!red || !red->buckets) return HET_OK;
+    double t0 = het_now();
+    int st = het_buckets_wait(red->buckets);
+    double t1 = het_now();
+    het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
+    const char *ev = red->bucket_mb > 0 ? "bucket all-reduce" : "flat all-reduce";
+    for (int k = 0; k < red->n_buckets; k++)
+        het_trace_add(ctx->trace, ev, HET_TID_COMM, k, red->bucket_t0[k] > 0 ?
+                      red->bucket_t0[k] : t0, t1);
+    if (st) return st;
+    if (red->flags & HET_REDUCE_FIGURES) {
+        global->loss_sum = red->extra[0];
+        global->correct = (int)lrintf(red->extra[1]);
+    }
+    het_comm_stats now = het_comm_get_stats(ctx->comm);
+    return log_step(red, c_mine, now.comm_s - ctx->comm_mark.comm_s);
+}
+
+void het_step_update(het_strategy_ctx *ctx, float lr) {
+    double t0 = het_step_region_begin(ctx);
+    het_model_update(ctx->model, &(het_update){&ctx->cfg->optim, lr, ctx->opt_state,
+                                               ctx->step + 1});
+    het_step_region_end(ctx, "optimizer", (int)ctx->step, t0);
+    ctx->step++;
+}
+
+static int check_finite(const het_strategy_ctx *ctx, double loss, int64_t step) {
+    if (isfinite(loss)) return HET_OK;
+    return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step %lld (try a "
+                         "lower --lr)", isnan(loss) ? "nan" : "inf", ctx->epoch + 1,
+                         (long long)step);
+}
+
+int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
+                  float grad_scale, uint64_t seed, float lr, het_batch_result *local,
+                  het_batch_result *global) {
+    int st;
+    if (het_reducer_ranks(red) <= 1) { /* nothing between gradients and update: fold it in */
+        double t0 = het_step_region_begin(ctx);
+        het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1};
+        st = het_batch_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
+                            seed, &u, local);
+        het_step_region_end(ctx, "forward+backward+optimizer", (int)ctx->step, t0);
+        if (st) return st;
+        *global = *local;
+        ctx->step++;
+        return check_finite(ctx, local->loss_sum, ctx->step);
+    }
+    if ((st = het_step_grads(ctx, red, idx, count, grad_scale, seed, local))) return st;
+    if ((st = het_step_reduce(ctx, red, local, global))) return st;
+    if ((st = check_finite(ctx, global->loss_sum, ctx->step + 1))) return st;
+    het_step_update(ctx, lr);
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------- epochs */
+
+void het_step_epoch_begin(het_strategy_ctx *ctx) {
+    memset(&ctx->times, 0, sizeof ctx->times);
+    ctx->epoch_compute0 = ctx->compute_mark = ctx->pace.compute_s;
+    if (ctx->comm) ctx->epoch_comm0 = het_comm_get_stats(ctx->comm);
+    for (int i = 0; i < ctx->n_reducers; i++) ctx->reducers[i]->n_log = 0;
+}
+
+/* Waiting of this rank behind red's scope this epoch: sum over steps of
+ * min(m_r, max_q c_q - c_r). One all-reduce (MAX) of the step log over the scope. */
+static int settle_wait(het_strategy_ctx *ctx, het_reducer *r, double *wait) {
+    *wait = 0.0;
+    if (!r->buckets) return HET_OK;
+    MPI_Comm comm = het_comm_mpi(ctx->comm, r->scope);
+    int n[2] = {r->n_log, -r->n_log};
+    if (MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "MPI_Allreduce of the step counts failed");
+    if (n[0] != -n[1])
+        return het_error_set(HET_EINVAL, "step log: ranks of one scope reduced %d to %d "
+                             "times this epoch (a strategy bug)", -n[1], n[0]);
+    if (r->n_log == 0) return HET_OK;
+    double *cmax = malloc((size_t)r->n_log * sizeof(double));
+    if (!cmax) return het_error_set(HET_ENOMEM, "out of memory settling the time split");
+    int err = MPI_Allreduce(r->log_c, cmax, r->n_log, MPI_DOUBLE, MPI_MAX, comm);
+    if (err == MPI_SUCCESS)
+        for (int s = 0; s < r->n_log; s++)
+            *wait += fmin(fmax(cmax[s] - r->log_c[s], 0.0), r->log_m[s]);
+    free(cmax);
+    return err == MPI_SUCCESS ? HET_OK : het_error_set(HET_EMPI, "MPI_Allreduce of the step "
+                                                       "log failed");
+}
+
+int het_step_epoch_end(het_strategy_ctx *ctx) {
+    het_times *t = &ctx->times;
+    t->compute_s = ctx->pace.compute_s - ctx->epoch_compute0;
+    t->wait_s = 0.0;
+    for (int i = 0; i < ctx->n_reducers; i++) {
+        double w;
+        int st = settle_wait(ctx, ctx->reducers[i], &w);
+        if (st) return st;
+        t->wait_s += w;
+    }
+    if (ctx->comm) {
+        het_comm_stats now = het_comm_get_stats(ctx->comm);
+        double mpi = now.comm_s - ctx->epoch_comm0.comm_s;
+        if (t->wait_s > mpi) t->wait_s = mpi;
+        t->comm_s = mpi - t->wait_s;
+        t->delay_s = now.delay_s - ctx->epoch_comm0.delay_s;
+    }
+    double mine[4] = {t->compute_s, t->comm_s, t->wait_s, t->delay_s};
+    if (ctx->size <= 1 || ctx->world == MPI_COMM_NULL) {
+        memcpy(ctx->rank_times, mine, sizeof mine);
         return HET_OK;
     }
-    het_model *m = ctx->model;
-    double c_mine = ctx->pace.compute_s - ctx->compute_mark;
-    double t0 = het_now();
-    int st;
-    if (ctx->buckets) {
-        st = het_buckets_wait(ctx->buckets);
-        double t1 = het_now();
-        het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
-        for (int k = 0; k < ctx->n_buckets; k++)
-            het_trace_add(ctx->trace, "bucket all-reduce", HET_TID_COMM, k, ctx->bucket_t0[k] > 0 ?
-                          ctx->bucket_t0[k] : t0, t1);
-    } else {
-        st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, het_model_grads(m),
-                                    het_model_n_params(m));
-        double t1 = het_now();
-        het_trace_add(ctx->trace, "flat all-reduce", HET_TID_COMM, (int)ctx->step, t0, t1);
-        het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
-    }
-    if (st) return st;
-    float *e = ctx->extra;
-    memset(e, 0, ((size_t)P + 2) * sizeof(float));
-    e[ctx->rank] = (float)c_mine;
-    e[P] = (float)res->loss_sum;
-    e[P + 1] = (float)res->correct;
-    if ((st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, e, (size_t)P + 2))) return st;
-    res->loss_sum = e[P];
-    res->correct = (int)lrintf(e[P + 1]);
-    double cmax = 0.0;
-    for (int q = 0; q < P; q++) cmax = fmax(cmax, (double)e[q]);
-    het_comm_stats now = het_comm_get_stats(ctx->comm);
-    double mpi = now.comm_s - ctx->comm_mark.comm_s;
-    double wait = fmin(fmax(cmax - c_mine, 0.0), mpi);
-    ctx->times.compute_s += c_mine;
-    ctx->times.wait_s += wait;
-    ctx->times.comm_s += mpi - wait;
-    ctx->times.delay_s += now.delay_s - ctx->comm_mark.delay_s;
-    ctx->compute_mark = ctx->pace.compute_s;
+    if (MPI_Allgather(mine, 4, MPI_DOUBLE, ctx->rank_times, 4, MPI_DOUBLE, ctx->world) !=
+        MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "MPI_Allgather of the time split failed");
     return HET_OK;
 }
 
-void het_step_optim(het_strategy_ctx *ctx, float lr) {
-    het_pace_begin(&ctx->pace);
-    double t0 = ctx->pace.last;
-    het_model_update(ctx->model, &(het_update){&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1});
-    double t1 = het_now();
-    het_pace_mark(&ctx->pace);
-    het_trace_add(ctx->trace, "optimizer", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
-    if (ctx->pace.factor > 1.0) het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, -2, t1,
-                                              ctx->pace.last);
-    ctx->step++;
-}
+/* ---------------------------------------------------------------- world helpers */
 
-int het_step_sum_doubles(het_strategy_ctx *ctx, double *v, int n) {
-    if (ctx->size <= 1 || ctx->world == MPI_COMM_NULL) return HET_OK;
-    int err = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, ctx->world);
-    if (err != MPI_SUCCESS) return het_error_set(HET_EMPI, "MPI_Allreduce of %d doubles failed",
-                                                 n);
-    return HET_OK;
+int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n) {
+    if (ctx->size <= 1 || !ctx->comm) return HET_OK;
+    return het_comm_allreduce_sum_f64(ctx->comm, HET_COMM_WORLD, v, n);
 }
 
 int het_step_average_state(het_strategy_ctx *ctx) {
@@ -216,5 +331,39 @@ int het_step_average_state(het_strategy_ctx *ctx) {
     if (st) return st;
     float inv = 1.0f / (float)ctx->size;
     for (size_t i = 0; i < n; i++) s[i] *= inv;
+    return HET_OK;
+}
+
+int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char *tag,
+                           const void *data, size_t bytes) {
+    if (ctx->size <= 1 || ctx->world == MPI_COMM_NULL)
+        return w ? het_ckpt_put(w, tag, data, bytes) : HET_OK;
+    if (bytes > (size_t)INT32_MAX / (size_t)ctx->size)
+        return het_error_set(HET_EINVAL, "checkpoint section %s: %zu bytes per rank is too "
+                             "large", tag, bytes);
+    char *all = ctx->rank == 0 ? malloc(bytes * (size_t)ctx->size + 1) : NULL;
+    int err = MPI_Gather(data, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, ctx->world);
+    int st = HET_OK;
+    if (err != MPI_SUCCESS) st = het_error_set(HET_EMPI, "MPI_Gather of section %s failed", tag);
+    else if (ctx->rank == 0 && !all) st = het_error_set(HET_ENOMEM, "out of memory for %s", tag);
+    else if (w) st = het_ckpt_put(w, tag, all, bytes * (size_t)ctx->size);
+    free(all);
+    return st;
+}
+
+int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char *tag,
+                           void *data, size_t bytes) {
+    const void *p;
+    size_t n;
+    uint64_t off;
+    int st = het_ckpt_find(r, tag, &p, &n, &off);
+    if (st) return st;
+    size_t want = bytes * (size_t)ctx->size;
+    if (n != want)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s' of %zu bytes, expected "
+                             "%zu (%d ranks x %zu): was it written by another number of ranks?",
+                             het_ckpt_reader_path(r), (unsigned long long)off - 8, tag, n, want,
+                             ctx->size, bytes);
+    memcpy(data, (const char *)p + bytes * (size_t)ctx->rank, bytes);
     return HET_OK;
 }

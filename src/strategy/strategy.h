@@ -1,19 +1,37 @@
 /* strategy: how the ranks of a run cooperate. A strategy is a table of functions (DESIGN.md):
  * the trainer owns epochs, evaluation, metrics and checkpoints and asks the strategy to run
  * one epoch's steps, because step loops differ deeply between methods. Each strategy file
- * reads as its method's algorithm; the shared step machinery (computing a local batch's
- * gradients with the emulated slowdown, the gradient all-reduce with per-rank timings
- * piggybacked on it, the optimizer step, the time split and trace events) lives in step.c.
+ * reads as its method's algorithm; the shared step machinery (step.c: paced and traced compute
+ * regions, local gradients, reducers that sum gradients over one communicator scope with
+ * buckets started from the model's gradient hook, the optimizer step, the time split) and the
+ * batch helpers (hetrain/batch.h) live outside the strategies.
+ *
+ * THE STRATEGY CONTRACT (every strategy keeps it; the trainer relies on it):
+ * - Epochs. train_epoch is collective over the world; its return is a drain point: no message
+ *   is in flight and no request is pending on any rank, so a checkpoint between epochs is
+ *   consistent. A failure (divergence included) is returned on every rank alike.
+ * - Authority. When train_epoch returns, rank 0 holds the authoritative parameters, model state
+ *   (batch-norm statistics), optimizer state (ctx->opt_state) and step count (ctx->step), and
+ *   every rank holds the same parameters and state (a parameter server broadcasts them, a
+ *   pipeline gathers its slices). The trainer checkpoints rank 0's buffers and evaluates
+ *   model_for_eval on every rank.
+ * - Per-rank state that differs between ranks (e.g. momentum that differs between nodes) is
+ *   the strategy's: its collective save_state gathers it into its own sections
+ *   (het_step_save_per_rank) and load_state gives each rank its part back.
+ * - Epoch figures (samples, loss, train_acc, lr) are global, equal on every rank. Per-step
+ *   figures passed to on_step may be local to the rank, and het_step_info.local says so.
+ * - --batch means the global batch for the data-parallel strategies (allreduce, hgc, daso) and
+ *   the pipelines; a strategy where it means something else says so in its opening comment.
  * Internal to the library. */
 #ifndef HET_STRATEGY_H
 #define HET_STRATEGY_H
 
 #include <mpi.h>
 
-#include "hetero/hetero.h"
-#include "hetrain/comm.h"
 #include "core/trace.h"
+#include "hetero/hetero.h"
 #include "hetrain/ckpt.h"
+#include "hetrain/comm.h"
 #include "hetrain/config.h"
 #include "hetrain/data.h"
 #include "hetrain/nn.h"
@@ -22,9 +40,10 @@
 typedef struct het_step_info {
     int epoch;          /* 1-based */
     int64_t step;       /* optimizer steps completed, after this one */
-    double loss_sum;    /* over the global batch (all ranks) */
-    int correct;        /* over the global batch */
-    int count;          /* global batch samples */
+    double loss_sum;    /* over the global batch, or this rank's samples when `local` */
+    int correct;        /* likewise */
+    int count;          /* samples the figures cover */
+    int local;          /* 1: the figures are this rank's alone (no global reduction) */
     float lr;
     double secs;        /* wall time of the step on this rank */
 } het_step_info;
@@ -35,9 +54,12 @@ typedef struct het_times {
 } het_times;
 
 typedef struct het_strategy_ctx het_strategy_ctx;
+typedef struct het_reducer het_reducer;
 
 /* The trainer's callback after every step (metrics line, progress bar); non-zero stops. */
 typedef int (*het_step_cb)(het_strategy_ctx *ctx, const het_step_info *info);
+
+#define HET_MAX_REDUCERS 8
 
 struct het_strategy_ctx {
     /* ---- set by the trainer ---- */
@@ -49,6 +71,7 @@ struct het_strategy_ctx {
     het_schedule *sched;        /* lr of a step: het_schedule_lr(sched, epoch, step, spe) */
     float *opt_state;
     int64_t step;               /* optimizer steps completed; the strategy advances it */
+    int epoch;                  /* the epoch being trained, 0-based */
     float *x;                   /* cfg->batch samples */
     uint8_t *y;
     het_comm *comm;             /* NULL: one process without MPI */
@@ -57,17 +80,17 @@ struct het_strategy_ctx {
     het_pace pace;              /* this rank's emulated slowdown */
     het_trace *trace;           /* NULL: off */
     het_step_cb on_step;
-    /* ---- step.c's machinery (het_step_*) ---- */
-    het_buckets *buckets;       /* NULL: flat all-reduce, or one rank */
-    float *extra;               /* size + 2 floats piggybacked on the gradient all-reduce */
-    double *bucket_t0;          /* start time of each bucket this step (trace) */
-    int *bucket_of_layer;       /* bucket index of each layer (-1: no parameters) */
-    int n_buckets;
-    double compute_mark;        /* pace.compute_s at the last gradient reduction */
-    double t_hook;              /* het_now() of the last hook: end of compute so far */
-    het_comm_stats comm_mark;
-    het_times times;            /* this epoch's sums, reset by the trainer */
-    int hook_failed;            /* status of a failing het_buckets_ready in the hook */
+    /* ---- the step machinery's (step.c) ---- */
+    het_reducer *reducers[HET_MAX_REDUCERS]; /* created with het_reducer_create, in order */
+    int n_reducers;
+    double compute_mark;        /* pace.compute_s at the last reduction */
+    het_comm_stats comm_mark;   /* at the start of the current step's gradients */
+    double epoch_compute0;      /* pace.compute_s at the epoch's start */
+    het_comm_stats epoch_comm0; /* comm statistics at the epoch's start */
+    het_times times;            /* this epoch's split (complete after het_step_epoch_end) */
+    /* Every rank's split of the last epoch, 4 doubles per rank (compute, comm, wait, delay),
+     * on every rank after het_step_epoch_end: what a strategy re-balances from. */
+    double *rank_times;
     /* ---- the strategy's own ---- */
     void *priv;
 };
@@ -77,9 +100,9 @@ typedef struct het_strategy_ops {
     const char *summary;   /* one line, for --help and docs */
     /* After the trainer built the model and broadcast rank 0's parameters. Collective. */
     int (*init)(het_strategy_ctx *ctx);
-    /* All steps of epoch `epoch` (0-based): fills st->samples, loss, train_acc, lr (the
-     * GLOBAL figures, equal on every rank) and advances ctx->step. Collective; a failure
-     * (divergence included) must be the same on every rank. */
+    /* All steps of epoch `epoch` (0-based, = ctx->epoch): fills st->samples, loss, train_acc,
+     * lr (the GLOBAL figures, equal on every rank) and advances ctx->step. Collective; see the
+     * contract above. */
     int (*train_epoch)(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st);
     /* The model to evaluate, with the same weights on every rank (each rank evaluates a shard
      * of the test set and the trainer sums the results). */
@@ -100,44 +123,88 @@ const het_strategy_ops *het_strategy_find(const char *name);
 
 extern const het_strategy_ops het_strategy_allreduce;
 
-/* ---- shared step machinery (step.c) ---- */
+/* ---- the step machinery (step.c) ---- */
+
+/* Reducers. A reducer sums the model's gradient buffer over the ranks of one communicator
+ * scope (world, node, cross or a group of het_comm_split): buckets of bucket_mb MiB (0: one
+ * bucket), cut by the rule of het_buckets, each started from the model's gradient hook as
+ * backward completes it, so that communication overlaps backward. With HET_REDUCE_FIGURES the
+ * batch's loss sum and correct count travel with the last bucket, so that after
+ * het_step_reduce every rank of the scope has the scope's figures without another call. A
+ * reducer over one rank (or without MPI) reduces nothing. The reducer belongs to ctx (freed by
+ * het_step_free, or earlier by het_reducer_free). Collective over the scope. */
+enum { HET_REDUCE_FIGURES = 1 };
+int  het_reducer_create(het_reducer **out, het_strategy_ctx *ctx, het_comm_scope s,
+                        float bucket_mb, int flags);
+void het_reducer_free(het_strategy_ctx *ctx, het_reducer *r);
+/* Ranks the reducer sums over (1: nothing to reduce). */
+int  het_reducer_ranks(const het_reducer *r);
 
 /* The dropout seed of a rank's local batch at global step `step`: rank 0 uses the
  * single-process seed, other ranks independent streams. */
 uint64_t het_step_seed(const het_strategy_ctx *ctx, int64_t step);
 
-/* Sets up the gradient reduction over all ranks: buckets of cfg->bucket_mb (0: flat) with the
- * model's layer ranges and the gradient hook, and the piggybacked `extra` floats. Nothing to
- * do on one rank. Collective. */
-int  het_step_sync_init(het_strategy_ctx *ctx);
-void het_step_sync_free(het_strategy_ctx *ctx);
+/* A paced, traced region of compute: begin() starts pacing and returns the start time; end()
+ * stretches the region by the rank's slowdown (sleeping) and records trace event `event`
+ * (arg: step, layer...) plus the emulated sleep. */
+double het_step_region_begin(het_strategy_ctx *ctx);
+void   het_step_region_end(het_strategy_ctx *ctx, const char *event, int arg, double t0);
 
 /* Local gradients: gathers idx[0..count), zeroes the gradients, runs forward and backward with
- * grad_scale (count may be 0: zero gradients). With buckets, each layer's all-reduce starts
- * from the gradient hook as its backward completes. Compute is paced by the slowdown. */
-int het_step_grads(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
-                   uint64_t seed, het_batch_result *res);
+ * grad_scale (count may be 0: zero gradients). With a reducer `red` over several ranks, its
+ * buckets start from the gradient hook as backward completes them; complete the sum with
+ * het_step_reduce. red may be NULL. A paced, traced region. */
+int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
+                   float grad_scale, uint64_t seed, het_batch_result *res);
 
-/* The whole step of one process (no other rank to wait for between gradients and update):
- * het_train_step, paced and traced as one forward+backward+optimizer event, with the update folded in for dense
- * stacks; accounts the compute time and advances ctx->step. */
-int het_step_local(het_strategy_ctx *ctx, const int64_t *idx, int count, float grad_scale,
-                   uint64_t seed, float lr, het_batch_result *res);
+/* Completes red's sum of the gradients over its scope. *global gets local's figures, with
+ * HET_REDUCE_FIGURES the scope's loss sum and correct count. Logs the step's compute and
+ * communication time for the time split (waiting is settled at het_step_epoch_end). Nothing
+ * to reduce for one rank or red == NULL. */
+int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_result *local,
+                    het_batch_result *global);
 
-/* Completes the sum over ranks of the gradients (and of res's loss and correct count, which it
- * replaces by the global figures); accounts this step's compute / comm / wait / delay.
- * res->loss_sum is then non-finite on every rank if it was on any. */
-int het_step_reduce(het_strategy_ctx *ctx, het_batch_result *res);
+/* The optimizer update of all parameters with lr (paced, traced); advances ctx->step. */
+void het_step_update(het_strategy_ctx *ctx, float lr);
 
-/* The optimizer update with the model's worker threads (paced, traced); advances ctx->step. */
-void het_step_optim(het_strategy_ctx *ctx, float lr);
+/* One synchronous data-parallel step: the gradients of idx[0..count) with grad_scale (figures:
+ * *local this rank's, *global the scope's, as het_step_reduce), summed
+ * over red's scope, then the update with lr; stops with a clear message ("training diverged")
+ * when the loss is not finite, on every rank of the scope alike (red must carry
+ * HET_REDUCE_FIGURES when it spans several ranks). When red spans one rank nothing can happen
+ * between gradients and update, so the update is folded into the step (het_batch_step: the
+ * dense-stack executor where the model has one); a diverged loss is then reported after its
+ * update was applied. Advances ctx->step. */
+int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
+                  float grad_scale, uint64_t seed, float lr, het_batch_result *local,
+                  het_batch_result *global);
 
-/* Sums doubles over all ranks (MPI_Allreduce, deterministic for a fixed number of ranks);
- * nothing on one rank. */
-int het_step_sum_doubles(het_strategy_ctx *ctx, double *v, int n);
+/* The trainer brackets every train_epoch with these. begin() resets the epoch's time split
+ * and the reducers' step logs. end() (collective over the world) settles waiting per
+ * reducer from the per-step compute times of its ranks (one all-reduce per reducer and epoch,
+ * none per step), completes ctx->times, and all-gathers every rank's split into
+ * ctx->rank_times. */
+void het_step_epoch_begin(het_strategy_ctx *ctx);
+int  het_step_epoch_end(het_strategy_ctx *ctx);
+
+/* Sums doubles over all ranks (deterministic for a fixed number of ranks); nothing without
+ * MPI or on one rank. */
+int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n);
 
 /* Averages the model's non-trainable state (batch-norm running statistics) over ranks, so
  * that every rank evaluates and checkpoints the same model. Nothing on one rank. */
 int het_step_average_state(het_strategy_ctx *ctx);
+
+/* Per-rank state in checkpoints. save: collective; gathers `bytes` from every rank to rank 0,
+ * which writes section `tag` of size*bytes (w non-NULL on rank 0 only). load: every rank
+ * copies its own part of section `tag` into data; HET_EFORMAT when the section was written by
+ * another number of ranks or with another size. */
+int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char *tag,
+                           const void *data, size_t bytes);
+int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char *tag,
+                           void *data, size_t bytes);
+
+/* Frees every reducer (the trainer calls it after the strategy's free). */
+void het_step_free(het_strategy_ctx *ctx);
 
 #endif

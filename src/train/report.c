@@ -45,7 +45,7 @@ void het_trainer_print_config(const het_trainer *t) {
 void het_trainer_format_split(const het_trainer *t, char *buf, size_t n) {
     buf[0] = '\0';
     if (t->size < 2 || t->rank != 0) return;
-    const double *rt = t->rank_times;
+    const double *rt = t->ctx.rank_times;
     double tot = rt[0] + rt[1] + rt[2] + rt[3];
     int slow = 0;
     for (int q = 1; q < t->size; q++)

@@ -119,8 +119,8 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
         t->x = het_alloc((size_t)cfg->batch * sample * sizeof(float));
         t->y = het_alloc((size_t)cfg->batch);
         t->idx = het_alloc((size_t)cfg->batch * sizeof(int64_t));
-        t->rank_times = calloc((size_t)4 * (size_t)t->size, sizeof(double));
-        if (!t->opt_state || !t->x || !t->y || !t->idx || !t->rank_times)
+        t->ctx.rank_times = calloc((size_t)4 * (size_t)t->size, sizeof(double));
+        if (!t->opt_state || !t->x || !t->y || !t->idx || !t->ctx.rank_times)
             st = het_error_set(HET_ENOMEM, "out of memory for the model's buffers");
     }
     if (!st) st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
@@ -165,6 +165,7 @@ fail:
 void het_trainer_free(het_trainer *t) {
     if (!t) return;
     if (t->strat_ready) t->strat->free(&t->ctx);
+    het_step_free(&t->ctx);
     het_trace_free(t->ctx.trace);
     het_metrics_close(t->metrics);
     het_sampler_free(&t->sampler);
@@ -175,7 +176,7 @@ void het_trainer_free(het_trainer *t) {
     het_free(t->x);
     het_free(t->y);
     het_free(t->idx);
-    free(t->rank_times);
+    free(t->ctx.rank_times);
     free(t->hist);
     het_comm_free(t->comm);
     if (t->have_topo) het_topo_free(&t->topo);
@@ -187,8 +188,8 @@ int het_trainer_rank(const het_trainer *t) { return t->rank; }
 int het_trainer_size(const het_trainer *t) { return t->size; }
 
 const double *het_trainer_rank_times(const het_trainer *t, int *n_ranks) {
-    *n_ranks = t->rank == 0 ? t->size : 1;
-    return t->rank_times;
+    *n_ranks = t->size;
+    return t->ctx.rank_times;
 }
 const het_train_config *het_trainer_config(const het_trainer *t) { return &t->cfg; }
 const het_dataset *het_trainer_train_set(const het_trainer *t) { return &t->train; }
@@ -220,7 +221,8 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     het_strategy_ctx *c = &t->ctx;
     memset(st, 0, sizeof *st);
     st->epoch = e + 1;
-    memset(&c->times, 0, sizeof c->times);
+    c->epoch = e;
+    het_step_epoch_begin(c);
     t->bar_loss = 0.0;
     t->bar_correct = t->bar_samples = 0;
     het_bar_begin(&t->bar, e + 1, t->cfg.epochs, t->n_train);
@@ -229,20 +231,13 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     double secs = het_now() - t0;
     het_bar_end(&t->bar);
     if (rc) return rc; /* strategies fail on every rank alike */
+    if ((rc = het_step_epoch_end(c))) return rc;
     st->epoch = e + 1;
     st->samples_per_s = secs > 0 ? (double)st->samples / secs : 0.0;
     st->compute_s = c->times.compute_s;
     st->comm_s = c->times.comm_s;
     st->wait_s = c->times.wait_s;
     st->delay_s = c->times.delay_s;
-    double mine[4] = {st->compute_s, st->comm_s, st->wait_s, st->delay_s};
-    if (t->size > 1) {
-        int err = MPI_Gather(mine, 4, MPI_DOUBLE, t->rank_times, 4, MPI_DOUBLE, 0, c->world);
-        if (err != MPI_SUCCESS) return het_error_set(HET_EMPI, "MPI_Gather of timings failed");
-        if (t->rank != 0) memcpy(t->rank_times, mine, sizeof mine);
-    } else {
-        memcpy(t->rank_times, mine, sizeof mine);
-    }
     het_schedule_epoch_end(&t->sched, (float)st->loss);
     t->epoch++;
     return HET_OK;
@@ -269,7 +264,7 @@ int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
         sum[0] = r.loss_sum;
         sum[1] = r.correct;
         sum[2] = r.count;
-        if ((st = het_step_sum_doubles(&t->ctx, sum, 3))) return st;
+        if ((st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
     }
     het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_now());
     *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
@@ -313,7 +308,7 @@ int het_trainer_run_epoch(het_trainer *t) {
             es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split);
     st = HET_OK;
     if (t->metrics)
-        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->rank_times : NULL, t->size);
+        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL, t->size);
     if ((st = het_trainer_agree(t, st))) return st;
     if (checkpoint_due(t)) st = het_trainer_save(t, c->checkpoint);
     return st;

@@ -37,7 +37,6 @@ struct het_trainer {
     const het_strategy_ops *strat;
     int strat_ready;           /* strat->init succeeded: free it */
     het_strategy_ctx ctx;
-    double *rank_times;        /* 4 per rank (rank 0) or 4 (others): the last epoch's split */
     double bar_loss;           /* progress bar: running sums of the epoch */
     int64_t bar_correct, bar_samples;
 };

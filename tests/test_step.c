@@ -1,0 +1,269 @@
+/* The step machinery apart from the trainer (src/strategy/step.c), on any number of ranks
+ * (CTest runs it as one rank; tests/test_step_mpi.sh under mpirun with 2 and 4 ranks, 2 ranks
+ * per emulated node):
+ * - a world reducer, bucketed (several buckets) and flat, sums every rank's gradients exactly
+ *   as a plain MPI_Allreduce of the same local gradients does, and carries the figures;
+ * - a node reducer sums over the node only, and its step makes no cross-node call (the comm
+ *   byte counters), while a world step does;
+ * - two reducers and a third hook client on one model: each armed reducer reduces only its
+ *   own step, the third client sees every gradient range once per backward, in reverse order;
+ * - het_step_sync over a one-rank reducer equals gradients + update;
+ * - het_step_epoch_end settles the split: every rank has every rank's compute time. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain.h"
+#include "strategy/strategy.h"
+#include "test.h"
+
+enum { BATCH = 24, N_TRAIN = 96 };
+
+typedef struct fixture {
+    het_train_config cfg;
+    het_dataset data;
+    het_sampler sampler;
+    het_model *model;
+    float *opt, *x;
+    uint8_t *y;
+    het_schedule sched;
+    het_strategy_ctx ctx;
+} fixture;
+
+static int g_rank, g_size;
+
+static void fixture_init(fixture *f, het_comm *comm, MPI_Comm world) {
+    memset(f, 0, sizeof *f);
+    f->cfg = het_train_config_defaults();
+    f->cfg.batch = BATCH;
+    het_shape in = {1, 8, 8};
+    CHECK(het_dataset_synthetic(&f->data, N_TRAIN, in, 10, 7) == HET_OK, "synthetic: %s",
+          het_error_msg());
+    CHECK(het_sampler_init(&f->sampler, N_TRAIN, 1, 1) == HET_OK, "sampler");
+    het_sampler_set_epoch(&f->sampler, 0);
+    CHECK(het_zoo_build(&f->model, "mlp", in, 10, BATCH, 1) == HET_OK, "zoo: %s", het_error_msg());
+    het_model_init_params(f->model, 3);
+    size_t np = het_model_n_params(f->model);
+    f->opt = calloc(het_optim_state_floats(&f->cfg.optim, np) + 1, sizeof(float));
+    f->x = calloc((size_t)BATCH * 64, sizeof(float));
+    f->y = calloc(BATCH, 1);
+    f->sched = het_schedule_defaults(0.05f);
+    het_strategy_ctx *c = &f->ctx;
+    c->cfg = &f->cfg;
+    c->model = f->model;
+    c->train = &f->data;
+    c->n_train = N_TRAIN;
+    c->sampler = &f->sampler;
+    c->sched = &f->sched;
+    c->opt_state = f->opt;
+    c->x = f->x;
+    c->y = f->y;
+    c->comm = comm;
+    c->world = world;
+    c->rank = g_rank;
+    c->size = g_size;
+    het_pace_init(&c->pace, 1.0);
+    c->rank_times = calloc(4 * (size_t)g_size, sizeof(double));
+}
+
+static void fixture_free(fixture *f) {
+    het_step_free(&f->ctx);
+    free(f->ctx.rank_times);
+    het_model_free(f->model);
+    het_sampler_free(&f->sampler);
+    het_dataset_free(&f->data);
+    free(f->opt);
+    free(f->x);
+    free(f->y);
+}
+
+/* This rank's samples of the first global batch: a contiguous share, as allreduce takes. */
+static const int64_t *my_share(fixture *f, int parts, int part, int *count) {
+    int64_t lo, len;
+    het_partition_even(BATCH, parts, part, &lo, &len);
+    *count = (int)len;
+    return f->sampler.perm + lo;
+}
+
+/* The reference: this rank's local gradients (no reducer), summed over `comm` by MPI. */
+static float *reference_sum(fixture *f, const int64_t *idx, int count, MPI_Comm comm,
+                            double *loss) {
+    size_t np = het_model_n_params(f->model);
+    het_batch_result r;
+    CHECK(het_step_grads(&f->ctx, NULL, idx, count, 1.0f / BATCH, 5, &r) == HET_OK, "grads");
+    float *g = malloc(np * sizeof(float));
+    memcpy(g, het_model_grads(f->model), np * sizeof(float));
+    MPI_Allreduce(MPI_IN_PLACE, g, (int)np, MPI_FLOAT, MPI_SUM, comm);
+    *loss = r.loss_sum;
+    MPI_Allreduce(MPI_IN_PLACE, loss, 1, MPI_DOUBLE, MPI_SUM, comm);
+    return g;
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / fmax(1e-6, fabs((double)b[i]));
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+static void test_world(het_comm *comm, MPI_Comm world, float bucket_mb) {
+    fixture f;
+    fixture_init(&f, comm, world);
+    het_reducer *red;
+    CHECK(het_reducer_create(&red, &f.ctx, HET_COMM_WORLD, bucket_mb, HET_REDUCE_FIGURES) ==
+          HET_OK, "reducer: %s", het_error_msg());
+    CHECK(het_reducer_ranks(red) == g_size, "reducer ranks %d, expected %d",
+          het_reducer_ranks(red), g_size);
+    int count;
+    const int64_t *idx = my_share(&f, g_size, g_rank, &count);
+    double ref_loss;
+    float *ref = reference_sum(&f, idx, count, world, &ref_loss);
+    het_step_epoch_begin(&f.ctx);
+    het_batch_result local, global;
+    CHECK(het_step_grads(&f.ctx, red, idx, count, 1.0f / BATCH, 5, &local) == HET_OK, "grads");
+    CHECK(het_step_reduce(&f.ctx, red, &local, &global) == HET_OK, "reduce: %s",
+          het_error_msg());
+    size_t np = het_model_n_params(f.model);
+    double d = max_rel_diff(het_model_grads(f.model), ref, np);
+    /* 2 ranks: a + b either way, bitwise; more: MPI's order may differ in the last bits */
+    CHECK(d <= (g_size <= 2 ? 0.0 : 1e-4), "bucket_mb %g: gradients differ from MPI's sum by "
+          "%.3g (relative)", (double)bucket_mb, d);
+    CHECK_CLOSE(global.loss_sum, ref_loss, 1e-5, "world loss figure");
+    CHECK(het_step_epoch_end(&f.ctx) == HET_OK, "epoch end: %s", het_error_msg());
+    for (int q = 0; q < g_size; q++)
+        CHECK(f.ctx.rank_times[4 * q] > 0.0, "rank %d compute %g after the epoch", q,
+              f.ctx.rank_times[4 * q]);
+    CHECK(f.ctx.rank_times[4 * g_rank] == f.ctx.times.compute_s, "own compute %g vs %g",
+          f.ctx.rank_times[4 * g_rank], f.ctx.times.compute_s);
+    CHECK(f.ctx.times.wait_s >= 0.0 && f.ctx.times.comm_s >= 0.0, "split %g %g",
+          f.ctx.times.wait_s, f.ctx.times.comm_s);
+    free(ref);
+    fixture_free(&f);
+}
+
+/* A third client of the model's hooks: records the ranges it is given. */
+typedef struct spy {
+    int calls, last_layer, in_order;
+} spy;
+
+static void spy_hook(void *user, int layer, size_t off, size_t count) {
+    spy *s = user;
+    (void)off;
+    (void)count;
+    if (s->calls > 0 && layer >= s->last_layer) s->in_order = 0;
+    s->last_layer = layer;
+    s->calls++;
+}
+
+static void test_node_and_world(het_comm *comm, MPI_Comm world) {
+    fixture f;
+    fixture_init(&f, comm, world);
+    const het_topo *topo = het_comm_topo(comm);
+    het_reducer *node, *all;
+    CHECK(het_reducer_create(&node, &f.ctx, HET_COMM_NODE, 0.0005f, HET_REDUCE_FIGURES) ==
+          HET_OK, "node reducer: %s", het_error_msg());
+    CHECK(het_reducer_create(&all, &f.ctx, HET_COMM_WORLD, 0.0f, HET_REDUCE_FIGURES) == HET_OK,
+          "world reducer: %s", het_error_msg());
+    spy s = {0, 0, 1};
+    het_model_hook h = {spy_hook, NULL, &s};
+    CHECK(het_model_add_hook(f.model, &h) == HET_OK, "spy hook: %s", het_error_msg());
+    int with_params = 0;
+    for (int i = 0; i < het_model_n_layers(f.model); i++) {
+        size_t off, n;
+        het_model_layer_params(f.model, i, &off, &n);
+        with_params += n > 0;
+    }
+    int count;
+    const int64_t *idx = my_share(&f, topo->local_size, topo->local_rank, &count);
+    double ref_loss;
+    float *ref = reference_sum(&f, idx, count, het_comm_mpi(comm, HET_COMM_NODE), &ref_loss);
+    CHECK(s.calls == with_params && s.in_order, "spy: %d calls (in order %d), expected %d",
+          s.calls, s.in_order, with_params);
+    het_comm_stats before = het_comm_get_stats(comm);
+    het_batch_result local, global;
+    CHECK(het_step_grads(&f.ctx, node, idx, count, 1.0f / BATCH, 5, &local) == HET_OK, "grads");
+    CHECK(het_step_reduce(&f.ctx, node, &local, &global) == HET_OK, "node reduce: %s",
+          het_error_msg());
+    het_comm_stats after = het_comm_get_stats(comm);
+    size_t np = het_model_n_params(f.model);
+    double d = max_rel_diff(het_model_grads(f.model), ref, np);
+    CHECK(d <= (topo->local_size <= 2 ? 0.0 : 1e-4), "node sum differs by %.3g", d);
+    CHECK_CLOSE(global.loss_sum, ref_loss, 1e-5, "node loss figure");
+    CHECK(after.calls_cross == before.calls_cross && after.bytes_cross == before.bytes_cross,
+          "a node step made %llu cross-node calls (%llu bytes)",
+          (unsigned long long)(after.calls_cross - before.calls_cross),
+          (unsigned long long)(after.bytes_cross - before.bytes_cross));
+    if (topo->local_size > 1)
+        CHECK(after.bytes_node > before.bytes_node, "node step: no node-local bytes counted");
+    CHECK(s.calls == 2 * with_params && s.in_order, "spy after the node step: %d calls",
+          s.calls);
+    /* a world step on the same model: only the world reducer acts */
+    before = after;
+    idx = my_share(&f, g_size, g_rank, &count);
+    CHECK(het_step_grads(&f.ctx, all, idx, count, 1.0f / BATCH, 5, &local) == HET_OK, "grads");
+    CHECK(het_step_reduce(&f.ctx, all, &local, &global) == HET_OK, "world reduce: %s",
+          het_error_msg());
+    after = het_comm_get_stats(comm);
+    if (topo->n_nodes > 1)
+        CHECK(after.calls_cross > before.calls_cross, "a world step made no cross-node call");
+    het_model_remove_hook(f.model, &s);
+    free(ref);
+    fixture_free(&f);
+}
+
+/* het_step_sync over a reducer of one rank equals het_step_grads + het_step_update. */
+static void test_sync_one_rank(void) {
+    fixture a, b;
+    fixture_init(&a, NULL, MPI_COMM_NULL);
+    fixture_init(&b, NULL, MPI_COMM_NULL);
+    a.ctx.rank = b.ctx.rank = 0;
+    a.ctx.size = b.ctx.size = 1;
+    het_reducer *ra;
+    CHECK(het_reducer_create(&ra, &a.ctx, HET_COMM_WORLD, 25.0f, HET_REDUCE_FIGURES) == HET_OK,
+          "reducer: %s", het_error_msg());
+    CHECK(het_reducer_ranks(ra) == 1, "one-process reducer spans %d ranks",
+          het_reducer_ranks(ra));
+    het_batch_result l, g;
+    for (int step = 0; step < 3; step++) {
+        const int64_t *idx = a.sampler.perm + step * BATCH;
+        CHECK(het_step_sync(&a.ctx, ra, idx, BATCH, 1.0f / BATCH, 9, 0.05f, &l, &g) == HET_OK,
+              "sync: %s", het_error_msg());
+        CHECK(g.loss_sum == l.loss_sum, "one rank: global %g vs local %g", g.loss_sum,
+              l.loss_sum);
+        CHECK(het_step_grads(&b.ctx, NULL, idx, BATCH, 1.0f / BATCH, 9, &l) == HET_OK, "grads");
+        het_step_update(&b.ctx, 0.05f);
+    }
+    CHECK(a.ctx.step == 3 && b.ctx.step == 3, "steps %lld %lld", (long long)a.ctx.step,
+          (long long)b.ctx.step);
+    size_t np = het_model_n_params(a.model);
+    double d = max_rel_diff(het_model_params(a.model), het_model_params(b.model), np);
+    CHECK(d <= 1e-5, "fused step vs grads + update: parameters differ by %.3g", d);
+    fixture_free(&a);
+    fixture_free(&b);
+}
+
+int main(int argc, char **argv) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    het_topo topo;
+    het_comm *comm = NULL;
+    CHECK(het_topo_init(&topo, MPI_COMM_WORLD, g_size >= 2 ? 2 : 1) == HET_OK, "topo: %s",
+          het_error_msg());
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&comm, &topo, off) == HET_OK, "comm: %s", het_error_msg());
+    test_world(comm, topo.world, 0.0f);      /* flat: one bucket */
+    test_world(comm, topo.world, 0.0005f);   /* ~512 bytes: one bucket per layer range */
+    test_node_and_world(comm, topo.world);
+    if (g_rank == 0) test_sync_one_rank();
+    het_comm_free(comm);
+    het_topo_free(&topo);
+    int failed = het_test_failures;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int rc = het_test_finish("test_step");
+    MPI_Finalize();
+    return rc || failed ? 1 : 0;
+}
