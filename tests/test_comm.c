@@ -476,6 +476,26 @@ static void test_netem(void) {
     free(buf);
 }
 
+/* ---- thread level ---- */
+
+static void test_thread_level(void) {
+    int provided = -1;
+    MPI_Query_thread(&provided);
+    /* het_comm_create (and the MPI tool interface it uses) must not have lowered it */
+    CHECK(provided >= MPI_THREAD_FUNNELED, "thread level now %d, below FUNNELED", provided);
+    CHECK(het_comm_check_thread_level(MPI_THREAD_FUNNELED) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_check_thread_level(MPI_THREAD_SINGLE) == HET_OK, "%s", het_error_msg());
+    int rc = het_comm_check_thread_level(MPI_THREAD_MULTIPLE);
+    if (provided < MPI_THREAD_MULTIPLE)
+        CHECK(rc == HET_EMPI && strstr(het_error_msg(), "needs MULTIPLE") &&
+              strstr(het_error_msg(), provided == MPI_THREAD_FUNNELED ? "provides thread level "
+                     "FUNNELED" : "provides thread level SERIALIZED"),
+              "MULTIPLE: %d %s", rc, het_error_msg());
+    else
+        CHECK(rc == HET_OK, "MULTIPLE provided, check says %d", rc);
+    CHECK(het_comm_check_thread_level(12345) == HET_EINVAL, "level 12345 accepted");
+}
+
 /* ---- agreement ---- */
 
 static void test_agree(void) {
@@ -500,7 +520,7 @@ static void test_agree(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0}); /* hetrain needs FUNNELED */
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     het_log_set_rank(g_rank);
@@ -514,6 +534,7 @@ int main(int argc, char **argv) {
     } else {
         CHECK(0, "topology: %s", het_error_msg());
     }
+    test_thread_level();
     test_netem();
     test_agree();
     int failed = het_test_failures;

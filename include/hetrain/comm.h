@@ -3,6 +3,9 @@
  * bucketed gradient all-reduce that overlaps backward, an emulated network delay for
  * cross-node traffic, and agreement on a status across ranks.
  *
+ * Threads: MPI must be initialized with at least MPI_THREAD_FUNNELED (het_comm_create checks);
+ * only the thread that initialized MPI may call comm/.
+ *
  * comm/ sees float ranges, never layers. Plain MPI-3 (Open MPI or MPICH). Element counts, not
  * bytes, are passed to MPI; counts above the chunk size are split into several calls. */
 #ifndef HETRAIN_COMM_H
@@ -62,8 +65,17 @@ typedef struct het_comm_stats {
 
 typedef struct het_comm het_comm;
 
-/* The communication context of one rank: topology + emulated network + statistics. Borrows
- * `topo` (must outlive the context). */
+/* Returns HET_OK when MPI is initialized with at least thread level `required`
+ * (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE, by MPI_Query_thread). Fails with HET_EMPI when
+ * MPI is not initialized (or already finalized), or with a message naming both levels, e.g.
+ * "MPI provides thread level SINGLE, hetrain needs FUNNELED: initialize MPI with
+ * MPI_Init_thread". HET_EINVAL for an unknown level. */
+int  het_comm_check_thread_level(int required);
+
+/* The communication context of one rank: topology + emulated network + statistics.
+ * Borrows `topo` (must outlive the context). Fails with HET_EINVAL on a missing topology or a
+ * bad network model, HET_EMPI when MPI runs below MPI_THREAD_FUNNELED (see
+ * het_comm_check_thread_level), HET_ENOMEM. Local: no communication. */
 int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
 void het_comm_free(het_comm *c);
 const het_topo *het_comm_topo(const het_comm *c);
