@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hetrain/comm.h"
+#include "comm/internal.h"
 #include "test.h"
 
 /* Open MPI keeps allocations until exit; leak reports from it are noise in the ASan build. */
@@ -476,6 +476,164 @@ static void test_netem(void) {
     free(buf);
 }
 
+/* ---- groups and locality counters (virtual nodes of 2 ranks) ---- */
+
+static void test_groups(void) {
+    het_topo t;
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 2) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_create(&c, &t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) {
+        het_topo_free(&t);
+        return;
+    }
+    CHECK(het_comm_scope_size(c, HET_COMM_WORLD) == g_size &&
+          het_comm_scope_rank(c, HET_COMM_WORLD) == g_rank &&
+          het_comm_scope_size(c, HET_COMM_NODE) == t.local_size &&
+          het_comm_scope_rank(c, HET_COMM_NODE) == t.local_rank,
+          "scope size/rank: world %d/%d node %d/%d", het_comm_scope_rank(c, HET_COMM_WORLD),
+          het_comm_scope_size(c, HET_COMM_WORLD), het_comm_scope_rank(c, HET_COMM_NODE),
+          het_comm_scope_size(c, HET_COMM_NODE));
+
+    /* even and odd ranks: one rank of each node in each group */
+    het_comm_scope par = HET_COMM_NONE;
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK, "split: %s",
+          het_error_msg());
+    CHECK(par == (het_comm_scope)3, "first group id %d", (int)par);
+    int members = (g_size - g_rank % 2 + 1) / 2; /* ranks of my parity */
+    CHECK(het_comm_scope_size(c, par) == members && het_comm_scope_rank(c, par) == g_rank / 2,
+          "rank %d: parity group rank %d of %d, expected %d of %d", g_rank,
+          het_comm_scope_rank(c, par), het_comm_scope_size(c, par), g_rank / 2, members);
+    CHECK(het_comm_span(c, par) == members, "rank %d: parity group spans %d nodes, expected %d",
+          g_rank, het_comm_span(c, par), members);
+    float v[4];
+    for (int i = 0; i < 4; i++) v[i] = (float)((g_rank + 1) * (i + 1));
+    het_comm_reset_stats(c);
+    CHECK(het_comm_allreduce_sum(c, par, v, 4) == HET_OK, "%s", het_error_msg());
+    int want = 0; /* sum of rank + 1 over my parity */
+    for (int r = g_rank % 2; r < g_size; r += 2) want += r + 1;
+    CHECK(v[0] == (float)want && v[3] == (float)(4 * want), "rank %d: parity sum %g, "
+          "expected %d", g_rank, (double)v[0], want);
+    het_comm_stats st = het_comm_get_stats(c);
+    CHECK(members > 1 ? st.calls_cross == 1 && st.bytes_cross == 16 && st.calls_node == 0
+                      : st.calls_node == 1 && st.bytes_node == 16 && st.calls_cross == 0,
+          "rank %d: parity group of span %d counted cross %llu node %llu", g_rank, members,
+          (unsigned long long)st.calls_cross, (unsigned long long)st.calls_node);
+
+    /* a group inside one node: span 1; a split of a group */
+    het_comm_scope pair = HET_COMM_NONE, sub = HET_COMM_NONE;
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank / 2, -g_rank, &pair) == HET_OK, "%s",
+          het_error_msg());
+    CHECK(het_comm_span(c, pair) == 1 && het_comm_scope_size(c, pair) == t.local_size &&
+          het_comm_scope_rank(c, pair) == t.local_size - 1 - t.local_rank,
+          "rank %d: node pair: span %d, rank %d of %d (key reverses)", g_rank,
+          het_comm_span(c, pair), het_comm_scope_rank(c, pair), het_comm_scope_size(c, pair));
+    CHECK(het_comm_split(c, par, 0, 0, &sub) == HET_OK && het_comm_span(c, sub) == members &&
+          het_comm_scope_size(c, sub) == members, "rank %d: split of a group: span %d",
+          g_rank, het_comm_span(c, sub));
+
+    /* color < 0: no group; operations on it fail cleanly */
+    het_comm_scope none = (het_comm_scope)42;
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank == 0 ? -1 : 0, 0, &none) == HET_OK, "%s",
+          het_error_msg());
+    if (g_rank == 0) {
+        CHECK(none == HET_COMM_NONE && het_comm_mpi(c, none) == MPI_COMM_NULL &&
+              het_comm_scope_size(c, none) == 0 && het_comm_scope_rank(c, none) == HET_EINVAL,
+              "no group: scope %d", (int)none);
+        CHECK(het_comm_allreduce_sum(c, none, v, 4) == HET_EINVAL &&
+              strstr(het_error_msg(), "no group"), "op on HET_COMM_NONE: %s", het_error_msg());
+    } else {
+        CHECK(het_comm_scope_size(c, none) == g_size - 1, "rank %d: group without rank 0: %d",
+              g_rank, het_comm_scope_size(c, none));
+    }
+    CHECK(het_comm_split(c, (het_comm_scope)17, 0, 0, &none) == HET_EINVAL &&
+          none == HET_COMM_NONE, "split of an unknown scope");
+
+    /* the cap: every rank asks for the same number of groups. A rank past
+     * HET_COMM_MAX_GROUPS gets a clear error and joins none; the others still get theirs, so
+     * nobody hangs. Rank 0 holds one group fewer (it joined none above): it reaches the cap
+     * one split later than the others. */
+    int held = g_rank == 0 ? 3 : 4, ok = 0, fails = 0, asks = HET_COMM_MAX_GROUPS - 3 + 1;
+    het_comm_scope last = HET_COMM_NONE, top = HET_COMM_NONE;
+    for (int k = 0; k < asks; k++) {
+        int rc = het_comm_split(c, HET_COMM_WORLD, 0, 0, &last);
+        if (rc == HET_OK) {
+            ok++;
+            top = last;
+        } else if (rc == HET_EINVAL && last == HET_COMM_NONE &&
+                   strstr(het_error_msg(), "groups")) {
+            fails++;
+        }
+    }
+    CHECK(ok == HET_COMM_MAX_GROUPS - held && fails == asks - ok &&
+          top == (het_comm_scope)(3 + HET_COMM_MAX_GROUPS - 1), "rank %d: %d groups made, %d "
+          "refused, of %d asked; last id %d: %s", g_rank, ok, fails, asks, (int)top,
+          het_error_msg());
+    /* rank 0's last group was made when the others were full: it holds rank 0 alone */
+    if (g_size > 1)
+        CHECK(het_comm_scope_size(c, top) == (g_rank == 0 ? 1 : g_size),
+              "rank %d: last group has %d ranks", g_rank, het_comm_scope_size(c, top));
+    CHECK(het_comm_split(c, HET_COMM_WORLD, -1, 0, &last) == HET_OK, "color -1 at the cap");
+
+    /* locality counters: NODE never spans nodes; WORLD does with more than one node */
+    int world_cross = t.n_nodes > 1;
+    het_comm_reset_stats(c);
+    fill_known(v, 4);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_NODE, v, 4) == HET_OK, "%s", het_error_msg());
+    st = het_comm_get_stats(c);
+    CHECK(st.calls_node == 1 && st.bytes_node == 16 && st.calls_cross == 0 &&
+          st.bytes_cross == 0, "NODE all-reduce: node %llu calls %llu bytes, cross %llu calls",
+          (unsigned long long)st.calls_node, (unsigned long long)st.bytes_node,
+          (unsigned long long)st.calls_cross);
+    if (g_size == 4)
+        CHECK(t.n_nodes == 2 && world_cross, "4 ranks, 2 per node: %d nodes", t.n_nodes);
+    /* one of every operation on WORLD: each adds one call and its bytes to one side */
+    het_req r;
+    uint64_t bytes = 0;
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, v, 4) == HET_OK, "%s", het_error_msg());
+    bytes += 16;
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, v, 4, &r) == HET_OK &&
+          het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+    bytes += 16;
+    CHECK(het_comm_allreduce_deferred(c, HET_COMM_WORLD, v, 4, &r) == HET_OK &&
+          het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+    bytes += 16;
+    CHECK(het_comm_bcast(c, HET_COMM_WORLD, v, 10, 0) == HET_OK, "%s", het_error_msg());
+    bytes += 10;
+    st = het_comm_get_stats(c);
+    uint64_t cross_calls = world_cross ? 4 : 0, node_calls = 1 + (world_cross ? 0 : 4);
+    CHECK(st.calls == 5 && st.calls_cross == cross_calls && st.calls_node == node_calls &&
+          st.bytes == 16 + bytes && st.bytes_cross == (world_cross ? bytes : 0) &&
+          st.bytes_node == 16 + (world_cross ? 0 : bytes),
+          "rank %d: after 4 WORLD operations (%d nodes): calls %llu = cross %llu + node %llu, "
+          "bytes %llu = cross %llu + node %llu", g_rank, t.n_nodes,
+          (unsigned long long)st.calls, (unsigned long long)st.calls_cross,
+          (unsigned long long)st.calls_node, (unsigned long long)st.bytes,
+          (unsigned long long)st.bytes_cross, (unsigned long long)st.bytes_node);
+    het_comm_reset_stats(c);
+    st = het_comm_get_stats(c);
+    CHECK(st.calls == 0 && st.calls_cross == 0 && st.bytes_node == 0, "reset");
+    het_comm_free(c);
+
+    /* a group spanning nodes gets the emulated delay, a group within a node does not */
+    het_netem ne = {5e-3, 0.0};
+    CHECK(het_comm_create(&c, &t, ne) == HET_OK, "create: %s", het_error_msg());
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK &&
+          het_comm_split(c, HET_COMM_WORLD, g_rank / 2, g_rank, &pair) == HET_OK, "%s",
+          het_error_msg());
+    double model = het_netem_allreduce_s(ne, 16, members), t0 = het_now();
+    CHECK(het_comm_allreduce_sum(c, par, v, 4) == HET_OK, "%s", het_error_msg());
+    double dt = het_now() - t0;
+    CHECK(dt >= model, "rank %d: group of span %d returned after %.3f ms, model %.3f ms",
+          g_rank, members, 1e3 * dt, 1e3 * model);
+    het_comm_reset_stats(c);
+    CHECK(het_comm_allreduce_sum(c, pair, v, 4) == HET_OK &&
+          het_comm_get_stats(c).delay_s == 0.0, "group within a node delayed");
+    het_comm_free(c);
+    het_topo_free(&t);
+}
+
 /* ---- thread level ---- */
 
 static void test_thread_level(void) {
@@ -534,6 +692,7 @@ int main(int argc, char **argv) {
     } else {
         CHECK(0, "topology: %s", het_error_msg());
     }
+    test_groups();
     test_thread_level();
     test_netem();
     test_agree();

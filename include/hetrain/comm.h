@@ -52,15 +52,29 @@ double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 
-/* Which communicator of the topology an operation runs on. */
-typedef enum { HET_COMM_WORLD = 0, HET_COMM_NODE = 1, HET_COMM_CROSS = 2 } het_comm_scope;
+/* Which communicator an operation runs on: one of the topology's three, or a group made by
+ * het_comm_split (ids 3 ... 3 + HET_COMM_MAX_GROUPS - 1, in the order this rank made
+ * them). HET_COMM_NONE: this rank is in no group (an operation on it fails). */
+typedef enum {
+    HET_COMM_NONE = -1,
+    HET_COMM_WORLD = 0,
+    HET_COMM_NODE = 1,
+    HET_COMM_CROSS = 2
+} het_comm_scope;
+#define HET_COMM_MAX_GROUPS 16
 
-/* Time and traffic a rank spent in communication since the last reset. */
+/* Time and traffic a rank spent in communication since the last reset. Every operation counts
+ * once in the totals and once in either the cross-node or the node-local pair, by the span of
+ * its scope (het_comm_span > 1: cross). */
 typedef struct het_comm_stats {
-    double comm_s;     /* inside MPI calls (blocking calls, waits and tests) */
-    double delay_s;    /* extra time waited to honour the emulated network */
-    uint64_t bytes;    /* payload bytes this rank contributed to collectives / sent */
-    uint64_t calls;    /* operations started */
+    double comm_s;        /* inside MPI calls (blocking calls, waits and tests) */
+    double delay_s;       /* extra time waited to honour the emulated network */
+    uint64_t bytes;       /* payload bytes this rank contributed to collectives / sent */
+    uint64_t calls;       /* operations started */
+    uint64_t bytes_cross; /* of `bytes`, on scopes spanning several nodes */
+    uint64_t calls_cross; /* of `calls`, on scopes spanning several nodes */
+    uint64_t bytes_node;  /* of `bytes`, on scopes within one node */
+    uint64_t calls_node;  /* of `calls`, on scopes within one node */
 } het_comm_stats;
 
 typedef struct het_comm het_comm;
@@ -72,16 +86,37 @@ typedef struct het_comm het_comm;
  * MPI_Init_thread". HET_EINVAL for an unknown level. */
 int  het_comm_check_thread_level(int required);
 
-/* The communication context of one rank: topology + emulated network + statistics.
+/* The communication context of one rank: topology + emulated network + statistics + groups.
  * Borrows `topo` (must outlive the context). Fails with HET_EINVAL on a missing topology or a
  * bad network model, HET_EMPI when MPI runs below MPI_THREAD_FUNNELED (see
  * het_comm_check_thread_level), HET_ENOMEM. Local: no communication. */
 int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
+/* Frees the context and its groups (MPI_Comm_free). Call it before MPI_Finalize; NULL is a
+ * no-op. */
 void het_comm_free(het_comm *c);
 const het_topo *het_comm_topo(const het_comm *c);
+/* The MPI communicator of a scope (a group's too); MPI_COMM_NULL for HET_COMM_NONE, an
+ * unknown scope or a NULL comm. Owned by the topology or the comm: do not free it. */
 MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s);
-/* Nodes spanned by a scope (1 for NODE): the emulated delay applies when it is > 1. */
+/* Nodes spanned by a scope (1 for NODE; for a group, the distinct node ids of its members):
+ * the emulated delay applies when it is > 1. 1 for an unknown scope or a NULL comm. */
 int  het_comm_span(const het_comm *c, het_comm_scope s);
+/* Number of ranks in scope s; 0 for HET_COMM_NONE; HET_EINVAL (negative) for an unknown scope
+ * or a NULL comm. */
+int  het_comm_scope_size(const het_comm *c, het_comm_scope s);
+/* This rank's rank in scope s; HET_EINVAL (negative) for HET_COMM_NONE, an unknown scope or a
+ * NULL comm. */
+int  het_comm_scope_rank(const het_comm *c, het_comm_scope s);
+/* Splits scope `parent` into groups, as MPI_Comm_split: the ranks passing the same color form
+ * one group, ordered by key (ties by their rank in parent). Collective over parent. color < 0:
+ * this rank joins no group and *out = HET_COMM_NONE. Otherwise *out is the new group's scope
+ * id (3, 4, ... on this rank); the comm owns the group (freed by het_comm_free), and its span
+ * (distinct nodes among its members, from an all-gather of the topology's node ids) sets its
+ * emulated delay. Fails with HET_EINVAL (bad parent scope, or HET_COMM_MAX_GROUPS groups
+ * already: this rank then joins no group, the others still get theirs, so nobody hangs),
+ * HET_ENOMEM (likewise), HET_EMPI; *out is HET_COMM_NONE on failure. */
+int  het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
+                    het_comm_scope *out);
 het_comm_stats het_comm_get_stats(const het_comm *c);
 void het_comm_reset_stats(het_comm *c);
 /* Elements per MPI call (default 1 << 24); for tests of the chunking. */

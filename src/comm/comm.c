@@ -1,5 +1,5 @@
 /* The communication context: chunked blocking and non-blocking float all-reduce, broadcast,
- * the emulated network delay and per-rank statistics.
+ * the emulated network delay and per-rank statistics. Scopes and groups are in group.c.
  *
  * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
  * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
@@ -11,7 +11,10 @@
  * and sleeps the rest; het_comm_test reports done only once MPI completed and that time has
  * passed; het_comm_wait completes MPI then sleeps the rest. The time slept is `delay_s`; time
  * inside MPI calls is `comm_s`. The real (shared-memory) MPI time overlaps the modeled time
- * rather than adding to it, so the model holds as long as MPI is faster than the network. */
+ * rather than adding to it, so the model holds as long as MPI is faster than the network.
+ *
+ * Statistics: each operation counts once, when it is started (count_op), in the totals and in
+ * the cross-node or node-local pair chosen by the span of its scope. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -20,13 +23,6 @@
 #include "comm/internal.h"
 
 #define HET_COMM_DEFAULT_CHUNK ((size_t)1 << 24)
-
-struct het_comm {
-    const het_topo *topo;
-    het_netem ne;
-    het_comm_stats st;
-    size_t chunk; /* elements per MPI call, 1..INT_MAX */
-};
 
 int het_comm_mpi_error(int err, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -135,44 +131,35 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     return HET_OK;
 }
 
-void het_comm_free(het_comm *c) { free(c); }
+void het_comm_free(het_comm *c) {
+    if (!c) return;
+    het_comm_groups_free(c);
+    free(c);
+}
 
 const het_topo *het_comm_topo(const het_comm *c) { return c ? c->topo : NULL; }
 
-MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s) {
-    if (!c) return MPI_COMM_NULL;
-    switch (s) {
-    case HET_COMM_WORLD: return c->topo->world;
-    case HET_COMM_NODE: return c->topo->node;
-    case HET_COMM_CROSS: return c->topo->cross;
-    }
-    return MPI_COMM_NULL;
-}
-
-int het_comm_span(const het_comm *c, het_comm_scope s) {
-    if (!c) return 1;
-    switch (s) {
-    case HET_COMM_WORLD: return c->topo->n_nodes;
-    case HET_COMM_NODE: return 1;
-    case HET_COMM_CROSS: {
-        /* one member per node; on uneven nodes some cross groups miss the last nodes */
-        int n = 1;
-        if (c->topo->cross != MPI_COMM_NULL) MPI_Comm_size(c->topo->cross, &n);
-        return n;
-    }
-    }
-    return 1;
-}
-
 het_comm_stats het_comm_get_stats(const het_comm *c) {
-    het_comm_stats zero = {0.0, 0.0, 0, 0};
+    static const het_comm_stats zero;
     return c ? c->st : zero;
 }
 
 void het_comm_reset_stats(het_comm *c) {
-    if (!c) return;
-    c->st.comm_s = c->st.delay_s = 0.0;
-    c->st.bytes = c->st.calls = 0;
+    static const het_comm_stats zero;
+    if (c) c->st = zero;
+}
+
+/* Counts one operation of `bytes` on a scope spanning `span` nodes. */
+static void count_op(het_comm *c, int span, uint64_t bytes) {
+    c->st.bytes += bytes;
+    c->st.calls++;
+    if (span > 1) {
+        c->st.bytes_cross += bytes;
+        c->st.calls_cross++;
+    } else {
+        c->st.bytes_node += bytes;
+        c->st.calls_node++;
+    }
 }
 
 void het_comm_set_chunk(het_comm *c, size_t elements) {
@@ -188,12 +175,15 @@ static int check_op(const het_comm *c, het_comm_scope s, const void *buf, size_t
     if (!c) return het_error_set(HET_EINVAL, "%s: NULL comm", op);
     if (n > 0 && !buf) return het_error_set(HET_EINVAL, "%s: NULL buffer of %zu elements", op, n);
     *comm = het_comm_mpi(c, s);
+    if (*comm == MPI_COMM_NULL && s == HET_COMM_NONE)
+        return het_error_set(HET_EINVAL, "%s: this rank is in no group (HET_COMM_NONE)", op);
     if (*comm == MPI_COMM_NULL) return het_error_set(HET_EINVAL, "%s: bad scope %d", op, (int)s);
     return HET_OK;
 }
 
-/* The MPI part of a blocking all-reduce that started at t0, with statistics. */
-static int allreduce_mpi(het_comm *c, MPI_Comm comm, float *buf, size_t n, double t0) {
+/* The MPI part of a blocking all-reduce on scope s that started at t0, with statistics. */
+static int allreduce_mpi(het_comm *c, het_comm_scope s, MPI_Comm comm, float *buf, size_t n,
+                         double t0) {
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm);
@@ -203,8 +193,7 @@ static int allreduce_mpi(het_comm *c, MPI_Comm comm, float *buf, size_t n, doubl
         }
     }
     c->st.comm_s += het_now() - t0;
-    c->st.bytes += (uint64_t)n * sizeof(float);
-    c->st.calls++;
+    count_op(c, het_comm_span(c, s), (uint64_t)n * sizeof(float));
     return HET_OK;
 }
 
@@ -213,7 +202,7 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
-    rc = allreduce_mpi(c, comm, buf, n, t0);
+    rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;
     double model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
     if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
@@ -236,7 +225,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
-    return allreduce_mpi(c, comm, buf, n, r->t_start);
+    return allreduce_mpi(c, s, comm, buf, n, r->t_start);
 }
 
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root) {
@@ -260,9 +249,9 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
         }
     }
     c->st.comm_s += het_now() - t0;
-    c->st.bytes += bytes;
-    c->st.calls++;
-    double model = het_netem_bcast_s(c->ne, bytes, het_comm_span(c, s));
+    int span = het_comm_span(c, s);
+    count_op(c, span, bytes);
+    double model = het_netem_bcast_s(c->ne, bytes, span);
     if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
     return HET_OK;
 }
@@ -281,7 +270,8 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
         return het_error_set(HET_ENOMEM, "non-blocking all-reduce: out of memory for %zu "
                              "requests", n_chunks);
     r->mpi_done = 0;
-    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    int span = het_comm_span(c, s);
+    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), span);
     double t0 = r->t_start;
     for (size_t i = 0; i < n_chunks; i++) {
         size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
@@ -301,8 +291,7 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     }
     r->n_reqs = (int)n_chunks;
     c->st.comm_s += het_now() - t0;
-    c->st.bytes += (uint64_t)n * sizeof(float);
-    c->st.calls++;
+    count_op(c, span, (uint64_t)n * sizeof(float));
     return HET_OK;
 }
 

@@ -4,8 +4,29 @@
 
 #include "hetrain/comm.h"
 
+/* The first scope id of a group made by het_comm_split. */
+#define HET_COMM_FIRST_GROUP 3
+
+/* A group made by het_comm_split. */
+typedef struct het_comm_group {
+    MPI_Comm comm; /* owned; MPI_ERRORS_RETURN */
+    int span;      /* distinct nodes among its members */
+} het_comm_group;
+
+struct het_comm {
+    const het_topo *topo;
+    het_netem ne;
+    het_comm_stats st;
+    size_t chunk;                                  /* elements per MPI call, 1..INT_MAX */
+    het_comm_group group[HET_COMM_MAX_GROUPS];     /* scope HET_COMM_FIRST_GROUP + i */
+    int n_groups;
+};
+
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
 int het_comm_mpi_error(int err, const char *what);
+
+/* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
+void het_comm_groups_free(het_comm *c);
 
 /* Blocking in-place sum all-reduce whose emulated delay is deferred: completes the MPI part now
  * and fills r as a finished request (no MPI requests) that het_comm_wait / het_comm_test hold
