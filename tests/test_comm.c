@@ -476,6 +476,189 @@ static void test_netem(void) {
     free(buf);
 }
 
+/* ---- doubles ---- */
+
+static void test_f64(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    enum { N = 1000 };
+    double *v = malloc(N * sizeof *v), *all = malloc((size_t)g_size * N * sizeof *all);
+    double want[N];
+    het_rng r;
+    het_rng_seed2(&r, 77, (uint64_t)g_rank);
+    /* magnitudes 1e-8 .. 1e8, so that the order of the additions shows in the last bits */
+    for (int i = 0; i < N; i++)
+        v[i] = (double)het_rng_normal(&r) * pow(10.0, (double)((i + 3 * g_rank) % 17 - 8)) +
+               (double)het_rng_uniform(&r) * 1e-3;
+    /* the reference: every rank's values, added in rank order */
+    MPI_Allgather(v, N, MPI_DOUBLE, all, N, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int i = 0; i < N; i++) {
+        want[i] = all[i];
+        for (int k = 1; k < g_size; k++) want[i] += all[(size_t)k * N + i];
+    }
+    size_t chunks[3] = {0, 7, 1}; /* default, several gathers, one element per gather */
+    for (int k = 0; k < 3; k++) {
+        het_comm_set_chunk(c, chunks[k]);
+        memcpy(v, all + (size_t)g_rank * N, N * sizeof *v); /* this rank's values again */
+        het_comm_reset_stats(c);
+        CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, v, N) == HET_OK, "%s",
+              het_error_msg());
+        int bad = 0, first = -1;
+        for (int i = 0; i < N; i++)
+            if (memcmp(&v[i], &want[i], sizeof v[i]) != 0 && bad++ == 0) first = i;
+        CHECK(bad == 0, "rank %d: f64 chunk %zu: %d of %d differ from the rank-order sum, "
+              "first [%d] %.17g vs %.17g", g_rank, chunks[k], bad, N, first,
+              first >= 0 ? v[first] : 0.0, first >= 0 ? want[first] : 0.0);
+        het_comm_stats st = het_comm_get_stats(c);
+        CHECK(st.calls == 1 && st.bytes == N * sizeof(double), "f64 stats: %llu calls, %llu "
+              "bytes", (unsigned long long)st.calls, (unsigned long long)st.bytes);
+    }
+    /* an exact case: integers */
+    for (int i = 0; i < 5; i++) v[i] = (double)(g_rank + 1) * (i + 1);
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_NODE, v, 5) == HET_OK, "%s", het_error_msg());
+    int ns = het_comm_scope_size(c, HET_COMM_NODE);
+    if (ns == g_size)
+        CHECK(v[4] == 5.0 * g_size * (g_size + 1) / 2, "f64 node sum %g", v[4]);
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, NULL, 0) == HET_OK, "f64 n = 0");
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, NULL, 3) == HET_EINVAL, "f64 NULL");
+    CHECK(het_comm_allreduce_sum_f64(c, (het_comm_scope)9, v, 3) == HET_EINVAL, "f64 scope");
+    free(v);
+    free(all);
+    het_comm_free(c);
+}
+
+/* ---- wire types ----
+ * Error bound of a wire all-reduce against the exact sum of the ranks' floats x_r. Packing
+ * rounds each x_r once: |y_r - x_r| <= u |x_r|. Each addition in the user MPI_Op adds two wire
+ * values in float (relative error <= 2^-24) and rounds to the wire type (<= u): relative error
+ * <= v = u + 2^-24 + u 2^-24 per addition, and a value passes at most P-1 additions (any
+ * reduction tree over P ranks). Unpacking is exact. So
+ *     |got - sum x| <= (u + (1 + u)((1 + v)^(P-1) - 1)) sum |x_r|   (~ P u sum |x_r|)
+ * with u = 2^-8 (bf16) or 2^-11 (fp16). fp16 has subnormals below 2^-14 where the error is
+ * absolute, at most 2^-25 per rounding: add (2P-1) 2^-25. The reference sum is computed in
+ * double in rank order (het_comm_allreduce_sum_f64): its own error, (P-1) 2^-53 sum|x|, is
+ * covered by a 1e-12 relative slack. Every result must also be a value of the wire type. */
+static double wire_bound(het_wire w, double abs_sum) {
+    double u = w == HET_WIRE_BF16 ? 0x1p-8 : 0x1p-11, v = u + 0x1p-24 + u * 0x1p-24;
+    double rel = u + (1.0 + u) * (pow(1.0 + v, g_size - 1) - 1.0);
+    double sub = w == HET_WIRE_FP16 ? (2.0 * g_size - 1.0) * 0x1p-25 : 0.0;
+    return rel * abs_sum * (1.0 + 1e-12) + sub;
+}
+
+static int wire_exact(het_wire w, float x) {
+    uint16_t h = w == HET_WIRE_BF16 ? het_wire_bf16_from_float(x) : het_wire_fp16_from_float(x);
+    float y = w == HET_WIRE_BF16 ? het_wire_bf16_to_float(h) : het_wire_fp16_to_float(h);
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* Same bits on every rank of world. */
+static int same_on_all_ranks(const void *p, size_t bytes) {
+    unsigned crc = het_crc32(0, p, bytes), lo = crc, hi = crc;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+static void test_wire_allreduce(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    het_comm_set_chunk(c, 1000);
+    size_t sizes[] = {1, 3, 999, 1000, 2500, 10007};
+    het_wire ws[2] = {HET_WIRE_BF16, HET_WIRE_FP16};
+    size_t nmax = 10007;
+    float *x = malloc(nmax * sizeof *x), *got = malloc(nmax * sizeof *got);
+    double *ref = malloc(nmax * sizeof *ref), *abs_sum = malloc(nmax * sizeof *abs_sum);
+    for (int k = 0; k < 2; k++) {
+        het_wire w = ws[k];
+        double worst = 0.0;
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            size_t n = sizes[si];
+            fill_random(x, n, 1000 + n);
+            for (size_t i = 0; i < n; i++) {
+                x[i] *= (float)(1 + (i % 5) * 100); /* a spread of magnitudes */
+                ref[i] = x[i];
+                abs_sum[i] = fabs((double)x[i]);
+            }
+            CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, ref, n) == HET_OK &&
+                  het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, abs_sum, n) == HET_OK, "%s",
+                  het_error_msg());
+            memcpy(got, x, n * sizeof *x);
+            het_comm_reset_stats(c);
+            CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, n, w) == HET_OK,
+                  "%s n %zu: %s", het_wire_name(w), n, het_error_msg());
+            het_comm_stats st = het_comm_get_stats(c);
+            CHECK(st.bytes == 2 * n && st.calls == 1, "%s n %zu: stats %llu bytes, %llu calls",
+                  het_wire_name(w), n, (unsigned long long)st.bytes,
+                  (unsigned long long)st.calls);
+            size_t bad = 0, inexact = 0, first = 0;
+            for (size_t i = 0; i < n; i++) {
+                double err = fabs((double)got[i] - ref[i]), b = wire_bound(w, abs_sum[i]);
+                if (err / b > worst) worst = err / b;
+                if (!(err <= b) && bad++ == 0) first = i;
+                inexact += !wire_exact(w, got[i]);
+            }
+            CHECK(bad == 0, "rank %d: %s n %zu: %zu of %zu beyond the bound; first [%zu]: got "
+                  "%.9g, exact %.9g, bound %.3g", g_rank, het_wire_name(w), n, bad, n, first,
+                  (double)got[first], ref[first], wire_bound(w, abs_sum[first]));
+            CHECK(inexact == 0, "rank %d: %s n %zu: %zu results are not %s values", g_rank,
+                  het_wire_name(w), n, inexact, het_wire_name(w));
+            CHECK(same_on_all_ranks(got, n * sizeof *got), "%s n %zu: ranks hold different "
+                  "sums", het_wire_name(w), n);
+        }
+        if (g_rank == 0)
+            printf("wire %s (%d ranks): worst error %.3f of the bound\n", het_wire_name(w),
+                   g_size, worst);
+        /* the scratch holds one chunk and is reused; the operator is made once */
+        uint16_t *scratch = c->wire_buf;
+        MPI_Op op = c->wire_op[w];
+        CHECK(c->wire_cap == 1000 && op != MPI_OP_NULL, "%s: scratch %zu elements",
+              het_wire_name(w), c->wire_cap);
+        fill_known(got, 2500);
+        CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, 2500, w) == HET_OK, "%s",
+              het_error_msg());
+        check_known(got, 2500, w == HET_WIRE_BF16 ? "bf16, small integers" :
+                    "fp16, small integers");
+        CHECK(c->wire_buf == scratch && c->wire_op[w] == op, "%s: scratch or operator remade",
+              het_wire_name(w));
+    }
+    /* fp16 overflows to inf where bf16 stays finite; a NaN on one rank reaches every rank */
+    for (int k = 0; k < 2; k++) {
+        float v[3] = {40000.0f, -40000.0f, g_rank == g_size - 1 ? NAN : 1.0f};
+        CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_NODE, v, 3, ws[k]) == HET_OK, "%s",
+              het_error_msg());
+        int ns = het_comm_scope_size(c, HET_COMM_NODE);
+        if (ns != g_size) continue;
+        int ovf = ws[k] == HET_WIRE_FP16 && g_size >= 2;
+        CHECK(ovf ? isinf(v[0]) && v[0] > 0 && isinf(v[1]) && v[1] < 0
+                  : fabs(v[0] - 40000.0 * g_size) <= wire_bound(ws[k], 40000.0 * g_size),
+              "%s: %d x 40000 = %g, -%g", het_wire_name(ws[k]), g_size, (double)v[0],
+              (double)-v[1]);
+        CHECK(isnan(v[2]), "%s: NaN lost: %g", het_wire_name(ws[k]), (double)v[2]);
+    }
+    /* FP32 is the float all-reduce, bitwise; bad arguments */
+    fill_random(x, 2500, 5);
+    memcpy(got, x, 2500 * sizeof *x);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, x, 2500) == HET_OK &&
+          het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, 2500, HET_WIRE_FP32) == HET_OK,
+          "%s", het_error_msg());
+    CHECK(memcmp(x, got, 2500 * sizeof *x) == 0, "fp32 wire differs from the float all-reduce");
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, 10, (het_wire)5) == HET_EINVAL,
+          "wire 5 accepted");
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, NULL, 10, HET_WIRE_BF16) == HET_EINVAL,
+          "NULL buffer accepted");
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, NULL, 0, HET_WIRE_BF16) == HET_OK,
+          "n = 0");
+    free(x);
+    free(got);
+    free(ref);
+    free(abs_sum);
+    het_comm_free(c);
+}
+
 /* ---- groups and locality counters (virtual nodes of 2 ranks) ---- */
 
 static void test_groups(void) {
@@ -589,6 +772,7 @@ static void test_groups(void) {
     if (g_size == 4)
         CHECK(t.n_nodes == 2 && world_cross, "4 ranks, 2 per node: %d nodes", t.n_nodes);
     /* one of every operation on WORLD: each adds one call and its bytes to one side */
+    double d[3] = {1, 2, 3};
     het_req r;
     uint64_t bytes = 0;
     CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, v, 4) == HET_OK, "%s", het_error_msg());
@@ -601,12 +785,17 @@ static void test_groups(void) {
     bytes += 16;
     CHECK(het_comm_bcast(c, HET_COMM_WORLD, v, 10, 0) == HET_OK, "%s", het_error_msg());
     bytes += 10;
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, v, 4, HET_WIRE_BF16) == HET_OK, "%s",
+          het_error_msg());
+    bytes += 8;
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, d, 3) == HET_OK, "%s", het_error_msg());
+    bytes += 24;
     st = het_comm_get_stats(c);
-    uint64_t cross_calls = world_cross ? 4 : 0, node_calls = 1 + (world_cross ? 0 : 4);
-    CHECK(st.calls == 5 && st.calls_cross == cross_calls && st.calls_node == node_calls &&
+    uint64_t cross_calls = world_cross ? 6 : 0, node_calls = 1 + (world_cross ? 0 : 6);
+    CHECK(st.calls == 7 && st.calls_cross == cross_calls && st.calls_node == node_calls &&
           st.bytes == 16 + bytes && st.bytes_cross == (world_cross ? bytes : 0) &&
           st.bytes_node == 16 + (world_cross ? 0 : bytes),
-          "rank %d: after 4 WORLD operations (%d nodes): calls %llu = cross %llu + node %llu, "
+          "rank %d: after 6 WORLD operations (%d nodes): calls %llu = cross %llu + node %llu, "
           "bytes %llu = cross %llu + node %llu", g_rank, t.n_nodes,
           (unsigned long long)st.calls, (unsigned long long)st.calls_cross,
           (unsigned long long)st.calls_node, (unsigned long long)st.bytes,
@@ -688,6 +877,8 @@ int main(int argc, char **argv) {
         test_allreduce(&t);
         test_buckets(&t, 0);
         test_buckets(&t, 700); /* buckets themselves chunked */
+        test_f64(&t);
+        test_wire_allreduce(&t);
         het_topo_free(&t);
     } else {
         CHECK(0, "topology: %s", het_error_msg());

@@ -69,7 +69,8 @@ typedef enum {
 typedef struct het_comm_stats {
     double comm_s;        /* inside MPI calls (blocking calls, waits and tests) */
     double delay_s;       /* extra time waited to honour the emulated network */
-    uint64_t bytes;       /* payload bytes this rank contributed to collectives / sent */
+    uint64_t bytes;       /* payload bytes this rank contributed to collectives / sent (on the
+                           * wire: 2 per element for bf16 / fp16) */
     uint64_t calls;       /* operations started */
     uint64_t bytes_cross; /* of `bytes`, on scopes spanning several nodes */
     uint64_t calls_cross; /* of `calls`, on scopes spanning several nodes */
@@ -91,8 +92,8 @@ int  het_comm_check_thread_level(int required);
  * bad network model, HET_EMPI when MPI runs below MPI_THREAD_FUNNELED (see
  * het_comm_check_thread_level), HET_ENOMEM. Local: no communication. */
 int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
-/* Frees the context and its groups (MPI_Comm_free). Call it before MPI_Finalize; NULL is a
- * no-op. */
+/* Frees the context, its groups (MPI_Comm_free), its reduction operators and scratch. Call it
+ * before MPI_Finalize; NULL is a no-op. */
 void het_comm_free(het_comm *c);
 const het_topo *het_comm_topo(const het_comm *c);
 /* The MPI communicator of a scope (a group's too); MPI_COMM_NULL for HET_COMM_NONE, an
@@ -126,8 +127,48 @@ void het_comm_set_chunk(het_comm *c, size_t elements);
  * scope spanning several nodes, returns no earlier than het_netem_allreduce_s after it
  * started. */
 int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n);
+/* Blocking in-place sum all-reduce of n doubles, chunked, with statistics (8 bytes per
+ * element) and the emulated delay as het_comm_allreduce_sum. Every rank adds the ranks' values
+ * in rank order (an all-gather, then a local sum), so the result is the same bits on every rank
+ * and every run for a fixed number of ranks, whatever the chunk size or MPI's algorithm. Meant
+ * for small vectors (sums of losses, counters): it moves P times the data of a ring. Fails with
+ * HET_EINVAL (NULL comm or buffer, bad scope), HET_ENOMEM (scratch), HET_EMPI. */
+int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t n);
 /* Blocking broadcast of n bytes from `root` (rank in the scope's communicator). */
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root);
+
+/* ---- wire types: what an all-reduce sends ---- */
+typedef enum { HET_WIRE_FP32 = 0, HET_WIRE_FP16 = 1, HET_WIRE_BF16 = 2 } het_wire;
+
+/* "fp32", "fp16" or "bf16" (static); "unknown" for any other value. */
+const char *het_wire_name(het_wire w);
+/* Parses "fp32", "fp16" or "bf16" into *out; HET_EINVAL with a message listing the three for
+ * any other text (NULL included). */
+int het_wire_parse(const char *text, het_wire *out);
+/* Converts n floats to the wire type (round to nearest even; fp16 overflows to inf and has
+ * subnormals; NaN stays NaN): dst holds n uint16_t (n floats for FP32). Cannot fail. */
+void het_wire_pack(het_wire w, const float *src, void *dst, size_t n);
+/* Converts n wire values back to float (exact). */
+void het_wire_unpack(het_wire w, const void *src, float *dst, size_t n);
+/* Scalar conversions used by pack / unpack: float -> bf16 / fp16 (round to nearest even) and
+ * back (exact). */
+uint16_t het_wire_bf16_from_float(float f);
+float    het_wire_bf16_to_float(uint16_t h);
+uint16_t het_wire_fp16_from_float(float f);
+float    het_wire_fp16_to_float(uint16_t h);
+
+/* Blocking in-place sum all-reduce of n floats sent as wire type w. FP32 is
+ * het_comm_allreduce_sum. FP16 / BF16: each chunk (het_comm_set_chunk) is packed into
+ * comm-owned scratch (grown when needed, then reused: no allocation per call), reduced by a
+ * commutative user MPI_Op that adds two wire values in float and rounds back to the wire type,
+ * and unpacked into buf. Every rank gets the same bits when MPI_Allreduce gives every rank the
+ * same result, as Open MPI does (tested). Error against the exact sum over P ranks: each
+ * operand and each partial sum is rounded once, so |err| <= P u sum_r |x_r| (+ u^2 terms;
+ * + (2P-1) 2^-25 absolute for fp16 subnormals), u = 2^-8 (bf16) or 2^-11 (fp16).
+ * Statistics and the emulated delay count 2 bytes per element. Fails with HET_EINVAL (as
+ * het_comm_allreduce_sum, or an unknown wire type), HET_ENOMEM (scratch), HET_EMPI. */
+int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_t n,
+                                het_wire w);
 
 /* Non-blocking in-place sum all-reduce of n floats (chunked into several requests). */
 typedef struct het_req {

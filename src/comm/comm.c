@@ -1,5 +1,6 @@
-/* The communication context: chunked blocking and non-blocking float all-reduce, broadcast,
- * the emulated network delay and per-rank statistics. Scopes and groups are in group.c.
+/* The communication context: chunked blocking and non-blocking float all-reduce, the wire-type
+ * (bf16 / fp16) and double all-reduce, broadcast, the emulated network delay and per-rank
+ * statistics. Scopes and groups are in group.c, the wire conversions in wire.c.
  *
  * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
  * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
@@ -14,7 +15,13 @@
  * rather than adding to it, so the model holds as long as MPI is faster than the network.
  *
  * Statistics: each operation counts once, when it is started (count_op), in the totals and in
- * the cross-node or node-local pair chosen by the span of its scope. */
+ * the cross-node or node-local pair chosen by the span of its scope.
+ *
+ * Wire all-reduce: one chunk at a time is packed into 16-bit scratch owned by the comm (grown
+ * to min(n, chunk) elements, kept), reduced with MPI_UINT16_T and a user MPI_Op (created on
+ * first use, freed with the comm), and unpacked. Double all-reduce: an all-gather of each
+ * chunk into owned scratch, then a sum in rank order, so its bits depend on nothing but the
+ * number of ranks. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -23,6 +30,8 @@
 #include "comm/internal.h"
 
 #define HET_COMM_DEFAULT_CHUNK ((size_t)1 << 24)
+/* Most doubles one rank gathers per call of the double all-reduce (P x elements). */
+#define HET_F64_GATHER_MAX ((size_t)1 << 16)
 
 int het_comm_mpi_error(int err, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -127,6 +136,8 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     c->topo = topo;
     c->ne = ne;
     c->chunk = HET_COMM_DEFAULT_CHUNK;
+    for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
+        c->wire_op[i] = MPI_OP_NULL;
     *out = c;
     return HET_OK;
 }
@@ -134,6 +145,12 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
 void het_comm_free(het_comm *c) {
     if (!c) return;
     het_comm_groups_free(c);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
+        if (!finalized && c->wire_op[i] != MPI_OP_NULL) MPI_Op_free(&c->wire_op[i]);
+    free(c->wire_buf);
+    free(c->f64_buf);
     free(c);
 }
 
@@ -327,5 +344,109 @@ int het_comm_wait(het_comm *c, het_req *r) {
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Waitall");
     }
     if (r->t_model > 0.0) c->st.delay_s += sleep_until(r->t_start + r->t_model);
+    return HET_OK;
+}
+
+/* ---- wire types ---- */
+
+/* The user MPI_Op adding wire type w (created on first use). */
+static int wire_op(het_comm *c, het_wire w, MPI_Op *op) {
+    if (c->wire_op[w] == MPI_OP_NULL) {
+        int err = MPI_Op_create(het_wire_sum_fn(w), 1 /* commutative */, &c->wire_op[w]);
+        if (err != MPI_SUCCESS) {
+            c->wire_op[w] = MPI_OP_NULL;
+            return het_comm_mpi_error(err, "MPI_Op_create(wire sum)");
+        }
+    }
+    *op = c->wire_op[w];
+    return HET_OK;
+}
+
+/* Makes the wire scratch hold at least n elements. */
+static int wire_reserve(het_comm *c, size_t n) {
+    if (c->wire_cap >= n) return HET_OK;
+    uint16_t *p = realloc(c->wire_buf, n * sizeof *p);
+    if (!p)
+        return het_error_set(HET_ENOMEM, "wire all-reduce: out of memory for %zu elements", n);
+    c->wire_buf = p;
+    c->wire_cap = n;
+    return HET_OK;
+}
+
+int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_t n,
+                                het_wire w) {
+    if (w == HET_WIRE_FP32) return het_comm_allreduce_sum(c, s, buf, n);
+    if (w != HET_WIRE_FP16 && w != HET_WIRE_BF16)
+        return het_error_set(HET_EINVAL, "wire all-reduce: unknown wire type %d", (int)w);
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, buf, n, "wire all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    MPI_Op op = MPI_OP_NULL;
+    if ((rc = wire_op(c, w, &op)) != HET_OK) return rc;
+    if ((rc = wire_reserve(c, n < c->chunk ? n : c->chunk)) != HET_OK) return rc;
+    double t0 = het_now(), t_mpi = 0.0;
+    for (size_t off = 0; off < n; off += c->chunk) {
+        size_t cnt = n - off < c->chunk ? n - off : c->chunk;
+        het_wire_pack(w, buf + off, c->wire_buf, cnt);
+        double t1 = het_now();
+        int err = MPI_Allreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm);
+        t_mpi += het_now() - t1;
+        if (err != MPI_SUCCESS) {
+            c->st.comm_s += t_mpi;
+            return het_comm_mpi_error(err, "MPI_Allreduce(wire)");
+        }
+        het_wire_unpack(w, c->wire_buf, buf + off, cnt);
+    }
+    c->st.comm_s += t_mpi;
+    int span = het_comm_span(c, s);
+    size_t bytes = n * het_wire_bytes(w);
+    count_op(c, span, bytes);
+    double model = het_netem_allreduce_s(c->ne, bytes, span);
+    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
+    return HET_OK;
+}
+
+/* ---- doubles ---- */
+
+int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t n) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, v, n, "double all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    int p = 1;
+    MPI_Comm_size(comm, &p);
+    /* elements per all-gather: the chunk, and at most HET_F64_GATHER_MAX gathered doubles */
+    size_t step = HET_F64_GATHER_MAX / (size_t)p;
+    if (step == 0) step = 1;
+    if (step > c->chunk) step = c->chunk;
+    if (step > n) step = n;
+    size_t need = step * (size_t)p;
+    if (c->f64_cap < need) {
+        double *q = realloc(c->f64_buf, need * sizeof *q);
+        if (!q)
+            return het_error_set(HET_ENOMEM, "double all-reduce: out of memory for %zu "
+                                 "elements", need);
+        c->f64_buf = q;
+        c->f64_cap = need;
+    }
+    double t0 = het_now();
+    for (size_t off = 0; off < n; off += step) {
+        size_t cnt = n - off < step ? n - off : step;
+        int err = MPI_Allgather(v + off, (int)cnt, MPI_DOUBLE, c->f64_buf, (int)cnt, MPI_DOUBLE,
+                                comm);
+        if (err != MPI_SUCCESS) {
+            c->st.comm_s += het_now() - t0;
+            return het_comm_mpi_error(err, "MPI_Allgather(doubles)");
+        }
+        for (size_t i = 0; i < cnt; i++) { /* rank 0 + rank 1 + ... in that order */
+            double sum = c->f64_buf[i];
+            for (int r = 1; r < p; r++) sum += c->f64_buf[(size_t)r * cnt + i];
+            v[off + i] = sum;
+        }
+    }
+    c->st.comm_s += het_now() - t0;
+    int span = het_comm_span(c, s);
+    count_op(c, span, (uint64_t)n * sizeof(double));
+    double model = het_netem_allreduce_s(c->ne, n * sizeof(double), span);
+    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
     return HET_OK;
 }
