@@ -476,6 +476,52 @@ static void test_netem(void) {
     free(buf);
 }
 
+/* ---- requests: inline up to HET_REQ_INLINE chunks, allocated beyond; copies ---- */
+
+static void test_requests(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    size_t n = 2500;
+    float *a = malloc(n * sizeof *a);
+    /* chunk 1000: 3 requests, inline (no allocation) */
+    het_comm_set_chunk(c, 1000);
+    het_req r, copy;
+    fill_known(a, n);
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, a, n, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(r.n_reqs == 3 && r.reqs == NULL, "3 chunks: %d requests, heap %p", r.n_reqs,
+          (void *)r.reqs);
+    /* a copy made in flight completes the reduction; the original is garbage afterwards */
+    copy = r;
+    memset(&r, 0xa5, sizeof r);
+    CHECK(het_comm_wait(c, &copy) == HET_OK && copy.reqs == NULL && copy.n_reqs == 0,
+          "wait on a copy: %s", het_error_msg());
+    check_known(a, n, "inline requests, waited on a copy");
+    /* chunk 100: 25 requests, more than the inline array holds */
+    het_comm_set_chunk(c, 100);
+    fill_known(a, n);
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, a, n, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(r.n_reqs == 25 && r.reqs != NULL, "25 chunks: %d requests, heap %p", r.n_reqs,
+          (void *)r.reqs);
+    copy = r;
+    int done = 0, rc = HET_OK;
+    while (!done && rc == HET_OK) rc = het_comm_test(c, &copy, &done);
+    CHECK(rc == HET_OK && copy.reqs == NULL, "test on a copy: %s", het_error_msg());
+    check_known(a, n, "allocated requests");
+    /* exactly HET_REQ_INLINE and one more */
+    for (size_t k = HET_REQ_INLINE; k <= HET_REQ_INLINE + 1; k++) {
+        fill_known(a, 100 * k);
+        CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, a, 100 * k, &r) == HET_OK &&
+              r.n_reqs == (int)k && (r.reqs != NULL) == (k > HET_REQ_INLINE),
+              "%zu chunks: %d requests, heap %p", k, r.n_reqs, (void *)r.reqs);
+        CHECK(het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+        check_known(a, 100 * k, k > HET_REQ_INLINE ? "inline + 1 chunks" : "inline chunks");
+    }
+    free(a);
+    het_comm_free(c);
+}
+
 /* ---- doubles ---- */
 
 static void test_f64(const het_topo *t) {
@@ -877,6 +923,7 @@ int main(int argc, char **argv) {
         test_allreduce(&t);
         test_buckets(&t, 0);
         test_buckets(&t, 700); /* buckets themselves chunked */
+        test_requests(&t);
         test_f64(&t);
         test_wire_allreduce(&t);
         het_topo_free(&t);

@@ -170,14 +170,21 @@ float    het_wire_fp16_to_float(uint16_t h);
 int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_t n,
                                 het_wire w);
 
-/* Non-blocking in-place sum all-reduce of n floats (chunked into several requests). */
+/* Non-blocking in-place sum all-reduce of n floats (chunked into several requests). Up to
+ * HET_REQ_INLINE chunks the requests live inside the het_req (no allocation); more are
+ * allocated. A het_req may be copied or moved while in flight (then test or wait one copy
+ * only); het_comm_wait, or het_comm_test reporting MPI completion, frees what it holds. */
+#define HET_REQ_INLINE 4
 typedef struct het_req {
-    MPI_Request *reqs;  /* owned; n_reqs entries */
+    MPI_Request *reqs;  /* owned heap array when n_reqs > HET_REQ_INLINE, else NULL */
     int n_reqs;
     double t_start;     /* when it was started */
     double t_model;     /* modeled network time (0 = none) */
     int mpi_done;       /* all MPI requests completed */
+    MPI_Request inline_reqs[HET_REQ_INLINE]; /* the requests when n_reqs <= HET_REQ_INLINE */
 } het_req;
+/* Fails as het_comm_allreduce_sum, or HET_ENOMEM for more than HET_REQ_INLINE chunks; after
+ * a failure r holds what was posted (het_comm_wait completes it). */
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r);
 /* Progresses r; *done = 1 once MPI completed AND the modeled time has passed since start. */
 int het_comm_test(het_comm *c, het_req *r, int *done);

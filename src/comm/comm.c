@@ -273,6 +273,12 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     return HET_OK;
 }
 
+/* The requests of r: inline up to HET_REQ_INLINE, else the heap array. Chosen from n_reqs on
+ * every use (never a pointer into r), so that a het_req copied while in flight still works. */
+static MPI_Request *req_array(het_req *r) {
+    return r->n_reqs > HET_REQ_INLINE ? r->reqs : r->inline_reqs;
+}
+
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
     if (!r) return het_error_set(HET_EINVAL, "non-blocking all-reduce: NULL request");
     req_begin(r);
@@ -282,10 +288,14 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     size_t n_chunks = (n - 1) / c->chunk + 1;
     if (n_chunks > (size_t)INT_MAX)
         return het_error_set(HET_EINVAL, "non-blocking all-reduce: %zu chunks", n_chunks);
-    r->reqs = malloc(n_chunks * sizeof *r->reqs);
-    if (!r->reqs)
-        return het_error_set(HET_ENOMEM, "non-blocking all-reduce: out of memory for %zu "
-                             "requests", n_chunks);
+    MPI_Request *reqs = r->inline_reqs;
+    if (n_chunks > HET_REQ_INLINE) {
+        r->reqs = reqs = malloc(n_chunks * sizeof *r->reqs);
+        if (!reqs)
+            return het_error_set(HET_ENOMEM, "non-blocking all-reduce: out of memory for %zu "
+                                 "requests", n_chunks);
+    }
+    r->n_reqs = (int)n_chunks; /* selects the array; lowered below if a post fails */
     r->mpi_done = 0;
     int span = het_comm_span(c, s);
     r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), span);
@@ -293,20 +303,20 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     for (size_t i = 0; i < n_chunks; i++) {
         size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
         int err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm,
-                                 &r->reqs[i]);
+                                 &reqs[i]);
         if (err != MPI_SUCCESS) {
             /* the chunks already posted stay in r: het_comm_wait can still complete them */
-            r->n_reqs = (int)i;
-            if (i == 0) {
+            if (i <= HET_REQ_INLINE && r->reqs) { /* they fit inline: keep them there */
+                for (size_t k = 0; k < i; k++) r->inline_reqs[k] = reqs[k];
                 free(r->reqs);
                 r->reqs = NULL;
-                r->mpi_done = 1;
             }
+            r->n_reqs = (int)i;
+            if (i == 0) r->mpi_done = 1;
             c->st.comm_s += het_now() - t0;
             return het_comm_mpi_error(err, "MPI_Iallreduce");
         }
     }
-    r->n_reqs = (int)n_chunks;
     c->st.comm_s += het_now() - t0;
     count_op(c, span, (uint64_t)n * sizeof(float));
     return HET_OK;
@@ -325,7 +335,7 @@ int het_comm_test(het_comm *c, het_req *r, int *done) {
     if (!r->mpi_done) {
         int flag = 0;
         double t0 = het_now();
-        int err = MPI_Testall(r->n_reqs, r->reqs, &flag, MPI_STATUSES_IGNORE);
+        int err = MPI_Testall(r->n_reqs, req_array(r), &flag, MPI_STATUSES_IGNORE);
         c->st.comm_s += het_now() - t0;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
         if (flag) req_release(r); /* the requests are MPI_REQUEST_NULL now */
@@ -338,7 +348,7 @@ int het_comm_wait(het_comm *c, het_req *r) {
     if (!c || !r) return het_error_set(HET_EINVAL, "comm wait: NULL argument");
     if (!r->mpi_done) {
         double t0 = het_now();
-        int err = MPI_Waitall(r->n_reqs, r->reqs, MPI_STATUSES_IGNORE);
+        int err = MPI_Waitall(r->n_reqs, req_array(r), MPI_STATUSES_IGNORE);
         c->st.comm_s += het_now() - t0;
         req_release(r);
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Waitall");
