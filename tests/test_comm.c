@@ -1,8 +1,10 @@
-/* comm/: topology (emulated and real nodes), chunked blocking and non-blocking all-reduce,
- * bucketed all-reduce against its flat reference twin, the emulated network's timing, and
- * status agreement. An MPI program: CTest runs it as a 1-rank singleton; test_comm_mpi.sh runs
- * it under mpirun with 2, 3 and 4 ranks. Every rank checks; the failure count is summed over
- * ranks so that all exit with the same code, and rank 0 prints the summary. */
+/* comm/: topology (emulated and real nodes), chunked blocking and non-blocking all-reduce
+ * (inline and allocated requests), bucketed all-reduce against its flat reference twin, the
+ * wire-type (bf16 / fp16) and double all-reduce, groups, byte counters by locality, the thread
+ * level check, the emulated network's timing, and status agreement. An MPI program: CTest runs
+ * it as a 1-rank singleton; test_comm_mpi.sh runs it under mpirun with 2, 3 and 4 ranks. Every
+ * rank checks; the failure count is summed over ranks so that all exit with the same code, and
+ * rank 0 prints the summary. White box where it must be: comm/internal.h shows the scratch. */
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,6 +274,36 @@ static int mark_all(het_buckets *bk, het_comm *c, const size_t *off, size_t n, i
     return rc;
 }
 
+/* The bucket of each range of k_sizes (see the grouping above); the empty range 2 shares its
+ * offset with range 3. */
+static const int k_bucket_of[N_RANGES] = {7, 6, 6, 6, 5, 4, 3, 2, 2, 1, 0};
+
+static void check_bucket_of(const het_buckets *bk, const size_t *off, size_t n) {
+    for (int i = 0; i < N_RANGES; i++)
+        CHECK(het_buckets_bucket_of(bk, off[i]) == k_bucket_of[i], "range %d at %zu: bucket "
+              "%d, expected %d", i, off[i], het_buckets_bucket_of(bk, off[i]), k_bucket_of[i]);
+    CHECK(het_buckets_bucket_of(bk, 1) == -1 && het_buckets_bucket_of(bk, n) == -1 &&
+          het_buckets_bucket_of(NULL, 0) == -1, "offsets that start no range: %d %d",
+          het_buckets_bucket_of(bk, 1), het_buckets_bucket_of(bk, n));
+    /* spans: bucket 0 ends the buffer, each next one ends where the previous starts, the last
+     * starts at 0; every range lies inside its bucket's span */
+    size_t lo = 0, hi = 0, end = n;
+    for (int k = 0; k < het_buckets_n(bk); k++) {
+        CHECK(het_buckets_span(bk, k, &lo, &hi) == HET_OK && hi == end && lo < hi,
+              "bucket %d: [%zu, %zu), expected to end at %zu", k, lo, hi, end);
+        end = lo;
+    }
+    CHECK(end == 0, "the last bucket starts at %zu", end);
+    for (int i = 0; i < N_RANGES; i++) {
+        het_buckets_span(bk, k_bucket_of[i], &lo, &hi);
+        CHECK(off[i] >= lo && off[i] + k_sizes[i] <= hi, "range %d [%zu, %zu) outside its "
+              "bucket [%zu, %zu)", i, off[i], off[i] + k_sizes[i], lo, hi);
+    }
+    CHECK(het_buckets_span(bk, 8, &lo, &hi) == HET_EINVAL &&
+          het_buckets_span(bk, -1, NULL, NULL) == HET_EINVAL &&
+          het_buckets_span(bk, 0, NULL, NULL) == HET_OK, "span of a bad bucket");
+}
+
 static void test_buckets(const het_topo *t, int chunk) {
     het_comm *c = NULL;
     het_netem off_ne = {0.0, 0.0};
@@ -291,6 +323,7 @@ static void test_buckets(const het_topo *t, int chunk) {
                              extra, 3) == HET_OK, "create: %s", het_error_msg());
     if (!bk) goto done;
     CHECK(het_buckets_n(bk) == 8, "bucket count %d, expected 8", het_buckets_n(bk));
+    check_bucket_of(bk, off, n);
 
     /* bad ranges are rejected and change nothing */
     CHECK(het_buckets_ready(bk, 1, 5) == HET_EINVAL, "inside a range");
@@ -354,6 +387,13 @@ static void test_buckets(const het_topo *t, int chunk) {
     het_buckets_free(bk);
     CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, NULL, 0, 64, NULL, 0) == HET_OK &&
           het_buckets_n(bk) == 1, "no ranges");
+    het_buckets_free(bk);
+    /* an empty range at the end of the buffer starts no bucket */
+    size_t tail[] = {0, 5};
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, 5, tail, 2, 0, NULL, 0) == HET_OK &&
+          het_buckets_bucket_of(bk, 0) == 0 && het_buckets_bucket_of(bk, 5) == -1,
+          "empty last range: buckets %d %d", het_buckets_bucket_of(bk, 0),
+          het_buckets_bucket_of(bk, 5));
     het_buckets_free(bk);
     /* bad layouts */
     size_t bad1[] = {1, 5}, bad2[] = {0, 9, 5};

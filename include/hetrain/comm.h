@@ -1,7 +1,8 @@
 /* hetrain comm: the MPI layer. Topology (world, node-local and cross-node communicators, with
- * virtual nodes for one-machine runs), chunked blocking and non-blocking float all-reduce,
- * bucketed gradient all-reduce that overlaps backward, an emulated network delay for
- * cross-node traffic, and agreement on a status across ranks.
+ * virtual nodes for one-machine runs), groups split from them, chunked blocking and
+ * non-blocking float all-reduce, an all-reduce with a 16-bit wire type (bf16, fp16), a double
+ * all-reduce, bucketed gradient all-reduce that overlaps backward, an emulated network delay
+ * for cross-node traffic, and agreement on a status across ranks.
  *
  * Threads: MPI must be initialized with at least MPI_THREAD_FUNNELED (het_comm_create checks);
  * only the thread that initialized MPI may call comm/.
@@ -206,6 +207,14 @@ int  het_buckets_create(het_buckets **out, het_comm *c, het_comm_scope s, float 
                         float *extra, size_t n_extra);
 void het_buckets_free(het_buckets *b);
 int  het_buckets_n(const het_buckets *b);  /* number of buckets */
+/* The bucket holding the non-empty range that starts at `offset`; -1 when no non-empty range
+ * starts there (an unknown offset, or an empty range at the end of the buffer) or b is NULL.
+ * An empty range shares its offset with the next non-empty range: callers that know a range
+ * is empty (count 0) should not ask. */
+int  het_buckets_bucket_of(const het_buckets *b, size_t offset);
+/* Element span [*lo, *hi) of bucket k (either pointer may be NULL). HET_EINVAL when k is
+ * outside [0, het_buckets_n(b)) or b is NULL. */
+int  het_buckets_span(const het_buckets *b, int k, size_t *lo, size_t *hi);
 /* Marks [offset, offset+count) final (must be one whole range). */
 int  het_buckets_ready(het_buckets *b, size_t offset, size_t count);
 /* Waits for every bucket; afterwards the buffer holds the sum over ranks; resets for the next
