@@ -476,9 +476,22 @@ static void test_netem(void) {
         /* one rank per node: every all-reduce takes the modeled time */
         const char *names[3] = {"blocking", "non-blocking wait", "non-blocking test"};
         for (int mode = 0; mode < 3; mode++) {
-            het_comm_reset_stats(c);
-            double med = time_allreduce(c, HET_COMM_WORLD, buf, n, mode);
-            het_comm_stats st = het_comm_get_stats(c);
+            double med = 0.0;
+            het_comm_stats st;
+            /* Timing on a shared machine: another process can take the core of a rank and
+             * stretch a run past the model (the test loop spins, so it suffers most). Up to 3
+             * attempts, all ranks together, while any rank is off by more than 15 %; a real
+             * error of the model or of the delay shows in every attempt. */
+            for (int attempt = 0; attempt < 3; attempt++) {
+                het_comm_reset_stats(c);
+                med = time_allreduce(c, HET_COMM_WORLD, buf, n, mode);
+                st = het_comm_get_stats(c);
+                double miss = fabs(med - model) / model;
+                MPI_Allreduce(MPI_IN_PLACE, &miss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                if (miss <= 0.15) break;
+                if (g_rank == 0 && attempt < 2)
+                    printf("netem %s: %.0f %% off the model, again\n", names[mode], 100 * miss);
+            }
             if (g_rank == 0)
                 printf("netem %d nodes, 1 MiB, %s: median %.2f ms, model %.2f ms\n", g_size,
                        names[mode], 1e3 * med, 1e3 * model);
@@ -502,6 +515,12 @@ static void test_netem(void) {
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, g_size) == HET_OK, "%s", het_error_msg());
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
     double med = time_allreduce(c, HET_COMM_WORLD, buf, n, 0);
+    for (int attempt = 1; attempt < 3; attempt++) { /* as above: load can stretch one run */
+        double worst = med;
+        MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (g_size < 2 || worst < 0.5 * model) break;
+        med = time_allreduce(c, HET_COMM_WORLD, buf, n, 0);
+    }
     het_req r;
     CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, buf, n, &r) == HET_OK && r.t_model == 0.0,
           "one node: modeled %g", r.t_model);
