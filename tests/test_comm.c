@@ -1,13 +1,15 @@
-/* comm/: topology (emulated and real nodes), chunked blocking and non-blocking all-reduce,
- * bucketed all-reduce against its flat reference twin, the emulated network's timing, and
- * status agreement. An MPI program: CTest runs it as a 1-rank singleton; test_comm_mpi.sh runs
- * it under mpirun with 2, 3 and 4 ranks. Every rank checks; the failure count is summed over
- * ranks so that all exit with the same code, and rank 0 prints the summary. */
+/* comm/: topology (emulated and real nodes), chunked blocking and non-blocking all-reduce
+ * (inline and allocated requests), bucketed all-reduce against its flat reference twin, the
+ * wire-type (bf16 / fp16) and double all-reduce, groups, byte counters by locality, the thread
+ * level check, the emulated network's timing, and status agreement. An MPI program: CTest runs
+ * it as a 1-rank singleton; test_comm_mpi.sh runs it under mpirun with 2, 3 and 4 ranks. Every
+ * rank checks; the failure count is summed over ranks so that all exit with the same code, and
+ * rank 0 prints the summary. White box where it must be: comm/internal.h shows the scratch. */
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hetrain/comm.h"
+#include "comm/internal.h"
 #include "test.h"
 
 /* Open MPI keeps allocations until exit; leak reports from it are noise in the ASan build. */
@@ -272,6 +274,36 @@ static int mark_all(het_buckets *bk, het_comm *c, const size_t *off, size_t n, i
     return rc;
 }
 
+/* The bucket of each range of k_sizes (see the grouping above); the empty range 2 shares its
+ * offset with range 3. */
+static const int k_bucket_of[N_RANGES] = {7, 6, 6, 6, 5, 4, 3, 2, 2, 1, 0};
+
+static void check_bucket_of(const het_buckets *bk, const size_t *off, size_t n) {
+    for (int i = 0; i < N_RANGES; i++)
+        CHECK(het_buckets_bucket_of(bk, off[i]) == k_bucket_of[i], "range %d at %zu: bucket "
+              "%d, expected %d", i, off[i], het_buckets_bucket_of(bk, off[i]), k_bucket_of[i]);
+    CHECK(het_buckets_bucket_of(bk, 1) == -1 && het_buckets_bucket_of(bk, n) == -1 &&
+          het_buckets_bucket_of(NULL, 0) == -1, "offsets that start no range: %d %d",
+          het_buckets_bucket_of(bk, 1), het_buckets_bucket_of(bk, n));
+    /* spans: bucket 0 ends the buffer, each next one ends where the previous starts, the last
+     * starts at 0; every range lies inside its bucket's span */
+    size_t lo = 0, hi = 0, end = n;
+    for (int k = 0; k < het_buckets_n(bk); k++) {
+        CHECK(het_buckets_span(bk, k, &lo, &hi) == HET_OK && hi == end && lo < hi,
+              "bucket %d: [%zu, %zu), expected to end at %zu", k, lo, hi, end);
+        end = lo;
+    }
+    CHECK(end == 0, "the last bucket starts at %zu", end);
+    for (int i = 0; i < N_RANGES; i++) {
+        het_buckets_span(bk, k_bucket_of[i], &lo, &hi);
+        CHECK(off[i] >= lo && off[i] + k_sizes[i] <= hi, "range %d [%zu, %zu) outside its "
+              "bucket [%zu, %zu)", i, off[i], off[i] + k_sizes[i], lo, hi);
+    }
+    CHECK(het_buckets_span(bk, 8, &lo, &hi) == HET_EINVAL &&
+          het_buckets_span(bk, -1, NULL, NULL) == HET_EINVAL &&
+          het_buckets_span(bk, 0, NULL, NULL) == HET_OK, "span of a bad bucket");
+}
+
 static void test_buckets(const het_topo *t, int chunk) {
     het_comm *c = NULL;
     het_netem off_ne = {0.0, 0.0};
@@ -291,6 +323,7 @@ static void test_buckets(const het_topo *t, int chunk) {
                              extra, 3) == HET_OK, "create: %s", het_error_msg());
     if (!bk) goto done;
     CHECK(het_buckets_n(bk) == 8, "bucket count %d, expected 8", het_buckets_n(bk));
+    check_bucket_of(bk, off, n);
 
     /* bad ranges are rejected and change nothing */
     CHECK(het_buckets_ready(bk, 1, 5) == HET_EINVAL, "inside a range");
@@ -354,6 +387,13 @@ static void test_buckets(const het_topo *t, int chunk) {
     het_buckets_free(bk);
     CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, NULL, 0, 64, NULL, 0) == HET_OK &&
           het_buckets_n(bk) == 1, "no ranges");
+    het_buckets_free(bk);
+    /* an empty range at the end of the buffer starts no bucket */
+    size_t tail[] = {0, 5};
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, 5, tail, 2, 0, NULL, 0) == HET_OK &&
+          het_buckets_bucket_of(bk, 0) == 0 && het_buckets_bucket_of(bk, 5) == -1,
+          "empty last range: buckets %d %d", het_buckets_bucket_of(bk, 0),
+          het_buckets_bucket_of(bk, 5));
     het_buckets_free(bk);
     /* bad layouts */
     size_t bad1[] = {1, 5}, bad2[] = {0, 9, 5};
@@ -436,9 +476,22 @@ static void test_netem(void) {
         /* one rank per node: every all-reduce takes the modeled time */
         const char *names[3] = {"blocking", "non-blocking wait", "non-blocking test"};
         for (int mode = 0; mode < 3; mode++) {
-            het_comm_reset_stats(c);
-            double med = time_allreduce(c, HET_COMM_WORLD, buf, n, mode);
-            het_comm_stats st = het_comm_get_stats(c);
+            double med = 0.0;
+            het_comm_stats st;
+            /* Timing on a shared machine: another process can take the core of a rank and
+             * stretch a run past the model (the test loop spins, so it suffers most). Up to 3
+             * attempts, all ranks together, while any rank is off by more than 15 %; a real
+             * error of the model or of the delay shows in every attempt. */
+            for (int attempt = 0; attempt < 3; attempt++) {
+                het_comm_reset_stats(c);
+                med = time_allreduce(c, HET_COMM_WORLD, buf, n, mode);
+                st = het_comm_get_stats(c);
+                double miss = fabs(med - model) / model;
+                MPI_Allreduce(MPI_IN_PLACE, &miss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                if (miss <= 0.15) break;
+                if (g_rank == 0 && attempt < 2)
+                    printf("netem %s: %.0f %% off the model, again\n", names[mode], 100 * miss);
+            }
             if (g_rank == 0)
                 printf("netem %d nodes, 1 MiB, %s: median %.2f ms, model %.2f ms\n", g_size,
                        names[mode], 1e3 * med, 1e3 * model);
@@ -462,6 +515,12 @@ static void test_netem(void) {
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, g_size) == HET_OK, "%s", het_error_msg());
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
     double med = time_allreduce(c, HET_COMM_WORLD, buf, n, 0);
+    for (int attempt = 1; attempt < 3; attempt++) { /* as above: load can stretch one run */
+        double worst = med;
+        MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (g_size < 2 || worst < 0.5 * model) break;
+        med = time_allreduce(c, HET_COMM_WORLD, buf, n, 0);
+    }
     het_req r;
     CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, buf, n, &r) == HET_OK && r.t_model == 0.0,
           "one node: modeled %g", r.t_model);
@@ -474,6 +533,419 @@ static void test_netem(void) {
     het_comm_free(c);
     het_topo_free(&t);
     free(buf);
+}
+
+/* ---- requests: inline up to HET_REQ_INLINE chunks, allocated beyond; copies ---- */
+
+static void test_requests(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    size_t n = 2500;
+    float *a = malloc(n * sizeof *a);
+    /* chunk 1000: 3 requests, inline (no allocation) */
+    het_comm_set_chunk(c, 1000);
+    het_req r, copy;
+    fill_known(a, n);
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, a, n, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(r.n_reqs == 3 && r.reqs == NULL, "3 chunks: %d requests, heap %p", r.n_reqs,
+          (void *)r.reqs);
+    /* a copy made in flight completes the reduction; the original is garbage afterwards */
+    copy = r;
+    memset(&r, 0xa5, sizeof r);
+    CHECK(het_comm_wait(c, &copy) == HET_OK && copy.reqs == NULL && copy.n_reqs == 0,
+          "wait on a copy: %s", het_error_msg());
+    check_known(a, n, "inline requests, waited on a copy");
+    /* chunk 100: 25 requests, more than the inline array holds */
+    het_comm_set_chunk(c, 100);
+    fill_known(a, n);
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, a, n, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(r.n_reqs == 25 && r.reqs != NULL, "25 chunks: %d requests, heap %p", r.n_reqs,
+          (void *)r.reqs);
+    copy = r;
+    int done = 0, rc = HET_OK;
+    while (!done && rc == HET_OK) rc = het_comm_test(c, &copy, &done);
+    CHECK(rc == HET_OK && copy.reqs == NULL, "test on a copy: %s", het_error_msg());
+    check_known(a, n, "allocated requests");
+    /* exactly HET_REQ_INLINE and one more */
+    for (size_t k = HET_REQ_INLINE; k <= HET_REQ_INLINE + 1; k++) {
+        fill_known(a, 100 * k);
+        CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, a, 100 * k, &r) == HET_OK &&
+              r.n_reqs == (int)k && (r.reqs != NULL) == (k > HET_REQ_INLINE),
+              "%zu chunks: %d requests, heap %p", k, r.n_reqs, (void *)r.reqs);
+        CHECK(het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+        check_known(a, 100 * k, k > HET_REQ_INLINE ? "inline + 1 chunks" : "inline chunks");
+    }
+    free(a);
+    het_comm_free(c);
+}
+
+/* ---- doubles ---- */
+
+static void test_f64(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    enum { N = 1000 };
+    double *v = malloc(N * sizeof *v), *all = malloc((size_t)g_size * N * sizeof *all);
+    double want[N];
+    het_rng r;
+    het_rng_seed2(&r, 77, (uint64_t)g_rank);
+    /* magnitudes 1e-8 .. 1e8, so that the order of the additions shows in the last bits */
+    for (int i = 0; i < N; i++)
+        v[i] = (double)het_rng_normal(&r) * pow(10.0, (double)((i + 3 * g_rank) % 17 - 8)) +
+               (double)het_rng_uniform(&r) * 1e-3;
+    /* the reference: every rank's values, added in rank order */
+    MPI_Allgather(v, N, MPI_DOUBLE, all, N, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int i = 0; i < N; i++) {
+        want[i] = all[i];
+        for (int k = 1; k < g_size; k++) want[i] += all[(size_t)k * N + i];
+    }
+    size_t chunks[3] = {0, 7, 1}; /* default, several gathers, one element per gather */
+    for (int k = 0; k < 3; k++) {
+        het_comm_set_chunk(c, chunks[k]);
+        memcpy(v, all + (size_t)g_rank * N, N * sizeof *v); /* this rank's values again */
+        het_comm_reset_stats(c);
+        CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, v, N) == HET_OK, "%s",
+              het_error_msg());
+        int bad = 0, first = -1;
+        for (int i = 0; i < N; i++)
+            if (memcmp(&v[i], &want[i], sizeof v[i]) != 0 && bad++ == 0) first = i;
+        CHECK(bad == 0, "rank %d: f64 chunk %zu: %d of %d differ from the rank-order sum, "
+              "first [%d] %.17g vs %.17g", g_rank, chunks[k], bad, N, first,
+              first >= 0 ? v[first] : 0.0, first >= 0 ? want[first] : 0.0);
+        het_comm_stats st = het_comm_get_stats(c);
+        CHECK(st.calls == 1 && st.bytes == N * sizeof(double), "f64 stats: %llu calls, %llu "
+              "bytes", (unsigned long long)st.calls, (unsigned long long)st.bytes);
+    }
+    /* an exact case: integers */
+    for (int i = 0; i < 5; i++) v[i] = (double)(g_rank + 1) * (i + 1);
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_NODE, v, 5) == HET_OK, "%s", het_error_msg());
+    int ns = het_comm_scope_size(c, HET_COMM_NODE);
+    if (ns == g_size)
+        CHECK(v[4] == 5.0 * g_size * (g_size + 1) / 2, "f64 node sum %g", v[4]);
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, NULL, 0) == HET_OK, "f64 n = 0");
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, NULL, 3) == HET_EINVAL, "f64 NULL");
+    CHECK(het_comm_allreduce_sum_f64(c, (het_comm_scope)9, v, 3) == HET_EINVAL, "f64 scope");
+    free(v);
+    free(all);
+    het_comm_free(c);
+}
+
+/* ---- wire types ----
+ * Error bound of a wire all-reduce against the exact sum of the ranks' floats x_r. Packing
+ * rounds each x_r once: |y_r - x_r| <= u |x_r|. Each addition in the user MPI_Op adds two wire
+ * values in float (relative error <= 2^-24) and rounds to the wire type (<= u): relative error
+ * <= v = u + 2^-24 + u 2^-24 per addition, and a value passes at most P-1 additions (any
+ * reduction tree over P ranks). Unpacking is exact. So
+ *     |got - sum x| <= (u + (1 + u)((1 + v)^(P-1) - 1)) sum |x_r|   (~ P u sum |x_r|)
+ * with u = 2^-8 (bf16) or 2^-11 (fp16). fp16 has subnormals below 2^-14 where the error is
+ * absolute, at most 2^-25 per rounding: add (2P-1) 2^-25. The reference sum is computed in
+ * double in rank order (het_comm_allreduce_sum_f64): its own error, (P-1) 2^-53 sum|x|, is
+ * covered by a 1e-12 relative slack. Every result must also be a value of the wire type. */
+static double wire_bound(het_wire w, double abs_sum) {
+    double u = w == HET_WIRE_BF16 ? 0x1p-8 : 0x1p-11, v = u + 0x1p-24 + u * 0x1p-24;
+    double rel = u + (1.0 + u) * (pow(1.0 + v, g_size - 1) - 1.0);
+    double sub = w == HET_WIRE_FP16 ? (2.0 * g_size - 1.0) * 0x1p-25 : 0.0;
+    return rel * abs_sum * (1.0 + 1e-12) + sub;
+}
+
+static int wire_exact(het_wire w, float x) {
+    uint16_t h = w == HET_WIRE_BF16 ? het_wire_bf16_from_float(x) : het_wire_fp16_from_float(x);
+    float y = w == HET_WIRE_BF16 ? het_wire_bf16_to_float(h) : het_wire_fp16_to_float(h);
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* Same bits on every rank of world. */
+static int same_on_all_ranks(const void *p, size_t bytes) {
+    unsigned crc = het_crc32(0, p, bytes), lo = crc, hi = crc;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+static void test_wire_allreduce(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    het_comm_set_chunk(c, 1000);
+    size_t sizes[] = {1, 3, 999, 1000, 2500, 10007};
+    het_wire ws[2] = {HET_WIRE_BF16, HET_WIRE_FP16};
+    size_t nmax = 10007;
+    float *x = malloc(nmax * sizeof *x), *got = malloc(nmax * sizeof *got);
+    double *ref = malloc(nmax * sizeof *ref), *abs_sum = malloc(nmax * sizeof *abs_sum);
+    for (int k = 0; k < 2; k++) {
+        het_wire w = ws[k];
+        double worst = 0.0;
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            size_t n = sizes[si];
+            fill_random(x, n, 1000 + n);
+            for (size_t i = 0; i < n; i++) {
+                x[i] *= (float)(1 + (i % 5) * 100); /* a spread of magnitudes */
+                ref[i] = x[i];
+                abs_sum[i] = fabs((double)x[i]);
+            }
+            CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, ref, n) == HET_OK &&
+                  het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, abs_sum, n) == HET_OK, "%s",
+                  het_error_msg());
+            memcpy(got, x, n * sizeof *x);
+            het_comm_reset_stats(c);
+            CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, n, w) == HET_OK,
+                  "%s n %zu: %s", het_wire_name(w), n, het_error_msg());
+            het_comm_stats st = het_comm_get_stats(c);
+            CHECK(st.bytes == 2 * n && st.calls == 1, "%s n %zu: stats %llu bytes, %llu calls",
+                  het_wire_name(w), n, (unsigned long long)st.bytes,
+                  (unsigned long long)st.calls);
+            size_t bad = 0, inexact = 0, first = 0;
+            for (size_t i = 0; i < n; i++) {
+                double err = fabs((double)got[i] - ref[i]), b = wire_bound(w, abs_sum[i]);
+                if (err / b > worst) worst = err / b;
+                if (!(err <= b) && bad++ == 0) first = i;
+                inexact += !wire_exact(w, got[i]);
+            }
+            CHECK(bad == 0, "rank %d: %s n %zu: %zu of %zu beyond the bound; first [%zu]: got "
+                  "%.9g, exact %.9g, bound %.3g", g_rank, het_wire_name(w), n, bad, n, first,
+                  (double)got[first], ref[first], wire_bound(w, abs_sum[first]));
+            CHECK(inexact == 0, "rank %d: %s n %zu: %zu results are not %s values", g_rank,
+                  het_wire_name(w), n, inexact, het_wire_name(w));
+            CHECK(same_on_all_ranks(got, n * sizeof *got), "%s n %zu: ranks hold different "
+                  "sums", het_wire_name(w), n);
+        }
+        if (g_rank == 0)
+            printf("wire %s (%d ranks): worst error %.3f of the bound\n", het_wire_name(w),
+                   g_size, worst);
+        /* the scratch holds one chunk and is reused; the operator is made once */
+        uint16_t *scratch = c->wire_buf;
+        MPI_Op op = c->wire_op[w];
+        CHECK(c->wire_cap == 1000 && op != MPI_OP_NULL, "%s: scratch %zu elements",
+              het_wire_name(w), c->wire_cap);
+        fill_known(got, 2500);
+        CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, 2500, w) == HET_OK, "%s",
+              het_error_msg());
+        check_known(got, 2500, w == HET_WIRE_BF16 ? "bf16, small integers" :
+                    "fp16, small integers");
+        CHECK(c->wire_buf == scratch && c->wire_op[w] == op, "%s: scratch or operator remade",
+              het_wire_name(w));
+    }
+    /* fp16 overflows to inf where bf16 stays finite; a NaN on one rank reaches every rank */
+    for (int k = 0; k < 2; k++) {
+        float v[3] = {40000.0f, -40000.0f, g_rank == g_size - 1 ? NAN : 1.0f};
+        CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_NODE, v, 3, ws[k]) == HET_OK, "%s",
+              het_error_msg());
+        int ns = het_comm_scope_size(c, HET_COMM_NODE);
+        if (ns != g_size) continue;
+        int ovf = ws[k] == HET_WIRE_FP16 && g_size >= 2;
+        CHECK(ovf ? isinf(v[0]) && v[0] > 0 && isinf(v[1]) && v[1] < 0
+                  : fabs(v[0] - 40000.0 * g_size) <= wire_bound(ws[k], 40000.0 * g_size),
+              "%s: %d x 40000 = %g, -%g", het_wire_name(ws[k]), g_size, (double)v[0],
+              (double)-v[1]);
+        CHECK(isnan(v[2]), "%s: NaN lost: %g", het_wire_name(ws[k]), (double)v[2]);
+    }
+    /* FP32 is the float all-reduce, bitwise; bad arguments */
+    fill_random(x, 2500, 5);
+    memcpy(got, x, 2500 * sizeof *x);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, x, 2500) == HET_OK &&
+          het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, 2500, HET_WIRE_FP32) == HET_OK,
+          "%s", het_error_msg());
+    CHECK(memcmp(x, got, 2500 * sizeof *x) == 0, "fp32 wire differs from the float all-reduce");
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, got, 10, (het_wire)5) == HET_EINVAL,
+          "wire 5 accepted");
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, NULL, 10, HET_WIRE_BF16) == HET_EINVAL,
+          "NULL buffer accepted");
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, NULL, 0, HET_WIRE_BF16) == HET_OK,
+          "n = 0");
+    free(x);
+    free(got);
+    free(ref);
+    free(abs_sum);
+    het_comm_free(c);
+}
+
+/* ---- groups and locality counters (virtual nodes of 2 ranks) ---- */
+
+static void test_groups(void) {
+    het_topo t;
+    het_comm *c = NULL;
+    het_netem off = {0.0, 0.0};
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 2) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_create(&c, &t, off) == HET_OK, "create: %s", het_error_msg());
+    if (!c) {
+        het_topo_free(&t);
+        return;
+    }
+    CHECK(het_comm_scope_size(c, HET_COMM_WORLD) == g_size &&
+          het_comm_scope_rank(c, HET_COMM_WORLD) == g_rank &&
+          het_comm_scope_size(c, HET_COMM_NODE) == t.local_size &&
+          het_comm_scope_rank(c, HET_COMM_NODE) == t.local_rank,
+          "scope size/rank: world %d/%d node %d/%d", het_comm_scope_rank(c, HET_COMM_WORLD),
+          het_comm_scope_size(c, HET_COMM_WORLD), het_comm_scope_rank(c, HET_COMM_NODE),
+          het_comm_scope_size(c, HET_COMM_NODE));
+
+    /* even and odd ranks: one rank of each node in each group */
+    het_comm_scope par = HET_COMM_NONE;
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK, "split: %s",
+          het_error_msg());
+    CHECK(par == (het_comm_scope)3, "first group id %d", (int)par);
+    int members = (g_size - g_rank % 2 + 1) / 2; /* ranks of my parity */
+    CHECK(het_comm_scope_size(c, par) == members && het_comm_scope_rank(c, par) == g_rank / 2,
+          "rank %d: parity group rank %d of %d, expected %d of %d", g_rank,
+          het_comm_scope_rank(c, par), het_comm_scope_size(c, par), g_rank / 2, members);
+    CHECK(het_comm_span(c, par) == members, "rank %d: parity group spans %d nodes, expected %d",
+          g_rank, het_comm_span(c, par), members);
+    float v[4];
+    for (int i = 0; i < 4; i++) v[i] = (float)((g_rank + 1) * (i + 1));
+    het_comm_reset_stats(c);
+    CHECK(het_comm_allreduce_sum(c, par, v, 4) == HET_OK, "%s", het_error_msg());
+    int want = 0; /* sum of rank + 1 over my parity */
+    for (int r = g_rank % 2; r < g_size; r += 2) want += r + 1;
+    CHECK(v[0] == (float)want && v[3] == (float)(4 * want), "rank %d: parity sum %g, "
+          "expected %d", g_rank, (double)v[0], want);
+    het_comm_stats st = het_comm_get_stats(c);
+    CHECK(members > 1 ? st.calls_cross == 1 && st.bytes_cross == 16 && st.calls_node == 0
+                      : st.calls_node == 1 && st.bytes_node == 16 && st.calls_cross == 0,
+          "rank %d: parity group of span %d counted cross %llu node %llu", g_rank, members,
+          (unsigned long long)st.calls_cross, (unsigned long long)st.calls_node);
+
+    /* a group inside one node: span 1; a split of a group */
+    het_comm_scope pair = HET_COMM_NONE, sub = HET_COMM_NONE;
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank / 2, -g_rank, &pair) == HET_OK, "%s",
+          het_error_msg());
+    CHECK(het_comm_span(c, pair) == 1 && het_comm_scope_size(c, pair) == t.local_size &&
+          het_comm_scope_rank(c, pair) == t.local_size - 1 - t.local_rank,
+          "rank %d: node pair: span %d, rank %d of %d (key reverses)", g_rank,
+          het_comm_span(c, pair), het_comm_scope_rank(c, pair), het_comm_scope_size(c, pair));
+    CHECK(het_comm_split(c, par, 0, 0, &sub) == HET_OK && het_comm_span(c, sub) == members &&
+          het_comm_scope_size(c, sub) == members, "rank %d: split of a group: span %d",
+          g_rank, het_comm_span(c, sub));
+
+    /* color < 0: no group; operations on it fail cleanly */
+    het_comm_scope none = (het_comm_scope)42;
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank == 0 ? -1 : 0, 0, &none) == HET_OK, "%s",
+          het_error_msg());
+    if (g_rank == 0) {
+        CHECK(none == HET_COMM_NONE && het_comm_mpi(c, none) == MPI_COMM_NULL &&
+              het_comm_scope_size(c, none) == 0 && het_comm_scope_rank(c, none) == HET_EINVAL,
+              "no group: scope %d", (int)none);
+        CHECK(het_comm_allreduce_sum(c, none, v, 4) == HET_EINVAL &&
+              strstr(het_error_msg(), "no group"), "op on HET_COMM_NONE: %s", het_error_msg());
+    } else {
+        CHECK(het_comm_scope_size(c, none) == g_size - 1, "rank %d: group without rank 0: %d",
+              g_rank, het_comm_scope_size(c, none));
+    }
+    CHECK(het_comm_split(c, (het_comm_scope)17, 0, 0, &none) == HET_EINVAL &&
+          none == HET_COMM_NONE, "split of an unknown scope");
+
+    /* the cap: every rank asks for the same number of groups. A rank past
+     * HET_COMM_MAX_GROUPS gets a clear error and joins none; the others still get theirs, so
+     * nobody hangs. Rank 0 holds one group fewer (it joined none above): it reaches the cap
+     * one split later than the others. */
+    int held = g_rank == 0 ? 3 : 4, ok = 0, fails = 0, asks = HET_COMM_MAX_GROUPS - 3 + 1;
+    het_comm_scope last = HET_COMM_NONE, top = HET_COMM_NONE;
+    for (int k = 0; k < asks; k++) {
+        int rc = het_comm_split(c, HET_COMM_WORLD, 0, 0, &last);
+        if (rc == HET_OK) {
+            ok++;
+            top = last;
+        } else if (rc == HET_EINVAL && last == HET_COMM_NONE &&
+                   strstr(het_error_msg(), "groups")) {
+            fails++;
+        }
+    }
+    CHECK(ok == HET_COMM_MAX_GROUPS - held && fails == asks - ok &&
+          top == (het_comm_scope)(3 + HET_COMM_MAX_GROUPS - 1), "rank %d: %d groups made, %d "
+          "refused, of %d asked; last id %d: %s", g_rank, ok, fails, asks, (int)top,
+          het_error_msg());
+    /* rank 0's last group was made when the others were full: it holds rank 0 alone */
+    if (g_size > 1)
+        CHECK(het_comm_scope_size(c, top) == (g_rank == 0 ? 1 : g_size),
+              "rank %d: last group has %d ranks", g_rank, het_comm_scope_size(c, top));
+    CHECK(het_comm_split(c, HET_COMM_WORLD, -1, 0, &last) == HET_OK, "color -1 at the cap");
+
+    /* locality counters: NODE never spans nodes; WORLD does with more than one node */
+    int world_cross = t.n_nodes > 1;
+    het_comm_reset_stats(c);
+    fill_known(v, 4);
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_NODE, v, 4) == HET_OK, "%s", het_error_msg());
+    st = het_comm_get_stats(c);
+    CHECK(st.calls_node == 1 && st.bytes_node == 16 && st.calls_cross == 0 &&
+          st.bytes_cross == 0, "NODE all-reduce: node %llu calls %llu bytes, cross %llu calls",
+          (unsigned long long)st.calls_node, (unsigned long long)st.bytes_node,
+          (unsigned long long)st.calls_cross);
+    if (g_size == 4)
+        CHECK(t.n_nodes == 2 && world_cross, "4 ranks, 2 per node: %d nodes", t.n_nodes);
+    /* one of every operation on WORLD: each adds one call and its bytes to one side */
+    double d[3] = {1, 2, 3};
+    het_req r;
+    uint64_t bytes = 0;
+    CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, v, 4) == HET_OK, "%s", het_error_msg());
+    bytes += 16;
+    CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, v, 4, &r) == HET_OK &&
+          het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+    bytes += 16;
+    CHECK(het_comm_allreduce_deferred(c, HET_COMM_WORLD, v, 4, &r) == HET_OK &&
+          het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
+    bytes += 16;
+    CHECK(het_comm_bcast(c, HET_COMM_WORLD, v, 10, 0) == HET_OK, "%s", het_error_msg());
+    bytes += 10;
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, v, 4, HET_WIRE_BF16) == HET_OK, "%s",
+          het_error_msg());
+    bytes += 8;
+    CHECK(het_comm_allreduce_sum_f64(c, HET_COMM_WORLD, d, 3) == HET_OK, "%s", het_error_msg());
+    bytes += 24;
+    st = het_comm_get_stats(c);
+    uint64_t cross_calls = world_cross ? 6 : 0, node_calls = 1 + (world_cross ? 0 : 6);
+    CHECK(st.calls == 7 && st.calls_cross == cross_calls && st.calls_node == node_calls &&
+          st.bytes == 16 + bytes && st.bytes_cross == (world_cross ? bytes : 0) &&
+          st.bytes_node == 16 + (world_cross ? 0 : bytes),
+          "rank %d: after 6 WORLD operations (%d nodes): calls %llu = cross %llu + node %llu, "
+          "bytes %llu = cross %llu + node %llu", g_rank, t.n_nodes,
+          (unsigned long long)st.calls, (unsigned long long)st.calls_cross,
+          (unsigned long long)st.calls_node, (unsigned long long)st.bytes,
+          (unsigned long long)st.bytes_cross, (unsigned long long)st.bytes_node);
+    het_comm_reset_stats(c);
+    st = het_comm_get_stats(c);
+    CHECK(st.calls == 0 && st.calls_cross == 0 && st.bytes_node == 0, "reset");
+    het_comm_free(c);
+
+    /* a group spanning nodes gets the emulated delay, a group within a node does not */
+    het_netem ne = {5e-3, 0.0};
+    CHECK(het_comm_create(&c, &t, ne) == HET_OK, "create: %s", het_error_msg());
+    CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK &&
+          het_comm_split(c, HET_COMM_WORLD, g_rank / 2, g_rank, &pair) == HET_OK, "%s",
+          het_error_msg());
+    double model = het_netem_allreduce_s(ne, 16, members), t0 = het_now();
+    CHECK(het_comm_allreduce_sum(c, par, v, 4) == HET_OK, "%s", het_error_msg());
+    double dt = het_now() - t0;
+    CHECK(dt >= model, "rank %d: group of span %d returned after %.3f ms, model %.3f ms",
+          g_rank, members, 1e3 * dt, 1e3 * model);
+    het_comm_reset_stats(c);
+    CHECK(het_comm_allreduce_sum(c, pair, v, 4) == HET_OK &&
+          het_comm_get_stats(c).delay_s == 0.0, "group within a node delayed");
+    het_comm_free(c);
+    het_topo_free(&t);
+}
+
+/* ---- thread level ---- */
+
+static void test_thread_level(void) {
+    int provided = -1;
+    MPI_Query_thread(&provided);
+    /* het_comm_create (and the MPI tool interface it uses) must not have lowered it */
+    CHECK(provided >= MPI_THREAD_FUNNELED, "thread level now %d, below FUNNELED", provided);
+    CHECK(het_comm_check_thread_level(MPI_THREAD_FUNNELED) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_check_thread_level(MPI_THREAD_SINGLE) == HET_OK, "%s", het_error_msg());
+    int rc = het_comm_check_thread_level(MPI_THREAD_MULTIPLE);
+    if (provided < MPI_THREAD_MULTIPLE)
+        CHECK(rc == HET_EMPI && strstr(het_error_msg(), "needs MULTIPLE") &&
+              strstr(het_error_msg(), provided == MPI_THREAD_FUNNELED ? "provides thread level "
+                     "FUNNELED" : "provides thread level SERIALIZED"),
+              "MULTIPLE: %d %s", rc, het_error_msg());
+    else
+        CHECK(rc == HET_OK, "MULTIPLE provided, check says %d", rc);
+    CHECK(het_comm_check_thread_level(12345) == HET_EINVAL, "level 12345 accepted");
 }
 
 /* ---- agreement ---- */
@@ -500,7 +972,7 @@ static void test_agree(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0}); /* hetrain needs FUNNELED */
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     het_log_set_rank(g_rank);
@@ -510,10 +982,15 @@ int main(int argc, char **argv) {
         test_allreduce(&t);
         test_buckets(&t, 0);
         test_buckets(&t, 700); /* buckets themselves chunked */
+        test_requests(&t);
+        test_f64(&t);
+        test_wire_allreduce(&t);
         het_topo_free(&t);
     } else {
         CHECK(0, "topology: %s", het_error_msg());
     }
+    test_groups();
+    test_thread_level();
     test_netem();
     test_agree();
     int failed = het_test_failures;

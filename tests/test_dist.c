@@ -246,7 +246,7 @@ static void test_resume_and_errors(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0}); /* hetrain needs FUNNELED */
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     het_log_set_rank(g_rank);

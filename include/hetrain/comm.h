@@ -1,7 +1,11 @@
 /* hetrain comm: the MPI layer. Topology (world, node-local and cross-node communicators, with
- * virtual nodes for one-machine runs), chunked blocking and non-blocking float all-reduce,
- * bucketed gradient all-reduce that overlaps backward, an emulated network delay for
- * cross-node traffic, and agreement on a status across ranks.
+ * virtual nodes for one-machine runs), groups split from them, chunked blocking and
+ * non-blocking float all-reduce, an all-reduce with a 16-bit wire type (bf16, fp16), a double
+ * all-reduce, bucketed gradient all-reduce that overlaps backward, an emulated network delay
+ * for cross-node traffic, and agreement on a status across ranks.
+ *
+ * Threads: MPI must be initialized with at least MPI_THREAD_FUNNELED (het_comm_create checks);
+ * only the thread that initialized MPI may call comm/.
  *
  * comm/ sees float ranges, never layers. Plain MPI-3 (Open MPI or MPICH). Element counts, not
  * bytes, are passed to MPI; counts above the chunk size are split into several calls. */
@@ -49,27 +53,72 @@ double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 
-/* Which communicator of the topology an operation runs on. */
-typedef enum { HET_COMM_WORLD = 0, HET_COMM_NODE = 1, HET_COMM_CROSS = 2 } het_comm_scope;
+/* Which communicator an operation runs on: one of the topology's three, or a group made by
+ * het_comm_split (ids 3 ... 3 + HET_COMM_MAX_GROUPS - 1, in the order this rank made
+ * them). HET_COMM_NONE: this rank is in no group (an operation on it fails). */
+typedef enum {
+    HET_COMM_NONE = -1,
+    HET_COMM_WORLD = 0,
+    HET_COMM_NODE = 1,
+    HET_COMM_CROSS = 2
+} het_comm_scope;
+#define HET_COMM_MAX_GROUPS 16
 
-/* Time and traffic a rank spent in communication since the last reset. */
+/* Time and traffic a rank spent in communication since the last reset. Every operation counts
+ * once in the totals and once in either the cross-node or the node-local pair, by the span of
+ * its scope (het_comm_span > 1: cross). */
 typedef struct het_comm_stats {
-    double comm_s;     /* inside MPI calls (blocking calls, waits and tests) */
-    double delay_s;    /* extra time waited to honour the emulated network */
-    uint64_t bytes;    /* payload bytes this rank contributed to collectives / sent */
-    uint64_t calls;    /* operations started */
+    double comm_s;        /* inside MPI calls (blocking calls, waits and tests) */
+    double delay_s;       /* extra time waited to honour the emulated network */
+    uint64_t bytes;       /* payload bytes this rank contributed to collectives / sent (on the
+                           * wire: 2 per element for bf16 / fp16) */
+    uint64_t calls;       /* operations started */
+    uint64_t bytes_cross; /* of `bytes`, on scopes spanning several nodes */
+    uint64_t calls_cross; /* of `calls`, on scopes spanning several nodes */
+    uint64_t bytes_node;  /* of `bytes`, on scopes within one node */
+    uint64_t calls_node;  /* of `calls`, on scopes within one node */
 } het_comm_stats;
 
 typedef struct het_comm het_comm;
 
-/* The communication context of one rank: topology + emulated network + statistics. Borrows
- * `topo` (must outlive the context). */
+/* Returns HET_OK when MPI is initialized with at least thread level `required`
+ * (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE, by MPI_Query_thread). Fails with HET_EMPI when
+ * MPI is not initialized (or already finalized), or with a message naming both levels, e.g.
+ * "MPI provides thread level SINGLE, hetrain needs FUNNELED: initialize MPI with
+ * MPI_Init_thread". HET_EINVAL for an unknown level. */
+int  het_comm_check_thread_level(int required);
+
+/* The communication context of one rank: topology + emulated network + statistics + groups.
+ * Borrows `topo` (must outlive the context). Fails with HET_EINVAL on a missing topology or a
+ * bad network model, HET_EMPI when MPI runs below MPI_THREAD_FUNNELED (see
+ * het_comm_check_thread_level), HET_ENOMEM. Local: no communication. */
 int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
+/* Frees the context, its groups (MPI_Comm_free), its reduction operators and scratch. Call it
+ * before MPI_Finalize; NULL is a no-op. */
 void het_comm_free(het_comm *c);
 const het_topo *het_comm_topo(const het_comm *c);
+/* The MPI communicator of a scope (a group's too); MPI_COMM_NULL for HET_COMM_NONE, an
+ * unknown scope or a NULL comm. Owned by the topology or the comm: do not free it. */
 MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s);
-/* Nodes spanned by a scope (1 for NODE): the emulated delay applies when it is > 1. */
+/* Nodes spanned by a scope (1 for NODE; for a group, the distinct node ids of its members):
+ * the emulated delay applies when it is > 1. 1 for an unknown scope or a NULL comm. */
 int  het_comm_span(const het_comm *c, het_comm_scope s);
+/* Number of ranks in scope s; 0 for HET_COMM_NONE; HET_EINVAL (negative) for an unknown scope
+ * or a NULL comm. */
+int  het_comm_scope_size(const het_comm *c, het_comm_scope s);
+/* This rank's rank in scope s; HET_EINVAL (negative) for HET_COMM_NONE, an unknown scope or a
+ * NULL comm. */
+int  het_comm_scope_rank(const het_comm *c, het_comm_scope s);
+/* Splits scope `parent` into groups, as MPI_Comm_split: the ranks passing the same color form
+ * one group, ordered by key (ties by their rank in parent). Collective over parent. color < 0:
+ * this rank joins no group and *out = HET_COMM_NONE. Otherwise *out is the new group's scope
+ * id (3, 4, ... on this rank); the comm owns the group (freed by het_comm_free), and its span
+ * (distinct nodes among its members, from an all-gather of the topology's node ids) sets its
+ * emulated delay. Fails with HET_EINVAL (bad parent scope, or HET_COMM_MAX_GROUPS groups
+ * already: this rank then joins no group, the others still get theirs, so nobody hangs),
+ * HET_ENOMEM (likewise), HET_EMPI; *out is HET_COMM_NONE on failure. */
+int  het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
+                    het_comm_scope *out);
 het_comm_stats het_comm_get_stats(const het_comm *c);
 void het_comm_reset_stats(het_comm *c);
 /* Elements per MPI call (default 1 << 24); for tests of the chunking. */
@@ -79,17 +128,64 @@ void het_comm_set_chunk(het_comm *c, size_t elements);
  * scope spanning several nodes, returns no earlier than het_netem_allreduce_s after it
  * started. */
 int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n);
+/* Blocking in-place sum all-reduce of n doubles, chunked, with statistics (8 bytes per
+ * element) and the emulated delay as het_comm_allreduce_sum. Every rank adds the ranks' values
+ * in rank order (an all-gather, then a local sum), so the result is the same bits on every rank
+ * and every run for a fixed number of ranks, whatever the chunk size or MPI's algorithm. Meant
+ * for small vectors (sums of losses, counters): it moves P times the data of a ring. Fails with
+ * HET_EINVAL (NULL comm or buffer, bad scope), HET_ENOMEM (scratch), HET_EMPI. */
+int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t n);
 /* Blocking broadcast of n bytes from `root` (rank in the scope's communicator). */
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root);
 
-/* Non-blocking in-place sum all-reduce of n floats (chunked into several requests). */
+/* ---- wire types: what an all-reduce sends ---- */
+typedef enum { HET_WIRE_FP32 = 0, HET_WIRE_FP16 = 1, HET_WIRE_BF16 = 2 } het_wire;
+
+/* "fp32", "fp16" or "bf16" (static); "unknown" for any other value. */
+const char *het_wire_name(het_wire w);
+/* Parses "fp32", "fp16" or "bf16" into *out; HET_EINVAL with a message listing the three for
+ * any other text (NULL included). */
+int het_wire_parse(const char *text, het_wire *out);
+/* Converts n floats to the wire type (round to nearest even; fp16 overflows to inf and has
+ * subnormals; NaN stays NaN): dst holds n uint16_t (n floats for FP32). Cannot fail. */
+void het_wire_pack(het_wire w, const float *src, void *dst, size_t n);
+/* Converts n wire values back to float (exact). */
+void het_wire_unpack(het_wire w, const void *src, float *dst, size_t n);
+/* Scalar conversions used by pack / unpack: float -> bf16 / fp16 (round to nearest even) and
+ * back (exact). */
+uint16_t het_wire_bf16_from_float(float f);
+float    het_wire_bf16_to_float(uint16_t h);
+uint16_t het_wire_fp16_from_float(float f);
+float    het_wire_fp16_to_float(uint16_t h);
+
+/* Blocking in-place sum all-reduce of n floats sent as wire type w. FP32 is
+ * het_comm_allreduce_sum. FP16 / BF16: each chunk (het_comm_set_chunk) is packed into
+ * comm-owned scratch (grown when needed, then reused: no allocation per call), reduced by a
+ * commutative user MPI_Op that adds two wire values in float and rounds back to the wire type,
+ * and unpacked into buf. Every rank gets the same bits when MPI_Allreduce gives every rank the
+ * same result, as Open MPI does (tested). Error against the exact sum over P ranks: each
+ * operand and each partial sum is rounded once, so |err| <= P u sum_r |x_r| (+ u^2 terms;
+ * + (2P-1) 2^-25 absolute for fp16 subnormals), u = 2^-8 (bf16) or 2^-11 (fp16).
+ * Statistics and the emulated delay count 2 bytes per element. Fails with HET_EINVAL (as
+ * het_comm_allreduce_sum, or an unknown wire type), HET_ENOMEM (scratch), HET_EMPI. */
+int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_t n,
+                                het_wire w);
+
+/* Non-blocking in-place sum all-reduce of n floats (chunked into several requests). Up to
+ * HET_REQ_INLINE chunks the requests live inside the het_req (no allocation); more are
+ * allocated. A het_req may be copied or moved while in flight (then test or wait one copy
+ * only); het_comm_wait, or het_comm_test reporting MPI completion, frees what it holds. */
+#define HET_REQ_INLINE 4
 typedef struct het_req {
-    MPI_Request *reqs;  /* owned; n_reqs entries */
+    MPI_Request *reqs;  /* owned heap array when n_reqs > HET_REQ_INLINE, else NULL */
     int n_reqs;
     double t_start;     /* when it was started */
     double t_model;     /* modeled network time (0 = none) */
     int mpi_done;       /* all MPI requests completed */
+    MPI_Request inline_reqs[HET_REQ_INLINE]; /* the requests when n_reqs <= HET_REQ_INLINE */
 } het_req;
+/* Fails as het_comm_allreduce_sum, or HET_ENOMEM for more than HET_REQ_INLINE chunks; after
+ * a failure r holds what was posted (het_comm_wait completes it). */
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r);
 /* Progresses r; *done = 1 once MPI completed AND the modeled time has passed since start. */
 int het_comm_test(het_comm *c, het_req *r, int *done);
@@ -111,6 +207,14 @@ int  het_buckets_create(het_buckets **out, het_comm *c, het_comm_scope s, float 
                         float *extra, size_t n_extra);
 void het_buckets_free(het_buckets *b);
 int  het_buckets_n(const het_buckets *b);  /* number of buckets */
+/* The bucket holding the non-empty range that starts at `offset`; -1 when no non-empty range
+ * starts there (an unknown offset, or an empty range at the end of the buffer) or b is NULL.
+ * An empty range shares its offset with the next non-empty range: callers that know a range
+ * is empty (count 0) should not ask. */
+int  het_buckets_bucket_of(const het_buckets *b, size_t offset);
+/* Element span [*lo, *hi) of bucket k (either pointer may be NULL). HET_EINVAL when k is
+ * outside [0, het_buckets_n(b)) or b is NULL. */
+int  het_buckets_span(const het_buckets *b, int k, size_t *lo, size_t *hi);
 /* Marks [offset, offset+count) final (must be one whole range). */
 int  het_buckets_ready(het_buckets *b, size_t offset, size_t count);
 /* Waits for every bucket; afterwards the buffer holds the sum over ranks; resets for the next

@@ -313,10 +313,10 @@ static int run_cli(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    int size = 1;
+    int size = 1, provided = MPI_THREAD_SINGLE; /* het_comm_create checks the level */
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
-        fprintf(stderr, "hetrain: MPI_Init failed\n");
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "hetrain: MPI_Init_thread failed\n");
         return CLI_FAIL;
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);

@@ -167,6 +167,15 @@ int het_buckets_create(het_buckets **out, het_comm *c, het_comm_scope s, float *
 
 int het_buckets_n(const het_buckets *b) { return b ? b->n_buckets : 0; }
 
+int het_buckets_span(const het_buckets *b, int k, size_t *lo, size_t *hi) {
+    if (!b) return het_error_set(HET_EINVAL, "buckets: NULL");
+    if (k < 0 || k >= b->n_buckets)
+        return het_error_set(HET_EINVAL, "buckets: bucket %d outside [0, %d)", k, b->n_buckets);
+    if (lo) *lo = b->bk[k].lo;
+    if (hi) *hi = b->bk[k].hi;
+    return HET_OK;
+}
+
 /* Starts bucket k's all-reduce and, after the last bucket, the extra floats'. The last bucket
  * has nothing left to overlap with (every range is ready), so it and the extra floats run as
  * blocking MPI_Allreduce (the emulated delay still ends at wait): Open MPI's blocking
@@ -200,6 +209,12 @@ static int find_range(const het_buckets *b, size_t offset) {
         else hi = mid - 1;
     }
     return -1;
+}
+
+int het_buckets_bucket_of(const het_buckets *b, size_t offset) {
+    if (!b) return -1;
+    int r = find_range(b, offset);
+    return r < 0 ? -1 : b->bucket_of[r];
 }
 
 int het_buckets_ready(het_buckets *b, size_t offset, size_t count) {

@@ -1,5 +1,6 @@
-/* The communication context: chunked blocking and non-blocking float all-reduce, broadcast,
- * the emulated network delay and per-rank statistics.
+/* The communication context: chunked blocking and non-blocking float all-reduce, the wire-type
+ * (bf16 / fp16) and double all-reduce, broadcast, the emulated network delay and per-rank
+ * statistics. Scopes and groups are in group.c, the wire conversions in wire.c.
  *
  * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
  * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
@@ -11,7 +12,16 @@
  * and sleeps the rest; het_comm_test reports done only once MPI completed and that time has
  * passed; het_comm_wait completes MPI then sleeps the rest. The time slept is `delay_s`; time
  * inside MPI calls is `comm_s`. The real (shared-memory) MPI time overlaps the modeled time
- * rather than adding to it, so the model holds as long as MPI is faster than the network. */
+ * rather than adding to it, so the model holds as long as MPI is faster than the network.
+ *
+ * Statistics: each operation counts once, when it is started (count_op), in the totals and in
+ * the cross-node or node-local pair chosen by the span of its scope.
+ *
+ * Wire all-reduce: one chunk at a time is packed into 16-bit scratch owned by the comm (grown
+ * to min(n, chunk) elements, kept), reduced with MPI_UINT16_T and a user MPI_Op (created on
+ * first use, freed with the comm), and unpacked. Double all-reduce: an all-gather of each
+ * chunk into owned scratch, then a sum in rank order, so its bits depend on nothing but the
+ * number of ranks. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -20,13 +30,8 @@
 #include "comm/internal.h"
 
 #define HET_COMM_DEFAULT_CHUNK ((size_t)1 << 24)
-
-struct het_comm {
-    const het_topo *topo;
-    het_netem ne;
-    het_comm_stats st;
-    size_t chunk; /* elements per MPI call, 1..INT_MAX */
-};
+/* Most doubles one rank gathers per call of the double all-reduce (P x elements). */
+#define HET_F64_GATHER_MAX ((size_t)1 << 16)
 
 int het_comm_mpi_error(int err, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -57,13 +62,18 @@ static double sleep_until(double until) {
  * MPI_Allreduce's bandwidth, its ring algorithm 100-107 % (bench/bench_allreduce.c, a quiet
  * 16-core machine). When the MCA variable coll_libnbc_iallreduce_algorithm is at its default
  * (0, "ignore"), select the ring (1) through the MPI tool interface; a value set by the user
- * (mpirun --mca ...) is kept. Other MPI libraries lack the variable: nothing happens. */
+ * (mpirun --mca ...) is kept. Other MPI libraries lack the variable: nothing happens.
+ * MPI_T_init_thread is asked for the level MPI already runs at: Open MPI before 5.x writes the
+ * tool interface's level into the process's own (what MPI_Query_thread reports and which
+ * locks are taken), so asking for SINGLE would silently lower a FUNNELED or MULTIPLE process
+ * to SINGLE (open-mpi/ompi#14164). */
 static void prefer_nbc_ring(void) {
     static int done = 0;
     if (done) return;
     done = 1;
-    int provided, idx, count;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    int level = MPI_THREAD_SINGLE, provided, idx, count;
+    if (MPI_Query_thread(&level) != MPI_SUCCESS) return;
+    if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return;
     MPI_T_cvar_handle h;
     if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &idx) == MPI_SUCCESS &&
         MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
@@ -77,11 +87,45 @@ static void prefer_nbc_ring(void) {
     MPI_T_finalize();
 }
 
+static const char *thread_level_name(int level) {
+    if (level == MPI_THREAD_SINGLE) return "SINGLE";
+    if (level == MPI_THREAD_FUNNELED) return "FUNNELED";
+    if (level == MPI_THREAD_SERIALIZED) return "SERIALIZED";
+    if (level == MPI_THREAD_MULTIPLE) return "MULTIPLE";
+    return "unknown";
+}
+
+int het_comm_check_thread_level(int required) {
+    if (required != MPI_THREAD_SINGLE && required != MPI_THREAD_FUNNELED &&
+        required != MPI_THREAD_SERIALIZED && required != MPI_THREAD_MULTIPLE)
+        return het_error_set(HET_EINVAL, "MPI thread level %d: not one of MPI_THREAD_SINGLE, "
+                             "_FUNNELED, _SERIALIZED, _MULTIPLE", required);
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return het_error_set(HET_EMPI, "MPI is %s: hetrain needs it initialized with thread "
+                             "level %s (MPI_Init_thread)", inited ? "finalized" :
+                             "not initialized", thread_level_name(required));
+    int provided = MPI_THREAD_SINGLE;
+    int err = MPI_Query_thread(&provided);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Query_thread");
+    /* the MPI standard orders SINGLE < FUNNELED < SERIALIZED < MULTIPLE */
+    if (provided < required)
+        return het_error_set(HET_EMPI, "MPI provides thread level %s, hetrain needs %s: "
+                             "initialize MPI with MPI_Init_thread(&argc, &argv, "
+                             "MPI_THREAD_%s, &provided)", thread_level_name(provided),
+                             thread_level_name(required), thread_level_name(required));
+    return HET_OK;
+}
+
 int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     if (!out) return het_error_set(HET_EINVAL, "comm: NULL output");
     *out = NULL;
     if (!topo || topo->world == MPI_COMM_NULL)
         return het_error_set(HET_EINVAL, "comm: no topology (call het_topo_init first)");
+    int rc = het_comm_check_thread_level(MPI_THREAD_FUNNELED);
+    if (rc != HET_OK) return rc;
     if (!(ne.lat_s >= 0.0) || !(ne.bw_bytes_per_s >= 0.0) || ne.lat_s > 1e6 ||
         ne.bw_bytes_per_s > 1e30)
         return het_error_set(HET_EINVAL, "emulated network: latency %g s and bandwidth %g B/s "
@@ -92,48 +136,47 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     c->topo = topo;
     c->ne = ne;
     c->chunk = HET_COMM_DEFAULT_CHUNK;
+    for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
+        c->wire_op[i] = MPI_OP_NULL;
     *out = c;
     return HET_OK;
 }
 
-void het_comm_free(het_comm *c) { free(c); }
+void het_comm_free(het_comm *c) {
+    if (!c) return;
+    het_comm_groups_free(c);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
+        if (!finalized && c->wire_op[i] != MPI_OP_NULL) MPI_Op_free(&c->wire_op[i]);
+    free(c->wire_buf);
+    free(c->f64_buf);
+    free(c);
+}
 
 const het_topo *het_comm_topo(const het_comm *c) { return c ? c->topo : NULL; }
 
-MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s) {
-    if (!c) return MPI_COMM_NULL;
-    switch (s) {
-    case HET_COMM_WORLD: return c->topo->world;
-    case HET_COMM_NODE: return c->topo->node;
-    case HET_COMM_CROSS: return c->topo->cross;
-    }
-    return MPI_COMM_NULL;
-}
-
-int het_comm_span(const het_comm *c, het_comm_scope s) {
-    if (!c) return 1;
-    switch (s) {
-    case HET_COMM_WORLD: return c->topo->n_nodes;
-    case HET_COMM_NODE: return 1;
-    case HET_COMM_CROSS: {
-        /* one member per node; on uneven nodes some cross groups miss the last nodes */
-        int n = 1;
-        if (c->topo->cross != MPI_COMM_NULL) MPI_Comm_size(c->topo->cross, &n);
-        return n;
-    }
-    }
-    return 1;
-}
-
 het_comm_stats het_comm_get_stats(const het_comm *c) {
-    het_comm_stats zero = {0.0, 0.0, 0, 0};
+    static const het_comm_stats zero;
     return c ? c->st : zero;
 }
 
 void het_comm_reset_stats(het_comm *c) {
-    if (!c) return;
-    c->st.comm_s = c->st.delay_s = 0.0;
-    c->st.bytes = c->st.calls = 0;
+    static const het_comm_stats zero;
+    if (c) c->st = zero;
+}
+
+/* Counts one operation of `bytes` on a scope spanning `span` nodes. */
+static void count_op(het_comm *c, int span, uint64_t bytes) {
+    c->st.bytes += bytes;
+    c->st.calls++;
+    if (span > 1) {
+        c->st.bytes_cross += bytes;
+        c->st.calls_cross++;
+    } else {
+        c->st.bytes_node += bytes;
+        c->st.calls_node++;
+    }
 }
 
 void het_comm_set_chunk(het_comm *c, size_t elements) {
@@ -149,12 +192,15 @@ static int check_op(const het_comm *c, het_comm_scope s, const void *buf, size_t
     if (!c) return het_error_set(HET_EINVAL, "%s: NULL comm", op);
     if (n > 0 && !buf) return het_error_set(HET_EINVAL, "%s: NULL buffer of %zu elements", op, n);
     *comm = het_comm_mpi(c, s);
+    if (*comm == MPI_COMM_NULL && s == HET_COMM_NONE)
+        return het_error_set(HET_EINVAL, "%s: this rank is in no group (HET_COMM_NONE)", op);
     if (*comm == MPI_COMM_NULL) return het_error_set(HET_EINVAL, "%s: bad scope %d", op, (int)s);
     return HET_OK;
 }
 
-/* The MPI part of a blocking all-reduce that started at t0, with statistics. */
-static int allreduce_mpi(het_comm *c, MPI_Comm comm, float *buf, size_t n, double t0) {
+/* The MPI part of a blocking all-reduce on scope s that started at t0, with statistics. */
+static int allreduce_mpi(het_comm *c, het_comm_scope s, MPI_Comm comm, float *buf, size_t n,
+                         double t0) {
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm);
@@ -164,8 +210,7 @@ static int allreduce_mpi(het_comm *c, MPI_Comm comm, float *buf, size_t n, doubl
         }
     }
     c->st.comm_s += het_now() - t0;
-    c->st.bytes += (uint64_t)n * sizeof(float);
-    c->st.calls++;
+    count_op(c, het_comm_span(c, s), (uint64_t)n * sizeof(float));
     return HET_OK;
 }
 
@@ -174,7 +219,7 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
-    rc = allreduce_mpi(c, comm, buf, n, t0);
+    rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;
     double model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
     if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
@@ -197,7 +242,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
-    return allreduce_mpi(c, comm, buf, n, r->t_start);
+    return allreduce_mpi(c, s, comm, buf, n, r->t_start);
 }
 
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root) {
@@ -221,11 +266,17 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
         }
     }
     c->st.comm_s += het_now() - t0;
-    c->st.bytes += bytes;
-    c->st.calls++;
-    double model = het_netem_bcast_s(c->ne, bytes, het_comm_span(c, s));
+    int span = het_comm_span(c, s);
+    count_op(c, span, bytes);
+    double model = het_netem_bcast_s(c->ne, bytes, span);
     if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
     return HET_OK;
+}
+
+/* The requests of r: inline up to HET_REQ_INLINE, else the heap array. Chosen from n_reqs on
+ * every use (never a pointer into r), so that a het_req copied while in flight still works. */
+static MPI_Request *req_array(het_req *r) {
+    return r->n_reqs > HET_REQ_INLINE ? r->reqs : r->inline_reqs;
 }
 
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
@@ -237,33 +288,37 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     size_t n_chunks = (n - 1) / c->chunk + 1;
     if (n_chunks > (size_t)INT_MAX)
         return het_error_set(HET_EINVAL, "non-blocking all-reduce: %zu chunks", n_chunks);
-    r->reqs = malloc(n_chunks * sizeof *r->reqs);
-    if (!r->reqs)
-        return het_error_set(HET_ENOMEM, "non-blocking all-reduce: out of memory for %zu "
-                             "requests", n_chunks);
+    MPI_Request *reqs = r->inline_reqs;
+    if (n_chunks > HET_REQ_INLINE) {
+        r->reqs = reqs = malloc(n_chunks * sizeof *r->reqs);
+        if (!reqs)
+            return het_error_set(HET_ENOMEM, "non-blocking all-reduce: out of memory for %zu "
+                                 "requests", n_chunks);
+    }
+    r->n_reqs = (int)n_chunks; /* selects the array; lowered below if a post fails */
     r->mpi_done = 0;
-    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    int span = het_comm_span(c, s);
+    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), span);
     double t0 = r->t_start;
     for (size_t i = 0; i < n_chunks; i++) {
         size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
         int err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm,
-                                 &r->reqs[i]);
+                                 &reqs[i]);
         if (err != MPI_SUCCESS) {
             /* the chunks already posted stay in r: het_comm_wait can still complete them */
-            r->n_reqs = (int)i;
-            if (i == 0) {
+            if (i <= HET_REQ_INLINE && r->reqs) { /* they fit inline: keep them there */
+                for (size_t k = 0; k < i; k++) r->inline_reqs[k] = reqs[k];
                 free(r->reqs);
                 r->reqs = NULL;
-                r->mpi_done = 1;
             }
+            r->n_reqs = (int)i;
+            if (i == 0) r->mpi_done = 1;
             c->st.comm_s += het_now() - t0;
             return het_comm_mpi_error(err, "MPI_Iallreduce");
         }
     }
-    r->n_reqs = (int)n_chunks;
     c->st.comm_s += het_now() - t0;
-    c->st.bytes += (uint64_t)n * sizeof(float);
-    c->st.calls++;
+    count_op(c, span, (uint64_t)n * sizeof(float));
     return HET_OK;
 }
 
@@ -280,7 +335,7 @@ int het_comm_test(het_comm *c, het_req *r, int *done) {
     if (!r->mpi_done) {
         int flag = 0;
         double t0 = het_now();
-        int err = MPI_Testall(r->n_reqs, r->reqs, &flag, MPI_STATUSES_IGNORE);
+        int err = MPI_Testall(r->n_reqs, req_array(r), &flag, MPI_STATUSES_IGNORE);
         c->st.comm_s += het_now() - t0;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
         if (flag) req_release(r); /* the requests are MPI_REQUEST_NULL now */
@@ -293,11 +348,115 @@ int het_comm_wait(het_comm *c, het_req *r) {
     if (!c || !r) return het_error_set(HET_EINVAL, "comm wait: NULL argument");
     if (!r->mpi_done) {
         double t0 = het_now();
-        int err = MPI_Waitall(r->n_reqs, r->reqs, MPI_STATUSES_IGNORE);
+        int err = MPI_Waitall(r->n_reqs, req_array(r), MPI_STATUSES_IGNORE);
         c->st.comm_s += het_now() - t0;
         req_release(r);
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Waitall");
     }
     if (r->t_model > 0.0) c->st.delay_s += sleep_until(r->t_start + r->t_model);
+    return HET_OK;
+}
+
+/* ---- wire types ---- */
+
+/* The user MPI_Op adding wire type w (created on first use). */
+static int wire_op(het_comm *c, het_wire w, MPI_Op *op) {
+    if (c->wire_op[w] == MPI_OP_NULL) {
+        int err = MPI_Op_create(het_wire_sum_fn(w), 1 /* commutative */, &c->wire_op[w]);
+        if (err != MPI_SUCCESS) {
+            c->wire_op[w] = MPI_OP_NULL;
+            return het_comm_mpi_error(err, "MPI_Op_create(wire sum)");
+        }
+    }
+    *op = c->wire_op[w];
+    return HET_OK;
+}
+
+/* Makes the wire scratch hold at least n elements. */
+static int wire_reserve(het_comm *c, size_t n) {
+    if (c->wire_cap >= n) return HET_OK;
+    uint16_t *p = realloc(c->wire_buf, n * sizeof *p);
+    if (!p)
+        return het_error_set(HET_ENOMEM, "wire all-reduce: out of memory for %zu elements", n);
+    c->wire_buf = p;
+    c->wire_cap = n;
+    return HET_OK;
+}
+
+int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_t n,
+                                het_wire w) {
+    if (w == HET_WIRE_FP32) return het_comm_allreduce_sum(c, s, buf, n);
+    if (w != HET_WIRE_FP16 && w != HET_WIRE_BF16)
+        return het_error_set(HET_EINVAL, "wire all-reduce: unknown wire type %d", (int)w);
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, buf, n, "wire all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    MPI_Op op = MPI_OP_NULL;
+    if ((rc = wire_op(c, w, &op)) != HET_OK) return rc;
+    if ((rc = wire_reserve(c, n < c->chunk ? n : c->chunk)) != HET_OK) return rc;
+    double t0 = het_now(), t_mpi = 0.0;
+    for (size_t off = 0; off < n; off += c->chunk) {
+        size_t cnt = n - off < c->chunk ? n - off : c->chunk;
+        het_wire_pack(w, buf + off, c->wire_buf, cnt);
+        double t1 = het_now();
+        int err = MPI_Allreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm);
+        t_mpi += het_now() - t1;
+        if (err != MPI_SUCCESS) {
+            c->st.comm_s += t_mpi;
+            return het_comm_mpi_error(err, "MPI_Allreduce(wire)");
+        }
+        het_wire_unpack(w, c->wire_buf, buf + off, cnt);
+    }
+    c->st.comm_s += t_mpi;
+    int span = het_comm_span(c, s);
+    size_t bytes = n * het_wire_bytes(w);
+    count_op(c, span, bytes);
+    double model = het_netem_allreduce_s(c->ne, bytes, span);
+    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
+    return HET_OK;
+}
+
+/* ---- doubles ---- */
+
+int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t n) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, v, n, "double all-reduce", &comm);
+    if (rc != HET_OK || n == 0) return rc;
+    int p = 1;
+    MPI_Comm_size(comm, &p);
+    /* elements per all-gather: the chunk, and at most HET_F64_GATHER_MAX gathered doubles */
+    size_t step = HET_F64_GATHER_MAX / (size_t)p;
+    if (step == 0) step = 1;
+    if (step > c->chunk) step = c->chunk;
+    if (step > n) step = n;
+    size_t need = step * (size_t)p;
+    if (c->f64_cap < need) {
+        double *q = realloc(c->f64_buf, need * sizeof *q);
+        if (!q)
+            return het_error_set(HET_ENOMEM, "double all-reduce: out of memory for %zu "
+                                 "elements", need);
+        c->f64_buf = q;
+        c->f64_cap = need;
+    }
+    double t0 = het_now();
+    for (size_t off = 0; off < n; off += step) {
+        size_t cnt = n - off < step ? n - off : step;
+        int err = MPI_Allgather(v + off, (int)cnt, MPI_DOUBLE, c->f64_buf, (int)cnt, MPI_DOUBLE,
+                                comm);
+        if (err != MPI_SUCCESS) {
+            c->st.comm_s += het_now() - t0;
+            return het_comm_mpi_error(err, "MPI_Allgather(doubles)");
+        }
+        for (size_t i = 0; i < cnt; i++) { /* rank 0 + rank 1 + ... in that order */
+            double sum = c->f64_buf[i];
+            for (int r = 1; r < p; r++) sum += c->f64_buf[(size_t)r * cnt + i];
+            v[off + i] = sum;
+        }
+    }
+    c->st.comm_s += het_now() - t0;
+    int span = het_comm_span(c, s);
+    count_op(c, span, (uint64_t)n * sizeof(double));
+    double model = het_netem_allreduce_s(c->ne, n * sizeof(double), span);
+    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
     return HET_OK;
 }

@@ -4,12 +4,44 @@
 
 #include "hetrain/comm.h"
 
+/* The first scope id of a group made by het_comm_split. */
+#define HET_COMM_FIRST_GROUP 3
+
+/* A group made by het_comm_split. */
+typedef struct het_comm_group {
+    MPI_Comm comm; /* owned; MPI_ERRORS_RETURN */
+    int span;      /* distinct nodes among its members */
+} het_comm_group;
+
+struct het_comm {
+    const het_topo *topo;
+    het_netem ne;
+    het_comm_stats st;
+    size_t chunk;                                  /* elements per MPI call, 1..INT_MAX */
+    het_comm_group group[HET_COMM_MAX_GROUPS];     /* scope HET_COMM_FIRST_GROUP + i */
+    int n_groups;
+    MPI_Op wire_op[3];                             /* by het_wire; MPI_OP_NULL until used */
+    uint16_t *wire_buf;                            /* scratch of the wire all-reduce */
+    size_t wire_cap;                               /* its capacity, elements */
+    double *f64_buf;                               /* scratch of the double all-reduce */
+    size_t f64_cap;                                /* its capacity, elements */
+};
+
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
 int het_comm_mpi_error(int err, const char *what);
+
+/* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
+void het_comm_groups_free(het_comm *c);
 
 /* Blocking in-place sum all-reduce whose emulated delay is deferred: completes the MPI part now
  * and fills r as a finished request (no MPI requests) that het_comm_wait / het_comm_test hold
  * until the modeled time has passed since now. Statistics as het_comm_iallreduce_sum. */
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r);
+
+/* Bytes per element of a wire type: 4 for FP32, 2 for FP16 / BF16. */
+size_t het_wire_bytes(het_wire w);
+/* The MPI_User_function that adds two arrays of wire values in float (inout = in + inout,
+ * rounded to the wire type); NULL for FP32 (use MPI_FLOAT + MPI_SUM) and unknown types. */
+MPI_User_function *het_wire_sum_fn(het_wire w);
 
 #endif

@@ -1,0 +1,136 @@
+/* Scopes: the topology's world, node and cross communicators, and groups split from any scope.
+ *
+ * DESIGN. A group is an MPI_Comm_split of a parent scope, owned by the het_comm, with
+ * MPI_ERRORS_RETURN. Its scope id is HET_COMM_FIRST_GROUP + its index on this rank, so ids are
+ * local handles: they agree across ranks that made the same sequence of splits, which is the
+ * usual case, but nothing relies on that. A group's span (distinct nodes among its members)
+ * is computed once at the split by an all-gather of the members' node ids, and gives the
+ * emulated delay of every operation on it, as n_nodes does for WORLD.
+ *
+ * Failure without hangs: MPI_Comm_split is collective over the parent, so a rank that cannot
+ * take a group (no slot left, no memory for the all-gather) still calls it, with
+ * MPI_UNDEFINED: the others get a group without it and go on; it returns the error. */
+#include <stdlib.h>
+
+#include "comm/internal.h"
+
+/* The group behind scope s, or NULL. */
+static const het_comm_group *group_of(const het_comm *c, het_comm_scope s) {
+    int i = (int)s - HET_COMM_FIRST_GROUP;
+    if (i < 0 || i >= c->n_groups) return NULL;
+    return &c->group[i];
+}
+
+MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s) {
+    if (!c) return MPI_COMM_NULL;
+    switch (s) {
+    case HET_COMM_NONE: return MPI_COMM_NULL;
+    case HET_COMM_WORLD: return c->topo->world;
+    case HET_COMM_NODE: return c->topo->node;
+    case HET_COMM_CROSS: return c->topo->cross;
+    default: break;
+    }
+    const het_comm_group *g = group_of(c, s);
+    return g ? g->comm : MPI_COMM_NULL;
+}
+
+int het_comm_span(const het_comm *c, het_comm_scope s) {
+    if (!c) return 1;
+    switch (s) {
+    case HET_COMM_WORLD: return c->topo->n_nodes;
+    case HET_COMM_NODE: return 1;
+    case HET_COMM_CROSS: {
+        /* one member per node; on uneven nodes some cross groups miss the last nodes */
+        int n = 1;
+        if (c->topo->cross != MPI_COMM_NULL) MPI_Comm_size(c->topo->cross, &n);
+        return n;
+    }
+    default: break;
+    }
+    const het_comm_group *g = group_of(c, s);
+    return g ? g->span : 1;
+}
+
+int het_comm_scope_size(const het_comm *c, het_comm_scope s) {
+    if (!c) return het_error_set(HET_EINVAL, "scope size: NULL comm");
+    if (s == HET_COMM_NONE) return 0;
+    MPI_Comm m = het_comm_mpi(c, s);
+    if (m == MPI_COMM_NULL) return het_error_set(HET_EINVAL, "scope size: bad scope %d", (int)s);
+    int n = 0;
+    MPI_Comm_size(m, &n);
+    return n;
+}
+
+int het_comm_scope_rank(const het_comm *c, het_comm_scope s) {
+    if (!c) return het_error_set(HET_EINVAL, "scope rank: NULL comm");
+    MPI_Comm m = het_comm_mpi(c, s);
+    if (m == MPI_COMM_NULL)
+        return het_error_set(HET_EINVAL, "scope rank: %s", s == HET_COMM_NONE ? "this rank is "
+                             "in no group (HET_COMM_NONE)" : "bad scope");
+    int r = 0;
+    MPI_Comm_rank(m, &r);
+    return r;
+}
+
+/* Distinct values among n ints (n small: the members of one group); sorts v. */
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static int count_distinct(int *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_int);
+    int d = n > 0;
+    for (int i = 1; i < n; i++) d += v[i] != v[i - 1];
+    return d;
+}
+
+int het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
+                   het_comm_scope *out) {
+    if (!out) return het_error_set(HET_EINVAL, "comm split: NULL output");
+    *out = HET_COMM_NONE;
+    if (!c) return het_error_set(HET_EINVAL, "comm split: NULL comm");
+    MPI_Comm pc = het_comm_mpi(c, parent);
+    if (pc == MPI_COMM_NULL)
+        return het_error_set(HET_EINVAL, "comm split: bad parent scope %d", (int)parent);
+    int psize = 0;
+    MPI_Comm_size(pc, &psize);
+    int rc = HET_OK, *nodes = NULL;
+    if (color >= 0 && c->n_groups >= HET_COMM_MAX_GROUPS)
+        rc = het_error_set(HET_EINVAL, "comm split: this comm already holds %d groups, the "
+                           "most it can (HET_COMM_MAX_GROUPS)", HET_COMM_MAX_GROUPS);
+    if (color >= 0 && rc == HET_OK && !(nodes = malloc((size_t)psize * sizeof *nodes)))
+        rc = het_error_set(HET_ENOMEM, "comm split: out of memory for %d node ids", psize);
+    MPI_Comm nc = MPI_COMM_NULL;
+    int err = MPI_Comm_split(pc, color >= 0 && rc == HET_OK ? color : MPI_UNDEFINED, key, &nc);
+    if (rc != HET_OK) return rc; /* nc is MPI_COMM_NULL: we passed MPI_UNDEFINED */
+    if (err != MPI_SUCCESS) {
+        free(nodes);
+        return het_comm_mpi_error(err, "comm split: MPI_Comm_split");
+    }
+    if (nc == MPI_COMM_NULL) return HET_OK; /* color < 0 */
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    int gsize = 0;
+    MPI_Comm_size(nc, &gsize);
+    err = MPI_Allgather(&c->topo->node_id, 1, MPI_INT, nodes, 1, MPI_INT, nc);
+    if (err != MPI_SUCCESS) {
+        free(nodes);
+        MPI_Comm_free(&nc);
+        return het_comm_mpi_error(err, "comm split: MPI_Allgather(node ids)");
+    }
+    het_comm_group *g = &c->group[c->n_groups];
+    g->comm = nc;
+    g->span = count_distinct(nodes, gsize);
+    free(nodes);
+    *out = (het_comm_scope)(HET_COMM_FIRST_GROUP + c->n_groups);
+    c->n_groups++;
+    return HET_OK;
+}
+
+void het_comm_groups_free(het_comm *c) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (int i = 0; i < c->n_groups; i++)
+        if (!finalized && c->group[i].comm != MPI_COMM_NULL) MPI_Comm_free(&c->group[i].comm);
+    c->n_groups = 0;
+}
