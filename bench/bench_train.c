@@ -1,7 +1,7 @@
 /* bench_train: throughput and memory of hetrain's single-process training engine.
  *
  * DESIGN. Runs full training epochs on Fashion-MNIST exactly as `hetrain train` does on one
- * process (sampler permutation per epoch, then per batch het_train_step: gather, forward,
+ * process (sampler permutation per epoch, then per batch het_batch_step: gather, forward,
  * loss, backward with grad_scale 1/B and the SGD momentum 0.9 update, folded into one pass for
  * dense stacks, nn/dense_stack.c), after an untimed warm-up of a few steps whose effect is then
  * undone (parameters re-initialized from the seed, momentum zeroed), so that the timed epochs are
