@@ -30,14 +30,16 @@
  *
  * The result equals the generic executor's (and PyTorch's) up to float rounding: sums over the
  * batch run in one product instead of one per worker. It is deterministic for a given worker
- * count. Dropout, batch norm or any other layer make the model ineligible (generic path). */
+ * count. Dropout, batch norm or any other layer make the model ineligible (generic path).
+ * Eligibility is decided by the layers' ops tables (nn/layer_kinds.h), never by name: this
+ * file re-implements dense.c's and relu.c's math, so only those very layers qualify. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "nn/dense_stack.h"
 #include "hetrain/tensor.h"
+#include "nn/dense_stack.h"
+#include "nn/layer_kinds.h"
 
 #define STACK_BLOCK 16 /* rows per product and per ownership unit */
 
@@ -93,10 +95,9 @@ int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *pa
     *out = NULL;
     int n = 0;
     for (int i = 0; i < n_layers; i++) {
-        const char *name = layers[i]->ops->name;
-        if (!strcmp(name, "dense"))
+        if (het_nn_is_dense(layers[i]))
             n++;
-        else if (strcmp(name, "relu") && strcmp(name, "flatten"))
+        else if (!het_nn_is_relu(layers[i]) && !het_nn_is_flatten(layers[i]))
             return HET_OK; /* another kind of layer: not a dense stack */
     }
     if (n == 0) return HET_OK;
@@ -105,9 +106,8 @@ int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *pa
     int k = -1, prev_dense = 0; /* prev_dense: the last layer that moved data was a dense */
     for (int i = 0; i < n_layers; i++) {
         const het_layer *l = layers[i];
-        const char *name = l->ops->name;
-        if (!strcmp(name, "flatten")) continue;
-        if (!strcmp(name, "relu")) {
+        if (het_nn_is_flatten(l)) continue;
+        if (het_nn_is_relu(l)) {
             if (!prev_dense) { /* ReLU first, or twice: leave it to the generic path */
                 free(st);
                 return HET_OK;

@@ -8,7 +8,8 @@
 typedef struct het_stack het_stack;
 
 /* Plans the executor for these (already planned) layers. Returns HET_OK with *out == NULL
- * when the layers are not a dense stack (not an error), HET_ENOMEM on allocation failure.
+ * when the layers are not a dense stack of nn/'s own dense, ReLU and flatten layers (not an
+ * error), HET_ENOMEM on allocation failure.
  * Adds the bytes it allocates to *bytes. */
 int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *param_off,
                      int n_layers, int max_batch, int workers, size_t *bytes);
