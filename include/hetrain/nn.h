@@ -180,8 +180,14 @@ const float *het_model_forward(het_model *m, const float *x, int batch, int trai
                                uint64_t step_seed);
 
 /* ---- model zoo ---- */
-/* Builds a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") for input shape `in` and
- * `n_classes` outputs. Unknown names: HET_EINVAL with a message listing the known ones. */
+/* The layer list of a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") with `n_classes`
+ * outputs, for input shape `in` (no zoo model depends on it today). On success *layers is a
+ * malloc'ed array of *n new layers, all owned by the caller: pass them to het_model_create
+ * (which takes the layers, then free(*layers)), or destroy each with l->ops->destroy(l) and
+ * free(*layers). Unknown names: HET_EINVAL with a message listing the known ones; HET_ENOMEM;
+ * on failure *layers is NULL and *n is 0. */
+int het_zoo_layers(const char *name, het_shape in, int n_classes, het_layer ***layers, int *n);
+/* Builds a named model (het_zoo_layers + het_model_create). Errors as het_zoo_layers. */
 int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
                   int workers);
 /* NULL-terminated list of zoo names. */
