@@ -1,6 +1,6 @@
 /* Model-level tests: planning, initialization determinism, worker split equivalence, gradient
- * accumulation, the gradient hook, a whole-model finite-difference check, the zoo's layer
- * lists and errors. */
+ * accumulation, the gradient hook (more in test_hooks.c), a whole-model finite-difference check,
+ * the zoo's layer lists and errors. */
 #include <string.h>
 
 #include "hetrain/nn.h"
@@ -44,8 +44,8 @@ static void test_workers_equal(const char *name, het_shape in, int batch) {
     het_model_zero_grads(a);
     het_model_zero_grads(b);
     hook_log ha = {0, 0, 0, 0, 1}, hb = {0, 0, 0, 0, 1};
-    het_model_set_grad_hook(a, hook, &ha);
-    het_model_set_grad_hook(b, hook, &hb);
+    CHECK(het_model_add_hook(a, &(het_model_hook){hook, NULL, &ha}) == HET_OK, "%s", het_error_msg());
+    CHECK(het_model_add_hook(b, &(het_model_hook){hook, NULL, &hb}) == HET_OK, "%s", het_error_msg());
     CHECK(het_model_train_batch(a, x, y, batch, 1.0f / batch, 1, &ra) == HET_OK, "%s", het_error_msg());
     CHECK(het_model_train_batch(b, x, y, batch, 1.0f / batch, 1, &rb) == HET_OK, "%s", het_error_msg());
     CHECK_CLOSE(ra.loss_sum, rb.loss_sum, 1e-5, "loss 1 vs 2 workers");

@@ -39,7 +39,9 @@ static het_layer *twice_new(void) {
     return l;
 }
 
-static int stacked(const het_model *m) { return het_model_stacked(m); }
+static int stacked(const het_model *m) {
+    return strncmp(het_model_executor(m), "dense stack", 11) == 0;
+}
 
 /* Layer lists by name; `relu_last` puts a ReLU after the last dense too; `named_dense` has
  * a user layer named "dense" between two real ones. */
@@ -96,7 +98,8 @@ static void compare(const char *kind, het_shape in, int max_batch, int batch, in
         het_model_free(R);
         return;
     }
-    CHECK(stacked(S), "%s: must run the dense-stack executor", kind);
+    CHECK(stacked(S), "%s: must run the dense-stack executor, runs %s", kind,
+          het_model_executor(S));
     int classes = het_model_n_classes(S);
     het_model_init_params(S, 5);
     het_model_init_params(R, 5);
@@ -169,8 +172,8 @@ static void test_eligibility(void) {
         het_model *m = NULL;
         CHECK(build(&m, c[i].kind, c[i].in, 4, 2) == HET_OK, "%s: %s", c[i].kind, het_error_msg());
         if (!m) continue;
-        CHECK(stacked(m) == c[i].stacked, "%s: stacked %d, expected %d", c[i].kind, stacked(m),
-              c[i].stacked);
+        CHECK(stacked(m) == c[i].stacked, "%s: executor '%s', expected the %s", c[i].kind,
+              het_model_executor(m), c[i].stacked ? "dense stack" : "generic one");
         het_model_free(m);
     }
 }
@@ -251,6 +254,11 @@ static void hook(void *user, int layer, size_t off, size_t count) {
     (void)user, (void)layer, (void)off, (void)count;
 }
 
+static void progress(void *user, int layer) {
+    (void)layer;
+    (*(int *)user)++;
+}
+
 static void test_errors(void) {
     het_model *m = NULL;
     het_shape in = {9, 1, 1};
@@ -271,14 +279,18 @@ static void test_errors(void) {
     CHECK(strstr(het_error_msg(), "label 3 of sample 2") != NULL, "message: %s", het_error_msg());
     CHECK(het_model_train_step(m, x, y, 5, 0.2f, 0, &u, &r) == HET_EINVAL, "batch 5 > max 4");
     CHECK(het_model_train_step(m, x, y, 0, 1.0f, 0, &u, &r) == HET_EINVAL, "batch 0 accepted");
-    het_model_set_grad_hook(m, hook, NULL);
+    int calls = 0;
+    CHECK(het_model_add_hook(m, &(het_model_hook){hook, NULL, &u}) == HET_OK, "%s", het_error_msg());
     y[2] = 2;
     CHECK(het_model_train_step(m, x, y, 4, 0.25f, 0, &u, &r) == HET_EINVAL,
           "a gradient hook must be refused");
     CHECK(memcmp(before, het_model_params(m), n * sizeof(float)) == 0,
           "failed steps must leave the parameters alone");
-    het_model_set_grad_hook(m, NULL, NULL);
+    het_model_remove_hook(m, &u);
+    CHECK(het_model_add_hook(m, &(het_model_hook){NULL, progress, &calls}) == HET_OK, "%s",
+          het_error_msg());
     CHECK(het_model_train_step(m, x, y, 4, 0.25f, 0, &u, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(calls == 6, "progress-only hook: %d calls, expected 6 (3 dense layers, twice)", calls);
     CHECK(memcmp(before, het_model_params(m), n * sizeof(float)) != 0, "a step must update");
     free(before);
     het_free(st);

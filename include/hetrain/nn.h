@@ -103,10 +103,6 @@ typedef struct het_batch_result {
     int count;        /* samples */
 } het_batch_result;
 
-/* Called after backward has finished layer `layer` (in reverse order), i.e. when the
- * gradients grads[offset, offset+count) of the model's flat buffer are final for this batch. */
-typedef void (*het_grad_hook)(void *user, int layer, size_t offset, size_t count);
-
 /* Takes ownership of `layers` (the array is copied; layers are destroyed with the model, also
  * on failure). `workers` >= 1 threads split each batch (set to 1 automatically if a layer is
  * batch-coupled). `n_classes` is the output size of the last layer. */
@@ -142,13 +138,60 @@ void het_model_zero_grads(het_model *m);
  * the optimizer step, and for gathering a batch. */
 void het_model_parallel_for(het_model *m, size_t n, void (*fn)(void *user, size_t lo, size_t hi),
                             void *user);
+
+/* ---- hooks: clients called while a batch runs ----
+ * A hook is called on the thread that called het_model_train_batch / het_model_forward /
+ * het_model_eval_batch / het_model_train_step (worker 0), never on a worker thread, so a
+ * client may call MPI there under MPI_THREAD_FUNNELED. Hooks are called in the order they
+ * were added. A hook must not call back into the model (no train, forward, update, zeroing,
+ * parallel_for or hook changes); reading het_model_grads / het_model_params and calling
+ * het_model_batch_result is fine. */
+#define HET_MODEL_MAX_HOOKS 4
+
+typedef struct het_model_hook {
+    /* Gradients grads[offset, offset + count) of layer `layer` (a layer with parameters) are
+     * final for this het_model_train_batch call. Called once per such layer, in reverse layer
+     * order, so the calls cover [0, n_params) from the end without gap. With one worker, as
+     * each layer's backward of the batch's last chunk completes (bucketed all-reduce overlaps
+     * the rest of backward); with more workers, after the worker reduction. May be NULL. */
+    void (*grad)(void *user, int layer, size_t offset, size_t count);
+    /* Layer `layer` has just run forward or backward on a chunk of worker 0's share (every
+     * layer of forward, every layer back-propagated; the dense stack of
+     * het_model_train_step reports its dense layers, each with its ReLU). Meant for progress
+     * of outstanding communication (MPI_Test) during compute. For a layer whose gradients
+     * become final there, the grad callbacks come first. May be NULL. */
+    void (*progress)(void *user, int layer);
+    void *user;
+} het_model_hook;
+
+/* Appends a copy of *h to the chain. HET_EINVAL when both callbacks are NULL or the chain
+ * already holds HET_MODEL_MAX_HOOKS hooks. */
+int  het_model_add_hook(het_model *m, const het_model_hook *h);
+/* Removes every hook whose user is `user` (none: nothing happens); keeps the others' order. */
+void het_model_remove_hook(het_model *m, void *user);
+
+/* Deprecated: one grad-only hook slot, kept for callers not yet moved to het_model_add_hook.
+ * Replaces the hook this function set before (hook NULL: removes it); hooks added with
+ * het_model_add_hook are left alone. When the chain is full, the hook is not set and the
+ * message says so (het_error_msg). */
+typedef void (*het_grad_hook)(void *user, int layer, size_t offset, size_t count);
 void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user);
 
+/* ---- training and inference ---- */
 /* Training step on one batch (batch <= max_batch): forward in train mode, loss, backward.
  * ACCUMULATES into grads the gradient of grad_scale * (sum of per-sample losses); pass
- * grad_scale = 1/batch for the batch mean. step_seed seeds dropout (deterministic per step). */
+ * grad_scale = 1/batch for the batch mean. step_seed seeds dropout (deterministic per step).
+ * Calls the hooks (above). res may be NULL. */
 int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                           float grad_scale, uint64_t step_seed, het_batch_result *res);
+/* The loss sum, correct count and sample count accumulated so far by the running (or last)
+ * het_model_train_batch or het_model_train_step call; after it returns, what it returned.
+ * Complete for the whole batch from the first grad-hook call of the batch on: every chunk's
+ * forward and loss precede the last chunk's backward. From a progress hook with workers > 1 it
+ * holds worker 0's samples only (the others are still being written). A forward or eval
+ * resets it to zero. */
+void het_model_batch_result(const het_model *m, het_batch_result *res);
+
 /* An optimizer update of all parameters, for het_model_update and het_model_train_step. */
 typedef struct het_update {
     const het_optim_config *optim;
@@ -161,21 +204,28 @@ typedef struct het_update {
 void het_model_update(het_model *m, const het_update *u);
 /* One whole training step: the gradients of het_model_zero_grads + het_model_train_batch (they
  * are in het_model_grads afterwards), then the update u. For a dense stack (dense layers, each
- * optionally followed by a ReLU; flatten anywhere) the workers split the features instead of
- * the batch and each updates its own rows of the parameters while they are in cache
- * (nn/dense_stack.c); the result equals the two-call sequence up to float rounding. Other
- * models run exactly that sequence. It cannot serve a gradient hook (HET_EINVAL): use
- * het_model_train_batch when gradients must be reduced before the update. */
+ * optionally followed by a ReLU; flatten anywhere; recognized by the layers' ops tables, not
+ * by name) the workers split the features instead of the batch and each updates its own rows
+ * of the parameters while they are in cache (nn/dense_stack.c); the result equals the two-call
+ * sequence up to float rounding. Other models run exactly that sequence. It cannot serve a
+ * grad hook (HET_EINVAL): use het_model_train_batch when gradients must be reduced before the
+ * update. Progress hooks are called. */
 int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int batch,
                          float grad_scale, uint64_t step_seed, const het_update *u,
                          het_batch_result *res);
-/* 1 when het_model_train_step runs the dense-stack executor. */
+/* What het_model_train_step runs, for a log line (a static string): "dense stack: features
+ * split over workers, update folded in" or "generic: samples split over workers, then
+ * summed". het_model_train_batch always runs the generic executor. */
+const char *het_model_executor(const het_model *m);
+/* To be removed (callers move to het_model_executor): 1 when het_model_train_step runs the
+ * dense-stack executor. */
 int het_model_stacked(const het_model *m);
-/* Forward in eval mode; fills res (loss, correct). */
+/* Forward in eval mode; fills res (loss, correct). Calls the progress hooks. */
 int het_model_eval_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                          het_batch_result *res);
 /* Forward only; returns the logits (batch x classes, owned by the model, valid until the next
- * call). train selects the mode. */
+ * call), or NULL for a batch outside 1..max_batch. train selects the mode. Calls the progress
+ * hooks. */
 const float *het_model_forward(het_model *m, const float *x, int batch, int train,
                                uint64_t step_seed);
 

@@ -24,6 +24,10 @@ typedef struct het_stack_job {
     float *params, *grads;
     size_t n_params;
     const het_update *u;
+    /* NULL, or called by worker 0 after each stage's forward and backward (the stage's dense
+     * layer index), for the model's progress hooks */
+    void (*progress)(void *user, int layer);
+    void *progress_user;
 } het_stack_job;
 
 /* Worker widx's part of one step. All workers of the stack must run it concurrently (it
