@@ -3,7 +3,8 @@
  *
  * Layout: activations are batch-major, each sample C x H x W (NCHW), float32.
  * Backward ACCUMULATES (+=) into parameter gradients, so micro-batches add up for free.
- * nn/ never sees MPI. */
+ * nn/ never sees MPI. It depends on optim/ for one thing only: het_update (the optimizer
+ * update of het_model_update and het_model_train_step) names het_optim_config. */
 #ifndef HETRAIN_NN_H
 #define HETRAIN_NN_H
 
@@ -37,8 +38,10 @@ typedef struct het_exec {
     float *grads;        /* this worker's gradients for this layer: backward does += */
     float *state;        /* this layer's non-trainable state (shared; only batch-coupled
                             layers write it, and those run on one worker) */
-    float *cache;        /* cache_per_sample * max_batch floats, this worker's */
-    float *work;         /* work_per_sample * max_batch + work_fixed floats, this worker's */
+    float *cache;        /* this worker's, cache_per_sample * n floats, where n >= the batch of
+                            the call (the model's chunk: buffers are sized per chunk, not for
+                            max_batch) */
+    float *work;         /* this worker's, work_per_sample * n + work_fixed floats (same n) */
     het_rng *rng;        /* this worker's RNG stream for this step (dropout) */
     int train;           /* 1: training mode (dropout on, batch-norm batch stats) */
 } het_exec;
@@ -68,7 +71,6 @@ struct het_layer {
     const het_layer_ops *ops;
     het_shape in, out;       /* set by the model after plan() */
     int batch_coupled;       /* 1 if samples interact in forward (batch norm): no worker split */
-    int in_place_ok;         /* reserved */
 };
 
 /* ---- layer constructors (each returns NULL on allocation failure) ---- */
