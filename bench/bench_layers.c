@@ -1,7 +1,7 @@
 /* Per-layer micro-benchmark: forward and backward time of every layer of LeNet-5 and of the
- * MLP at Fashion-MNIST shapes, at batch 16 (LeNet's chunk in the model), 32 and 64 (the MLP's
- * share per worker with 2 and 1 workers). Best of N repetitions
- * (the machine is shared), microseconds per call and per sample. Run with
+ * MLP (the zoo's layer lists, het_zoo_layers) at Fashion-MNIST shapes, at batch 16 (LeNet's
+ * chunk in the model), 32 and 64 (the MLP's share per worker with 2 and 1 workers). Best of N
+ * repetitions (the machine is shared), microseconds per call and per sample. Run with
  * OPENBLAS_CORETYPE=SkylakeX (the program re-executes itself with it when needed).
  *
  *   bench_layers [--reps N] [--model lenet5|mlp|all]
@@ -78,32 +78,18 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
     return 0;
 }
 
+/* The zoo's own layer list (het_zoo_layers), so that this measures the network that trains. */
 static int run(const char *model, int batch, int reps) {
-    het_layer *L[16];
+    het_layer **L = NULL;
     int n = 0;
     het_shape in = {1, 28, 28};
-    if (strcmp(model, "lenet5") == 0) {
-        L[n++] = het_conv2d_new(6, 5, 1, 2);
-        L[n++] = het_relu_new();
-        L[n++] = het_maxpool_new(2, 2);
-        L[n++] = het_conv2d_new(16, 5, 1, 0);
-        L[n++] = het_relu_new();
-        L[n++] = het_maxpool_new(2, 2);
-        L[n++] = het_flatten_new();
-        L[n++] = het_dense_new(120);
-        L[n++] = het_relu_new();
-        L[n++] = het_dense_new(84);
-        L[n++] = het_relu_new();
-        L[n++] = het_dense_new(10);
-    } else {
-        L[n++] = het_dense_new(256);
-        L[n++] = het_relu_new();
-        L[n++] = het_dense_new(128);
-        L[n++] = het_relu_new();
-        L[n++] = het_dense_new(10);
+    if (het_zoo_layers(model, in, 10, &L, &n) != HET_OK) {
+        fprintf(stderr, "bench_layers: %s\n", het_error_msg());
+        return 1;
     }
     int st = bench_model(model, L, n, in, batch, reps, 1);
     for (int i = 0; i < n; i++) L[i]->ops->destroy(L[i]);
+    free(L);
     return st;
 }
 

@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
            o.model, o.threads, workers, blas_threads, o.batch, o.epochs, (long long)images, secs,
            ips, train_flop, gflops, peak, peak > 0 ? gflops / peak : 0.0,
            (double)ru.ru_maxrss / 1024.0, (double)het_model_bytes(m) / (1024.0 * 1024.0), acc,
-           loss_sum / (double)images, het_model_stacked(m) ? "stack" : "batch",
+           loss_sum / (double)images, strncmp(het_model_executor(m), "dense", 5) ? "batch" : "stack",
            openblas_get_corename());
     rc = 0;
 fail:

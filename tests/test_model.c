@@ -1,5 +1,6 @@
 /* Model-level tests: planning, initialization determinism, worker split equivalence, gradient
- * accumulation, the gradient hook, a whole-model finite-difference check, zoo errors. */
+ * accumulation, the gradient hook (more in test_hooks.c), a whole-model finite-difference check,
+ * the zoo's layer lists and errors. */
 #include <string.h>
 
 #include "hetrain/nn.h"
@@ -43,8 +44,8 @@ static void test_workers_equal(const char *name, het_shape in, int batch) {
     het_model_zero_grads(a);
     het_model_zero_grads(b);
     hook_log ha = {0, 0, 0, 0, 1}, hb = {0, 0, 0, 0, 1};
-    het_model_set_grad_hook(a, hook, &ha);
-    het_model_set_grad_hook(b, hook, &hb);
+    CHECK(het_model_add_hook(a, &(het_model_hook){hook, NULL, &ha}) == HET_OK, "%s", het_error_msg());
+    CHECK(het_model_add_hook(b, &(het_model_hook){hook, NULL, &hb}) == HET_OK, "%s", het_error_msg());
     CHECK(het_model_train_batch(a, x, y, batch, 1.0f / batch, 1, &ra) == HET_OK, "%s", het_error_msg());
     CHECK(het_model_train_batch(b, x, y, batch, 1.0f / batch, 1, &rb) == HET_OK, "%s", het_error_msg());
     CHECK_CLOSE(ra.loss_sum, rb.loss_sum, 1e-5, "loss 1 vs 2 workers");
@@ -109,6 +110,45 @@ static void test_model_fd(void) {
     het_model_free(m);
 }
 
+/* het_zoo_layers: the list het_zoo_build uses (same model, same bits), caller-owned; errors. */
+static void test_zoo_layers(void) {
+    het_shape in = {1, 28, 28};
+    het_layer **L = NULL;
+    int n = 0;
+    CHECK(het_zoo_layers("lenet5", in, 10, &L, &n) == HET_OK, "%s", het_error_msg());
+    CHECK(n == 12, "lenet5: %d layers, expected 12", n);
+    static const char *want[12] = {"conv2d", "maxpool", "relu", "conv2d", "maxpool", "relu",
+                                   "flatten", "dense", "relu", "dense", "relu", "dense"};
+    for (int i = 0; i < n && i < 12; i++)
+        CHECK(strcmp(L[i]->ops->name, want[i]) == 0, "lenet5 layer %d: %s, expected %s", i,
+              L[i]->ops->name, want[i]);
+    het_model *a = NULL, *b = NULL;
+    CHECK(het_model_create(&a, in, L, n, 4, 1) == HET_OK, "%s", het_error_msg());
+    free(L);
+    CHECK(het_zoo_build(&b, "lenet5", in, 10, 4, 1) == HET_OK, "%s", het_error_msg());
+    if (a && b) {
+        het_model_init_params(a, 9);
+        het_model_init_params(b, 9);
+        CHECK(het_model_n_params(a) == het_model_n_params(b) &&
+                  memcmp(het_model_params(a), het_model_params(b),
+                         het_model_n_params(a) * sizeof(float)) == 0,
+              "het_zoo_layers + het_model_create must equal het_zoo_build (%zu vs %zu params)",
+              het_model_n_params(a), het_model_n_params(b));
+    }
+    het_model_free(a);
+    het_model_free(b);
+    for (const char *const *z = het_zoo_names(); *z; z++) {
+        CHECK(het_zoo_layers(*z, in, 7, &L, &n) == HET_OK && n > 0, "%s: %s", *z, het_error_msg());
+        for (int i = 0; i < n; i++) L[i]->ops->destroy(L[i]);
+        free(L);
+    }
+    L = (het_layer **)&n;
+    CHECK(het_zoo_layers("nope", in, 10, &L, &n) == HET_EINVAL && !L && n == 0,
+          "unknown name: must fail with no list (n %d)", n);
+    CHECK(het_zoo_layers("mlp", in, 0, &L, &n) == HET_EINVAL && !L && n == 0,
+          "0 classes must fail");
+}
+
 int main(void) {
     test_workers_equal("mlp", (het_shape){1, 28, 28}, 13);
     test_workers_equal("lenet5", (het_shape){1, 28, 28}, 9);
@@ -127,6 +167,7 @@ int main(void) {
         het_model_free(c);
     }
     test_model_fd();
+    test_zoo_layers();
     het_model *m = NULL;
     CHECK(het_zoo_build(&m, "nope", (het_shape){1, 28, 28}, 10, 4, 1) == HET_EINVAL && !m,
           "unknown model must fail");

@@ -202,7 +202,7 @@ static void fused_steps(const char *name, const float *params, size_t n, const f
               t, l, r, rel);
     }
     printf("%-6s het_model_train_step (%s, 2 workers): step-1 grads rel %.2e, 10-step "
-           "losses worst rel %.2e\n", name, het_model_stacked(m) ? "dense stack" : "generic",
+           "losses worst rel %.2e\n", name, het_model_executor(m),
            gmax, worst);
     het_free(state);
     het_model_free(m);

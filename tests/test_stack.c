@@ -1,7 +1,8 @@
 /* The dense-stack executor (nn/dense_stack.c) behind het_model_train_step: which models take
- * it, and that its steps equal the generic sequence (zero, train_batch, optimizer) up to float
- * rounding, for odd layer sizes, workers that own no rows of a layer, ragged batches, every
- * optimizer; that it is deterministic; that gradients are left in the buffer; errors. */
+ * it (by the layers' ops tables: a user layer named "dense" does not qualify), and that its
+ * steps equal the generic sequence (zero, train_batch, optimizer) up to float rounding, for
+ * odd layer sizes, workers that own no rows of a layer, ragged batches, every optimizer; that
+ * it is deterministic; that gradients are left in the buffer; errors. */
 #include <string.h>
 
 #include "hetrain/nn.h"
@@ -13,7 +14,37 @@ static void fill(float *x, size_t n, uint64_t seed) {
     for (size_t i = 0; i < n; i++) x[i] = 2.0f * het_rng_uniform(&r) - 1.0f;
 }
 
-/* Layer lists by name; `relu_last` puts a ReLU after the last dense too. */
+/* A user layer that calls itself "dense" but is out = 2 * in, without parameters. */
+static int twice_plan(het_layer *l, het_shape in, het_layer_plan *p) {
+    (void)l;
+    *p = (het_layer_plan){.out = in};
+    return HET_OK;
+}
+static void twice_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
+    (void)x;
+    for (size_t i = 0; i < het_shape_size(l->in) * (size_t)batch; i++) out[i] = 2.0f * in[i];
+}
+static void twice_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
+                           const float *dout, float *din, int batch) {
+    (void)x, (void)in, (void)out;
+    if (din)
+        for (size_t i = 0; i < het_shape_size(l->in) * (size_t)batch; i++) din[i] = 2.0f * dout[i];
+}
+static void twice_destroy(het_layer *l) { free(l); }
+static const het_layer_ops twice_ops = {"dense", twice_plan, NULL, twice_forward, twice_backward,
+                                        twice_destroy};
+static het_layer *twice_new(void) {
+    het_layer *l = calloc(1, sizeof *l);
+    if (l) l->ops = &twice_ops;
+    return l;
+}
+
+static int stacked(const het_model *m) {
+    return strncmp(het_model_executor(m), "dense stack", 11) == 0;
+}
+
+/* Layer lists by name; `relu_last` puts a ReLU after the last dense too; `named_dense` has
+ * a user layer named "dense" between two real ones. */
 static int build(het_model **m, const char *kind, het_shape in, int batch, int workers) {
     het_layer *l[8];
     int n = 0;
@@ -34,6 +65,11 @@ static int build(het_model **m, const char *kind, het_shape in, int batch, int w
         l[n++] = het_dense_new(20);
         l[n++] = het_relu_new();
         l[n++] = het_dropout_new(0.5f);
+        l[n++] = het_dense_new(4);
+    } else if (!strcmp(kind, "named_dense")) {
+        l[n++] = het_dense_new(6);
+        l[n++] = het_relu_new();
+        l[n++] = twice_new();
         l[n++] = het_dense_new(4);
     } else if (!strcmp(kind, "relu_first")) {
         l[n++] = het_relu_new();
@@ -62,7 +98,8 @@ static void compare(const char *kind, het_shape in, int max_batch, int batch, in
         het_model_free(R);
         return;
     }
-    CHECK(het_model_stacked(S), "%s: must run the dense-stack executor", kind);
+    CHECK(stacked(S), "%s: must run the dense-stack executor, runs %s", kind,
+          het_model_executor(S));
     int classes = het_model_n_classes(S);
     het_model_init_params(S, 5);
     het_model_init_params(R, 5);
@@ -129,34 +166,34 @@ static void test_eligibility(void) {
     struct { const char *kind; het_shape in; int stacked; } c[] = {
         {"mlp", {1, 28, 28}, 1},        {"odd", {1, 5, 7}, 1},     {"one", {9, 1, 1}, 1},
         {"relu_last", {9, 1, 1}, 1},    {"lenet5", {1, 28, 28}, 0}, {"dropout", {9, 1, 1}, 0},
-        {"relu_first", {9, 1, 1}, 0},
+        {"relu_first", {9, 1, 1}, 0},   {"named_dense", {9, 1, 1}, 0},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         het_model *m = NULL;
         CHECK(build(&m, c[i].kind, c[i].in, 4, 2) == HET_OK, "%s: %s", c[i].kind, het_error_msg());
         if (!m) continue;
-        CHECK(het_model_stacked(m) == c[i].stacked, "%s: stacked %d, expected %d", c[i].kind,
-              het_model_stacked(m), c[i].stacked);
+        CHECK(stacked(m) == c[i].stacked, "%s: executor '%s', expected the %s", c[i].kind,
+              het_model_executor(m), c[i].stacked ? "dense stack" : "generic one");
         het_model_free(m);
     }
 }
 
 /* A model the executor does not take: train_step is exactly zero + train_batch + update. */
-static void test_fallback_bitwise(void) {
-    het_shape in = {1, 28, 28};
+static void test_fallback_bitwise(const char *kind, het_shape in) {
     het_model *a = NULL, *b = NULL;
-    CHECK(build(&a, "lenet5", in, 8, 2) == HET_OK, "%s", het_error_msg());
-    CHECK(build(&b, "lenet5", in, 8, 2) == HET_OK, "%s", het_error_msg());
+    size_t in_sz = het_shape_size(in);
+    CHECK(build(&a, kind, in, 8, 2) == HET_OK, "%s", het_error_msg());
+    CHECK(build(&b, kind, in, 8, 2) == HET_OK, "%s", het_error_msg());
     if (!a || !b) goto out;
     het_model_init_params(a, 3);
     het_model_init_params(b, 3);
     het_optim_config oc = het_optim_defaults();
     size_t n = het_model_n_params(a);
     float *sa = het_alloc(n * sizeof(float)), *sb = het_alloc(n * sizeof(float));
-    float *x = het_alloc(8 * 784 * sizeof(float));
+    float *x = het_alloc(8 * in_sz * sizeof(float));
     uint8_t y[8];
-    fill(x, 8 * 784, 11);
-    for (int i = 0; i < 8; i++) y[i] = (uint8_t)i;
+    fill(x, 8 * in_sz, 11);
+    for (int i = 0; i < 8; i++) y[i] = (uint8_t)(i % het_model_n_classes(a));
     for (int t = 1; t <= 2; t++) {
         het_update u = {&oc, 0.05f, sa, t};
         het_batch_result r;
@@ -168,7 +205,7 @@ static void test_fallback_bitwise(void) {
         het_model_update(b, &ub);
     }
     CHECK(memcmp(het_model_params(a), het_model_params(b), n * sizeof(float)) == 0,
-          "lenet5: train_step must equal zero + train_batch + update bitwise");
+          "%s: train_step must equal zero + train_batch + update bitwise", kind);
     het_free(sa);
     het_free(sb);
     het_free(x);
@@ -217,6 +254,11 @@ static void hook(void *user, int layer, size_t off, size_t count) {
     (void)user, (void)layer, (void)off, (void)count;
 }
 
+static void progress(void *user, int layer) {
+    (void)layer;
+    (*(int *)user)++;
+}
+
 static void test_errors(void) {
     het_model *m = NULL;
     het_shape in = {9, 1, 1};
@@ -237,14 +279,18 @@ static void test_errors(void) {
     CHECK(strstr(het_error_msg(), "label 3 of sample 2") != NULL, "message: %s", het_error_msg());
     CHECK(het_model_train_step(m, x, y, 5, 0.2f, 0, &u, &r) == HET_EINVAL, "batch 5 > max 4");
     CHECK(het_model_train_step(m, x, y, 0, 1.0f, 0, &u, &r) == HET_EINVAL, "batch 0 accepted");
-    het_model_set_grad_hook(m, hook, NULL);
+    int calls = 0;
+    CHECK(het_model_add_hook(m, &(het_model_hook){hook, NULL, &u}) == HET_OK, "%s", het_error_msg());
     y[2] = 2;
     CHECK(het_model_train_step(m, x, y, 4, 0.25f, 0, &u, &r) == HET_EINVAL,
           "a gradient hook must be refused");
     CHECK(memcmp(before, het_model_params(m), n * sizeof(float)) == 0,
           "failed steps must leave the parameters alone");
-    het_model_set_grad_hook(m, NULL, NULL);
+    het_model_remove_hook(m, &u);
+    CHECK(het_model_add_hook(m, &(het_model_hook){NULL, progress, &calls}) == HET_OK, "%s",
+          het_error_msg());
     CHECK(het_model_train_step(m, x, y, 4, 0.25f, 0, &u, &r) == HET_OK, "%s", het_error_msg());
+    CHECK(calls == 6, "progress-only hook: %d calls, expected 6 (3 dense layers, twice)", calls);
     CHECK(memcmp(before, het_model_params(m), n * sizeof(float)) != 0, "a step must update");
     free(before);
     het_free(st);
@@ -254,7 +300,8 @@ static void test_errors(void) {
 int main(void) {
     test_eligibility();
     test_equivalence();
-    test_fallback_bitwise();
+    test_fallback_bitwise("lenet5", (het_shape){1, 28, 28});
+    test_fallback_bitwise("named_dense", (het_shape){9, 1, 1});
     test_deterministic();
     test_errors();
     return het_test_finish("test_stack");

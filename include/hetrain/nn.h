@@ -3,7 +3,8 @@
  *
  * Layout: activations are batch-major, each sample C x H x W (NCHW), float32.
  * Backward ACCUMULATES (+=) into parameter gradients, so micro-batches add up for free.
- * nn/ never sees MPI. */
+ * nn/ never sees MPI. It depends on optim/ for one thing only: het_update (the optimizer
+ * update of het_model_update and het_model_train_step) names het_optim_config. */
 #ifndef HETRAIN_NN_H
 #define HETRAIN_NN_H
 
@@ -30,8 +31,10 @@ typedef struct het_exec {
     float *grads;        /* this worker's gradients for this layer: backward does += */
     float *state;        /* this layer's non-trainable state (shared; only batch-coupled
                             layers write it, and those run on one worker) */
-    float *cache;        /* cache_per_sample * max_batch floats, this worker's */
-    float *work;         /* work_per_sample * max_batch + work_fixed floats, this worker's */
+    float *cache;        /* this worker's, cache_per_sample * n floats, where n >= the batch of
+                            the call (the model's chunk: buffers are sized per chunk, not for
+                            max_batch) */
+    float *work;         /* this worker's, work_per_sample * n + work_fixed floats (same n) */
     het_rng *rng;        /* this worker's RNG stream for this step (dropout) */
     int train;           /* 1: training mode (dropout on, batch-norm batch stats) */
 } het_exec;
@@ -61,7 +64,6 @@ struct het_layer {
     const het_layer_ops *ops;
     het_shape in, out;       /* set by the model after plan() */
     int batch_coupled;       /* 1 if samples interact in forward (batch norm): no worker split */
-    int in_place_ok;         /* reserved */
 };
 
 /* ---- layer constructors (each returns NULL on allocation failure) ---- */
@@ -95,10 +97,6 @@ typedef struct het_batch_result {
     int correct;      /* correct argmax predictions */
     int count;        /* samples */
 } het_batch_result;
-
-/* Called after backward has finished layer `layer` (in reverse order), i.e. when the
- * gradients grads[offset, offset+count) of the model's flat buffer are final for this batch. */
-typedef void (*het_grad_hook)(void *user, int layer, size_t offset, size_t count);
 
 /* Takes ownership of `layers` (the array is copied; layers are destroyed with the model, also
  * on failure). `workers` >= 1 threads split each batch (set to 1 automatically if a layer is
@@ -135,13 +133,54 @@ void het_model_zero_grads(het_model *m);
  * the optimizer step, and for gathering a batch. */
 void het_model_parallel_for(het_model *m, size_t n, void (*fn)(void *user, size_t lo, size_t hi),
                             void *user);
-void het_model_set_grad_hook(het_model *m, het_grad_hook hook, void *user);
 
+/* ---- hooks: clients called while a batch runs ----
+ * A hook is called on the thread that called het_model_train_batch / het_model_forward /
+ * het_model_eval_batch / het_model_train_step (worker 0), never on a worker thread, so a
+ * client may call MPI there under MPI_THREAD_FUNNELED. Hooks are called in the order they
+ * were added. A hook must not call back into the model (no train, forward, update, zeroing,
+ * parallel_for or hook changes); reading het_model_grads / het_model_params and calling
+ * het_model_batch_result is fine. */
+#define HET_MODEL_MAX_HOOKS 4
+
+typedef struct het_model_hook {
+    /* Gradients grads[offset, offset + count) of layer `layer` (a layer with parameters) are
+     * final for this het_model_train_batch call. Called once per such layer, in reverse layer
+     * order, so the calls cover [0, n_params) from the end without gap. With one worker, as
+     * each layer's backward of the batch's last chunk completes (bucketed all-reduce overlaps
+     * the rest of backward); with more workers, after the worker reduction. May be NULL. */
+    void (*grad)(void *user, int layer, size_t offset, size_t count);
+    /* Layer `layer` has just run forward or backward on a chunk of worker 0's share (every
+     * layer of forward, every layer back-propagated; the dense stack of
+     * het_model_train_step reports its dense layers, each with its ReLU). Meant for progress
+     * of outstanding communication (MPI_Test) during compute. For a layer whose gradients
+     * become final there, the grad callbacks come first. May be NULL. */
+    void (*progress)(void *user, int layer);
+    void *user;
+} het_model_hook;
+
+/* Appends a copy of *h to the chain. HET_EINVAL when both callbacks are NULL or the chain
+ * already holds HET_MODEL_MAX_HOOKS hooks. */
+int  het_model_add_hook(het_model *m, const het_model_hook *h);
+/* Removes every hook whose user is `user` (none: nothing happens); keeps the others' order. */
+void het_model_remove_hook(het_model *m, void *user);
+
+
+/* ---- training and inference ---- */
 /* Training step on one batch (batch <= max_batch): forward in train mode, loss, backward.
  * ACCUMULATES into grads the gradient of grad_scale * (sum of per-sample losses); pass
- * grad_scale = 1/batch for the batch mean. step_seed seeds dropout (deterministic per step). */
+ * grad_scale = 1/batch for the batch mean. step_seed seeds dropout (deterministic per step).
+ * Calls the hooks (above). res may be NULL. */
 int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                           float grad_scale, uint64_t step_seed, het_batch_result *res);
+/* The loss sum, correct count and sample count accumulated so far by the running (or last)
+ * het_model_train_batch or het_model_train_step call; after it returns, what it returned.
+ * Complete for the whole batch from the first grad-hook call of the batch on: every chunk's
+ * forward and loss precede the last chunk's backward. From a progress hook with workers > 1 it
+ * holds worker 0's samples only (the others are still being written). A forward or eval
+ * resets it to zero. */
+void het_model_batch_result(const het_model *m, het_batch_result *res);
+
 /* An optimizer update of all parameters, for het_model_update and het_model_train_step. */
 typedef struct het_update {
     const het_optim_config *optim;
@@ -154,27 +193,37 @@ typedef struct het_update {
 void het_model_update(het_model *m, const het_update *u);
 /* One whole training step: the gradients of het_model_zero_grads + het_model_train_batch (they
  * are in het_model_grads afterwards), then the update u. For a dense stack (dense layers, each
- * optionally followed by a ReLU; flatten anywhere) the workers split the features instead of
- * the batch and each updates its own rows of the parameters while they are in cache
- * (nn/dense_stack.c); the result equals the two-call sequence up to float rounding. Other
- * models run exactly that sequence. It cannot serve a gradient hook (HET_EINVAL): use
- * het_model_train_batch when gradients must be reduced before the update. */
+ * optionally followed by a ReLU; flatten anywhere; recognized by the layers' ops tables, not
+ * by name) the workers split the features instead of the batch and each updates its own rows
+ * of the parameters while they are in cache (nn/dense_stack.c); the result equals the two-call
+ * sequence up to float rounding. Other models run exactly that sequence. It cannot serve a
+ * grad hook (HET_EINVAL): use het_model_train_batch when gradients must be reduced before the
+ * update. Progress hooks are called. */
 int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int batch,
                          float grad_scale, uint64_t step_seed, const het_update *u,
                          het_batch_result *res);
-/* 1 when het_model_train_step runs the dense-stack executor. */
-int het_model_stacked(const het_model *m);
-/* Forward in eval mode; fills res (loss, correct). */
+/* What het_model_train_step runs, for a log line (a static string): "dense stack: features
+ * split over workers, update folded in" or "generic: samples split over workers, then
+ * summed". het_model_train_batch always runs the generic executor. */
+const char *het_model_executor(const het_model *m);
+/* Forward in eval mode; fills res (loss, correct). Calls the progress hooks. */
 int het_model_eval_batch(het_model *m, const float *x, const uint8_t *y, int batch,
                          het_batch_result *res);
 /* Forward only; returns the logits (batch x classes, owned by the model, valid until the next
- * call). train selects the mode. */
+ * call), or NULL for a batch outside 1..max_batch. train selects the mode. Calls the progress
+ * hooks. */
 const float *het_model_forward(het_model *m, const float *x, int batch, int train,
                                uint64_t step_seed);
 
 /* ---- model zoo ---- */
-/* Builds a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") for input shape `in` and
- * `n_classes` outputs. Unknown names: HET_EINVAL with a message listing the known ones. */
+/* The layer list of a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") with `n_classes`
+ * outputs, for input shape `in` (no zoo model depends on it today). On success *layers is a
+ * malloc'ed array of *n new layers, all owned by the caller: pass them to het_model_create
+ * (which takes the layers, then free(*layers)), or destroy each with l->ops->destroy(l) and
+ * free(*layers). Unknown names: HET_EINVAL with a message listing the known ones; HET_ENOMEM;
+ * on failure *layers is NULL and *n is 0. */
+int het_zoo_layers(const char *name, het_shape in, int n_classes, het_layer ***layers, int *n);
+/* Builds a named model (het_zoo_layers + het_model_create). Errors as het_zoo_layers. */
 int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
                   int workers);
 /* NULL-terminated list of zoo names. */

@@ -13,6 +13,7 @@
 
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
+#include "nn/layer_kinds.h"
 
 typedef struct dense {
     het_layer base;
@@ -78,6 +79,8 @@ static const het_layer_ops dense_ops = {
     .backward = dense_backward,
     .destroy = dense_destroy,
 };
+
+int het_nn_is_dense(const het_layer *l) { return l->ops == &dense_ops; }
 
 het_layer *het_dense_new(int out_features) {
     dense *d = calloc(1, sizeof *d);

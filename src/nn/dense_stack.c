@@ -30,20 +30,26 @@
  *
  * The result equals the generic executor's (and PyTorch's) up to float rounding: sums over the
  * batch run in one product instead of one per worker. It is deterministic for a given worker
- * count. Dropout, batch norm or any other layer make the model ineligible (generic path). */
+ * count. Dropout, batch norm or any other layer make the model ineligible (generic path).
+ * Eligibility is decided by the layers' ops tables (nn/layer_kinds.h), never by name: this
+ * file re-implements dense.c's and relu.c's math, so only those very layers qualify.
+ *
+ * Progress hooks: worker 0 reports each stage (its dense layer's index) after the stage's
+ * forward and after its backward, before the next barrier. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "nn/dense_stack.h"
 #include "hetrain/tensor.h"
+#include "nn/dense_stack.h"
+#include "nn/layer_kinds.h"
 
 #define STACK_BLOCK 16 /* rows per product and per ownership unit */
 
 typedef struct stage {
     int in_f, out_f;
     int relu;
+    int layer;     /* the dense layer's index in the model */
     size_t w_off;  /* W [out_f x in_f] at params + w_off, then b [out_f] */
     float *act;    /* [max_batch x out_f] outputs (after the ReLU) */
     float *dz;     /* [max_batch x out_f] gradient w.r.t. the pre-activation */
@@ -93,10 +99,9 @@ int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *pa
     *out = NULL;
     int n = 0;
     for (int i = 0; i < n_layers; i++) {
-        const char *name = layers[i]->ops->name;
-        if (!strcmp(name, "dense"))
+        if (het_nn_is_dense(layers[i]))
             n++;
-        else if (strcmp(name, "relu") && strcmp(name, "flatten"))
+        else if (!het_nn_is_relu(layers[i]) && !het_nn_is_flatten(layers[i]))
             return HET_OK; /* another kind of layer: not a dense stack */
     }
     if (n == 0) return HET_OK;
@@ -105,9 +110,8 @@ int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *pa
     int k = -1, prev_dense = 0; /* prev_dense: the last layer that moved data was a dense */
     for (int i = 0; i < n_layers; i++) {
         const het_layer *l = layers[i];
-        const char *name = l->ops->name;
-        if (!strcmp(name, "flatten")) continue;
-        if (!strcmp(name, "relu")) {
+        if (het_nn_is_flatten(l)) continue;
+        if (het_nn_is_relu(l)) {
             if (!prev_dense) { /* ReLU first, or twice: leave it to the generic path */
                 free(st);
                 return HET_OK;
@@ -120,6 +124,7 @@ int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *pa
         st[k].in_f = (int)het_shape_size(l->in);
         st[k].out_f = (int)het_shape_size(l->out);
         st[k].w_off = param_off[i];
+        st[k].layer = i;
         prev_dense = 1;
     }
     het_stack *s = calloc(1, sizeof *s);
@@ -218,6 +223,7 @@ void het_stack_run(het_stack *s, const het_stack_job *j, int w, het_batch_result
             het_gemm(0, 1, B, n, I, 1.0f, in, I, W + (size_t)o * (size_t)I, I, 0.0f, g->act + o, O);
         }
         bias_act(g->act, W + (size_t)O * (size_t)I, B, O, r0, r1, g->relu);
+        if (w == 0 && j->progress) j->progress(j->progress_user, g->layer);
         stack_barrier(s);
         in = g->act;
     }
@@ -250,6 +256,7 @@ void het_stack_run(het_stack *s, const het_stack_job *j, int w, het_batch_result
             bias_grad(db, g->dz, B, O, o, o + n);
             if (k == 0) update_rows(g, j, o, o + n); /* nobody reads W_0 in backward */
         }
+        if (w == 0 && j->progress) j->progress(j->progress_user, g->layer);
         if (k == 0) break;
         stack_barrier(s); /* all of dZ_k written; every worker is done with W_{k+1} */
         if (k + 1 < S) {

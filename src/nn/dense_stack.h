@@ -8,7 +8,8 @@
 typedef struct het_stack het_stack;
 
 /* Plans the executor for these (already planned) layers. Returns HET_OK with *out == NULL
- * when the layers are not a dense stack (not an error), HET_ENOMEM on allocation failure.
+ * when the layers are not a dense stack of nn/'s own dense, ReLU and flatten layers (not an
+ * error), HET_ENOMEM on allocation failure.
  * Adds the bytes it allocates to *bytes. */
 int het_stack_create(het_stack **out, het_layer *const *layers, const size_t *param_off,
                      int n_layers, int max_batch, int workers, size_t *bytes);
@@ -23,6 +24,10 @@ typedef struct het_stack_job {
     float *params, *grads;
     size_t n_params;
     const het_update *u;
+    /* NULL, or called by worker 0 after each stage's forward and backward (the stage's dense
+     * layer index), for the model's progress hooks */
+    void (*progress)(void *user, int layer);
+    void *progress_user;
 } het_stack_job;
 
 /* Worker widx's part of one step. All workers of the stack must run it concurrently (it

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hetrain/nn.h"
+#include "nn/layer_kinds.h"
 
 static int flatten_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     (void)l;
@@ -37,6 +38,8 @@ static const het_layer_ops flatten_ops = {
     .backward = flatten_backward,
     .destroy = flatten_destroy,
 };
+
+int het_nn_is_flatten(const het_layer *l) { return l->ops == &flatten_ops; }
 
 het_layer *het_flatten_new(void) {
     het_layer *l = calloc(1, sizeof *l);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hetrain/nn.h"
+#include "nn/layer_kinds.h"
 #include "tensor/internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -103,6 +104,8 @@ static const het_layer_ops relu_ops = {
     .backward = relu_backward,
     .destroy = relu_destroy,
 };
+
+int het_nn_is_relu(const het_layer *l) { return l->ops == &relu_ops; }
 
 het_layer *het_relu_new(void) {
     het_layer *l = calloc(1, sizeof *l);

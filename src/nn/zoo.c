@@ -6,6 +6,7 @@
  *   resnet20   He et al. 2016 CIFAR ResNet-20: conv 16@3x3 + BN + ReLU, 3 stages of 3 basic
  *              blocks (16, 32, 64 channels, stride 2 between stages, option A shortcuts),
  *              global average pool, fc 10 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/nn.h"
@@ -16,12 +17,9 @@ static const char *const zoo_names[] = {"mlp", "lenet5", "cifar-cnn", "resnet20"
 
 const char *const *het_zoo_names(void) { return zoo_names; }
 
-int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
-                  int workers) {
-    het_layer *L[MAX_LAYERS];
+/* The layers of `name` into L (room for MAX_LAYERS); the count, or -1 for an unknown name. */
+static int zoo_list(const char *name, int n_classes, het_layer **L) {
     int n = 0;
-    *out = NULL;
-    if (n_classes <= 0) return het_error_set(HET_EINVAL, "model %s: n_classes must be > 0", name);
     if (strcmp(name, "mlp") == 0) {
         L[n++] = het_dense_new(256);
         L[n++] = het_relu_new();
@@ -70,8 +68,47 @@ int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes
         L[n++] = het_avgpool_new(0, 0);
         L[n++] = het_dense_new(n_classes);
     } else {
+        return -1;
+    }
+    return n;
+}
+
+static void destroy_list(het_layer **L, int n) {
+    for (int i = 0; i < n; i++)
+        if (L[i]) L[i]->ops->destroy(L[i]);
+}
+
+int het_zoo_layers(const char *name, het_shape in, int n_classes, het_layer ***layers, int *n) {
+    (void)in; /* no zoo model depends on the input shape today: the layers' plan() adapts */
+    *layers = NULL;
+    *n = 0;
+    if (n_classes <= 0) return het_error_set(HET_EINVAL, "model %s: n_classes must be > 0", name);
+    het_layer *L[MAX_LAYERS];
+    int k = zoo_list(name, n_classes, L);
+    if (k < 0)
         return het_error_set(HET_EINVAL, "unknown model '%s', expected one of: mlp, lenet5, "
                                          "cifar-cnn, resnet20", name);
+    int made = 1;
+    for (int i = 0; i < k; i++) made &= L[i] != NULL;
+    het_layer **out = made ? malloc((size_t)k * sizeof *out) : NULL;
+    if (!out) {
+        destroy_list(L, k);
+        return het_error_set(HET_ENOMEM, "out of memory creating model %s", name);
     }
-    return het_model_create(out, in, L, n, max_batch, workers);
+    memcpy(out, L, (size_t)k * sizeof *out);
+    *layers = out;
+    *n = k;
+    return HET_OK;
+}
+
+int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
+                  int workers) {
+    *out = NULL;
+    het_layer **L;
+    int n;
+    int st = het_zoo_layers(name, in, n_classes, &L, &n);
+    if (st != HET_OK) return st;
+    st = het_model_create(out, in, L, n, max_batch, workers); /* takes the layers */
+    free(L);
+    return st;
 }

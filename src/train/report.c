@@ -14,13 +14,14 @@ void het_trainer_print_config(const het_trainer *t) {
     het_log(HET_LOG_INFO, "hetrain: %s on %s: %lld train / %lld test samples of %dx%dx%d, "
             "%d classes\n", c->model, c->data, (long long)t->n_train, (long long)t->n_test, s.c,
             s.h, s.w, t->train.n_classes);
-    /* one rank trains with het_model_train_step: dense stacks split features (dense_stack.c) */
-    int stack = het_model_stacked(m) && t->size <= 1;
+    /* one rank folds the update into the step (het_step_sync); several reduce in between */
+    const char *ex = t->size <= 1 ? het_model_executor(m)
+                                  : "generic: samples split over workers, then summed";
     het_log(HET_LOG_INFO, "model: %zu parameters, %.4g MFLOP/sample forward, %d worker "
-            "thread%s (split by %s), %.1f MiB; OpenBLAS kernels %s\n", het_model_n_params(m),
+            "thread%s (%s), %.1f MiB; OpenBLAS kernels %s\n", het_model_n_params(m),
             het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
-            het_model_workers(m) == 1 ? "" : "s", stack ? "features, update folded in" : "samples",
-            (double)het_model_bytes(m) / 1048576.0, het_blas_corename());
+            het_model_workers(m) == 1 ? "" : "s", ex, (double)het_model_bytes(m) / 1048576.0,
+            het_blas_corename());
     size_t len = het_train_config_format(c, 1, NULL, 0);
     char *text = malloc(len + 1);
     if (!text) return;
