@@ -39,100 +39,94 @@ static int read_header(het_reader *r, unsigned char *buf, size_t n, uint64_t hea
 
 /* Reads and validates one IDX file of `ndims` dimensions into f (f->data owned by caller on
  * success, freed here on failure). */
-static int idx_read(const char *path, int ndims, idx_file *f) {
-    memset(f, 0, sizeof *f);
-    het_reader r;
-    int st = het_reader_open(&r, path);
-    if (st) goto done;
-
+/* Reads and checks the magic and the dimensions; sets f->header, f->dims, f->payload. */
+static int idx_header(het_reader *r, const char *path, int ndims, idx_file *f) {
     f->header = 4 + 4 * (uint64_t)ndims;
     unsigned char hdr[16];
-    if ((st = read_header(&r, hdr, 4, f->header))) goto done;
+    int st = read_header(r, hdr, 4, f->header);
+    if (st) return st;
     uint32_t magic = be32(hdr), want = 0x00000800u | (uint32_t)ndims;
-    if (hdr[0] != 0 || hdr[1] != 0 || ((hdr[3] == 1 || hdr[3] == 3) && hdr[3] != ndims)) {
-        st = het_error_set(HET_EFORMAT, "%s: offset 0: bad magic 0x%08x, expected 0x%08x%s",
-                           path, magic, want,
-                           hdr[0] || hdr[1] ? ""
-                           : hdr[3] == 1    ? " (this is an IDX label file)"
-                                            : " (this is an IDX image file)");
-        goto done;
-    }
-    if (hdr[2] != 0x08) {
-        st = het_error_set(HET_EFORMAT, "%s: offset 2: data type 0x%02x in magic 0x%08x, "
-                           "expected 0x08 (unsigned byte)", path, hdr[2], magic);
-        goto done;
-    }
-    if (hdr[3] != ndims) {
-        st = het_error_set(HET_EFORMAT, "%s: offset 3: %d dimensions in magic 0x%08x, expected "
-                           "%d", path, hdr[3], magic, ndims);
-        goto done;
-    }
-    if ((st = read_header(&r, hdr + 4, 4 * (size_t)ndims, f->header))) goto done;
-
+    if (hdr[0] != 0 || hdr[1] != 0 || ((hdr[3] == 1 || hdr[3] == 3) && hdr[3] != ndims))
+        return het_error_set(HET_EFORMAT, "%s: offset 0: bad magic 0x%08x, expected 0x%08x%s",
+                             path, magic, want,
+                             hdr[0] || hdr[1] ? ""
+                             : hdr[3] == 1    ? " (this is an IDX label file)"
+                                              : " (this is an IDX image file)");
+    if (hdr[2] != 0x08)
+        return het_error_set(HET_EFORMAT, "%s: offset 2: data type 0x%02x in magic 0x%08x, "
+                             "expected 0x08 (unsigned byte)", path, hdr[2], magic);
+    if (hdr[3] != ndims)
+        return het_error_set(HET_EFORMAT, "%s: offset 3: %d dimensions in magic 0x%08x, "
+                             "expected %d", path, hdr[3], magic, ndims);
+    if ((st = read_header(r, hdr + 4, 4 * (size_t)ndims, f->header))) return st;
     uint64_t prod = 1;
     for (int i = 0; i < ndims; i++) {
         f->dims[i] = be32(hdr + 4 + 4 * i);
-        if (f->dims[i] == 0) {
-            st = het_error_set(HET_EFORMAT, "%s: offset %d: dimension %d is 0, expected > 0",
-                               path, 4 + 4 * i, i);
-            goto done;
-        }
+        if (f->dims[i] == 0)
+            return het_error_set(HET_EFORMAT, "%s: offset %d: dimension %d is 0, expected > 0",
+                                 path, 4 + 4 * i, i);
         if (prod > (uint64_t)INT64_MAX / f->dims[i] || prod * f->dims[i] > (uint64_t)SIZE_MAX) {
             char dims[64];
             snprintf(dims, sizeof dims, "%llu", (ull)f->dims[0]);
             for (int k = 1; k <= i; k++)
                 snprintf(dims + strlen(dims), sizeof dims - strlen(dims), " x %llu",
                          (ull)f->dims[k]);
-            st = het_error_set(HET_EFORMAT, "%s: offset 4: dimensions %s overflow the size "
-                               "product, expected a product below 2^63 bytes", path, dims);
-            goto done;
+            return het_error_set(HET_EFORMAT, "%s: offset 4: dimensions %s overflow the size "
+                                 "product, expected a product below 2^63 bytes", path, dims);
         }
         prod *= f->dims[i];
     }
     if (ndims == 3 && (f->dims[1] > INT_MAX || f->dims[2] > INT_MAX ||
-                       f->dims[1] * f->dims[2] > INT_MAX)) {
-        st = het_error_set(HET_EFORMAT, "%s: offset 8: images of %llu x %llu pixels, expected "
-                           "at most %d pixels", path, (ull)f->dims[1], (ull)f->dims[2], INT_MAX);
-        goto done;
-    }
+                       f->dims[1] * f->dims[2] > INT_MAX))
+        return het_error_set(HET_EFORMAT, "%s: offset 8: images of %llu x %llu pixels, expected "
+                             "at most %d pixels", path, (ull)f->dims[1], (ull)f->dims[2],
+                             INT_MAX);
     f->payload = prod;
+    return HET_OK;
+}
 
-    /* Grow the buffer as bytes arrive, so that a huge header on a short file reports the
-     * truncation instead of failing to allocate. */
-    const uint64_t step = (uint64_t)1 << 20;
+/* Reads the f->payload bytes after the header, growing the buffer as bytes arrive, so that a
+ * huge header on a short file reports the truncation instead of failing to allocate; then
+ * checks that nothing follows. */
+static int idx_payload(het_reader *r, const char *path, idx_file *f) {
+    const uint64_t step = (uint64_t)1 << 20, prod = f->payload;
     uint64_t cap = 0, have = 0;
+    int st;
     while (have < prod) {
         if (have == cap) {
             uint64_t ncap = cap ? 2 * cap : step;
             if (ncap > prod) ncap = prod;
             uint8_t *p = realloc(f->data, (size_t)ncap);
-            if (!p) {
-                st = het_error_set(HET_ENOMEM, "%s: out of memory for %llu payload bytes", path,
-                                   (ull)ncap);
-                goto done;
-            }
+            if (!p)
+                return het_error_set(HET_ENOMEM, "%s: out of memory for %llu payload bytes",
+                                     path, (ull)ncap);
             f->data = p;
             cap = ncap;
         }
         size_t got, ask = (size_t)(cap - have);
-        if ((st = het_reader_read(&r, f->data + have, ask, &got))) goto done;
+        if ((st = het_reader_read(r, f->data + have, ask, &got))) return st;
         have += got;
-        if (got < ask) {
-            st = het_error_set(HET_EFORMAT, "%s: offset %llu: file ends after %llu of %llu "
-                               "payload bytes, expected %llu bytes in all", path,
-                               (ull)f->header, (ull)have, (ull)prod, (ull)(f->header + prod));
-            goto done;
-        }
+        if (got < ask)
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: file ends after %llu of %llu "
+                                 "payload bytes, expected %llu bytes in all", path,
+                                 (ull)f->header, (ull)have, (ull)prod,
+                                 (ull)(f->header + prod));
     }
     uint64_t extra;
-    if ((st = het_reader_drain(&r, &extra))) goto done;
-    if (extra) {
-        st = het_error_set(HET_EFORMAT, "%s: offset %llu: %llu trailing bytes after the "
-                           "payload, expected end of file at %llu bytes", path,
-                           (ull)(f->header + prod), (ull)extra, (ull)(f->header + prod));
-        goto done;
-    }
-done:
+    if ((st = het_reader_drain(r, &extra))) return st;
+    if (extra)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: %llu trailing bytes after the "
+                             "payload, expected end of file at %llu bytes", path,
+                             (ull)(f->header + prod), (ull)extra, (ull)(f->header + prod));
+    return HET_OK;
+}
+
+static int idx_read(const char *path, int ndims, idx_file *f) {
+    memset(f, 0, sizeof *f);
+    het_reader r;
+    int st = het_reader_open(&r, path);
+    if (!st) st = idx_header(&r, path, ndims, f);
+    if (!st) st = idx_payload(&r, path, f);
     het_reader_close(&r);
     if (st) {
         free(f->data);

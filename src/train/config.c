@@ -197,30 +197,13 @@ static int set_name(const key_def *k, char *dst, const char *v, const char *cons
     return HET_OK;
 }
 
-int het_train_config_set(het_train_config *c, const char *key, const char *value) {
-    const key_def *k = find_key(key);
-    if (!k) return het_error_set(HET_EINVAL, "%s: unknown key", key);
-    if (!value) {
-        if (k->type != K_BOOL) return het_error_set(HET_EINVAL, "%s: missing value", k->pub.key);
-        value = "1";
-    }
-    char *field = (char *)c + k->off;
-    const char *v = value;
+/* K_INT, K_I64, K_U64 and K_FLOAT: the whole text must parse and be in range. */
+static int set_number(const key_def *k, char *field, const char *v) {
     char *end = NULL;
     errno = 0;
-    switch (k->type) {
-    case K_INT:
-    case K_I64: {
-        if (!*v || isspace((unsigned char)*v)) goto not_number;
-        long long x = strtoll(v, &end, 10);
-        if (*end) goto not_number;
-        if (errno == ERANGE || (double)x < k->lo || (double)x > k->hi) return range_error(k, v);
-        if (k->type == K_INT) *(int *)field = (int)x;
-        else *(int64_t *)field = (int64_t)x;
-        return HET_OK;
-    }
-    case K_U64: {
-        if (!*v || !isdigit((unsigned char)*v)) goto not_number;
+    if (!*v || isspace((unsigned char)*v) || (k->type == K_U64 && !isdigit((unsigned char)*v)))
+        goto not_number;
+    if (k->type == K_U64) {
         unsigned long long x = strtoull(v, &end, 10);
         if (*end) goto not_number;
         if (errno == ERANGE)
@@ -229,8 +212,7 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
         *(uint64_t *)field = (uint64_t)x;
         return HET_OK;
     }
-    case K_FLOAT: {
-        if (!*v || isspace((unsigned char)*v)) goto not_number;
+    if (k->type == K_FLOAT) {
         double x = strtod(v, &end);
         if (*end || isnan(x)) goto not_number;
         int lo_ok = (k->flags & F_LO_OPEN) ? x > k->lo : x >= k->lo;
@@ -239,6 +221,85 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
         *(float *)field = (float)x;
         return HET_OK;
     }
+    long long x = strtoll(v, &end, 10);
+    if (*end) goto not_number;
+    if (errno == ERANGE || (double)x < k->lo || (double)x > k->hi) return range_error(k, v);
+    if (k->type == K_INT) *(int *)field = (int)x;
+    else *(int64_t *)field = (int64_t)x;
+    return HET_OK;
+not_number:
+    return het_error_set(HET_EINVAL, "%s: '%s' is not %s", k->pub.key, v,
+                         k->type == K_FLOAT ? "a number" : "an integer");
+}
+
+/* K_RATE: bytes/s with an optional k, M, G or T suffix (powers of 1000). */
+static int set_rate(const key_def *k, char *field, const char *v) {
+    char *end = NULL;
+    double x = isspace((unsigned char)*v) ? NAN : strtod(v, &end);
+    double mul = 1.0;
+    if (isnan(x) || end == v) end = (char *)"?";
+    if (*end == 'k' || *end == 'K') mul = 1e3, end++;
+    else if (*end == 'M') mul = 1e6, end++;
+    else if (*end == 'G') mul = 1e9, end++;
+    else if (*end == 'T') mul = 1e12, end++;
+    if (*end)
+        return het_error_set(HET_EINVAL, "%s: '%s' is not a rate, expected bytes/s such as "
+                             "1e9, 100M or 10G", k->pub.key, v);
+    x *= mul;
+    if (!isfinite(x) || x < 0)
+        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected >= 0", k->pub.key, v);
+    *(double *)field = x;
+    return HET_OK;
+}
+
+/* K_SLOWDOWN: "" (off) or a list het_slowdown_parse accepts. */
+static int set_slowdown(const key_def *k, char *field, const char *v) {
+    if (strlen(v) >= 256)
+        return het_error_set(HET_EINVAL, "%s: list longer than 255 bytes", k->pub.key);
+    if (*v && het_slowdown_parse(v, NULL, 0) < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", het_error_msg());
+        return het_error_set(HET_EINVAL, "%s: %s", k->pub.key, msg);
+    }
+    snprintf(field, 256, "%s", v);
+    return HET_OK;
+}
+
+/* One of a fixed list of words: sets *field to the index of v in words, or fails naming them. */
+static int set_word(const key_def *k, int *field, const char *v, const char *const *words,
+                    const char *what) {
+    for (int i = 0; words[i]; i++)
+        if (strcmp(v, words[i]) == 0) {
+            *field = i;
+            return HET_OK;
+        }
+    char list[128] = "";
+    for (int i = 0; words[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i == 0 ? "" : words[i + 1] ? ", " : " or ", words[i]);
+    return het_error_set(HET_EINVAL, "%s: unknown %s '%s', expected %s", k->pub.key, what, v,
+                         list);
+}
+
+int het_train_config_set(het_train_config *c, const char *key, const char *value) {
+    static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic",
+                                           NULL};
+    static const char *const scheds[] = {"constant", "step", "cosine", "plateau", NULL};
+    static const char *const opts[] = {"sgd", "adam", NULL};
+    static const char *const modes[] = {"auto", "on", "off", NULL};
+    const key_def *k = find_key(key);
+    if (!k) return het_error_set(HET_EINVAL, "%s: unknown key", key);
+    if (!value) {
+        if (k->type != K_BOOL) return het_error_set(HET_EINVAL, "%s: missing value", k->pub.key);
+        value = "1";
+    }
+    char *field = (char *)c + k->off;
+    const char *v = value;
+    switch (k->type) {
+    case K_INT:
+    case K_I64:
+    case K_U64:
+    case K_FLOAT: return set_number(k, field, v);
     case K_BOOL:
         if (!parse_bool(v, (int *)field))
             return het_error_set(HET_EINVAL, "%s: '%s' is not a boolean, expected true or false",
@@ -250,74 +311,17 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
                                  HET_PATH_LEN - 1);
         snprintf(field, HET_PATH_LEN, "%s", v);
         return HET_OK;
-    case K_NAME:
-        return set_name(k, field, v, NULL, "name");
-    case K_MODEL:
-        return set_name(k, field, v, het_zoo_names(), "model");
-    case K_DATA: {
-        static const char *const names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic",
-                                            NULL};
-        return set_name(k, field, v, names, "dataset");
-    }
-    case K_SCHED: {
-        het_sched_kind kind;
-        if (het_schedule_parse_kind(v, &kind))
-            return het_error_set(HET_EINVAL, "%s: unknown schedule '%s', expected one of: "
-                                 "constant, step, cosine, plateau", k->pub.key, v);
-        *(het_sched_kind *)field = kind;
-        return HET_OK;
-    }
-    case K_OPT:
-        if (strcmp(v, "sgd") == 0) *(het_opt_kind *)field = HET_OPT_SGD;
-        else if (strcmp(v, "adam") == 0) *(het_opt_kind *)field = HET_OPT_ADAM;
-        else
-            return het_error_set(HET_EINVAL, "%s: unknown optimizer '%s', expected sgd or adam",
-                                 k->pub.key, v);
-        return HET_OK;
-    case K_STRATEGY:
-        return set_name(k, field, v, het_strategy_names(), "strategy");
-    case K_SLOWDOWN: {
-        if (strlen(v) >= 256)
-            return het_error_set(HET_EINVAL, "%s: list longer than 255 bytes", k->pub.key);
-        if (*v && het_slowdown_parse(v, NULL, 0) < 0) { /* "" is off */
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", het_error_msg());
-            return het_error_set(HET_EINVAL, "%s: %s", k->pub.key, msg);
-        }
-        snprintf(field, 256, "%s", v);
-        return HET_OK;
-    }
-    case K_RATE: {
-        double x = isspace((unsigned char)*v) ? NAN : strtod(v, &end);
-        double mul = 1.0;
-        if (isnan(x) || end == v) end = (char *)"?";
-        if (*end == 'k' || *end == 'K') mul = 1e3, end++;
-        else if (*end == 'M') mul = 1e6, end++;
-        else if (*end == 'G') mul = 1e9, end++;
-        else if (*end == 'T') mul = 1e12, end++;
-        if (*end)
-            return het_error_set(HET_EINVAL, "%s: '%s' is not a rate, expected bytes/s such as "
-                                 "1e9, 100M or 10G", k->pub.key, v);
-        x *= mul;
-        if (!isfinite(x) || x < 0)
-            return het_error_set(HET_EINVAL, "%s: %s is out of range, expected >= 0", k->pub.key,
-                                 v);
-        *(double *)field = x;
-        return HET_OK;
-    }
-    case K_PROGRESS:
-        if (strcmp(v, "auto") == 0) *(het_progress *)field = HET_PROGRESS_AUTO;
-        else if (strcmp(v, "on") == 0) *(het_progress *)field = HET_PROGRESS_ON;
-        else if (strcmp(v, "off") == 0) *(het_progress *)field = HET_PROGRESS_OFF;
-        else
-            return het_error_set(HET_EINVAL, "%s: unknown mode '%s', expected auto, on or off",
-                                 k->pub.key, v);
-        return HET_OK;
+    case K_NAME: return set_name(k, field, v, NULL, "name");
+    case K_MODEL: return set_name(k, field, v, het_zoo_names(), "model");
+    case K_DATA: return set_name(k, field, v, datasets, "dataset");
+    case K_SCHED: return set_word(k, (int *)field, v, scheds, "schedule");
+    case K_OPT: return set_word(k, (int *)field, v, opts, "optimizer");
+    case K_PROGRESS: return set_word(k, (int *)field, v, modes, "mode");
+    case K_STRATEGY: return set_name(k, field, v, het_strategy_names(), "strategy");
+    case K_SLOWDOWN: return set_slowdown(k, field, v);
+    case K_RATE: return set_rate(k, field, v);
     }
     return het_error_set(HET_EINVAL, "%s: unsupported key type", k->pub.key);
-not_number:
-    return het_error_set(HET_EINVAL, "%s: '%s' is not %s", k->pub.key, v,
-                         k->type == K_FLOAT ? "a number" : "an integer");
 }
 
 /* Strips leading and trailing white space in place. */
