@@ -73,7 +73,7 @@ expect_usage 2 "\-\-epochs: 0 is out of range" train --epochs 0
 expect_usage 2 "unknown option --foo" train --foo 1
 expect_usage 2 "\-\-slowdown: 3 factors for 2 ranks, expected one per rank" train "${COMMON[@]}" --slowdown 1,2,3
 expect_usage 3 "\-\-slowdown: 2 factors for 3 ranks" train "${COMMON[@]}" --slowdown 1,2
-expect_usage 2 "\-\-slowdown: factor 0.5 is out of range" train --slowdown 1,0.5
+expect_usage 2 "\-\-slowdown: 0.5 is out of range, expected factors in 1..1000" train --slowdown 1,0.5
 expect_usage 2 "unknown strategy 'foo', expected one of: allreduce" train --strategy foo
 expect_usage 2 "\-\-net-bw: 'fast' is not a rate" train --net-bw fast
 

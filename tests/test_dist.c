@@ -11,7 +11,9 @@
  *  - the shards of an epoch cover every sample exactly once (indices gathered from all ranks),
  *    including a last step smaller than P, where some ranks get no sample;
  *  - resume on P ranks is bitwise identical to the uninterrupted run;
- *  - a checkpoint missing on one rank only: every rank fails with that rank's message.
+ *  - a checkpoint missing on one rank only: every rank fails with that rank's message;
+ *  - hgc with unequal local batches: sample weighting == the 1-rank reference (same bound),
+ *    rank weighting differs measurably.
  * Synthetic data, mlp and lenet5, a few steps: each run takes about a second. */
 #include <mpi.h>
 #include <stdlib.h>
@@ -157,6 +159,43 @@ static void test_invariance(const char *model, int batch, int limit) {
     free(pb);
 }
 
+/* hgc with unequal local batches (speeds 1:2:3:4): sample weighting gives the update of one
+ * process on the same global batch; rank weighting (the unweighted 2020 scheme) measurably
+ * does not. The ragged last step (3 samples) is split evenly. */
+static void test_hgc(const char *model, int batch, int limit) {
+    het_train_config c = base(model, batch, limit);
+    het_train_config_set(&c, "momentum", "0.9");
+    het_train_config_set(&c, "strategy", "hgc");
+    char speeds[64] = "";
+    for (int r = 0; r < g_size; r++)
+        snprintf(speeds + strlen(speeds), sizeof speeds - strlen(speeds), "%s%d", r ? "," : "",
+                 r + 1);
+    het_train_config_set(&c, "speeds", speeds);
+    het_train_config rank = c;
+    het_train_config_set(&rank, "weighting", "rank");
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    float *ref = reference(&c, &n1);
+    float *ps = train(&c, &n2);
+    float *pr = train(&rank, &n3);
+    if (!ps || !pr || n1 != n2 || n1 != n3) {
+        CHECK(0, "hgc %s: runs failed", model);
+    } else {
+        double ds = max_rel(ref, ps, n1), dr = max_rel(ref, pr, n1);
+        if (g_rank == 0)
+            printf("hgc %s, %d ranks, speeds %s: sample weighting vs 1-rank reference %.3g, "
+                   "rank weighting %.3g\n", model, g_size, speeds, ds, dr);
+        CHECK(ds <= 1e-5, "hgc sample weighting on %d ranks vs 1-rank reference: %g", g_size,
+              ds);
+        if (g_size > 1)
+            CHECK(dr > 1e-4, "hgc rank weighting on %d unequal ranks is as the reference (%g)",
+                  g_size, dr);
+        check_same_everywhere(ps, n1, "hgc");
+    }
+    free(ref);
+    free(ps);
+    free(pr);
+}
+
 /* The shards of one epoch, as the allreduce strategy cuts them, cover every sample once. */
 static void test_coverage(void) {
     const int64_t N = 203, B = 20; /* last step: 3 samples, fewer than 4 ranks */
@@ -259,6 +298,7 @@ int main(int argc, char **argv) {
     test_coverage();
     test_invariance("mlp", 20, 203);   /* ragged last step: 3 samples */
     test_invariance("lenet5", 16, 50); /* 3 steps of 16 + one of 2 */
+    test_hgc("mlp", 20, 203);
     if (g_dir[0]) test_resume_and_errors();
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0 && g_dir[0]) {

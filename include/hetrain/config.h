@@ -13,6 +13,9 @@ extern "C" {
 
 typedef enum { HET_PROGRESS_AUTO = 0, HET_PROGRESS_ON = 1, HET_PROGRESS_OFF = 2 } het_progress;
 
+enum { HET_BATCHING_PROPORTIONAL = 0, HET_BATCHING_EQUAL = 1 };
+enum { HET_WEIGHTING_SAMPLE = 0, HET_WEIGHTING_RANK = 1 };
+
 /* Everything a training run is made of. Plain data: copy it freely. Each field has a key of the
  * same name with '_' written '-' (het_train_config_set), used by command-line options and
  * config files alike. */
@@ -44,6 +47,18 @@ typedef struct het_train_config {
     double net_bw;              /* emulated cross-node bandwidth, bytes/s; 0 = off */
     float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
     char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
+    char slowdown_at[256];      /* "" or "EPOCH:RANK:FACTOR,...": from 1-based EPOCH on, RANK's
+                                   emulated slowdown is FACTOR (a device that slows mid-run) */
+    /* hgc (--strategy hgc): heterogeneous gradient computing */
+    char speeds[256];           /* "auto" (calibrate at start), or one speed > 0 per rank */
+    char speeds_file[HET_PATH_LEN]; /* "" or a file of speeds, one per line (hetrain calibrate) */
+    int calibrate_steps;        /* timed forward+backward passes of the calibration */
+    int batching;               /* HET_BATCHING_*: local batches proportional to speed or equal */
+    int weighting;              /* HET_WEIGHTING_*: gradients weighted by samples or by rank */
+    int rebalance;              /* 1: re-estimate speeds from step timings, re-partition */
+    float rebalance_threshold;  /* relative drift of a speed that triggers re-partitioning */
+    int rebalance_steps;        /* 0: re-balance at epoch boundaries; N: every N steps */
+    char out[HET_PATH_LEN];     /* hetrain calibrate: the speeds file to write */
 } het_train_config;
 
 /* ---- per-epoch record ---- */

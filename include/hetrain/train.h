@@ -91,6 +91,10 @@ int het_trainer_run_epoch(het_trainer *t);
 /* One epoch of training steps (no evaluation, nothing recorded); fills st's training fields
  * and advances the epoch, step and schedule. */
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st);
+/* Times this rank's forward + backward passes of the configured model (--calibrate-steps, at
+ * least half a second; the emulated slowdown included) on every rank at once: speeds[r] gets
+ * rank r's samples/s on every rank (size het_trainer_size). Collective. */
+int het_trainer_calibrate(het_trainer *t, double *speeds);
 /* Mean loss and accuracy on the (limited) test set. */
 int het_trainer_evaluate(het_trainer *t, double *loss, double *acc);
 

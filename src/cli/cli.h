@@ -11,6 +11,7 @@ int cli_train(const het_train_config *c);
 int cli_eval(const het_train_config *c);
 int cli_info(const het_train_config *c);
 int cli_export(const het_train_config *c);
+int cli_calibrate(const het_train_config *c);
 
 /* Prints "hetrain: <het_error_msg()>" on stderr (rank 0) and returns CLI_FAIL. */
 int cli_fail(void);

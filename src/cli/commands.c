@@ -3,9 +3,11 @@
  * rank runs the command: train and eval are collective (the trainer agrees on failures);
  * export writes on rank 0 only; failures of per-rank steps are agreed with cli_agree. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "hetero/hetero.h"
 
 int cli_train(const het_train_config *c) {
     het_trainer *t;
@@ -28,6 +30,34 @@ int cli_eval(const het_train_config *c) {
         het_log(HET_LOG_QUIET, "eval %s on %s (%lld test samples): test_loss %.4f test_acc "
                 "%.4f\n", c->model, c->data, (long long)n, loss, acc);
     }
+    het_trainer_free(t);
+    return st ? cli_fail() : CLI_OK;
+}
+
+int cli_calibrate(const het_train_config *c) {
+    het_trainer *t;
+    if (het_trainer_create(&t, c)) return cli_fail();
+    int P = het_trainer_size(t);
+    double *rate = calloc((size_t)P, sizeof(double)), *s = calloc((size_t)P, sizeof(double));
+    int st = rate && s ? het_trainer_calibrate(t, rate)
+                       : het_error_set(HET_ENOMEM, "out of memory calibrating");
+    if (!st) {
+        memcpy(s, rate, (size_t)P * sizeof(double));
+        het_speeds_normalize(s, P);
+        for (int r = 0; r < P; r++)
+            het_log(HET_LOG_INFO, "rank %d: %.0f samples/s, speed %.4f\n", r, rate[r], s[r]);
+        if (c->out[0]) {
+            char note[512];
+            snprintf(note, sizeof note, "hetrain calibrate: %s on %s, batch %d, %d ranks, "
+                     "slowdown %s", c->model, c->data, c->batch < 64 ? c->batch : 64, P,
+                     c->slowdown[0] ? c->slowdown : "none");
+            st = het_log_rank() == 0 ? het_speeds_write_file(c->out, s, P, note) : HET_OK;
+            st = cli_agree(st);
+            if (!st) het_log(HET_LOG_INFO, "speeds: %s\n", c->out);
+        }
+    }
+    free(rate);
+    free(s);
     het_trainer_free(t);
     return st ? cli_fail() : CLI_OK;
 }

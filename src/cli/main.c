@@ -34,6 +34,10 @@ static const char *const eval_keys[] = {"model", "data", "data-dir", "batch", "t
 static const char *const info_keys[] = {"model", "data", "data-dir", "batch", "threads", NULL};
 static const char *const export_keys[] = {"checkpoint", "model", "data", "export-safetensors",
                                           "quiet", NULL};
+static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch", "threads",
+                                             "slowdown", "ranks-per-node", "calibrate-steps",
+                                             "train-limit", "test-limit", "seed", "progress",
+                                             "out", "quiet", NULL};
 
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL},
@@ -42,6 +46,8 @@ static const command commands[] = {
      info_keys},
     {"export", cli_export, "write a checkpoint's weights as safetensors (needs --checkpoint "
      "and --export-safetensors)", export_keys},
+    {"calibrate", cli_calibrate, "measure every rank's training speed (for hgc's "
+     "--speeds-file: --out FILE)", calibrate_keys},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -278,7 +284,7 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
         }
         c = base;
     }
-    if (strcmp(cmd->name, "train") == 0 && c.slowdown[0]) {
+    if ((strcmp(cmd->name, "train") == 0 || strcmp(cmd->name, "calibrate") == 0) && c.slowdown[0]) {
         int nf = het_slowdown_parse(c.slowdown, NULL, 0);
         if (nf != g_size) {
             usage_error(cmd->name, "--slowdown: %d factor%s for %d rank%s, expected one per "

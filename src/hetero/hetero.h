@@ -6,12 +6,30 @@
 #ifndef HET_HETERO_H
 #define HET_HETERO_H
 
+#include "hetrain/batch.h"
 #include "hetrain/core.h"
 
-/* Parses "1,1,2,4" (factors >= 1 and <= 1000, comma separated, blanks allowed around them).
- * Writes up to `cap` factors into out (out may be NULL) and returns how many the list holds,
- * or HET_EINVAL (negative) with a message such as "'0.5' is below 1". */
+/* Parses a comma-separated list of numbers in [lo, hi] ((lo, hi] with lo_open), blanks
+ * allowed around them. Writes up to `cap` of them into out (out may be NULL) and returns how
+ * many the list holds, or HET_EINVAL (negative) with a message "... expected <what>". */
+int het_parse_numbers(const char *text, double *out, int cap, double lo, int lo_open,
+                      double hi, const char *what);
+/* Slowdown factors "1,1,2,4": numbers in 1..1000 (het_parse_numbers). */
 int het_slowdown_parse(const char *text, double *out, int cap);
+
+/* A slowdown that changes mid-run (--slowdown-at EPOCH:RANK:FACTOR,...). */
+typedef struct het_slowdown_change {
+    int epoch;      /* 1-based: from this epoch on */
+    int rank;
+    double factor;
+} het_slowdown_change;
+/* Parses "2:1:3,4:0:2" into up to cap changes (out may be NULL); returns how many, or
+ * HET_EINVAL with a message naming the bad item. */
+int het_slowdown_at_parse(const char *text, het_slowdown_change *out, int cap);
+/* The factor of `rank` in 1-based `epoch`: the latest change started at or before it, else
+ * base. A pure function, so a resumed run gets the same factors. */
+double het_slowdown_factor_at(const het_slowdown_change *c, int n, int epoch, int rank,
+                              double base);
 
 /* Sleeps for `s` seconds (nothing when s <= 0), resuming after signals. */
 void het_sleep_s(double s);
@@ -33,6 +51,24 @@ void   het_pace_begin(het_pace *p);
 /* Returns the stretched length of the interval it ends. */
 double het_pace_mark(het_pace *p);
 void   het_pace_skip(het_pace *p);
+
+/* ---- speeds.c: the speed model (relative speeds s_r, sum 1) ---- */
+/* Speeds "0.4,0.4,0.2": numbers > 0 (het_parse_numbers); any scale (normalized by users). */
+int het_speeds_parse(const char *text, double *out, int cap);
+/* Reads a speeds file: one number > 0 per line, '#' comments and blank lines skipped. Returns
+ * how many (up to cap stored) or HET_EIO / HET_EFORMAT ("FILE:LINE: ..."). */
+int het_speeds_read_file(const char *path, double *out, int cap);
+/* Writes n speeds, one per line after a '#' comment line, atomically (temporary + rename). */
+int het_speeds_write_file(const char *path, const double *s, int n, const char *comment);
+/* Scales s[0..n) to sum 1. */
+void het_speeds_normalize(double *s, int n);
+/* This rank's training speed in samples/s: one warm-up and at least `steps` timed passes (and
+ * at least half a second of them) of forward + backward over `batch` samples (the first ones of d; idx/x/y: caller buffers of `batch`),
+ * each a paced compute region, so the emulated slowdown counts exactly as in training; the
+ * median pass decides. The model's state (batch-norm statistics) is restored and its
+ * gradients are left zeroed; parameters are not touched. */
+int het_calibrate_rank(het_model *m, const het_dataset *d, int batch, int steps,
+                       het_pace *pace, float *x, uint8_t *y, int64_t *idx, double *rate);
 
 /* ---- partition.c ---- */
 /* Contiguous part r of n items split into `parts` as evenly as possible (the first n % parts

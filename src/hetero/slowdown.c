@@ -14,7 +14,8 @@
 
 #include "hetero/hetero.h"
 
-int het_slowdown_parse(const char *text, double *out, int cap) {
+int het_parse_numbers(const char *text, double *out, int cap, double lo, int lo_open,
+                      double hi, const char *what) {
     int n = 0;
     const char *p = text;
     for (;;) {
@@ -23,23 +24,60 @@ int het_slowdown_parse(const char *text, double *out, int cap) {
         errno = 0;
         double f = strtod(p, &end);
         size_t len = strcspn(p, ",");
-        if (end == p || isnan(f)) {
-            return het_error_set(HET_EINVAL, "'%.*s' is not a number, expected factors >= 1 "
-                                 "such as 1,1,2,4", (int)len, p);
-        }
         const char *q = end;
         while (*q == ' ' || *q == '\t') q++;
-        if (*q && *q != ',')
-            return het_error_set(HET_EINVAL, "'%.*s' is not a number, expected factors >= 1 "
-                                 "such as 1,1,2,4", (int)len, p);
-        if (!(f >= 1.0) || f > 1000.0)
-            return het_error_set(HET_EINVAL, "factor %.*s is out of range, expected 1..1000",
-                                 (int)(end - p), p);
+        if (end == p || isnan(f) || (*q && *q != ','))
+            return het_error_set(HET_EINVAL, "'%.*s' is not a number, expected %s", (int)len, p,
+                                 what);
+        if ((lo_open ? !(f > lo) : !(f >= lo)) || !(f <= hi))
+            return het_error_set(HET_EINVAL, "%.*s is out of range, expected %s", (int)(end - p),
+                                 p, what);
         if (out && n < cap) out[n] = f;
         n++;
         if (!*q) return n;
         p = q + 1;
     }
+}
+
+int het_slowdown_parse(const char *text, double *out, int cap) {
+    return het_parse_numbers(text, out, cap, 1.0, 0, 1000.0,
+                             "factors in 1..1000 such as 1,1,2,4");
+}
+
+int het_slowdown_at_parse(const char *text, het_slowdown_change *out, int cap) {
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        int used = 0;
+        het_slowdown_change c;
+        snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
+        if (len >= 63 || sscanf(item, " %d : %d : %lf %n", &c.epoch, &c.rank, &c.factor, &used)
+                         != 3 || item[used] != '\0')
+            return het_error_set(HET_EINVAL, "'%.*s' is not EPOCH:RANK:FACTOR, e.g. 2:1:3",
+                                 (int)len, p);
+        if (c.epoch < 1 || c.rank < 0 || !(c.factor >= 1.0) || c.factor > 1000.0)
+            return het_error_set(HET_EINVAL, "'%.*s': expected epoch >= 1, rank >= 0 and a "
+                                 "factor in 1..1000", (int)len, p);
+        if (out && n < cap) out[n] = c;
+        n++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return n;
+}
+
+double het_slowdown_factor_at(const het_slowdown_change *c, int n, int epoch, int rank,
+                              double base) {
+    double f = base;
+    int best = 0;
+    for (int i = 0; i < n; i++) /* the latest change that has started wins */
+        if (c[i].rank == rank && c[i].epoch <= epoch && c[i].epoch >= best) {
+            best = c[i].epoch;
+            f = c[i].factor;
+        }
+    return f;
 }
 
 void het_sleep_s(double s) {

@@ -66,7 +66,7 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         }
     }
     int rc = het_step_sum_f64(ctx, sums, 3);
-    if (!rc) rc = het_step_average_state(ctx);
+    if (!rc) rc = het_step_average_state(ctx, 1.0 / ctx->size);
     if (rc) return rc;
     st->samples = (int64_t)sums[2];
     st->loss = sums[0] / sums[2];
@@ -93,5 +93,5 @@ static void ar_free(het_strategy_ctx *ctx) { ctx->priv = NULL; /* the reducer is
 
 const het_strategy_ops het_strategy_allreduce = {
     "allreduce", "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",
-    ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free,
+    ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free, NULL,
 };

@@ -322,16 +322,19 @@ int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n) {
     return het_comm_allreduce_sum_f64(ctx->comm, HET_COMM_WORLD, v, n);
 }
 
-int het_step_average_state(het_strategy_ctx *ctx) {
+int het_step_average_state(het_strategy_ctx *ctx, double weight) {
     het_model *m = ctx->model;
     size_t n = het_model_n_state(m);
     if (ctx->size <= 1 || !ctx->comm || n == 0) return HET_OK;
     float *s = het_model_state(m);
-    int st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, s, n);
-    if (st) return st;
-    float inv = 1.0f / (float)ctx->size;
-    for (size_t i = 0; i < n; i++) s[i] *= inv;
-    return HET_OK;
+    if (weight == 1.0 / ctx->size) { /* equal weights: sum, then scale (as it always was) */
+        int st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, s, n);
+        float inv = 1.0f / (float)ctx->size;
+        for (size_t i = 0; !st && i < n; i++) s[i] *= inv;
+        return st;
+    }
+    for (size_t i = 0; i < n; i++) s[i] = (float)(s[i] * weight);
+    return het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, s, n);
 }
 
 int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char *tag,
@@ -365,5 +368,25 @@ int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char
                              het_ckpt_reader_path(r), (unsigned long long)off - 8, tag, n, want,
                              ctx->size, bytes);
     memcpy(data, (const char *)p + bytes * (size_t)ctx->rank, bytes);
+    return HET_OK;
+}
+
+int het_step_calibrate(het_strategy_ctx *ctx, double *speeds) {
+    const het_train_config *c = ctx->cfg;
+    double rate = 0.0;
+    int b = c->batch < 64 ? c->batch : 64;
+    if (b > ctx->n_train) b = (int)ctx->n_train;
+    int64_t *idx = malloc((size_t)b * sizeof *idx);
+    /* start together: a rank still loading its data would slow the others' timing */
+    if (ctx->world != MPI_COMM_NULL) MPI_Barrier(ctx->world);
+    int st = idx ? het_calibrate_rank(ctx->model, ctx->train, b, c->calibrate_steps, &ctx->pace,
+                                      ctx->x, ctx->y, idx, &rate)
+                 : het_error_set(HET_ENOMEM, "out of memory calibrating");
+    free(idx);
+    if (ctx->world != MPI_COMM_NULL && ctx->size > 1) st = het_comm_agree(ctx->world, st);
+    if (st) return st;
+    memset(speeds, 0, (size_t)ctx->size * sizeof(double));
+    speeds[ctx->rank] = rate;
+    if ((st = het_step_sum_f64(ctx, speeds, (size_t)ctx->size))) return st;
     return HET_OK;
 }

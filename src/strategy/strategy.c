@@ -5,6 +5,7 @@
 
 static const het_strategy_ops *const strategies[] = {
     &het_strategy_allreduce,
+    &het_strategy_hgc,
 };
 #define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
 

@@ -113,6 +113,10 @@ typedef struct het_strategy_ops {
     /* Called on every rank with the same checkpoint open. */
     int (*load_state)(het_strategy_ctx *ctx, het_ckpt_reader *r);
     void (*free)(het_strategy_ctx *ctx);
+    /* Optional (NULL: none). After an epoch, once ctx->rank_times holds every rank's split:
+     * text appended to the epoch line (" | ...") and a JSON member for the epoch's metrics
+     * object ("\"name\":{...}"), both NUL-terminated, "" for nothing. Not collective. */
+    void (*report)(het_strategy_ctx *ctx, char *line, size_t n_line, char *json, size_t n_json);
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */
@@ -122,6 +126,7 @@ const char *const *het_strategy_names(void);
 const het_strategy_ops *het_strategy_find(const char *name);
 
 extern const het_strategy_ops het_strategy_allreduce;
+extern const het_strategy_ops het_strategy_hgc;
 
 /* ---- the step machinery (step.c) ---- */
 
@@ -192,8 +197,9 @@ int  het_step_epoch_end(het_strategy_ctx *ctx);
 int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n);
 
 /* Averages the model's non-trainable state (batch-norm running statistics) over ranks, so
- * that every rank evaluates and checkpoints the same model. Nothing on one rank. */
-int het_step_average_state(het_strategy_ctx *ctx);
+ * that every rank evaluates and checkpoints the same model: sum over ranks of weight_r times
+ * rank r's state (weights summing to 1; 1/P for the plain mean). Nothing on one rank. */
+int het_step_average_state(het_strategy_ctx *ctx, double weight);
 
 /* Per-rank state in checkpoints. save: collective; gathers `bytes` from every rank to rank 0,
  * which writes section `tag` of size*bytes (w non-NULL on rank 0 only). load: every rank
@@ -203,6 +209,10 @@ int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char
                            const void *data, size_t bytes);
 int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char *tag,
                            void *data, size_t bytes);
+
+/* Calibration (hetero/speeds.c) on every rank at once, after a barrier: speeds[r] = rank r's
+ * training rate in samples/s (not normalized), on every rank. Collective; a failure is agreed. */
+int het_step_calibrate(het_strategy_ctx *ctx, double *speeds);
 
 /* Frees every reducer (the trainer calls it after the strategy's free). */
 void het_step_free(het_strategy_ctx *ctx);

@@ -28,6 +28,9 @@ typedef enum {
     K_STRATEGY, /* char[32], a strategy name */
     K_SLOWDOWN, /* char[256], "f0,f1,..." factors >= 1 */
     K_RATE,     /* double bytes/s >= 0, suffixes k M G (powers of 1000) */
+    K_WORD,     /* int: index of the value in key_def.words */
+    K_SPEEDS,   /* char[256], "auto" or "s0,s1,..." speeds > 0 */
+    K_SLOWAT,   /* char[256], "E:R:F,..." slowdown changes; repeated settings append */
 } key_type;
 
 enum { F_LO_OPEN = 1, F_HI_OPEN = 2, F_RUN = 4 /* not part of the result: not echoed */ };
@@ -36,9 +39,15 @@ typedef struct key_def {
     het_config_key pub;
     key_type type;
     size_t off;
-    double lo, hi;
+    double lo, hi; /* K_WORD: lo is the index of its list in word_lists */
     int flags;
 } key_def;
+
+/* The values of K_WORD keys (NULL-terminated; the stored int is the index). */
+static const char *const batching_words[] = {"proportional", "equal", NULL};
+static const char *const weighting_words[] = {"sample", "rank", NULL};
+static const char *const *const word_lists[] = {batching_words, weighting_words};
+#define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
 #define BIG 1e300
@@ -98,7 +107,7 @@ static const key_def keys[] = {
     {{"progress", "MODE", "live progress bar: auto | on | off"}, K_PROGRESS, OFF(progress), 0, 0,
      F_RUN},
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
-    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce"}, K_STRATEGY, OFF(strategy), 0, 0,
+    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc"}, K_STRATEGY, OFF(strategy), 0, 0,
      0},
     {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,
      OFF(ranks_per_node), 0, 1e6, 0},
@@ -112,6 +121,25 @@ static const key_def keys[] = {
      K_FLOAT, OFF(net_lat), 0, 1e3, 0},
     {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
      OFF(trace), 0, 0, F_RUN},
+    {{"slowdown-at", "E:R:F", "from epoch E on, rank R's slowdown is F (repeat or list with ',')"},
+     K_SLOWAT, OFF(slowdown_at), 0, 0, 0},
+    {{"speeds", "LIST", "hgc: relative speed per rank, e.g. 0.4,0.4,0.2, or auto (calibrate)"},
+     K_SPEEDS, OFF(speeds), 0, 0, 0},
+    {{"speeds-file", "FILE", "hgc: speeds, one per line (hetrain calibrate --out FILE)"}, K_STR,
+     OFF(speeds_file), 0, 0, 0},
+    {{"calibrate-steps", "N", "timed forward+backward passes of the speed calibration"}, K_INT,
+     OFF(calibrate_steps), 1, 10000, 0},
+    {{"batching", "MODE", "hgc: local batches proportional (to speed) | equal"}, K_WORD,
+     OFF(batching), 0, 0, 0},
+    {{"weighting", "MODE", "hgc: gradients weighted by sample (global mean) | rank (mean of "
+      "rank means)"}, K_WORD, OFF(weighting), 1, 0, 0},
+    {{"rebalance", NULL, "hgc: re-estimate speeds from step timings and re-partition"}, K_BOOL,
+     OFF(rebalance), 0, 0, 0},
+    {{"rebalance-threshold", "X", "hgc: relative speed drift that re-partitions, in (0, 10]"},
+     K_FLOAT, OFF(rebalance_threshold), 0, 10, F_LO_OPEN},
+    {{"rebalance-steps", "N", "hgc: re-balance every N steps (0: at epoch boundaries)"}, K_INT,
+     OFF(rebalance_steps), 0, 1e9, 0},
+    {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -130,6 +158,9 @@ het_train_config het_train_config_defaults(void) {
     c.progress = HET_PROGRESS_AUTO;
     snprintf(c.strategy, sizeof c.strategy, "allreduce");
     c.bucket_mb = 25.0f;
+    snprintf(c.speeds, sizeof c.speeds, "auto");
+    c.calibrate_steps = 5;
+    c.rebalance_threshold = 0.1f;
     return c;
 }
 
@@ -265,6 +296,26 @@ static int set_slowdown(const key_def *k, char *field, const char *v) {
     return HET_OK;
 }
 
+/* K_SPEEDS ("auto" or speeds > 0) and K_SLOWAT ("E:R:F" items; a repeated setting appends,
+ * so that --slowdown-at may be given several times). */
+static int set_list(const key_def *k, char *field, const char *v, int append) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s%s%s", append && *field && *v ? field : "",
+             append && *field && *v ? "," : "", v);
+    if (strlen(buf) >= 256)
+        return het_error_set(HET_EINVAL, "%s: list longer than 255 bytes", k->pub.key);
+    int st = HET_OK;
+    if (!append && strcmp(buf, "auto") != 0) st = het_speeds_parse(buf, NULL, 0);
+    if (append && *buf) st = het_slowdown_at_parse(buf, NULL, 0);
+    if (st < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", het_error_msg());
+        return het_error_set(HET_EINVAL, "%s: %s", k->pub.key, msg);
+    }
+    snprintf(field, 256, "%s", buf);
+    return HET_OK;
+}
+
 /* One of a fixed list of words: sets *field to the index of v in words, or fails naming them. */
 static int set_word(const key_def *k, int *field, const char *v, const char *const *words,
                     const char *what) {
@@ -320,6 +371,9 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
     case K_STRATEGY: return set_name(k, field, v, het_strategy_names(), "strategy");
     case K_SLOWDOWN: return set_slowdown(k, field, v);
     case K_RATE: return set_rate(k, field, v);
+    case K_WORD: return set_word(k, (int *)field, v, WORDS(k), "mode");
+    case K_SPEEDS: return set_list(k, field, v, 0);
+    case K_SLOWAT: return set_list(k, field, v, 1);
     }
     return het_error_set(HET_EINVAL, "%s: unsupported key type", k->pub.key);
 }
@@ -467,8 +521,11 @@ size_t het_train_config_format(const het_train_config *c, int run_keys, char *bu
         case K_MODEL:
         case K_STRATEGY:
         case K_SLOWDOWN:
+        case K_SPEEDS:
+        case K_SLOWAT:
         case K_DATA: snprintf(val, sizeof val, "%s", field); break;
         case K_RATE: snprintf(val, sizeof val, "%.17g", *(const double *)field); break;
+        case K_WORD: snprintf(val, sizeof val, "%s", WORDS(k)[*(const int *)field]); break;
         case K_SCHED: {
             static const char *const s[] = {"constant", "step", "cosine", "plateau"};
             unsigned kind = (unsigned)*(const het_sched_kind *)field;

@@ -96,7 +96,7 @@ static int finish(het_metrics_file *m) {
 }
 
 int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const double *rank_times,
-                      int n_ranks) {
+                      int n_ranks, const char *extra_json) {
     fprintf(m->f, "{\"type\":\"epoch\",\"epoch\":%d", s->epoch);
     num(m->f, "loss", s->loss);
     num(m->f, "train_acc", s->train_acc);
@@ -113,6 +113,7 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
             fprintf(m->f, "%s%.6g", q ? "," : "", rank_times[4 * q + k]);
         fputc(']', m->f);
     }
+    if (extra_json && *extra_json) fprintf(m->f, ",%s", extra_json);
     return finish(m);
 }
 

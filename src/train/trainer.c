@@ -72,7 +72,21 @@ static int create_mpi(het_trainer *t) {
         return het_error_set(HET_EINVAL, "slowdown: %d factor%s for %d rank%s, expected one "
                              "per rank", nf, nf == 1 ? "" : "s", t->size, t->size == 1 ? "" :
                              "s");
-    het_pace_init(&t->ctx.pace, nf > 0 ? factors[t->rank] : 1.0);
+    t->base_factor = nf > 0 ? factors[t->rank] : 1.0;
+    het_pace_init(&t->ctx.pace, t->base_factor);
+    if (cfg->slowdown_at[0]) {
+        int n = het_slowdown_at_parse(cfg->slowdown_at, t->changes, HET_MAX_CHANGES);
+        if (n < 0) return n;
+        if (n > HET_MAX_CHANGES)
+            return het_error_set(HET_EINVAL, "slowdown-at: %d changes, at most %d", n,
+                                 HET_MAX_CHANGES);
+        for (int i = 0; i < n; i++)
+            if (t->changes[i].rank >= t->size)
+                return het_error_set(HET_EINVAL, "slowdown-at: rank %d in '%s', but the run "
+                                     "has %d rank%s", t->changes[i].rank, cfg->slowdown_at,
+                                     t->size, t->size == 1 ? "" : "s");
+        t->n_changes = n;
+    }
     if (!t->mpi) return HET_OK;
     int st = het_topo_init(&t->topo, MPI_COMM_WORLD, cfg->ranks_per_node);
     t->have_topo = st == HET_OK;
@@ -222,6 +236,8 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     memset(st, 0, sizeof *st);
     st->epoch = e + 1;
     c->epoch = e;
+    c->pace.factor = het_slowdown_factor_at(t->changes, t->n_changes, e + 1, t->rank,
+                                            t->base_factor);
     het_step_epoch_begin(c);
     t->bar_loss = 0.0;
     t->bar_correct = t->bar_samples = 0;
@@ -243,6 +259,13 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     return HET_OK;
 }
 
+
+int het_trainer_calibrate(het_trainer *t, double *speeds) {
+    double t0 = het_now();
+    int st = het_step_calibrate(&t->ctx, speeds);
+    het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_now());
+    return st;
+}
 
 int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
     het_model *m = t->strat->model_for_eval(&t->ctx);
@@ -301,14 +324,16 @@ int het_trainer_run_epoch(het_trainer *t) {
     if ((st = het_trainer_evaluate(t, &es.test_loss, &es.test_acc))) return st;
     es.elapsed_s = het_now() - t->t_start;
     if ((st = push_history(t, &es))) return st;
-    char split[160];
+    char split[160], extra[512] = "", json[1024] = "";
     het_trainer_format_split(t, split, sizeof split);
+    if (t->strat->report) t->strat->report(&t->ctx, extra, sizeof extra, json, sizeof json);
     het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
-            "%.4f lr %.4g %.0f samples/s %.2fs%s\n", es.epoch, c->epochs, es.loss, es.train_acc,
-            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split);
+            "%.4f lr %.4g %.0f samples/s %.2fs%s%s\n", es.epoch, c->epochs, es.loss, es.train_acc,
+            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split, extra);
     st = HET_OK;
     if (t->metrics)
-        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL, t->size);
+        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL, t->size,
+                               json);
     if ((st = het_trainer_agree(t, st))) return st;
     if (checkpoint_due(t)) st = het_trainer_save(t, c->checkpoint);
     return st;

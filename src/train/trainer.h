@@ -9,6 +9,8 @@
 #include "strategy/strategy.h"
 #include "train/internal.h"
 
+#define HET_MAX_CHANGES 64
+
 struct het_trainer {
     het_train_config cfg;
     het_dataset train, test;
@@ -37,6 +39,9 @@ struct het_trainer {
     const het_strategy_ops *strat;
     int strat_ready;           /* strat->init succeeded: free it */
     het_strategy_ctx ctx;
+    double base_factor;        /* this rank's --slowdown factor */
+    het_slowdown_change changes[HET_MAX_CHANGES]; /* --slowdown-at */
+    int n_changes;
     double bar_loss;           /* progress bar: running sums of the epoch */
     int64_t bar_correct, bar_samples;
 };

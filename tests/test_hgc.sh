@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# hgc under real mpirun (CTest runs it alone: it measures speeds):
+# - calibration under --slowdown 1,2 finds speeds within 15 % of 2:1 (hetrain calibrate
+#   --out FILE writes them; hgc --speeds-file reads them back);
+# - --rebalance after --slowdown-at 2:1:3 converges to the new 3:1 ratio within 2 epochs,
+#   while a fixed partition keeps its speeds;
+# - resume on 2 ranks with given speeds is bitwise the uninterrupted run (checkpoint bytes);
+# - bad speeds and too small a global batch are refused with one line, exit 1 or 2.
+# Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+command -v mpirun >/dev/null 2>&1 || { echo "FAIL: mpirun not found" >&2; exit 1; }
+T=$(mktemp -d /tmp/het_hgc_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a / b - 1; exit !(d <= t && d >= -t) }'; }
+mpi() { local P=$1; shift; timeout 120 mpirun --oversubscribe -np "$P" "$HETRAIN" "$@"; }
+COMMON=(--model lenet5 --data synthetic --test-limit 128 --seed 5 --progress off)
+
+# ---- calibration: 2:1 within 15 % (two tries: the timing runs on a shared machine) ----
+ok=0
+for try in 1 2; do
+    mpi 2 calibrate "${COMMON[@]}" --slowdown 1,2 --out speeds.txt >cal.out 2>&1 ||
+        { fail "calibrate exited $?: $(cat cal.out)"; break; }
+    s0=$(grep -v '^#' speeds.txt | sed -n 1p)
+    s1=$(grep -v '^#' speeds.txt | sed -n 2p)
+    ratio=$(awk -v a="$s0" -v b="$s1" 'BEGIN { print (b > 0 ? a / b : 0) }')
+    echo "calibration try $try: speeds $s0 $s1, ratio $ratio (expected 2)"
+    if within "$ratio" 2 0.15; then ok=1; break; fi
+done
+[ $ok -eq 1 ] || fail "calibration ratio $ratio not within 15 % of 2"
+mpi 2 train "${COMMON[@]}" --strategy hgc --speeds-file speeds.txt --epochs 1 \
+    --train-limit 256 >f.out 2>&1 || fail "hgc with --speeds-file: $(cat f.out)"
+grep -q "^hgc: file speeds" f.out || fail "no speeds line: $(cat f.out)"
+
+# ---- re-balancing after a slowdown mid-run ----
+mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --rebalance --slowdown-at 2:1:3 \
+    --epochs 4 --train-limit 1536 --metrics rb.jsonl >rb.out 2>&1 || fail "rebalance run: $(cat rb.out)"
+speeds() { # epoch -> "s0 s1" from the metrics file
+    grep "\"type\":\"epoch\",\"epoch\":$1," "$2" | sed 's/.*"speed":\[\([^]]*\)\].*/\1/' | tr ',' ' '
+}
+read -r a b <<<"$(speeds 4 rb.jsonl)"
+r4=$(awk -v a="$a" -v b="$b" 'BEGIN { print (b > 0 ? a / b : 0) }')
+echo "rebalance: epoch 4 speeds $a $b, ratio $r4 (expected 3)"
+within "$r4" 3 0.15 || fail "re-balanced ratio $r4 at epoch 4 not within 15 % of 3: $(cat rb.out)"
+grep -q '^epoch 3/4 .*hgc (re-balanced)' rb.out || fail "no re-balance before epoch 3: $(cat rb.out)"
+mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --slowdown-at 2:1:3 --epochs 3 \
+    --train-limit 512 --metrics fx.jsonl >fx.out 2>&1 || fail "fixed run: $(cat fx.out)"
+read -r a b <<<"$(speeds 3 fx.jsonl)"
+[ "$a" = "$b" ] || fail "a fixed partition changed its speeds: $a $b"
+
+# ---- resume: bitwise the uninterrupted run ----
+R=(--strategy hgc --speeds 3,1 --train-limit 300 --batch 32)
+mpi 2 train "${COMMON[@]}" "${R[@]}" --epochs 2 --checkpoint s.ckpt >s.out 2>&1 || fail "straight: $(cat s.out)"
+mpi 2 train "${COMMON[@]}" "${R[@]}" --epochs 1 --checkpoint r.ckpt >r1.out 2>&1 || fail "part 1: $(cat r1.out)"
+mpi 2 train "${COMMON[@]}" "${R[@]}" --epochs 2 --checkpoint r.ckpt --resume >r2.out 2>&1 || fail "resume: $(cat r2.out)"
+cmp -s s.ckpt r.ckpt || fail "hgc resume on 2 ranks differs from the straight run"
+
+# ---- refusals ----
+mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,2,3 --epochs 1 >e1.out 2>e1.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "3 speeds for 2 ranks" e1.err && [ "$(grep -c "^hetrain: " e1.err)" -eq 1 ] ||
+    fail "3 speeds on 2 ranks: exit $rc, $(cat e1.err)"
+mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,0 --epochs 1 >e2.out 2>e2.err
+rc=$?
+[ $rc -eq 2 ] && grep -q "speeds" e2.err || fail "speed 0: exit $rc, $(cat e2.err)"
+mpi 3 train "${COMMON[@]}" --strategy hgc --speeds 1,1,1 --batch 2 --epochs 1 >e3.out 2>e3.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "global batch 2 is smaller than 3 ranks" e3.err ||
+    fail "batch 2 on 3 ranks: exit $rc, $(cat e3.err)"
+printf '0.5\nfast\n' >bad.txt
+mpi 2 train "${COMMON[@]}" --strategy hgc --speeds-file bad.txt --epochs 1 >e4.out 2>e4.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "bad.txt:2: 'fast' is not one speed" e4.err ||
+    fail "bad speeds file: exit $rc, $(cat e4.err)"
+
+[ $failures -eq 0 ] && echo "test_hgc: passed" || exit 1
