@@ -12,8 +12,8 @@
 #   1 rank: --threads 2;  P ranks: mpirun --oversubscribe -np P ... --threads 1
 # Each run's figure is the samples/s of its epoch line (rank 0's: global over all ranks, the
 # training loop only: data loading and the test pass are outside it). The table gives per
-# configuration the median samples/s of each side, the ratio new/old of every round and the
-# median of those ratios. See bench/README.md for how to read it.
+# configuration the median samples/s of each side, the ratio new/old of every round, the median
+# of those ratios, and the ratio of each side's best run. See bench/README.md for how to read it.
 #
 # Env: ROUNDS (default 3), MODELS (default "lenet5 mlp"), RANKS (default "1 2"), TRAIN_LIMIT
 # (training samples per epoch, default 0 = all 60 000), REF_DIR (keep REF's export and build
@@ -119,6 +119,7 @@ done
 
 echo
 awk -v models="$models" -v ranks="$ranks" -v rounds="$rounds" '
+function best(s,   a, n, i, b) { n = split(s, a, " "); b = 0; for (i = 1; i <= n; i++) if (a[i] + 0 > b) b = a[i] + 0; return b }
 function median(s,   a, n, i, j, t) {
     n = split(s, a, " ")
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
@@ -130,17 +131,18 @@ function median(s,   a, n, i, j, t) {
   x[kv["side"] ":" k ":" kv["round"]] = kv["samples_per_s"]
   kern[kv["side"] ":" kv["kernels"]] = 1 }
 END {
-  print "| model | ranks | old samples/s (median) | new samples/s (median) | new/old, round by round | new/old (median) |"
-  print "|---|---|---|---|---|---|"
+  print "| model | ranks | old samples/s (median) | new samples/s (median) | new/old, round by round | new/old (median) | best new / best old |"
+  print "|---|---|---|---|---|---|---|"
   nm = split(models, M, " "); np = split(ranks, P, " ")
   for (i = 1; i <= nm; i++) for (j = 1; j <= np; j++) {
       k = M[i] ":" P[j]; rs = ""; ratios = ""
       for (r = 1; r <= rounds; r++) {
           q = x["new:" k ":" r] / x["old:" k ":" r]
           rs = rs sprintf("%s%.3f", r > 1 ? " " : "", q); ratios = ratios " " q }
-      printf "| %s | %s | %.0f | %.0f | %s | **%.3f** |\n", M[i], P[j], median(v["old:" k]),
-             median(v["new:" k]), rs, median(ratios) }
+      printf "| %s | %s | %.0f | %.0f | %s | **%.3f** | %.3f |\n", M[i], P[j], median(v["old:" k]),
+             median(v["new:" k]), rs, median(ratios), best(v["new:" k]) / best(v["old:" k]) }
   ks = ""; for (s in kern) ks = ks " " s
   print ""
   print "OpenBLAS kernels reported (side:kernels):" ks
 }' "$out/results"
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (at the start: see the first line)."
