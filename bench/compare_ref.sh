@@ -13,7 +13,8 @@
 # Each run's figure is the samples/s of its epoch line (rank 0's: global over all ranks, the
 # training loop only: data loading and the test pass are outside it). The table gives per
 # configuration the median samples/s of each side, the ratio new/old of every round, the median
-# of those ratios, and the ratio of each side's best run. See bench/README.md for how to read it.
+# of those ratios, the ratio of each side's best run, and the median over rounds of the ratio of
+# 64 / median step time (--metrics-steps). See bench/README.md for how to read it.
 #
 # Env: ROUNDS (default 3), MODELS (default "lenet5 mlp"), RANKS (default "1 2"), TRAIN_LIMIT
 # (training samples per epoch, default 0 = all 60 000), REF_DIR (keep REF's export and build
@@ -77,25 +78,36 @@ new_bin="$build/hetrain"
 het_bench_blas_kernels "$build/bench_train"
 export OPENBLAS_NUM_THREADS=1
 
-# run_one SIDE MODEL RANKS ROUND: one training run; appends its figure to $out/results.
+# Per-step times (--metrics-steps: one JSON line per step, rank 0's wall time of the whole step)
+# give a second figure, 64 / the median step time, which a burst of other jobs during a few
+# steps does not move. Only for a binary that knows the option.
+steps_old=(); steps_new=()
+"$old_bin" train --help 2>&1 | grep -q -- --metrics-steps && steps_old=(--metrics-steps)
+"$new_bin" train --help 2>&1 | grep -q -- --metrics-steps && steps_new=(--metrics-steps)
+
+# run_one SIDE MODEL RANKS ROUND: one training run; appends its figures to $out/results.
 run_one() {
-    local side=$1 m=$2 P=$3 r=$4 bin f
-    [ "$side" = old ] && bin=$old_bin || bin=$new_bin
+    local side=$1 m=$2 P=$3 r=$4 bin f steps
+    if [ "$side" = old ]; then bin=$old_bin steps=("${steps_old[@]}"); else bin=$new_bin steps=("${steps_new[@]}"); fi
     f="$out/$side.$m.$P.$r.out"
     local args=(train --model "$m" --data fashion-mnist --data-dir "$data_dir" --strategy allreduce
                 --epochs 1 --batch 64 --lr 0.05 --momentum 0.9 --seed 1 --train-limit "$limit"
                 --test-limit 1000 --progress off)
+    [ ${#steps[@]} = 0 ] || args+=(--metrics "$f.jsonl" "${steps[@]}")
     if [ "$P" = 1 ]; then
         "$bin" "${args[@]}" --threads 2 >"$f" 2>&1 || { cat "$f" >&2; exit 1; }
     else
         mpirun --oversubscribe -np "$P" "$bin" "${args[@]}" --threads 1 >"$f" 2>&1 ||
             { cat "$f" >&2; exit 1; }
     fi
-    local rate kern
+    local rate kern step
     rate=$(het_epoch_rate "$f")
     [ -n "$rate" ] || { cat "$f" >&2; echo "$me: no epoch line in $side $m $P ranks" >&2; exit 1; }
     kern=$(sed -n 's/.*OpenBLAS kernels \([A-Za-z0-9_]*\).*/\1/p' "$f" | head -n 1)
-    echo "side=$side model=$m ranks=$P round=$r samples_per_s=$rate kernels=${kern:-?}" >>"$out/results"
+    step=$( (sed -n 's/.*"type":"step".*"batch":64,"time_s":\([0-9.eE+-]*\)}.*/\1/p' "$f.jsonl" \
+             2>/dev/null || true) | sort -g | awk '{ t[NR] = $1 } END { if (NR) printf "%.0f", 64 / t[int((NR + 1) / 2)] }')
+    echo "side=$side model=$m ranks=$P round=$r samples_per_s=$rate step_samples_per_s=${step:-0}" \
+         "kernels=${kern:-?}" >>"$out/results"
     printf ' %s %s' "$side" "$rate" >&2
 }
 
@@ -129,18 +141,21 @@ function median(s,   a, n, i, j, t) {
   k = kv["model"] ":" kv["ranks"]
   v[kv["side"] ":" k] = v[kv["side"] ":" k] " " kv["samples_per_s"]
   x[kv["side"] ":" k ":" kv["round"]] = kv["samples_per_s"]
+  y[kv["side"] ":" k ":" kv["round"]] = kv["step_samples_per_s"]
   kern[kv["side"] ":" kv["kernels"]] = 1 }
 END {
-  print "| model | ranks | old samples/s (median) | new samples/s (median) | new/old, round by round | new/old (median) | best new / best old |"
-  print "|---|---|---|---|---|---|---|"
+  print "| model | ranks | old samples/s (median) | new samples/s (median) | new/old, round by round | new/old (median) | best new / best old | new/old of median step (median) |"
+  print "|---|---|---|---|---|---|---|---|"
   nm = split(models, M, " "); np = split(ranks, P, " ")
   for (i = 1; i <= nm; i++) for (j = 1; j <= np; j++) {
-      k = M[i] ":" P[j]; rs = ""; ratios = ""
+      k = M[i] ":" P[j]; rs = ""; ratios = ""; sratios = ""
       for (r = 1; r <= rounds; r++) {
           q = x["new:" k ":" r] / x["old:" k ":" r]
-          rs = rs sprintf("%s%.3f", r > 1 ? " " : "", q); ratios = ratios " " q }
-      printf "| %s | %s | %.0f | %.0f | %s | **%.3f** | %.3f |\n", M[i], P[j], median(v["old:" k]),
-             median(v["new:" k]), rs, median(ratios), best(v["new:" k]) / best(v["old:" k]) }
+          rs = rs sprintf("%s%.3f", r > 1 ? " " : "", q); ratios = ratios " " q
+          if (y["old:" k ":" r] > 0 && y["new:" k ":" r] > 0) sratios = sratios " " y["new:" k ":" r] / y["old:" k ":" r] }
+      printf "| %s | %s | %.0f | %.0f | %s | **%.3f** | %.3f | %s |\n", M[i], P[j], median(v["old:" k]),
+             median(v["new:" k]), rs, median(ratios), best(v["new:" k]) / best(v["old:" k]),
+             sratios == "" ? "-" : sprintf("%.3f", median(sratios)) }
   ks = ""; for (s in kern) ks = ks " " s
   print ""
   print "OpenBLAS kernels reported (side:kernels):" ks
