@@ -16,8 +16,7 @@ set -euo pipefail
 build=${1:-build}
 mode=${2:-speed}
 here=$(cd "$(dirname "$0")" && pwd)
-py=${PYTHON:-/usr/bin/python3}
-data_dir=${HET_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+. "$here/common.sh" # data_dir, py, het_bench_blas_kernels
 models=${MODELS:-mlp lenet5}
 bt="$build/bench_train"
 
@@ -28,24 +27,10 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
     echo "run.sh: $py cannot import torch (apt-get install python3-torch): torch columns skipped" >&2
 fi
 
-# OpenBLAS 0.3.21 does not know some newer CPUs (e.g. family 6 model 207) and falls back to its
-# generic "Prescott" kernels, ~10x slower than its AVX-512 ones. That cripples hetrain and torch
-# alike (torch's Linear layers use the same libopenblas). BLAS_CORETYPE=auto (default) then sets
-# OPENBLAS_CORETYPE=SkylakeX for both sides and says so; BLAS_CORETYPE=default keeps what OpenBLAS
-# picked; any other value is passed on as OPENBLAS_CORETYPE.
-coretype=${BLAS_CORETYPE:-auto}
-core=$(HET_BLAS_NO_REEXEC=1 "$bt" --blas-info | cut -d= -f2)
-if [ "$coretype" = auto ]; then
-    if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo \
-       && ! echo "$core" | grep -qE 'SkylakeX|Cooperlake|SapphireRapids'; then
-        export OPENBLAS_CORETYPE=SkylakeX
-        echo "run.sh: OpenBLAS picked '$core' kernels on an AVX-512 CPU; both sides run with" \
-             "OPENBLAS_CORETYPE=SkylakeX (BLAS_CORETYPE=default to keep '$core')" >&2
-    fi
-elif [ "$coretype" != default ]; then
-    export OPENBLAS_CORETYPE=$coretype
-fi
-core=$(HET_BLAS_NO_REEXEC=1 "$bt" --blas-info | cut -d= -f2)
+# One OpenBLAS kernel set for hetrain and torch (common.sh): SkylakeX where OpenBLAS would fall
+# back to slow generic kernels on an AVX-512 CPU; BLAS_CORETYPE overrides.
+het_bench_blas_kernels "$bt"
+core=$blas_core
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
