@@ -304,13 +304,21 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
         t->comm_s = mpi - t->wait_s;
         t->delay_s = now.delay_s - ctx->epoch_comm0.delay_s;
     }
-    double mine[4] = {t->compute_s, t->comm_s, t->wait_s, t->delay_s};
+    double mine[4] = {t->compute_s, t->comm_s, t->wait_s, t->delay_s}, bytes[2] = {0, 0};
+    if (ctx->comm) {
+        het_comm_stats now = het_comm_get_stats(ctx->comm);
+        bytes[0] = (double)(now.bytes_node - ctx->epoch_comm0.bytes_node);
+        bytes[1] = (double)(now.bytes_cross - ctx->epoch_comm0.bytes_cross);
+    }
     if (ctx->size <= 1 || ctx->world == MPI_COMM_NULL) {
         memcpy(ctx->rank_times, mine, sizeof mine);
+        if (ctx->rank_bytes) memcpy(ctx->rank_bytes, bytes, sizeof bytes);
         return HET_OK;
     }
     if (MPI_Allgather(mine, 4, MPI_DOUBLE, ctx->rank_times, 4, MPI_DOUBLE, ctx->world) !=
-        MPI_SUCCESS)
+            MPI_SUCCESS ||
+        (ctx->rank_bytes && MPI_Allgather(bytes, 2, MPI_DOUBLE, ctx->rank_bytes, 2, MPI_DOUBLE,
+                                          ctx->world) != MPI_SUCCESS))
         return het_error_set(HET_EMPI, "MPI_Allgather of the time split failed");
     return HET_OK;
 }

@@ -91,6 +91,9 @@ struct het_strategy_ctx {
     /* Every rank's split of the last epoch, 4 doubles per rank (compute, comm, wait, delay),
      * on every rank after het_step_epoch_end: what a strategy re-balances from. */
     double *rank_times;
+    /* Every rank's payload bytes of the last epoch, 2 per rank (node-local, cross-node), on
+     * every rank after het_step_epoch_end (NULL: not gathered). */
+    double *rank_bytes;
     /* ---- the strategy's own ---- */
     void *priv;
 };
@@ -188,7 +191,7 @@ int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, i
  * and the reducers' step logs. end() (collective over the world) settles waiting per
  * reducer from the per-step compute times of its ranks (one all-reduce per reducer and epoch,
  * none per step), completes ctx->times, and all-gathers every rank's split into
- * ctx->rank_times. */
+ * ctx->rank_times (and the epoch's node-local / cross-node bytes into ctx->rank_bytes). */
 void het_step_epoch_begin(het_strategy_ctx *ctx);
 int  het_step_epoch_end(het_strategy_ctx *ctx);
 

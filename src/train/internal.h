@@ -25,10 +25,11 @@ typedef struct het_metrics_file het_metrics_file;
  * the existing file whose "epoch" is <= keep_epochs and appends after them. */
 int het_metrics_open(het_metrics_file **out, const char *path, int keep_epochs);
 /* rank_times: NULL, or 4 doubles per rank (compute, comm, wait, delay) for n_ranks ranks,
- * written as per-rank arrays after the epoch's other timing fields; extra_json: NULL, "", or
- * one more JSON member ("\"name\":value") from the strategy. */
+ * written as per-rank arrays after the epoch's other timing fields; rank_bytes: NULL, or 2 per
+ * rank (payload bytes node-local, cross-node) written as arrays bytes_node, bytes_cross;
+ * extra_json: NULL, "", or one more JSON member ("\"name\":value") from the strategy. */
 int het_metrics_epoch(het_metrics_file *f, const het_epoch_stats *s, const double *rank_times,
-                      int n_ranks, const char *extra_json);
+                      const double *rank_bytes, int n_ranks, const char *extra_json);
 int het_metrics_step(het_metrics_file *f, int epoch, int64_t step, double loss, double acc,
                      double lr, int batch, double secs);
 /* Closes and reports a write error (HET_EIO) if any; sets *f to NULL. */

@@ -96,7 +96,7 @@ static int finish(het_metrics_file *m) {
 }
 
 int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const double *rank_times,
-                      int n_ranks, const char *extra_json) {
+                      const double *rank_bytes, int n_ranks, const char *extra_json) {
     fprintf(m->f, "{\"type\":\"epoch\",\"epoch\":%d", s->epoch);
     num(m->f, "loss", s->loss);
     num(m->f, "train_acc", s->train_acc);
@@ -111,6 +111,13 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
         fprintf(m->f, ",\"%s\":[", split[k]);
         for (int q = 0; q < n_ranks; q++)
             fprintf(m->f, "%s%.6g", q ? "," : "", rank_times[4 * q + k]);
+        fputc(']', m->f);
+    }
+    static const char *const bytes[2] = {"bytes_node", "bytes_cross"};
+    for (int k = 0; rank_bytes && k < 2; k++) {
+        fprintf(m->f, ",\"%s\":[", bytes[k]);
+        for (int q = 0; q < n_ranks; q++)
+            fprintf(m->f, "%s%.0f", q ? "," : "", rank_bytes[2 * q + k]);
         fputc(']', m->f);
     }
     if (extra_json && *extra_json) fprintf(m->f, ",%s", extra_json);

@@ -54,8 +54,14 @@ void het_trainer_format_split(const het_trainer *t, char *buf, size_t n) {
     const double *s = rt + 4 * slow;
     double tots = s[0] + s[1] + s[2] + s[3];
     if (tot <= 0 || tots <= 0) return;
+    double node = 0, cross = 0; /* mean bytes per rank */
+    for (int q = 0; q < t->size; q++) {
+        node += t->ctx.rank_bytes[2 * q] / t->size;
+        cross += t->ctx.rank_bytes[2 * q + 1] / t->size;
+    }
     snprintf(buf, n, " | compute %.0f%% comm %.0f%% wait %.0f%% delay %.0f%% (rank 0), slowest "
-             "rank %d compute %.0f%%", 100 * rt[0] / tot, 100 * rt[1] / tot, 100 * rt[2] / tot,
-             100 * rt[3] / tot, slow, 100 * s[0] / tots);
+             "rank %d compute %.0f%% | sent/rank node %.3g MB cross %.3g MB", 100 * rt[0] / tot,
+             100 * rt[1] / tot, 100 * rt[2] / tot, 100 * rt[3] / tot, slow, 100 * s[0] / tots,
+             node / 1e6, cross / 1e6);
 }
 

@@ -134,7 +134,9 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
         t->y = het_alloc((size_t)cfg->batch);
         t->idx = het_alloc((size_t)cfg->batch * sizeof(int64_t));
         t->ctx.rank_times = calloc((size_t)4 * (size_t)t->size, sizeof(double));
-        if (!t->opt_state || !t->x || !t->y || !t->idx || !t->ctx.rank_times)
+        t->ctx.rank_bytes = calloc((size_t)2 * (size_t)t->size, sizeof(double));
+        if (!t->opt_state || !t->x || !t->y || !t->idx || !t->ctx.rank_times ||
+            !t->ctx.rank_bytes)
             st = het_error_set(HET_ENOMEM, "out of memory for the model's buffers");
     }
     if (!st) st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
@@ -191,6 +193,7 @@ void het_trainer_free(het_trainer *t) {
     het_free(t->y);
     het_free(t->idx);
     free(t->ctx.rank_times);
+    free(t->ctx.rank_bytes);
     free(t->hist);
     het_comm_free(t->comm);
     if (t->have_topo) het_topo_free(&t->topo);
@@ -324,7 +327,7 @@ int het_trainer_run_epoch(het_trainer *t) {
     if ((st = het_trainer_evaluate(t, &es.test_loss, &es.test_acc))) return st;
     es.elapsed_s = het_now() - t->t_start;
     if ((st = push_history(t, &es))) return st;
-    char split[160], extra[512] = "", json[1024] = "";
+    char split[256], extra[512] = "", json[1024] = "";
     het_trainer_format_split(t, split, sizeof split);
     if (t->strat->report) t->strat->report(&t->ctx, extra, sizeof extra, json, sizeof json);
     het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
@@ -332,8 +335,8 @@ int het_trainer_run_epoch(het_trainer *t) {
             es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split, extra);
     st = HET_OK;
     if (t->metrics)
-        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL, t->size,
-                               json);
+        st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL,
+                               t->size > 1 ? t->ctx.rank_bytes : NULL, t->size, json);
     if ((st = het_trainer_agree(t, st))) return st;
     if (checkpoint_due(t)) st = het_trainer_save(t, c->checkpoint);
     return st;
