@@ -26,8 +26,8 @@
  *   weights a sample on a slow rank more than one on a fast rank.
  * Beyond the paper (our choices):
  * - --rebalance: every rank measures its paced compute time per sample of each step over the
- *   last epoch (or the last --rebalance-steps N steps); the mean of the faster half of them is
- *   robust to steps slowed by something else; one sum over ranks gives the new speeds
+ *   last epoch (or the last --rebalance-steps N steps); the median of them is robust to a few
+ *   steps slowed by something else; one sum over ranks gives the new speeds
  *   s_r ~ 1 / (seconds per sample)_r; when some speed drifted by more than
  *   --rebalance-threshold (relative, default 0.1) the partition follows the new speeds. A
  *   slowdown that changes mid-run (--slowdown-at EPOCH:RANK:FACTOR) shows it.
@@ -113,17 +113,16 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* This rank's samples per paced second since the last re-balance: the mean of the faster half
- * of its steps' seconds per sample, so that steps slowed by something else on the machine (or
- * the first, cold steps) do not count; 0 without steps. */
+/* This rank's samples per paced second since the last re-balance, from the median step's
+ * seconds per sample: a few steps disturbed by something else on the machine (or the first,
+ * cold steps) do not move it, while what slows every step (the device, or cores shared with
+ * the other ranks during training) does; 0 without steps. */
 static double measured_rate(hgc *h) {
     if (h->n_steps == 0) return 0.0;
     qsort(h->per_sample, (size_t)h->n_steps, sizeof(double), cmp_double);
-    int half = (h->n_steps + 1) / 2;
-    double sum = 0.0;
-    for (int i = 0; i < half; i++) sum += h->per_sample[i];
+    double med = h->per_sample[h->n_steps / 2];
     h->n_steps = 0;
-    return sum > 0 ? half / sum : 0.0;
+    return med > 0 ? 1.0 / med : 0.0;
 }
 
 /* New speeds from every rank's measured rate since the last call; adopted when one drifted past
