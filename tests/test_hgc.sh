@@ -37,17 +37,21 @@ mpi 2 train "${COMMON[@]}" --strategy hgc --speeds-file speeds.txt --epochs 1 \
     --train-limit 256 >f.out 2>&1 || fail "hgc with --speeds-file: $(cat f.out)"
 grep -q "^hgc: file speeds" f.out || fail "no speeds line: $(cat f.out)"
 
-# ---- re-balancing after a slowdown mid-run ----
-mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --rebalance --slowdown-at 2:1:3 \
-    --epochs 4 --train-limit 1536 --metrics rb.jsonl >rb.out 2>&1 || fail "rebalance run: $(cat rb.out)"
-speeds() { # epoch -> "s0 s1" from the metrics file
+# ---- re-balancing after a slowdown mid-run (two tries, as above) ----
+speeds() { # epoch file -> "s0 s1" from the metrics file
     grep "\"type\":\"epoch\",\"epoch\":$1," "$2" | sed 's/.*"speed":\[\([^]]*\)\].*/\1/' | tr ',' ' '
 }
-read -r a b <<<"$(speeds 4 rb.jsonl)"
-r4=$(awk -v a="$a" -v b="$b" 'BEGIN { print (b > 0 ? a / b : 0) }')
-echo "rebalance: epoch 4 speeds $a $b, ratio $r4 (expected 3)"
-within "$r4" 3 0.15 || fail "re-balanced ratio $r4 at epoch 4 not within 15 % of 3: $(cat rb.out)"
-grep -q '^epoch 3/4 .*hgc (re-balanced)' rb.out || fail "no re-balance before epoch 3: $(cat rb.out)"
+ok=0
+for try in 1 2; do
+    mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --rebalance --slowdown-at 2:1:3 \
+        --epochs 4 --train-limit 1536 --metrics rb.jsonl >rb.out 2>&1 ||
+        { fail "rebalance run: $(cat rb.out)"; break; }
+    read -r a b <<<"$(speeds 4 rb.jsonl)"
+    r4=$(awk -v a="$a" -v b="$b" 'BEGIN { print (b > 0 ? a / b : 0) }')
+    echo "rebalance try $try: epoch 4 speeds $a $b, ratio $r4 (expected 3)"
+    if within "$r4" 3 0.15 && grep -q '^epoch 3/4 .*hgc (re-balanced)' rb.out; then ok=1; break; fi
+done
+[ $ok -eq 1 ] || fail "re-balanced ratio $r4 at epoch 4 not within 15 % of 3: $(cat rb.out)"
 mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --slowdown-at 2:1:3 --epochs 3 \
     --train-limit 512 --metrics fx.jsonl >fx.out 2>&1 || fail "fixed run: $(cat fx.out)"
 read -r a b <<<"$(speeds 3 fx.jsonl)"

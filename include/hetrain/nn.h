@@ -109,7 +109,11 @@ void het_model_free(het_model *m);
 void het_model_init_params(het_model *m, uint64_t seed);
 
 float *het_model_params(het_model *m);  /* flat trainable parameters */
-float *het_model_grads(het_model *m);   /* flat gradients (the reduced sum over workers) */
+/* Flat gradients (the reduced sum over workers), followed by HET_MODEL_GRAD_TAIL spare floats
+ * that the model never touches: a client may put per-batch figures there (a sample count, a
+ * loss sum) so that they travel in the same all-reduce as the gradients. */
+float *het_model_grads(het_model *m);
+#define HET_MODEL_GRAD_TAIL 4
 float *het_model_state(het_model *m);   /* flat non-trainable state (may be NULL if 0) */
 size_t het_model_n_params(const het_model *m);
 size_t het_model_n_state(const het_model *m);

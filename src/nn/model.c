@@ -122,7 +122,7 @@ static void size_chunks(het_model *m, int workers) {
 /* Pass 2: the flat buffers and every worker's. */
 static int alloc_buffers(het_model *m) {
     m->params = model_alloc(m, m->n_params);
-    m->grads = model_alloc(m, m->n_params);
+    m->grads = model_alloc(m, m->n_params + HET_MODEL_GRAD_TAIL);
     m->state = m->n_state ? model_alloc(m, m->n_state) : NULL;
     m->logits = model_alloc(m, (size_t)m->classes * (size_t)m->max_batch);
     m->w = calloc((size_t)m->workers, sizeof *m->w);

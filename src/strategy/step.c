@@ -14,9 +14,11 @@
  * is all-gathered into ctx->rank_times (one call per epoch) for reports and re-balancing.
  *
  * Figures. A reducer created with HET_REDUCE_FIGURES carries the batch's loss sum and correct
- * count with its gradients (het_buckets' extra floats, reduced right after the last bucket):
- * its hook reads them from the model (het_model_batch_result) when the lowest range of the
- * buffer becomes final, which is when the last bucket starts. */
+ * count in the same all-reduce as the gradients, at no extra synchronization: they sit in the
+ * spare floats after the gradient buffer (HET_MODEL_GRAD_TAIL), a range of their own that
+ * falls into the first bucket. The first gradient hook of a batch writes them (the figures
+ * are complete then: every chunk's forward precedes the last chunk's backward,
+ * het_model_batch_result) and marks them ready before the layer's own range. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ struct het_reducer {
     het_buckets *buckets;  /* NULL on one rank */
     int armed;             /* inside het_step_grads with this reducer */
     int hook_failed;       /* status of a failing het_buckets_ready in the hook */
-    float extra[2];        /* loss sum, correct count (HET_REDUCE_FIGURES) */
+    int figures_ready;     /* this step's figures are in the tail and marked ready */
     double *bucket_t0;     /* start time of each bucket this step (trace) */
     int n_buckets;
     /* per-step log of this epoch: compute since the previous reduction, time in MPI */
@@ -76,14 +78,18 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     double t1 = ctx->pace.last;
     if (ctx->pace.factor > 1.0)
         het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, t0, t1);
-    if (off == 0 && (r->flags & HET_REDUCE_FIGURES)) { /* the last range: figures are final */
+    int st = HET_OK;
+    if ((r->flags & HET_REDUCE_FIGURES) && !r->figures_ready) { /* the batch's first hook */
         het_batch_result b;
         het_model_batch_result(ctx->model, &b);
-        r->extra[0] = (float)b.loss_sum;
-        r->extra[1] = (float)b.correct;
+        float *tail = het_model_grads(ctx->model) + het_model_n_params(ctx->model);
+        tail[0] = (float)b.loss_sum;
+        tail[1] = (float)b.correct;
+        r->figures_ready = 1;
+        st = het_buckets_ready(r->buckets, het_model_n_params(ctx->model), 2);
     }
     int k = het_buckets_bucket_of(r->buckets, off);
-    int st = het_buckets_ready(r->buckets, off, count);
+    if (!st) st = het_buckets_ready(r->buckets, off, count);
     if (st) r->hook_failed = st;
     if (k >= 0) r->bucket_t0[k] = t1; /* hooks run backwards: the last one starts it */
     het_pace_skip(&ctx->pace); /* the time in MPI is not compute */
@@ -111,18 +117,18 @@ int het_reducer_create(het_reducer **out, het_strategy_ctx *ctx, het_comm_scope 
     *out = r;
     if (r->ranks <= 1) return HET_OK;
     het_model *m = ctx->model;
-    int L = het_model_n_layers(m);
-    size_t *offs = malloc((size_t)L * sizeof(size_t));
+    int L = het_model_n_layers(m), fig = (flags & HET_REDUCE_FIGURES) != 0;
+    size_t *offs = malloc((size_t)(L + 1) * sizeof(size_t));
     if (!offs) return het_error_set(HET_ENOMEM, "out of memory for a reducer");
     for (int i = 0; i < L; i++) {
         size_t n;
         het_model_layer_params(m, i, &offs[i], &n);
     }
+    offs[L] = het_model_n_params(m); /* the figures: 2 floats of the gradient buffer's tail */
     size_t bytes_max = (size_t)((double)bucket_mb * 1048576.0);
     int st = het_buckets_create(&r->buckets, ctx->comm, s, het_model_grads(m),
-                                het_model_n_params(m), offs, L, bytes_max,
-                                (flags & HET_REDUCE_FIGURES) ? r->extra : NULL,
-                                (flags & HET_REDUCE_FIGURES) ? 2 : 0);
+                                het_model_n_params(m) + (fig ? 2 : 0), offs, L + fig, bytes_max,
+                                NULL, 0);
     free(offs);
     if (st) return st;
     r->n_buckets = het_buckets_n(r->buckets);
@@ -164,7 +170,9 @@ int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, 
     if (red && red->buckets) {
         red->armed = 1;
         red->hook_failed = HET_OK;
-        red->extra[0] = red->extra[1] = 0.0f; /* a rank without samples adds nothing */
+        red->figures_ready = 0;
+        float *tail = het_model_grads(ctx->model) + het_model_n_params(ctx->model);
+        tail[0] = tail[1] = 0.0f; /* a rank without samples adds nothing */
         memset(red->bucket_t0, 0, (size_t)red->n_buckets * sizeof(double));
     }
     int st = het_batch_grads(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
@@ -210,8 +218,9 @@ int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_res
                       red->bucket_t0[k] : t0, t1);
     if (st) return st;
     if (red->flags & HET_REDUCE_FIGURES) {
-        global->loss_sum = red->extra[0];
-        global->correct = (int)lrintf(red->extra[1]);
+        const float *tail = het_model_grads(ctx->model) + het_model_n_params(ctx->model);
+        global->loss_sum = tail[0];
+        global->correct = (int)lrintf(tail[1]);
     }
     het_comm_stats now = het_comm_get_stats(ctx->comm);
     return log_step(red, c_mine, now.comm_s - ctx->comm_mark.comm_s);
