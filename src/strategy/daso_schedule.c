@@ -1,0 +1,66 @@
+/* daso's schedule: the phases (warm-up, cycling, cool-down) and the plateau detector that
+ * moves (gs, ls, S) through the cycle (4,1,1) -> (2,1,1) -> (1,1,1) -> (8,2,2) -> (4,1,1)...
+ * (with max_global_skips 8). Follows HeAT's DASO.epoch_loss_logic and DetectMetricPlateau
+ * (mode min, relative threshold, no cool-down of the detector, never reset) with one change:
+ * HeAT starts its cycling state only at the epoch count equal to the warm-up, so a warm-up of
+ * 0 epochs would stay blocking for ever; here the cycling phase starts at epoch 1 then. */
+#include <math.h>
+
+#include "strategy/daso.h"
+
+static int blocking_epoch(const het_daso_params *p, int epoch0) {
+    return epoch0 < p->warmup_epochs || epoch0 >= p->total_epochs - p->cooldown_epochs;
+}
+
+het_daso_sched het_daso_sched_init(const het_daso_params *p) {
+    het_daso_sched s = {4, 1, 1, 0, HUGE_VAL, 0, 0};
+    if (blocking_epoch(p, 0)) s.gs = s.ls = s.S = 0;
+    return s;
+}
+
+/* DetectMetricPlateau.test_if_improving: 1 on a plateau. */
+static int plateau(const het_daso_params *p, het_daso_sched *s, double loss) {
+    double bar = s->best >= 0 ? s->best * (1.0 - p->threshold) : s->best * (1.0 + p->threshold);
+    if (loss < bar) {
+        s->best = loss;
+        s->bad = 0;
+    } else {
+        s->bad++;
+    }
+    if (s->bad > p->patience) {
+        s->bad = 0;
+        return 1;
+    }
+    return 0;
+}
+
+het_daso_sched het_daso_sched_next(const het_daso_params *p, het_daso_sched s, int epochs_done,
+                                   double loss) {
+    if (epochs_done < p->warmup_epochs) {
+        s.gs = s.ls = s.S = 0;
+        return s;
+    }
+    if (epochs_done == p->warmup_epochs) s.gs = 4, s.ls = 1, s.S = 1;
+    if (epochs_done >= p->total_epochs - p->cooldown_epochs) {
+        s.gs = s.ls = s.S = 0;
+        return s;
+    }
+    if (!plateau(p, &s, loss)) return s;
+    s.plateaus++;
+    if (s.gs > 1) {
+        s.gs /= 2;
+        s.ls /= 2;
+        s.S -= 1;
+        if (s.gs > 0 && s.S < 1) s.S = 1;
+        if (s.gs > 0 && s.ls < 1) s.ls = 1;
+    } else if (s.gs == 1) {
+        s.gs = p->max_global_skips;
+        s.ls = s.S = p->max_global_skips / 4;
+    }
+    return s;
+}
+
+int het_daso_local_sync(const het_daso_sched *s, int64_t b, int64_t last) {
+    if (s->ls <= 1 || b == last || b % s->ls == 0) return 1;
+    return s->gs > 0 && b % s->gs == 0;
+}
