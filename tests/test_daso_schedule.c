@@ -1,8 +1,8 @@
 /* daso's schedule (src/strategy/daso_schedule.c) against tables derived by hand from HeAT's
  * DASO.epoch_loss_logic and DetectMetricPlateau (threshold 0.05 relative, patience 2):
  * warm-up, the entry into cycling at (4,1,1), the cycle (4,1,1) -> (2,1,1) -> (1,1,1) ->
- * (8,2,2) -> (4,1,1), patience counted in bad epochs, cool-down, a warm-up of 0 epochs,
- * patience 0, a negative loss, and which batches average gradients inside the node. */
+ * (8,2,2) -> (4,1,1), patience counted in bad epochs, cool-down (blocking; the detector
+ * runs on), a warm-up of 0 epochs, patience 0, a negative loss, and which batches average gradients inside the node. */
 #include <math.h>
 #include <stdio.h>
 
@@ -23,9 +23,10 @@ static het_daso_sched run_table(const het_daso_params *p, const row *rows, int n
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         s = het_daso_sched_next(p, s, r->epochs_done, r->loss);
-        CHECK(s.gs == r->gs && s.ls == r->ls && s.S == r->S && s.bad == r->bad,
+        het_daso_sched e = het_daso_sched_epoch(p, &s, r->epochs_done);
+        CHECK(e.gs == r->gs && e.ls == r->ls && e.S == r->S && s.bad == r->bad,
               "%s: after epoch %d (loss %g): (gs %d, ls %d, S %d, bad %d), expected (%d, %d, "
-              "%d, %d)", name, r->epochs_done, r->loss, s.gs, s.ls, s.S, s.bad, r->gs, r->ls,
+              "%d, %d)", name, r->epochs_done, r->loss, e.gs, e.ls, e.S, s.bad, r->gs, r->ls,
               r->S, r->bad);
     }
     return s;
@@ -33,7 +34,7 @@ static het_daso_sched run_table(const het_daso_params *p, const row *rows, int n
 
 static void test_cycle(void) {
     het_daso_params p = {4, 4, 30, 8, 0.05, 2};
-    het_daso_sched s0 = het_daso_sched_init(&p);
+    het_daso_sched i0 = het_daso_sched_init(&p), s0 = het_daso_sched_epoch(&p, &i0, 0);
     CHECK(s0.gs == 0 && s0.ls == 0 && s0.S == 0, "epoch 1 in warm-up: (%d, %d, %d), expected "
           "(0, 0, 0)", s0.gs, s0.ls, s0.S);
     static const row rows[] = {
@@ -52,18 +53,20 @@ static void test_cycle(void) {
         {16, 0.49, 8, 2, 2, 1}, {17, 0.48, 8, 2, 2, 2},
         {18, 0.48, 4, 1, 1, 0}, /* plateau: (8/2, 2/2, 2-1) */
         {19, 0.4, 4, 1, 1, 0},  {20, 0.39, 4, 1, 1, 1}, {25, 0.39, 4, 1, 1, 2},
-        {26, 0.1, 0, 0, 0, 2},  /* 30 - 4: cool-down; the detector untouched */
-        {27, 0.1, 0, 0, 0, 2},  {29, 0.1, 0, 0, 0, 2},
+        {26, 0.1, 0, 0, 0, 0},  /* 30 - 4: cool-down, blocking; the detector runs on */
+        {27, 0.1, 0, 0, 0, 1},  {29, 0.1, 0, 0, 0, 2},
     };
     het_daso_sched s = run_table(&p, rows, (int)(sizeof rows / sizeof rows[0]), "cycle");
     CHECK(s.plateaus == 4, "plateaus %d, expected 4", s.plateaus);
-    CHECK(s.best == 0.4, "best %.17g, expected 0.4 (epoch 19)", s.best);
+    CHECK(s.best == 0.1 && s.gs == 4, "best %.17g gs %d, expected 0.1 (epoch 26) and 4",
+          s.best, s.gs);
 }
 
 static void test_edges(void) {
     /* no warm-up: cycling from epoch 1 (HeAT would stay blocking) */
     het_daso_params p0 = {0, 0, 10, 8, 0.05, 2};
     het_daso_sched s = het_daso_sched_init(&p0);
+    s = het_daso_sched_epoch(&p0, &s, 0);
     CHECK(s.gs == 4 && s.ls == 1 && s.S == 1, "warm-up 0: epoch 1 (%d, %d, %d), expected "
           "(4, 1, 1)", s.gs, s.ls, s.S);
     /* patience 0: every epoch without improvement is a plateau */
@@ -88,8 +91,9 @@ static void test_edges(void) {
     s = het_daso_sched_init(&p3);
     for (int e = 1; e < 4; e++) {
         s = het_daso_sched_next(&p3, s, e, 1.0 / e);
-        CHECK(s.gs == 0, "warm-up 2, cool-down 3 of 4 epochs: gs %d after epoch %d, expected 0",
-              s.gs, e);
+        int gs = het_daso_sched_epoch(&p3, &s, e).gs;
+        CHECK(gs == 0, "warm-up 2, cool-down 3 of 4 epochs: gs %d after epoch %d, expected 0",
+              gs, e);
     }
 }
 

@@ -73,8 +73,8 @@ typedef struct daso_sync {   /* one non-blocking global sync */
 typedef struct daso {
     het_reducer *red;        /* gradients over the node */
     het_daso_params par;
-    het_daso_sched sched;    /* of the epoch being trained (then of the next one) */
-    het_daso_sched ran;      /* of the last epoch trained (report) */
+    het_daso_sched sched;    /* the cycling state and the plateau detector */
+    het_daso_sched ran;      /* the schedule of the epoch being (last) trained */
     int send_mod;
     int N, G, local, min_G;  /* nodes, ranks of this node, local rank, smallest node */
     int *members;            /* world ranks of this node, G */
@@ -157,7 +157,8 @@ static int daso_init(het_strategy_ctx *ctx) {
     d->par = (het_daso_params){c->daso_warmup_epochs, c->daso_cooldown_epochs, c->epochs,
                                c->daso_max_global_skips, c->daso_plateau_threshold,
                                c->daso_patience};
-    d->sched = d->ran = het_daso_sched_init(&d->par);
+    d->sched = het_daso_sched_init(&d->par);
+    d->ran = het_daso_sched_epoch(&d->par, &d->sched, 0);
     d->n = het_model_n_params(ctx->model);
     d->chunk = (size_t)c->daso_chunk;
     d->n_chunks = (int)((d->n + d->chunk - 1) / d->chunk);
@@ -273,7 +274,7 @@ static int blocking_average(het_strategy_ctx *ctx, daso *d) {
 /* The global part of batch b after its optimizer step; *global = 1 when it communicated
  * beyond the node's gradients. */
 static int global_step(het_strategy_ctx *ctx, daso *d, int64_t b, int64_t last, int *global) {
-    const het_daso_sched *s = &d->sched;
+    const het_daso_sched *s = &d->ran;
     int st = HET_OK;
     *global = 0;
     if (s->gs <= 0 || b == last) { /* blocking: every batch, or the epoch's last */
@@ -304,7 +305,7 @@ static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int
                                                              : ctx->cfg->batch;
     int64_t lo;
     het_partition_even(Bs, ctx->size, ctx->rank, &lo, len);
-    int loc = het_daso_local_sync(&d->sched, s, last);
+    int loc = het_daso_local_sync(&d->ran, s, last);
     int64_t cnt = loc ? node_samples(ctx, d, Bs) : *len;
     het_reducer *red = loc ? d->red : NULL;
     het_comm_stats c0 = ctx->comm ? het_comm_get_stats(ctx->comm) : (het_comm_stats){0};
@@ -334,7 +335,7 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     het_sampler_set_epoch(ctx->sampler, epoch);
     d->send_mod = 0;
     d->n_sync = d->n_merge = d->n_block = d->calls_cross = d->calls_idle = 0;
-    d->ran = d->sched;
+    d->ran = het_daso_sched_epoch(&d->par, &d->sched, epoch);
     for (int64_t pos = 0, s = 0; pos < n; pos += B, s++) {
         double ts = het_now();
         het_batch_result mine;
@@ -369,20 +370,21 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
 static void daso_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj) {
     const daso *d = ctx->priv;
     const het_daso_sched *r = &d->ran, *x = &d->sched;
+    het_daso_sched nx = het_daso_sched_epoch(&d->par, x, ctx->epoch + 1);
     snprintf(line, nl, " | daso gs %d ls %d S %d syncs %lld merges %lld blocking %lld", r->gs,
              r->ls, r->S, (long long)d->n_sync, (long long)d->n_merge, (long long)d->n_block);
     snprintf(json, nj, "\"daso\":{\"gs\":%d,\"ls\":%d,\"S\":%d,\"next\":[%d,%d,%d],"
              "\"syncs\":%lld,\"merges\":%lld,\"blocking\":%lld,\"calls_cross\":%lld,"
              "\"calls_cross_idle\":%lld,\"plateaus\":%d,\"best_loss\":%.6g}", r->gs, r->ls,
-             r->S, x->gs, x->ls, x->S, (long long)d->n_sync, (long long)d->n_merge,
+             r->S, nx.gs, nx.ls, nx.S, (long long)d->n_sync, (long long)d->n_merge,
              (long long)d->n_block, (long long)d->calls_cross, (long long)d->calls_idle,
              x->plateaus, isfinite(x->best) ? x->best : -1.0);
 }
 
 static het_model *daso_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
 
-/* s.daso.sched: the schedule of the next epoch and send_mod (the same on every rank: rank
- * 0's); s.daso.optim: every rank's optimizer state (momentum differs between nodes). */
+/* s.daso.sched: the cycling state, the plateau detector and send_mod (the same on every
+ * rank: rank 0's); s.daso.optim: every rank's optimizer state (momentum differs between nodes). */
 typedef struct daso_saved {
     het_daso_sched sched;
     int32_t send_mod, version;
@@ -423,7 +425,7 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              " expected version 1 and send_mod below %d",
                              het_ckpt_reader_path(r), (unsigned long long)off, s.version,
                              s.send_mod, d->min_G);
-    d->sched = d->ran = s.sched;
+    d->sched = s.sched;
     d->send_mod = s.send_mod;
     return het_step_load_per_rank(ctx, r, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
 }

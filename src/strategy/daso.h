@@ -18,11 +18,11 @@ typedef struct het_daso_params {
     int patience;          /* plateau: bad epochs tolerated; the next one is a plateau (2) */
 } het_daso_params;
 
-/* The schedule of the next epoch and the plateau detector. gs = global skip (a global sync
- * starts on batches b with b % gs == 0), ls = local skip (gradients are averaged in the node
- * on batches b with b % ls == 0; 0 and 1 mean every batch), S = batches to wait between the
- * start and the merge of a global sync. gs = 0 (warm-up, cool-down): a blocking parameter
- * average every batch. Plain data: copied into checkpoints as it is. */
+/* The cycling state and the plateau detector. gs = global skip (a global sync starts on
+ * batches b with b % gs == 0), ls = local skip (gradients are averaged in the node on batches
+ * b with b % ls == 0; 0 and 1 mean every batch), S = batches to wait between the start and
+ * the merge of a global sync. gs = 0: a blocking parameter average every batch (what warm-up
+ * and cool-down epochs use: het_daso_sched_epoch). Plain data: copied into checkpoints. */
 typedef struct het_daso_sched {
     int32_t gs, ls, S;
     int32_t bad;           /* epochs since `best` without an improvement past the threshold */
@@ -31,20 +31,27 @@ typedef struct het_daso_sched {
     int32_t pad;           /* zero: the struct has no uninitialized bytes */
 } het_daso_sched;
 
-/* The schedule of epoch 1 (no loss seen yet): blocking during warm-up (or cool-down), else
- * (gs, ls, S) = (4, 1, 1). */
+/* The state before epoch 1: cycling at (4, 1, 1), no loss seen. */
 het_daso_sched het_daso_sched_init(const het_daso_params *p);
 
-/* The schedule of the epoch after `epochs_done` (>= 1) epochs, whose last had mean training
- * loss `loss` (the same on every rank), from the schedule s of that epoch:
- * - epochs_done < warm-up, or >= total - cool-down: (0, 0, 0), the detector untouched;
+/* The state after `epochs_done` (>= 1) epochs, the last with mean training loss `loss` (the
+ * same on every rank), from the state s before that epoch:
+ * - epochs_done < warm-up: unchanged (the detector starts with the last warm-up epoch);
  * - epochs_done == warm-up: (4, 1, 1), then the detector below;
  * - otherwise the detector: loss < best (1 - threshold) (best (1 + threshold) for a negative
  *   best) is an improvement (best = loss, bad = 0), else bad++; bad > patience is a plateau
  *   (bad = 0). On a plateau: gs > 1: gs /= 2, ls /= 2, S -= 1, ls and S clamped to >= 1 while
- *   gs > 0; gs == 1: gs = max_global_skips, ls = S = max_global_skips / 4. */
+ *   gs > 0; gs == 1: gs = max_global_skips, ls = S = max_global_skips / 4.
+ * HeAT zeroes the state in cool-down and stops the detector there; here the detector runs on
+ * (cool-down is blocking to the end, so nothing observable changes), which keeps the state
+ * independent of --epochs: a run resumed with more epochs continues as if started with them. */
 het_daso_sched het_daso_sched_next(const het_daso_params *p, het_daso_sched s, int epochs_done,
                                    double loss);
+
+/* The schedule epoch `epoch0` (0-based) runs under: s, with gs = ls = S = 0 (blocking every
+ * batch) in the warm-up (epoch0 < warm-up) and the cool-down (epoch0 >= total - cool-down). */
+het_daso_sched het_daso_sched_epoch(const het_daso_params *p, const het_daso_sched *s,
+                                    int epoch0);
 
 /* Batch b (0-based) of an epoch of last batch `last`, under schedule s: does it average the
  * gradients inside the node? Every batch when ls <= 1; else b % ls == 0, a global-sync batch

@@ -1,21 +1,27 @@
 /* daso's schedule: the phases (warm-up, cycling, cool-down) and the plateau detector that
  * moves (gs, ls, S) through the cycle (4,1,1) -> (2,1,1) -> (1,1,1) -> (8,2,2) -> (4,1,1)...
  * (with max_global_skips 8). Follows HeAT's DASO.epoch_loss_logic and DetectMetricPlateau
- * (mode min, relative threshold, no cool-down of the detector, never reset) with one change:
- * HeAT starts its cycling state only at the epoch count equal to the warm-up, so a warm-up of
- * 0 epochs would stay blocking for ever; here the cycling phase starts at epoch 1 then. */
+ * (mode min, relative threshold, no cool-down of the detector, never reset) with two changes:
+ * the phase is applied per epoch (het_daso_sched_epoch) rather than written into the state,
+ * so the detector also runs in cool-down (unobservable) and the state does not depend on
+ * --epochs (resume with more epochs); and HeAT enters its cycling state only at the epoch
+ * count equal to the warm-up, so a warm-up of 0 epochs would stay blocking for ever, where
+ * here cycling starts at epoch 1. */
 #include <math.h>
 
 #include "strategy/daso.h"
 
-static int blocking_epoch(const het_daso_params *p, int epoch0) {
-    return epoch0 < p->warmup_epochs || epoch0 >= p->total_epochs - p->cooldown_epochs;
+het_daso_sched het_daso_sched_init(const het_daso_params *p) {
+    (void)p;
+    return (het_daso_sched){4, 1, 1, 0, HUGE_VAL, 0, 0};
 }
 
-het_daso_sched het_daso_sched_init(const het_daso_params *p) {
-    het_daso_sched s = {4, 1, 1, 0, HUGE_VAL, 0, 0};
-    if (blocking_epoch(p, 0)) s.gs = s.ls = s.S = 0;
-    return s;
+het_daso_sched het_daso_sched_epoch(const het_daso_params *p, const het_daso_sched *s,
+                                    int epoch0) {
+    het_daso_sched e = *s;
+    if (epoch0 < p->warmup_epochs || epoch0 >= p->total_epochs - p->cooldown_epochs)
+        e.gs = e.ls = e.S = 0;
+    return e;
 }
 
 /* DetectMetricPlateau.test_if_improving: 1 on a plateau. */
@@ -36,15 +42,8 @@ static int plateau(const het_daso_params *p, het_daso_sched *s, double loss) {
 
 het_daso_sched het_daso_sched_next(const het_daso_params *p, het_daso_sched s, int epochs_done,
                                    double loss) {
-    if (epochs_done < p->warmup_epochs) {
-        s.gs = s.ls = s.S = 0;
-        return s;
-    }
+    if (epochs_done < p->warmup_epochs) return s;
     if (epochs_done == p->warmup_epochs) s.gs = 4, s.ls = 1, s.S = 1;
-    if (epochs_done >= p->total_epochs - p->cooldown_epochs) {
-        s.gs = s.ls = s.S = 0;
-        return s;
-    }
     if (!plateau(p, &s, loss)) return s;
     s.plateaus++;
     if (s.gs > 1) {
