@@ -2,7 +2,8 @@
  * DASO.epoch_loss_logic and DetectMetricPlateau (threshold 0.05 relative, patience 2):
  * warm-up, the entry into cycling at (4,1,1), the cycle (4,1,1) -> (2,1,1) -> (1,1,1) ->
  * (8,2,2) -> (4,1,1), patience counted in bad epochs, cool-down (blocking; the detector
- * runs on), a warm-up of 0 epochs, patience 0, a negative loss, and which batches average gradients inside the node. */
+ * runs on), a warm-up of 0 epochs, patience 0, a negative loss, and which batches average
+ * gradients inside the node. */
 #include <math.h>
 #include <stdio.h>
 
