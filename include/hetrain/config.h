@@ -58,6 +58,14 @@ typedef struct het_train_config {
     int rebalance;              /* 1: re-estimate speeds from step timings, re-partition */
     float rebalance_threshold;  /* relative drift of a speed that triggers re-partitioning */
     int rebalance_steps;        /* 0: re-balance at epoch boundaries; N: every N steps */
+    /* daso (--strategy daso): distributed asynchronous and selective optimization */
+    int daso_warmup_epochs;     /* blocking parameter average every batch for the first N */
+    int daso_cooldown_epochs;   /* ... and the last N epochs */
+    int daso_max_global_skips;  /* global skip after a reset of the cycle */
+    int64_t daso_chunk;         /* elements per non-blocking all-reduce of the global sync */
+    int daso_wire;              /* wire type of blocking syncs: het_wire (0 fp32, 1 fp16, 2 bf16) */
+    float daso_plateau_threshold; /* relative improvement of the epoch loss that counts */
+    int daso_patience;          /* epochs without it tolerated before a plateau */
     char out[HET_PATH_LEN];     /* hetrain calibrate: the speeds file to write */
 } het_train_config;
 

@@ -6,6 +6,7 @@
 static const het_strategy_ops *const strategies[] = {
     &het_strategy_allreduce,
     &het_strategy_hgc,
+    &het_strategy_daso,
 };
 #define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
 

@@ -130,6 +130,7 @@ const het_strategy_ops *het_strategy_find(const char *name);
 
 extern const het_strategy_ops het_strategy_allreduce;
 extern const het_strategy_ops het_strategy_hgc;
+extern const het_strategy_ops het_strategy_daso;
 
 /* ---- the step machinery (step.c) ---- */
 

@@ -46,7 +46,8 @@ typedef struct key_def {
 /* The values of K_WORD keys (NULL-terminated; the stored int is the index). */
 static const char *const batching_words[] = {"proportional", "equal", NULL};
 static const char *const weighting_words[] = {"sample", "rank", NULL};
-static const char *const *const word_lists[] = {batching_words, weighting_words};
+static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_wire order */
+static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -107,8 +108,8 @@ static const key_def keys[] = {
     {{"progress", "MODE", "live progress bar: auto | on | off"}, K_PROGRESS, OFF(progress), 0, 0,
      F_RUN},
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
-    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc"}, K_STRATEGY, OFF(strategy), 0, 0,
-     0},
+    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc | daso"}, K_STRATEGY,
+     OFF(strategy), 0, 0, 0},
     {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,
      OFF(ranks_per_node), 0, 1e6, 0},
     {{"bucket-mb", "X", "gradient all-reduce bucket size in MiB (0: one flat all-reduce)"},
@@ -139,6 +140,21 @@ static const key_def keys[] = {
      K_FLOAT, OFF(rebalance_threshold), 0, 10, F_LO_OPEN},
     {{"rebalance-steps", "N", "hgc: re-balance every N steps (0: at epoch boundaries)"}, K_INT,
      OFF(rebalance_steps), 0, 1e9, 0},
+    /* daso */
+    {{"daso-warmup-epochs", "N", "daso: blocking epochs at the start"}, K_INT,
+     OFF(daso_warmup_epochs), 0, 1e6, 0},
+    {{"daso-cooldown-epochs", "N", "daso: blocking epochs at the end"}, K_INT,
+     OFF(daso_cooldown_epochs), 0, 1e6, 0},
+    {{"daso-max-global-skips", "N", "daso: batches between global syncs after a reset"}, K_INT,
+     OFF(daso_max_global_skips), 1, 65536, 0},
+    {{"daso-chunk", "N", "daso: elements per non-blocking global all-reduce"}, K_I64,
+     OFF(daso_chunk), 1, 2147483647, 0},
+    {{"daso-wire", "TYPE", "daso: wire type of blocking syncs: bf16 | fp16 | fp32"}, K_WORD,
+     OFF(daso_wire), 2, 0, 0},
+    {{"daso-plateau-threshold", "X", "daso: relative loss improvement that counts, in [0, 1)"},
+     K_FLOAT, OFF(daso_plateau_threshold), 0, 1, F_HI_OPEN},
+    {{"daso-patience", "N", "daso: epochs without improvement before a plateau"}, K_INT,
+     OFF(daso_patience), 0, 1e6, 0},
     {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -161,6 +177,12 @@ het_train_config het_train_config_defaults(void) {
     snprintf(c.speeds, sizeof c.speeds, "auto");
     c.calibrate_steps = 5;
     c.rebalance_threshold = 0.1f;
+    c.daso_warmup_epochs = c.daso_cooldown_epochs = 4;
+    c.daso_max_global_skips = 8;
+    c.daso_chunk = 10000000;
+    c.daso_wire = 2; /* bf16 */
+    c.daso_plateau_threshold = 0.05f;
+    c.daso_patience = 2;
     return c;
 }
 

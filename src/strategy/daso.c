@@ -1,0 +1,454 @@
+/* daso: distributed asynchronous and selective optimization (METHODS.md section 3, exact).
+ * Paper: D. Coquelin, C. Debus, M. Goetz, F. von der Lehr, J. Kahn, M. Siggel, A. Streit,
+ * "Accelerating neural network training with distributed asynchronous and selective
+ * optimization (DASO)", J. Big Data 9:14 (2022). Reference: the authors' HeAT library,
+ * heat/optim/dp_optimizer.py (class DASO), which this file follows; our code.
+ *
+ * The method. N nodes of G ranks; node-local communication is cheap, cross-node is not.
+ * - Local sync: every batch the gradients are averaged inside the node (a reducer over
+ *   HET_COMM_NODE whose buckets start from the gradient hook, so it overlaps backward), then
+ *   every rank takes the same optimizer step. With local skip ls > 1 only batches b % ls == 0
+ *   (and global-sync batches and the last) average; the others step on the rank's own
+ *   gradient (het_daso_local_sync).
+ * - Global sync sends PARAMETERS. Cross group i = local rank i of every node (the topology's
+ *   HET_COMM_CROSS of those ranks). On batches b % gs == 0, after the optimizer step, the
+ *   ranks of group send_mod copy their parameters into a separate send buffer and start a
+ *   non-blocking all-reduce (SUM) on their cross communicator, in chunks of --daso-chunk
+ *   elements (10M); the other groups call nothing. send_mod then rotates (reset to 0 at each
+ *   epoch's start). S' = min(S, last - b) batches later, after that batch's optimizer step,
+ *   the group waits and merges theta <- (2S' theta + sum_n theta_n) / (2S' + N), and local
+ *   rank send_mod broadcasts its parameters inside its node. Until then the request is
+ *   progressed by MPI_Test from the model's progress hook between layers (real overlap: the
+ *   trace shows "global sync (in flight)" on the communication row beside the compute).
+ *   Batches that neither start nor merge a global sync make no cross-node call at all (the
+ *   strategy counts the comm layer's calls_cross per batch; the report carries it).
+ * - The epoch's last batch: pending syncs are merged, then a blocking exact average of the
+ *   parameters over cross group send_mod (wire type --daso-wire: bf16 by default, fp16,
+ *   fp32; a user MPI_Op adds 16-bit words in float) and a node broadcast: every rank ends
+ *   the epoch with the same parameters (the strategy contract).
+ * - Phases (daso_schedule.c): warm-up and cool-down epochs (4 each) use gs = ls = S = 0: a
+ *   blocking parameter average (wire type) every batch, send_mod rotating. Between them
+ *   (gs, ls, S) starts at (4, 1, 1) and moves on plateaus of the all-reduced epoch training
+ *   loss (relative 0.05, patience 2): halved, or reset to (max, max/4, max/4) from gs = 1.
+ * Our choices:
+ * - --batch is the global batch B: step s takes B' samples of the shared epoch permutation,
+ *   split evenly over the P ranks (as allreduce). A rank scales its loss sum by
+ *   1 / (its node's samples of the step) on local-sync batches, so the node reducer's SUM is
+ *   the node's mean gradient; by 1 / (its own samples) otherwise. With one node this is
+ *   exactly allreduce (the cross group has one rank: no average is computed at all).
+ * - A merge that falls on the last batch happens before the blocking average (HeAT sends the
+ *   last batch's parameters before merging, so its last merge is overwritten); syncs whose
+ *   S' would pass the epoch's end are merged at the last batch (S' = last - b, as HeAT).
+ *   S > gs (possible with --daso-max-global-skips >= 32) keeps several syncs in flight.
+ * - Non-blocking syncs travel in fp32 (as HeAT: it downcasts only blocking syncs).
+ * - Beyond the reference (which requires equal nodes): unequal nodes. send_mod rotates over
+ *   the local ranks every node has (0 .. smallest node - 1), so every node takes part in every
+ *   sync; each node's parameters are weighted by its share w_n of a full step's samples
+ *   (the hgc weighting): it sends N w_n theta, so sum / N is the sample-weighted mean and the
+ *   merge formula is unchanged. Equal nodes send theta itself (w_n = 1/N exactly).
+ * - Momentum differs between nodes: every rank's optimizer state is checkpointed (section
+ *   s.daso.optim, per rank), with the schedule (s.daso.sched: gs, ls, S, the plateau detector,
+ *   send_mod), so a resume continues bitwise.
+ * - No world call per step: the per-step figures are the rank's own (het_step_info.local);
+ *   divergence is detected on the summed epoch loss, on every rank alike. Batch-norm
+ *   statistics are averaged over ranks at the epoch's end, weighted by sample share. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/daso.h"
+#include "strategy/strategy.h"
+
+typedef struct daso_sync {   /* one non-blocking global sync */
+    float *buf;              /* the parameters sent, then their sum over the nodes */
+    het_req *reqs;           /* one per chunk */
+    int mod;                 /* the local rank whose cross group sends */
+    int mine;                /* this rank is in that group */
+    int done;                /* every chunk completed (seen by a test) */
+    int btw;                 /* S': batches between start and merge */
+    int64_t due;             /* the batch that merges it */
+    double t0, t1;           /* started, seen complete (trace) */
+} daso_sync;
+
+typedef struct daso {
+    het_reducer *red;        /* gradients over the node */
+    het_daso_params par;
+    het_daso_sched sched;    /* the cycling state and the plateau detector */
+    het_daso_sched ran;      /* the schedule of the epoch being (last) trained */
+    int send_mod;
+    int N, G, local, min_G;  /* nodes, ranks of this node, local rank, smallest node */
+    int *members;            /* world ranks of this node, G */
+    double weight;           /* N w_n: 1 for equal nodes */
+    size_t n;                /* parameters */
+    int n_chunks;
+    size_t chunk;
+    daso_sync *q;            /* FIFO of syncs in flight, capacity cap */
+    int cap, head, count;
+    int hook_failed;
+    /* this epoch, for the report */
+    int64_t n_sync, n_merge, n_block, calls_cross, calls_idle;
+} daso;
+
+/* The node's samples of a step of Bs samples split evenly over all ranks. */
+static int64_t node_samples(const het_strategy_ctx *ctx, const daso *d, int64_t Bs) {
+    int64_t sum = 0, lo, len;
+    for (int i = 0; i < d->G; i++) {
+        het_partition_even(Bs, ctx->size, d->members[i], &lo, &len);
+        sum += len;
+    }
+    return sum;
+}
+
+/* Tests the chunks of every sync this rank sends; called between layers. */
+static void daso_progress(void *user, int layer) {
+    (void)layer;
+    het_strategy_ctx *ctx = user;
+    daso *d = ctx->priv;
+    for (int k = 0; k < d->count && !d->hook_failed; k++) {
+        daso_sync *y = &d->q[(d->head + k) % d->cap];
+        if (!y->mine || y->done) continue;
+        int all = 1;
+        for (int c = 0; c < d->n_chunks && !d->hook_failed; c++) {
+            int done = 0;
+            d->hook_failed = het_comm_test(ctx->comm, &y->reqs[c], &done);
+            all &= done;
+        }
+        if (all) {
+            y->done = 1;
+            y->t1 = het_now();
+        }
+    }
+}
+
+/* Topology facts every rank needs: node members, nodes, smallest node. Collective. */
+static int daso_topology(het_strategy_ctx *ctx, daso *d) {
+    d->N = d->G = 1;
+    d->local = 0;
+    d->min_G = 1;
+    d->members = calloc(1, sizeof(int) * (size_t)(ctx->comm ? ctx->size : 1));
+    if (!d->members) return het_error_set(HET_ENOMEM, "out of memory for daso");
+    if (!ctx->comm) return HET_OK;
+    const het_topo *t = het_comm_topo(ctx->comm);
+    d->N = t->n_nodes;
+    d->G = t->local_size;
+    d->local = t->local_rank;
+    int err = MPI_Allgather(&ctx->rank, 1, MPI_INT, d->members, 1, MPI_INT, t->node);
+    if (err == MPI_SUCCESS)
+        err = MPI_Allreduce(&d->G, &d->min_G, 1, MPI_INT, MPI_MIN, ctx->world);
+    if (err != MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "daso: MPI_Allgather of the node's ranks failed");
+    if (!t->uniform) {
+        const int64_t B = ctx->cfg->batch;
+        d->weight = (double)d->N * (double)node_samples(ctx, d, B) / (double)B;
+        if (ctx->rank == 0)
+            het_log(HET_LOG_INFO, "daso: unequal nodes (smallest %d ranks): parameters weighted "
+                    "by each node's share of the samples; groups 0..%d take turns\n", d->min_G,
+                    d->min_G - 1);
+    }
+    return HET_OK;
+}
+
+static int daso_init(het_strategy_ctx *ctx) {
+    const het_train_config *c = ctx->cfg;
+    daso *d = calloc(1, sizeof *d);
+    if (!d) return het_error_set(HET_ENOMEM, "out of memory for daso");
+    ctx->priv = d;
+    d->weight = 1.0;
+    d->par = (het_daso_params){c->daso_warmup_epochs, c->daso_cooldown_epochs, c->epochs,
+                               c->daso_max_global_skips, c->daso_plateau_threshold,
+                               c->daso_patience};
+    d->sched = het_daso_sched_init(&d->par);
+    d->ran = het_daso_sched_epoch(&d->par, &d->sched, 0);
+    d->n = het_model_n_params(ctx->model);
+    d->chunk = (size_t)c->daso_chunk;
+    d->n_chunks = (int)((d->n + d->chunk - 1) / d->chunk);
+    if (c->batch < ctx->size)
+        return het_error_set(HET_EINVAL, "daso: global batch %d is smaller than %d ranks: every "
+                             "rank needs at least one sample per step", c->batch, ctx->size);
+    int st = daso_topology(ctx, d);
+    if (st) return st;
+    het_model_hook h = {NULL, daso_progress, ctx};
+    if ((st = het_model_add_hook(ctx->model, &h))) return st;
+    return het_reducer_create(&d->red, ctx, HET_COMM_NODE, c->bucket_mb, 0);
+}
+
+/* A slot at the FIFO's tail (grown when full). */
+static int push_sync(daso *d, daso_sync **out) {
+    if (d->count == d->cap) {
+        int cap = d->cap ? 2 * d->cap : 2;
+        daso_sync *q = calloc((size_t)cap, sizeof *q);
+        if (!q) return het_error_set(HET_ENOMEM, "out of memory for daso's syncs");
+        for (int k = 0; k < d->count; k++) q[k] = d->q[(d->head + k) % d->cap];
+        for (int k = d->count; k < cap; k++) {
+            q[k].buf = malloc(d->n * sizeof(float) + 4);
+            q[k].reqs = calloc((size_t)d->n_chunks, sizeof(het_req));
+            if (!q[k].buf || !q[k].reqs) {
+                for (int j = d->count; j <= k; j++) free(q[j].buf), free(q[j].reqs);
+                free(q);
+                return het_error_set(HET_ENOMEM, "out of memory for daso's send buffers");
+            }
+        }
+        free(d->q); /* full: every slot (buffers, requests in flight) was moved */
+        d->q = q;
+        d->cap = cap;
+        d->head = 0;
+    }
+    *out = &d->q[(d->head + d->count) % d->cap];
+    d->count++;
+    return HET_OK;
+}
+
+/* Starts the global sync of batch b on group send_mod (its ranks post; the others note it). */
+static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int btw) {
+    daso_sync *y = NULL;
+    int st = push_sync(d, &y);
+    if (st) return st;
+    y->mod = d->send_mod;
+    y->mine = d->local == d->send_mod;
+    y->btw = btw;
+    y->due = b + btw;
+    y->done = !y->mine || d->N == 1;
+    y->t0 = y->t1 = het_now();
+    d->n_sync++;
+    if (!y->mine) return HET_OK;
+    const float *p = het_model_params(ctx->model);
+    if (d->weight != 1.0)
+        for (size_t i = 0; i < d->n; i++) y->buf[i] = (float)(d->weight * p[i]);
+    else
+        memcpy(y->buf, p, d->n * sizeof(float));
+    for (int c = 0; c < d->n_chunks && d->N > 1 && !st; c++) {
+        size_t lo = (size_t)c * d->chunk, len = d->n - lo < d->chunk ? d->n - lo : d->chunk;
+        st = het_comm_iallreduce_sum(ctx->comm, HET_COMM_CROSS, y->buf + lo, len, &y->reqs[c]);
+    }
+    return st;
+}
+
+/* Merges every sync due by batch `upto`, oldest first, and broadcasts inside the node. */
+static int merge_due(het_strategy_ctx *ctx, daso *d, int64_t upto) {
+    int st = d->hook_failed;
+    while (!st && d->count > 0 && d->q[d->head].due <= upto) {
+        daso_sync *y = &d->q[d->head];
+        double t0 = het_now();
+        float *p = het_model_params(ctx->model);
+        if (y->mine) {
+            for (int c = 0; c < d->n_chunks && d->N > 1 && !st; c++)
+                st = het_comm_wait(ctx->comm, &y->reqs[c]);
+            if (!y->done) y->t1 = het_now();
+            het_trace_add(ctx->trace, "global sync (in flight)", HET_TID_COMM, y->mod, y->t0,
+                          y->t1);
+            const float num = 2.0f * (float)y->btw, den = num + (float)d->N;
+            for (size_t i = 0; i < d->n && !st; i++) p[i] = (num * p[i] + y->buf[i]) / den;
+        }
+        if (!st && d->G > 1)
+            st = het_comm_bcast(ctx->comm, HET_COMM_NODE, p, d->n * sizeof(float), y->mod);
+        het_trace_add(ctx->trace, "merge + node broadcast", HET_TID_COMPUTE, y->mod, t0,
+                      het_now());
+        d->head = (d->head + 1) % d->cap;
+        d->count--;
+        d->n_merge++;
+    }
+    return st;
+}
+
+/* Blocking average of the parameters over cross group send_mod (wire type), then a node
+ * broadcast from local rank send_mod: every rank ends with the same parameters. */
+static int blocking_average(het_strategy_ctx *ctx, daso *d) {
+    double t0 = het_now();
+    float *p = het_model_params(ctx->model);
+    int st = HET_OK;
+    if (d->local == d->send_mod && d->N > 1) {
+        if (d->weight != 1.0)
+            for (size_t i = 0; i < d->n; i++) p[i] = (float)(d->weight * p[i]);
+        st = het_comm_allreduce_sum_wire(ctx->comm, HET_COMM_CROSS, p, d->n,
+                                         (het_wire)ctx->cfg->daso_wire);
+        for (size_t i = 0; i < d->n && !st; i++) p[i] /= (float)d->N;
+    }
+    if (!st && d->G > 1)
+        st = het_comm_bcast(ctx->comm, HET_COMM_NODE, p, d->n * sizeof(float), d->send_mod);
+    het_trace_add(ctx->trace, "global average (blocking)", HET_TID_COMPUTE, d->send_mod, t0,
+                  het_now());
+    d->n_block++;
+    return st;
+}
+
+/* The global part of batch b after its optimizer step; *global = 1 when it communicated
+ * beyond the node's gradients. */
+static int global_step(het_strategy_ctx *ctx, daso *d, int64_t b, int64_t last, int *global) {
+    const het_daso_sched *s = &d->ran;
+    int st = HET_OK;
+    *global = 0;
+    if (s->gs <= 0 || b == last) { /* blocking: every batch, or the epoch's last */
+        *global = 1;
+        if ((st = merge_due(ctx, d, last))) return st;
+        st = blocking_average(ctx, d);
+        d->send_mod = (d->send_mod + 1) % d->min_G;
+        return st;
+    }
+    if (b % s->gs == 0) {
+        *global = 1;
+        int64_t btw = s->S < last - b ? s->S : last - b;
+        st = btw > 0 ? start_sync(ctx, d, b, (int)btw) : blocking_average(ctx, d);
+        d->send_mod = (d->send_mod + 1) % d->min_G;
+    }
+    if (!st && d->count > 0 && d->q[d->head].due <= b) {
+        *global = 1;
+        st = merge_due(ctx, d, b);
+    }
+    return st;
+}
+
+/* One step of batch s: gradients (averaged in the node on local-sync batches), update, the
+ * global part. */
+static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int64_t last,
+                     float lr, het_batch_result *mine, int64_t *len) {
+    const int64_t Bs = ctx->n_train - pos < ctx->cfg->batch ? ctx->n_train - pos
+                                                             : ctx->cfg->batch;
+    int64_t lo;
+    het_partition_even(Bs, ctx->size, ctx->rank, &lo, len);
+    int loc = het_daso_local_sync(&d->ran, s, last);
+    int64_t cnt = loc ? node_samples(ctx, d, Bs) : *len;
+    het_reducer *red = loc ? d->red : NULL;
+    het_comm_stats c0 = ctx->comm ? het_comm_get_stats(ctx->comm) : (het_comm_stats){0};
+    het_batch_result r;
+    int st = het_step_grads(ctx, red, ctx->sampler->perm + pos + lo, (int)*len,
+                            cnt > 0 ? 1.0f / (float)cnt : 0.0f, het_step_seed(ctx, ctx->step),
+                            mine);
+    if (!st) st = het_step_reduce(ctx, red, mine, &r);
+    if (st) return st;
+    het_step_update(ctx, lr);
+    int global;
+    if ((st = global_step(ctx, d, s, last, &global))) return st;
+    if (ctx->comm) {
+        uint64_t calls = het_comm_get_stats(ctx->comm).calls_cross - c0.calls_cross;
+        d->calls_cross += (int64_t)calls;
+        if (!global) d->calls_idle += (int64_t)calls;
+    }
+    return HET_OK;
+}
+
+static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
+    daso *d = ctx->priv;
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
+    double sums[3] = {0.0, 0.0, 0.0}; /* local loss sum, correct, samples */
+    float lr = 0.0f;
+    int rc;
+    het_sampler_set_epoch(ctx->sampler, epoch);
+    d->send_mod = 0;
+    d->n_sync = d->n_merge = d->n_block = d->calls_cross = d->calls_idle = 0;
+    d->ran = het_daso_sched_epoch(&d->par, &d->sched, epoch);
+    for (int64_t pos = 0, s = 0; pos < n; pos += B, s++) {
+        double ts = het_now();
+        het_batch_result mine;
+        int64_t len;
+        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
+        if ((rc = daso_step(ctx, d, pos, s, spe - 1, lr, &mine, &len))) return rc;
+        sums[0] += mine.loss_sum;
+        sums[1] += mine.correct;
+        sums[2] += (double)len;
+        if (ctx->on_step && len > 0) {
+            het_step_info info = {epoch + 1, ctx->step, mine.loss_sum, mine.correct, (int)len,
+                                  1, lr, het_now() - ts};
+            if ((rc = ctx->on_step(ctx, &info))) return rc;
+        }
+    }
+    d->send_mod = 0;
+    rc = het_step_average_state(ctx, sums[2] / (double)n);
+    if (!rc) rc = het_step_sum_f64(ctx, sums, 3);
+    if (rc) return rc;
+    st->samples = (int64_t)sums[2];
+    st->loss = sums[0] / sums[2];
+    st->train_acc = sums[1] / sums[2];
+    st->lr = lr;
+    if (!isfinite(st->loss))
+        return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d (try a lower "
+                             "--lr)", isnan(st->loss) ? "nan" : "inf", epoch + 1);
+    d->sched = het_daso_sched_next(&d->par, d->sched, epoch + 1, st->loss);
+    return HET_OK;
+}
+
+/* " | daso gs 4 ls 1 S 1 syncs 3 merges 3 blocking 1" and the same as JSON. */
+static void daso_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj) {
+    const daso *d = ctx->priv;
+    const het_daso_sched *r = &d->ran, *x = &d->sched;
+    het_daso_sched nx = het_daso_sched_epoch(&d->par, x, ctx->epoch + 1);
+    snprintf(line, nl, " | daso gs %d ls %d S %d syncs %lld merges %lld blocking %lld", r->gs,
+             r->ls, r->S, (long long)d->n_sync, (long long)d->n_merge, (long long)d->n_block);
+    snprintf(json, nj, "\"daso\":{\"gs\":%d,\"ls\":%d,\"S\":%d,\"next\":[%d,%d,%d],"
+             "\"syncs\":%lld,\"merges\":%lld,\"blocking\":%lld,\"calls_cross\":%lld,"
+             "\"calls_cross_idle\":%lld,\"plateaus\":%d,\"best_loss\":%.6g}", r->gs, r->ls,
+             r->S, nx.gs, nx.ls, nx.S, (long long)d->n_sync, (long long)d->n_merge,
+             (long long)d->n_block, (long long)d->calls_cross, (long long)d->calls_idle,
+             x->plateaus, isfinite(x->best) ? x->best : -1.0);
+}
+
+static het_model *daso_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+/* s.daso.sched: the cycling state, the plateau detector and send_mod (the same on every
+ * rank: rank 0's); s.daso.optim: every rank's optimizer state (momentum differs between nodes). */
+typedef struct daso_saved {
+    het_daso_sched sched;
+    int32_t send_mod, version;
+} daso_saved;
+
+static size_t opt_bytes(const het_strategy_ctx *ctx) {
+    return het_optim_state_floats(&ctx->cfg->optim, het_model_n_params(ctx->model)) *
+           sizeof(float);
+}
+
+static int daso_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+    daso *d = ctx->priv;
+    daso_saved s;
+    memset(&s, 0, sizeof s);
+    s.sched = d->sched;
+    s.send_mod = d->send_mod;
+    s.version = 1;
+    int st = w ? het_ckpt_put(w, "s.daso.sched", &s, sizeof s) : HET_OK;
+    int st2 = het_step_save_per_rank(ctx, w, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
+    return st ? st : st2;
+}
+
+static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
+    daso *d = ctx->priv;
+    const void *p;
+    size_t n;
+    uint64_t off;
+    int st = het_ckpt_find(r, "s.daso.sched", &p, &n, &off);
+    if (st) return st;
+    daso_saved s;
+    if (n != sizeof s)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule of %zu bytes, expected "
+                             "%zu", het_ckpt_reader_path(r), (unsigned long long)off, n,
+                             sizeof s);
+    memcpy(&s, p, sizeof s);
+    if (s.version != 1 || s.send_mod < 0 || s.send_mod >= d->min_G)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule version %d send_mod %d,"
+                             " expected version 1 and send_mod below %d",
+                             het_ckpt_reader_path(r), (unsigned long long)off, s.version,
+                             s.send_mod, d->min_G);
+    d->sched = s.sched;
+    d->send_mod = s.send_mod;
+    return het_step_load_per_rank(ctx, r, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
+}
+
+static void daso_free(het_strategy_ctx *ctx) {
+    daso *d = ctx->priv;
+    if (d) {
+        het_model_remove_hook(ctx->model, ctx);
+        for (int k = 0; k < d->cap; k++) { /* nothing is in flight after an epoch */
+            for (int c = 0; c < d->n_chunks && d->q[k].reqs; c++) free(d->q[k].reqs[c].reqs);
+            free(d->q[k].buf);
+            free(d->q[k].reqs);
+        }
+        free(d->q);
+        free(d->members);
+        free(d);
+    }
+    ctx->priv = NULL;
+}
+
+const het_strategy_ops het_strategy_daso = {
+    "daso", "distributed asynchronous and selective optimization: node-local gradients, "
+    "delayed global parameter averaging (Coquelin et al. 2022)",
+    daso_init, daso_train_epoch, daso_model_for_eval, daso_save_state, daso_load_state,
+    daso_free, daso_report,
+};

@@ -1,0 +1,155 @@
+/* The daso strategy in-process, run under mpirun by tests/test_daso_mpi.sh (4 ranks with 2 per
+ * emulated node, and 5 ranks: unequal nodes) and alone, as one rank, by CTest:
+ *  - one node (ranks-per-node = P) in warm-up equals allreduce to float rounding, with the
+ *    bf16 wire too (the cross group has one rank: nothing is averaged);
+ *  - with 2 ranks per node, through warm-up, the skipping phase and cool-down, every rank
+ *    holds bitwise the same parameters at every epoch's end (CRC over ranks), for each wire
+ *    type; the loss goes down;
+ *  - the wire type matters: bf16 and fp32 give different parameters once there are 2 nodes.
+ * Synthetic data, lenet5 and mlp, a few steps: about a second per run. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetrain.h"
+#include "test.h"
+
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "detect_leaks=0"; }
+
+static int g_rank, g_size;
+
+static het_train_config base(const char *strategy, const char *rpn) {
+    het_train_config c = het_train_config_defaults();
+    het_train_config_set(&c, "model", "lenet5");
+    het_train_config_set(&c, "data", "synthetic");
+    het_train_config_set(&c, "batch", "32");
+    het_train_config_set(&c, "train-limit", "330"); /* 11 steps, the last of 10 samples */
+    het_train_config_set(&c, "test-limit", "64");
+    het_train_config_set(&c, "epochs", "2");
+    het_train_config_set(&c, "seed", "3");
+    het_train_config_set(&c, "momentum", "0.9");
+    het_train_config_set(&c, "lr", "0.02");
+    het_train_config_set(&c, "strategy", strategy);
+    het_train_config_set(&c, "ranks-per-node", rpn);
+    het_train_config_set(&c, "progress", "off");
+    het_train_config_set(&c, "quiet", NULL);
+    het_log_set_level(HET_LOG_QUIET);
+    return c;
+}
+
+static void check_same_everywhere(const float *p, size_t n, const char *what) {
+    unsigned crc = het_crc32(0, p, n * sizeof *p), lo = crc, hi = crc;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(lo == hi, "%s: parameters differ between ranks (crc %08x vs %08x)", what, lo, hi);
+}
+
+/* Trains cfg epoch by epoch, checking after each that all ranks agree; returns the final
+ * parameters (copy) and the last epoch's loss. */
+static float *train(const het_train_config *cfg, size_t *n, double *loss, const char *what,
+                    double *first) {
+    het_trainer *t;
+    int st = het_trainer_create(&t, cfg);
+    CHECK(st == HET_OK, "%s: create: %s", what, het_error_msg());
+    if (st) return NULL;
+    for (int e = 0; e < cfg->epochs && !st; e++) {
+        st = het_trainer_run_epoch(t);
+        CHECK(st == HET_OK, "%s: epoch %d: %s", what, e + 1, het_error_msg());
+        char w[128];
+        snprintf(w, sizeof w, "%s, epoch %d", what, e + 1);
+        check_same_everywhere(het_model_params(het_trainer_model(t)),
+                              het_model_n_params(het_trainer_model(t)), w);
+    }
+    int nh;
+    const het_epoch_stats *h = het_trainer_history(t, &nh);
+    *loss = nh > 0 ? h[nh - 1].loss : NAN;
+    if (first) *first = nh > 0 ? h[0].loss : NAN;
+    het_model *m = het_trainer_model(t);
+    *n = het_model_n_params(m);
+    float *p = malloc(*n * sizeof *p);
+    memcpy(p, het_model_params(m), *n * sizeof *p);
+    het_trainer_free(t);
+    return p;
+}
+
+static double max_rel(const float *a, const float *b, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / fmax(1.0, fabs((double)a[i]));
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
+/* One node in warm-up: allreduce to float rounding, whatever the wire type. */
+static void test_one_node(void) {
+    char rpn[16];
+    snprintf(rpn, sizeof rpn, "%d", g_size);
+    het_train_config ar = base("allreduce", rpn), da = base("daso", rpn);
+    het_train_config_set(&da, "daso-warmup-epochs", "2");
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    double l1, l2, l3;
+    float *a = train(&ar, &n1, &l1, "allreduce, one node", NULL);
+    float *d = train(&da, &n2, &l2, "daso bf16, one node", NULL);
+    het_train_config_set(&da, "daso-wire", "fp32");
+    float *f = train(&da, &n3, &l3, "daso fp32, one node", NULL);
+    if (a && d && f && n1 == n2 && n1 == n3) {
+        double e1 = max_rel(a, d, n1), e2 = max_rel(a, f, n1);
+        CHECK(e1 <= 1e-5, "one node, bf16 wire: daso vs allreduce max rel diff %.3g (bound "
+              "1e-5)", e1);
+        CHECK(e2 <= 1e-5, "one node, fp32 wire: daso vs allreduce max rel diff %.3g", e2);
+        CHECK(fabs(l1 - l2) <= 1e-5 * fmax(1.0, fabs(l1)), "one node: loss %.9g vs allreduce "
+              "%.9g", l2, l1);
+        if (g_rank == 0)
+            printf("one node, warm-up: daso vs allreduce max rel diff %.3g (bf16) %.3g (fp32)\n",
+                   e1, e2);
+    }
+    free(a);
+    free(d);
+    free(f);
+}
+
+/* Two ranks per node: warm-up, skipping, cool-down; all ranks agree after every epoch. */
+static void test_phases(void) {
+    const char *wires[] = {"bf16", "fp16", "fp32"};
+    float *p[3] = {NULL, NULL, NULL};
+    size_t n[3] = {0, 0, 0};
+    for (int w = 0; w < 3; w++) {
+        het_train_config c = base("daso", "2");
+        het_train_config_set(&c, "epochs", "4");
+        het_train_config_set(&c, "daso-warmup-epochs", "1");
+        het_train_config_set(&c, "daso-cooldown-epochs", "1");
+        het_train_config_set(&c, "daso-chunk", "10000"); /* lenet5: 7 chunks */
+        het_train_config_set(&c, "daso-wire", wires[w]);
+        char what[64];
+        snprintf(what, sizeof what, "daso 2 per node, %s", wires[w]);
+        double loss, first;
+        p[w] = train(&c, &n[w], &loss, what, &first);
+        CHECK(isfinite(loss) && loss < first - 0.01, "%s: final loss %g, expected below the "
+              "first epoch's %g", what, loss, first);
+        if (g_rank == 0) printf("%s: training loss %.6f -> %.6f\n", what, first, loss);
+    }
+    if (g_size >= 4 && p[0] && p[2] && n[0] == n[2]) { /* 2 nodes: the wire type counts */
+        double e = max_rel(p[0], p[2], n[0]);
+        CHECK(e > 0, "2 nodes: bf16 and fp32 wires gave the same parameters (diff %g)", e);
+        if (g_rank == 0) printf("2 nodes: bf16 vs fp32 wire max rel diff %.3g\n", e);
+    }
+    for (int w = 0; w < 3; w++) free(p[w]);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    het_log_set_rank(g_rank);
+    test_one_node();
+    test_phases();
+    int failed = het_test_failures;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    char name[64];
+    snprintf(name, sizeof name, "test_daso (rank %d of %d)", g_rank, g_size);
+    int rc = het_test_finish(name);
+    MPI_Finalize();
+    return rc || failed;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# daso under real mpirun, 4 ranks on 2 emulated nodes (--ranks-per-node 2):
+# - test_daso (in-process: one node == allreduce, all ranks agree after every epoch for each
+#   wire type) on 4 ranks and on 5 (unequal nodes 2+2+1, sample-share weights);
+# - the skipping epoch makes no cross-node call on batches that neither start nor merge a
+#   global sync (calls_cross_idle 0, from the comm layer's counters), and exactly the calls
+#   the schedule predicts (rank 0: 2 syncs x 7 chunks + 1 blocking average = 15);
+# - the trace shows every in-flight global sync beside a forward+backward of the same rank;
+# - resume on 4 ranks is bitwise the uninterrupted run (checkpoint bytes), across plateaus;
+# - unequal nodes are announced; a global batch below the rank count is refused in one line.
+# Env: HETRAIN (the binary), HET_BUILD_DIR (for test_daso).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+BIN=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_daso
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+command -v mpirun >/dev/null 2>&1 || { echo "FAIL: mpirun not found" >&2; exit 1; }
+T=$(mktemp -d /tmp/het_daso_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+mpi() { local P=$1; shift; timeout 120 mpirun --oversubscribe -np "$P" "$@"; }
+COMMON=(--model lenet5 --data synthetic --test-limit 128 --seed 5 --progress off
+        --strategy daso --ranks-per-node 2)
+
+for P in 4 5; do
+    mpi "$P" "$BIN" >c$P.out 2>&1 || fail "test_daso on $P ranks: $(cat c$P.out)"
+    grep "^one node\|^daso\|^2 nodes" c$P.out
+done
+
+# ---- no cross-node call off the global-sync batches; the calls the schedule predicts ----
+# 1024 samples / 64 = 16 batches; epoch 2 is (4,1,1): syncs at 0 4 8 12 by groups 0 1 0 1,
+# the last batch a blocking average by group 0; lenet5's 61706 parameters in 7 chunks.
+mpi 4 "$HETRAIN" train "${COMMON[@]}" --epochs 3 --daso-warmup-epochs 1 --daso-cooldown-epochs 1 \
+    --daso-chunk 10000 --train-limit 1024 --metrics m.jsonl --trace t.json --net-bw 125M \
+    --net-lat 50e-6 >m.out 2>&1 || fail "metrics run: $(cat m.out)"
+e2=$(grep '"type":"epoch","epoch":2,' m.jsonl | grep -o '"daso":{[^}]*}')
+echo "epoch 2: $e2"
+for want in '"gs":4' '"syncs":4' '"merges":4' '"blocking":1' '"calls_cross":15' \
+            '"calls_cross_idle":0'; do
+    case "$e2" in *"$want"*) ;; *) fail "epoch 2: expected $want in $e2" ;; esac
+done
+grep -q '^epoch 2/3 .*| daso gs 4 ls 1 S 1 syncs 4' m.out || fail "no daso report: $(cat m.out)"
+e1=$(grep '"type":"epoch","epoch":1,' m.jsonl | grep -o '"daso":{[^}]*}')
+case "$e1" in *'"blocking":16'*'"calls_cross":8,'*) ;; *) fail "warm-up epoch: $e1" ;; esac
+python3 - t.json <<'EOF' || fail "trace: in-flight global syncs not beside compute"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+fl = [e for e in ev if e.get("name") == "global sync (in flight)"]
+comp = [e for e in ev if e.get("name") == "forward+backward"]
+beside = sum(any(c["pid"] == f["pid"] and c["ts"] < f["ts"] + f["dur"] and
+                 c["ts"] + c["dur"] > f["ts"] for c in comp) for f in fl)
+print(f"trace: {len(fl)} in-flight global syncs (expected 8), {beside} beside compute")
+sys.exit(0 if len(fl) == 8 and beside == len(fl) else 1)
+EOF
+
+# ---- resume: bitwise the uninterrupted run (patience 0: the schedule moves every epoch) ----
+R=("${COMMON[@]}" --train-limit 640 --batch 32 --daso-warmup-epochs 1 --daso-cooldown-epochs 0
+   --daso-patience 0 --daso-plateau-threshold 0.5)
+mpi 4 "$HETRAIN" train "${R[@]}" --epochs 4 --checkpoint s.ckpt >s.out 2>&1 ||
+    fail "straight: $(cat s.out)"
+mpi 4 "$HETRAIN" train "${R[@]}" --epochs 2 --checkpoint r.ckpt >r1.out 2>&1 ||
+    fail "part 1: $(cat r1.out)"
+mpi 4 "$HETRAIN" train "${R[@]}" --epochs 4 --checkpoint r.ckpt --resume >r2.out 2>&1 ||
+    fail "resume: $(cat r2.out)"
+grep '^epoch' s.out | sed 's/.*| daso/daso/'
+cmp -s s.ckpt r.ckpt || fail "daso resume on 4 ranks differs from the straight run"
+[ "$(grep -c 'daso gs [0-9]' s.out)" -eq 4 ] || fail "straight run: $(cat s.out)"
+grep -q '^epoch 4/4 .*daso gs 1 ls 1 S 1' s.out || fail "expected (1,1,1) in epoch 4: $(cat s.out)"
+
+# ---- unequal nodes, refusal ----
+mpi 5 "$HETRAIN" train "${COMMON[@]}" --epochs 2 --daso-warmup-epochs 0 --train-limit 320 \
+    >u.out 2>&1 || fail "5 ranks, 2 per node: $(cat u.out)"
+grep -q "^daso: unequal nodes (smallest 1 ranks)" u.out ||
+    fail "no unequal-nodes line: $(cat u.out)"
+mpi 4 "$HETRAIN" train "${COMMON[@]}" --batch 2 --epochs 1 >e1.out 2>e1.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "daso: global batch 2 is smaller than 4 ranks" e1.err &&
+    [ "$(grep -c "^hetrain: " e1.err)" -eq 1 ] || fail "batch 2 on 4 ranks: exit $rc, $(cat e1.err)"
+
+[ $failures -eq 0 ] && echo "test_daso_mpi: passed" || exit 1
