@@ -146,6 +146,7 @@ void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target, const 
 void cli_svg_split(FILE *f, const cli_series *s, int n, const char *title) {
     static const char *const part[4] = {"compute", "comm", "wait", "delay"};
     static const char *const colour[4] = {"#0072B2", "#E69F00", "#D55E00", "#999999"};
+    static const char *const ink[4] = {"white", "black", "white", "black"}; /* labels on them */
     begin(f, title);
     y_axis(f, 0, 1, 0.2, 100, " %", "share of the ranks' time");
     double slot = (double)(RIGHT - LEFT) / (n > 0 ? n : 1), bw = fmin(90, slot * 0.6);
@@ -167,8 +168,8 @@ void cli_svg_split(FILE *f, const cli_series *s, int n, const char *title) {
                     "<title>%s %.1f %%</title></rect>\n", cx - bw / 2, y1, bw, y0 - y1,
                     colour[k], part[k], v * 100);
             if (y0 - y1 >= 16)
-                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">"
-                        "%.0f %%</text>\n", cx, (y0 + y1) / 2 + 4, v * 100);
+                fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">"
+                        "%.0f %%</text>\n", cx, (y0 + y1) / 2 + 4, ink[k], v * 100);
             base += v;
         }
     }
