@@ -366,10 +366,10 @@ static void fmt_bytes(char *dst, size_t n, double b) {
     snprintf(dst, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
 }
 
-/* Seconds with 3 significant digits, never in e-notation. */
-static void fmt_secs(char *dst, size_t n, double v) {
-    snprintf(dst, n, fabs(v) >= 100 ? "%.0f" : fabs(v) >= 10 ? "%.1f" : fabs(v) >= 1 || v == 0
-             ? "%.2f" : "%.3f", v);
+/* Seconds v with the decimals that give `ref` (the mean) 3 significant digits; no e-notation. */
+static void fmt_secs(char *dst, size_t n, double v, double ref) {
+    ref = fabs(ref);
+    snprintf(dst, n, "%.*f", ref >= 100 ? 0 : ref >= 10 ? 1 : ref >= 1 || ref == 0 ? 2 : 3, v);
 }
 
 /* One table cell: the mean (± the spread with values of several seeds), "-" without a value;
@@ -386,8 +386,8 @@ static void cell(char *dst, size_t n, int fig, agg a, int seeds) {
         fmt_bytes(m, sizeof m, a.mean);
         fmt_bytes(s, sizeof s, a.spread);
     } else if (fig == F_EPOCH || fig == F_TARGET) {
-        fmt_secs(m, sizeof m, a.mean);
-        fmt_secs(s, sizeof s, a.spread);
+        fmt_secs(m, sizeof m, a.mean, a.mean);
+        fmt_secs(s, sizeof s, a.spread, a.mean);
     } else {
         snprintf(m, sizeof m, fmt[fig], a.mean * scale);
         snprintf(s, sizeof s, fmt[fig], a.spread * scale);
