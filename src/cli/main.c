@@ -1,15 +1,15 @@
 /* hetrain: the command line. Parses "hetrain <command> [options]", builds the configuration
  * (defaults < checkpoint's stored configuration for eval / export / --resume < --config FILE <
- * the command line) and runs the command. Only this file and commands.c print to stderr and
- * choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on stderr, nothing
- * on stdout).
+ * the command line) and runs the command. Only this file, commands.c and compare.c print to
+ * stderr and choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on
+ * stderr, nothing on stdout).
  *
  * MPI: `mpirun -np P hetrain train ...` (or srun) runs P ranks of the same command; hetrain
- * never launches processes itself. Every rank parses the same arguments; the outcome is agreed
- * on (het_comm_agree) before any other collective, so a usage error exits 2 on every rank with
- * one message from rank 0, and a rank that cannot read a file (a config file or a checkpoint
- * present on one node only) stops all ranks instead of leaving them in a collective. Output
- * comes from rank 0 only.
+ * never launches processes itself (only `hetrain compare` does, below). Every rank parses the
+ * same arguments; the outcome is agreed on (het_comm_agree) before any other collective, so a
+ * usage error exits 2 on every rank with one message from rank 0, and a rank that cannot read a
+ * file (a config file or a checkpoint present on one node only) stops all ranks instead of
+ * leaving them in a collective. Output comes from rank 0 only.
  *
  * `hetrain compare` is the exception: it launches `mpirun ... hetrain train` itself, once per
  * strategy and seed (compare.c), so it runs without MPI and refuses to run under a launcher. */
