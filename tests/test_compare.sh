@@ -125,7 +125,7 @@ bad() { # bad "EXPECTED IN STDERR" [CONTENT-OF-allreduce-1.jsonl: none without]
 bad "known/allreduce-seed1.jsonl:2: column 27: expected a string" "$(ep 1 0.5 1 1)
 {\"type\":\"epoch\",\"epoch\":2,}
 "
-bad "allreduce-seed1.jsonl:1: column .*: 1 values in the array before this, expected 2" \
+bad "allreduce-seed1.jsonl:1: column .*: an array of 1 value ends here, expected 2" \
     '{"type":"epoch","epoch":1,"test_acc":1,"samples_per_s":1,"elapsed_s":1,"compute_s":[1]}
 '
 bad "allreduce-seed1.jsonl:1: column .*: expected a number or null" \

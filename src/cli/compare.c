@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <math.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,9 +73,18 @@ void cli_compare_help(void) {
     printf("  the options of train below are passed to every run\n");
 }
 
-static int usage(const char *fmt, const char *a, const char *b) {
+/* Records the usage error "hetrain compare: ..." and returns CLI_USAGE. */
+static int usage(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static int usage(const char *fmt, ...) {
     char msg[768];
-    snprintf(msg, sizeof msg, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     het_error_set(HET_EINVAL, "hetrain compare: %s", msg);
     return CLI_USAGE;
 }
@@ -90,7 +100,7 @@ static int parse_int(const char *key, const char *v, int lo, int hi, int *out) {
 }
 
 static int set_text(const char *key, const char *v, char *dst, size_t n) {
-    if (!*v) return usage("--%s: empty value%s", key, "");
+    if (!*v) return usage("--%s: empty value", key);
     if (strlen(v) >= n) return usage("--%s: '%s' is too long", key, v);
     snprintf(dst, n, "%s", v);
     return CLI_OK;
@@ -112,7 +122,7 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
         }
         const char *v = eq ? eq + 1 : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
                                            ? argv[++i] : NULL;
-        if (!v) return usage("--%s: missing value%s", own[k], "");
+        if (!v) return usage("--%s: missing value", own[k]);
         int st = CLI_OK;
         switch (k) {
         case 0: st = set_text(own[k], v, g_opt.strategies, sizeof g_opt.strategies); break;
@@ -168,7 +178,7 @@ static int choose_strategies(plan *p) {
             if (why) printf("compare: skipping %s: it %s\n", *n, why);
             else p->strat[p->n_strat++] = *n;
         }
-        return p->n_strat ? CLI_OK : usage("no strategy can run with these options%s%s", "", "");
+        return p->n_strat ? CLI_OK : usage("no strategy can run with these options");
     }
     snprintf(list, sizeof list, "%s", g_opt.strategies);
     for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
@@ -181,13 +191,13 @@ static int choose_strategies(plan *p) {
             return usage("--strategies: unknown strategy '%s', expected some of: %s", s, known);
         }
         for (int i = 0; i < p->n_strat; i++)
-            if (p->strat[i] == ops->name) return usage("--strategies: %s is named twice%s", s, "");
-        if (p->n_strat == CMP_MAX_STRAT) return usage("--strategies: too many%s%s", "", "");
+            if (p->strat[i] == ops->name) return usage("--strategies: %s is named twice", s);
+        if (p->n_strat == CMP_MAX_STRAT) return usage("--strategies: too many");
         const char *why = unmet(p, ops->name);
         if (why) return usage("--strategies: %s %s", ops->name, why);
         p->strat[p->n_strat++] = ops->name;
     }
-    return p->n_strat ? CLI_OK : usage("--strategies: no strategy named%s%s", "", "");
+    return p->n_strat ? CLI_OK : usage("--strategies: no strategy named");
 }
 
 static int make_plan(plan *p, const het_train_config *c) {
@@ -197,14 +207,12 @@ static int make_plan(plan *p, const het_train_config *c) {
     for (int i = 0; i < 3; i++)
         if (getenv(env[i]))
             return usage("run compare directly, not under mpirun or srun: it launches its own "
-                         "runs (see --launcher)%s%s", "", "");
+                         "runs (see --launcher)");
     int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
     p->ranks = g_opt.ranks ? g_opt.ranks : nf > 0 ? nf : 2;
     if (nf > 0 && nf != p->ranks) {
-        char a[32], b[32];
-        snprintf(a, sizeof a, "%d", nf);
-        snprintf(b, sizeof b, "%d", p->ranks);
-        return usage("--slowdown: %s factors for --ranks %s, expected one per rank", a, b);
+        return usage("--slowdown: %d factors for --ranks %d, expected one per rank", nf,
+                     p->ranks);
     }
     snprintf(p->np, sizeof p->np, "%d", p->ranks);
     int st = choose_strategies(p);
@@ -213,10 +221,10 @@ static int make_plan(plan *p, const het_train_config *c) {
     snprintf(p->launcher, sizeof p->launcher, "%s", l && *l ? l : CMP_DEFAULT_LAUNCHER);
     for (char *save = NULL, *w = strtok_r(p->launcher, " \t", &save); w;
          w = strtok_r(NULL, " \t", &save)) {
-        if (p->n_words == CMP_MAX_WORDS - 1) return usage("--launcher: too many words%s%s", "", "");
+        if (p->n_words == CMP_MAX_WORDS - 1) return usage("--launcher: too many words");
         p->words[p->n_words++] = w;
     }
-    if (!p->n_words) return usage("--launcher: empty%s%s", "", "");
+    if (!p->n_words) return usage("--launcher: empty");
     ssize_t n = readlink("/proc/self/exe", p->self, sizeof p->self - 1);
     if (n <= 0) return het_error_set(HET_EIO, "hetrain compare: cannot find this program "
                                      "(/proc/self/exe): %s", strerror(errno));

@@ -164,8 +164,8 @@ static int num_array(jr *j, int want, double *sum) {
         }
     if (n != want) {
         char msg[96];
-        snprintf(msg, sizeof msg, "%d values in the array before this, expected %d (one per rank)",
-                 n, want);
+        snprintf(msg, sizeof msg, "an array of %d value%s ends here, expected %d (one per rank)",
+                 n, n == 1 ? "" : "s", want);
         return fail(j, msg);
     }
     return 0;
