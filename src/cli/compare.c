@@ -41,10 +41,7 @@ extern char **environ;
  * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
  * named in --strategies is a usage error; one chosen by default is skipped with a note. */
 enum { NEEDS_EQUAL_NODES = 1 }; /* --ranks-per-node G > 0 that divides the ranks into >= 2 */
-static const struct {
-    const char *name;
-    int needs;
-} strategy_needs[] = {
+static const struct { const char *name; int needs; } strategy_needs[] = {
     {"daso", NEEDS_EQUAL_NODES},
 };
 
@@ -74,11 +71,7 @@ void cli_compare_help(void) {
 }
 
 /* Records the usage error "hetrain compare: ..." and returns CLI_USAGE. */
-static int usage(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage(const char *fmt, ...) {
     char msg[768];
     va_list ap;
@@ -210,10 +203,9 @@ static int make_plan(plan *p, const het_train_config *c) {
                          "runs (see --launcher)");
     int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
     p->ranks = g_opt.ranks ? g_opt.ranks : nf > 0 ? nf : 2;
-    if (nf > 0 && nf != p->ranks) {
+    if (nf > 0 && nf != p->ranks)
         return usage("--slowdown: %d factors for --ranks %d, expected one per rank", nf,
                      p->ranks);
-    }
     snprintf(p->np, sizeof p->np, "%d", p->ranks);
     int st = choose_strategies(p);
     if (st) return st;
@@ -299,13 +291,8 @@ static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t
     char cmd[4096], why[600] = "", tail[320];
     shell_line(cmd, sizeof cmd, argv);
     int status = 0;
-    if (!e) {
-        while (waitpid(pid, &status, 0) < 0)
-            if (errno != EINTR) {
-                e = errno;
-                break;
-            }
-    }
+    while (!e && waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) e = errno;
     if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
@@ -573,13 +560,12 @@ int cli_compare(const het_train_config *c) {
     for (int i = 0; !st && i < n_runs; i++) {
         const char *s = p.strat[i / K];
         uint64_t seed = c->seed + (uint64_t)(i % K);
-        char seedbuf[24], base[64], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
+        char seedbuf[24], name[80], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
         snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)seed);
-        snprintf(base, sizeof base, "%s-seed%s", s, seedbuf);
-        join(metrics, sizeof metrics, g_opt.out, base);
-        join(log, sizeof log, g_opt.out, base);
-        strcat(metrics, ".jsonl");
-        strcat(log, ".log");
+        snprintf(name, sizeof name, "%s-seed%s.jsonl", s, seedbuf);
+        join(metrics, sizeof metrics, g_opt.out, name);
+        snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
+        join(log, sizeof log, g_opt.out, name);
         int n = 0;
         for (int w = 0; w < p.n_words; w++) argv[n++] = p.words[w];
         argv[n++] = "-np";
