@@ -147,6 +147,7 @@ typedef struct plan {
     const char *strat[CMP_MAX_STRAT];
     char *words[CMP_MAX_WORDS]; /* the launcher, split at spaces */
     char launcher[512], self[PATH_MAX], np[16];
+    char skipped[512]; /* a note on the strategies left out by default, "" for none */
 } plan;
 
 static int needs_of(const char *name) {
@@ -168,7 +169,9 @@ static int choose_strategies(plan *p) {
     if (!g_opt.strategies[0]) {
         for (const char *const *n = het_strategy_names(); *n && p->n_strat < CMP_MAX_STRAT; n++) {
             const char *why = unmet(p, *n);
-            if (why) printf("compare: skipping %s: it %s\n", *n, why);
+            size_t len = strlen(p->skipped);
+            if (why) snprintf(p->skipped + len, sizeof p->skipped - len, "compare: skipping "
+                              "%s: it %s\n", *n, why);
             else p->strat[p->n_strat++] = *n;
         }
         return p->n_strat ? CLI_OK : usage("no strategy can run with these options");
@@ -535,14 +538,10 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
 
 int cli_compare(const het_train_config *c) {
     plan p;
-    int st = make_plan(&p, c);
-    if (st == CLI_USAGE) {
-        fprintf(stderr, "%s\n", het_error_msg());
-        return CLI_USAGE;
-    }
+    int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
     if (st || (st = make_dirs(g_opt.out))) {
         fprintf(stderr, "%s\n", het_error_msg());
-        return CLI_FAIL;
+        return st == CLI_USAGE ? CLI_USAGE : CLI_FAIL;
     }
     char path[HET_PATH_LEN];
     for (int i = 0; i < 4; i++) {
@@ -555,8 +554,8 @@ int cli_compare(const het_train_config *c) {
     cli_jsonl_run *runs = calloc((size_t)n_runs, sizeof *runs);
     char **argv = calloc((size_t)(p.n_words + g_opt.n_rest + 16), sizeof *argv);
     if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
-    printf("compare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.n_strat,
-           p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
+    printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
+           p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
     for (int i = 0; !st && i < n_runs; i++) {
         const char *s = p.strat[i / K];
         uint64_t seed = c->seed + (uint64_t)(i % K);
