@@ -59,11 +59,13 @@ typedef struct cli_series {
 
 /* Writes to f an SVG document of test accuracy against wall time: one polyline per series
  * (markers at its points), a dashed line at `target` if it is in (0, 1], axes with ticks, a
- * legend and the title (text is escaped). The caller checks f for write errors. */
-void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target, const char *title);
+ * legend, a title and the subtitle (what was run; text is escaped). The caller checks f for
+ * write errors. */
+void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
+                      const char *subtitle);
 /* Writes to f an SVG document of stacked bars, one per series: its compute / comm / wait /
  * delay shares of rank time (a series without shares gets a note instead of a bar). */
-void cli_svg_split(FILE *f, const cli_series *s, int n, const char *title);
+void cli_svg_split(FILE *f, const cli_series *s, int n, const char *subtitle);
 
 /* Prints "hetrain: <het_error_msg()>" on stderr (rank 0) and returns CLI_FAIL. */
 int cli_fail(void);

@@ -439,7 +439,6 @@ typedef struct report {
 
 static void write_output(FILE *f, int which, const report *r) {
     const plan *p = r->p;
-    char t[600];
     switch (which) {
     case 0:
         fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
@@ -455,13 +454,8 @@ static void write_output(FILE *f, int which, const report *r) {
                 : "", r->runs);
         break;
     case 1: write_csv(f, p, r->a); break;
-    case 2:
-        snprintf(t, sizeof t, "Test accuracy against wall time: %s", r->title);
-        cli_svg_accuracy(f, r->series, p->n_strat, g_opt.target, t);
-        break;
-    default:
-        snprintf(t, sizeof t, "Time split of the ranks: %s", r->title);
-        cli_svg_split(f, r->series, p->n_strat, t);
+    case 2: cli_svg_accuracy(f, r->series, p->n_strat, g_opt.target, r->title); break;
+    default: cli_svg_split(f, r->series, p->n_strat, r->title);
     }
 }
 

@@ -30,16 +30,22 @@ static void text(FILE *f, const char *s) {
         }
 }
 
-static void begin(FILE *f, const char *title) {
+/* The document, its title (bold) and under it the subtitle (what was run). */
+static void begin(FILE *f, const char *title, const char *subtitle) {
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
             "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"13\">\n"
             "<title>", W, H, W, H);
     text(f, title);
+    fputs(": ", f);
+    text(f, subtitle);
     fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
-            "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"15\" "
+            "<text x=\"%d\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" "
             "font-weight=\"bold\">", W, H, W / 2);
     text(f, title);
+    fprintf(f, "</text>\n<text x=\"%d\" y=\"41\" text-anchor=\"middle\" font-size=\"12\" "
+            "fill=\"#444444\">", W / 2);
+    text(f, subtitle);
     fputs("</text>\n", f);
 }
 
@@ -90,7 +96,8 @@ static void legend_entry(FILE *f, int i, const char *colour, int swatch_line, co
     fputs("</text>\n", f);
 }
 
-void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target, const char *title) {
+void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
+                      const char *subtitle) {
     double xmax = 0, ylo = INFINITY, yhi = -INFINITY;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < s[i].n; k++) {
@@ -105,7 +112,7 @@ void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target, const 
     ylo = fmax(0, floor(ylo / ys + 1e-9) * ys);
     yhi = fmin(ceil(yhi / ys - 1e-9) * ys, ceil(1 / ys - 1e-9) * ys);
     double xhi = ceil((xmax > 0 ? xmax : 1) / xs - 1e-9) * xs;
-    begin(f, title);
+    begin(f, "Test accuracy against wall time", subtitle);
     y_axis(f, ylo, yhi, ys, 1, "", "test accuracy");
     int d = decimals(xs);
     for (double v = 0; v <= xhi + xs * 1e-6; v += xs) {
@@ -143,11 +150,11 @@ void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target, const 
     fputs("</svg>\n", f);
 }
 
-void cli_svg_split(FILE *f, const cli_series *s, int n, const char *title) {
+void cli_svg_split(FILE *f, const cli_series *s, int n, const char *subtitle) {
     static const char *const part[4] = {"compute", "comm", "wait", "delay"};
     static const char *const colour[4] = {"#0072B2", "#E69F00", "#D55E00", "#999999"};
     static const char *const ink[4] = {"white", "black", "white", "black"}; /* labels on them */
-    begin(f, title);
+    begin(f, "Time split of the ranks", subtitle);
     y_axis(f, 0, 1, 0.2, 100, " %", "share of the ranks' time");
     double slot = (double)(RIGHT - LEFT) / (n > 0 ? n : 1), bw = fmin(90, slot * 0.6);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", LEFT,
