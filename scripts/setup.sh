@@ -3,7 +3,7 @@
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
-      dataset-fashion-mnist)
+      dataset-fashion-mnist libxml2-utils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

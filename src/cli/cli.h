@@ -1,6 +1,9 @@
-/* The hetrain command: shared declarations of main.c (parsing) and commands.c. */
+/* The hetrain command: shared declarations of main.c (parsing), commands.c, compare.c (runs of
+ * several strategies and their tables) and svg.c (its plots). */
 #ifndef HET_CLI_H
 #define HET_CLI_H
+
+#include <stdio.h>
 
 #include <hetrain.h>
 
@@ -12,6 +15,57 @@ int cli_eval(const het_train_config *c);
 int cli_info(const het_train_config *c);
 int cli_export(const het_train_config *c);
 int cli_calibrate(const het_train_config *c);
+
+/* hetrain compare (compare.c): runs `train` once per strategy and seed under an MPI launcher,
+ * reads the metrics back and writes tables and plots. It runs without MPI itself.
+ * cli_compare_options takes compare's own options (--strategies, --ranks, --seeds,
+ * --target-acc, --out, --launcher) out of argv[0..argc), keeps the rest in order at the front
+ * (*n_rest of them: train's options, forwarded to every run) and remembers both for
+ * cli_compare; CLI_USAGE with the message recorded on a bad value. */
+int cli_compare_options(int argc, char **argv, int *n_rest);
+void cli_compare_help(void);
+int cli_compare(const het_train_config *c);
+
+/* The metrics of one run as compare reads them back (jsonl.c). */
+typedef struct cli_jsonl_epoch {
+    double test_acc;      /* NaN where the file has null */
+    double samples_per_s, elapsed_s;
+    double t[4];          /* compute_s, comm_s, wait_s, delay_s summed over ranks; NaN: absent
+                             (a run of one rank) */
+    double bytes[2];      /* bytes_node, bytes_cross summed over ranks; NaN: absent */
+} cli_jsonl_epoch;
+typedef struct cli_jsonl_run {
+    int ranks, n_epochs;
+    cli_jsonl_epoch *epochs; /* epochs 1..n_epochs in order; owned (cli_jsonl_free) */
+    char command[4096];      /* not read: the caller's record of how the run was launched */
+} cli_jsonl_run;
+
+/* Reads the --metrics file of a finished run of `ranks` ranks that trained `epochs` epochs:
+ * strict JSON, one object per line; "epoch" objects must number 1..epochs in order and their
+ * per-rank arrays hold `ranks` numbers; other types (step) are skipped. Any other content is an
+ * error: HET_EIO with the one line "hetrain compare: FILE:LINE: column C: what" recorded. */
+int cli_jsonl_read(cli_jsonl_run *r, const char *path, int ranks, int epochs);
+void cli_jsonl_free(cli_jsonl_run *r);
+
+/* One strategy's curve and time split, mean over seeds, for the plots of svg.c. */
+typedef struct cli_series {
+    const char *name;  /* the strategy */
+    int n;             /* points: one per epoch */
+    const double *x;   /* wall time since the start of training (elapsed_s), seconds */
+    const double *y;   /* test accuracy, in [0, 1] */
+    double share[4];   /* shares of rank time: compute, comm, wait, delay; share[0] < 0: none
+                          (a run of one rank has no split) */
+} cli_series;
+
+/* Writes to f an SVG document of test accuracy against wall time: one polyline per series
+ * (markers at its points), a dashed line at `target` if it is in (0, 1], axes with ticks, a
+ * legend, a title and the subtitle (what was run; text is escaped). The caller checks f for
+ * write errors. */
+void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
+                      const char *subtitle);
+/* Writes to f an SVG document of stacked bars, one per series: its compute / comm / wait /
+ * delay shares of rank time (a series without shares gets a note instead of a bar). */
+void cli_svg_split(FILE *f, const cli_series *s, int n, const char *subtitle);
 
 /* Prints "hetrain: <het_error_msg()>" on stderr (rank 0) and returns CLI_FAIL. */
 int cli_fail(void);

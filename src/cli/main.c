@@ -1,15 +1,18 @@
 /* hetrain: the command line. Parses "hetrain <command> [options]", builds the configuration
  * (defaults < checkpoint's stored configuration for eval / export / --resume < --config FILE <
- * the command line) and runs the command. Only this file and commands.c print to stderr and
- * choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on stderr, nothing
- * on stdout).
+ * the command line) and runs the command. Only this file, commands.c and compare.c print to
+ * stderr and choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on
+ * stderr, nothing on stdout).
  *
  * MPI: `mpirun -np P hetrain train ...` (or srun) runs P ranks of the same command; hetrain
- * never launches processes itself. Every rank parses the same arguments; the outcome is agreed
- * on (het_comm_agree) before any other collective, so a usage error exits 2 on every rank with
- * one message from rank 0, and a rank that cannot read a file (a config file or a checkpoint
- * present on one node only) stops all ranks instead of leaving them in a collective. Output
- * comes from rank 0 only. */
+ * never launches processes itself (only `hetrain compare` does, below). Every rank parses the
+ * same arguments; the outcome is agreed on (het_comm_agree) before any other collective, so a
+ * usage error exits 2 on every rank with one message from rank 0, and a rank that cannot read a
+ * file (a config file or a checkpoint present on one node only) stops all ranks instead of
+ * leaving them in a collective. Output comes from rank 0 only.
+ *
+ * `hetrain compare` is the exception: it launches `mpirun ... hetrain train` itself, once per
+ * strategy and seed (compare.c), so it runs without MPI and refuses to run under a launcher. */
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +30,10 @@ typedef struct command {
     int (*run)(const het_train_config *c);
     const char *summary;
     const char *const *keys; /* options it takes on the command line; NULL: all */
+    /* A command with options of its own (not config keys), which runs without MPI: takes them
+     * out of argv before the rest is parsed (cli_compare_options); NULL: none. */
+    int (*own_options)(int argc, char **argv, int *n_rest);
+    void (*own_help)(void); /* prints its own options for --help */
 } command;
 
 static const char *const eval_keys[] = {"model", "data", "data-dir", "batch", "threads",
@@ -39,15 +46,29 @@ static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch
                                              "train-limit", "test-limit", "seed", "progress",
                                              "out", "quiet", NULL};
 
+/* compare forwards these to every `train` run; it sets --strategy, --seed, --metrics and
+ * --progress itself. A strategy's own options join this list with the strategy. */
+static const char *const compare_keys[] = {
+    "model", "data", "data-dir", "epochs", "batch", "lr", "schedule", "warmup-epochs",
+    "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
+    "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
+    "test-limit", "ranks-per-node", "bucket-mb", "slowdown", "slowdown-at", "net-bw", "net-lat",
+    "speeds", "speeds-file", "calibrate-steps", "batching", "weighting", "rebalance",
+    "rebalance-threshold", "rebalance-steps", NULL};
+
 static const command commands[] = {
-    {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL},
-    {"eval", cli_eval, "evaluate a checkpoint on the test set (needs --checkpoint)", eval_keys},
+    {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,
+     NULL},
+    {"eval", cli_eval, "evaluate a checkpoint on the test set (needs --checkpoint)", eval_keys,
+     NULL, NULL},
     {"info", cli_info, "describe a model (layers, shapes, parameters, FLOPs) and a dataset",
-     info_keys},
+     info_keys, NULL, NULL},
     {"export", cli_export, "write a checkpoint's weights as safetensors (needs --checkpoint "
-     "and --export-safetensors)", export_keys},
+     "and --export-safetensors)", export_keys, NULL, NULL},
     {"calibrate", cli_calibrate, "measure every rank's training speed (for hgc's "
-     "--speeds-file: --out FILE)", calibrate_keys},
+     "--speeds-file: --out FILE)", calibrate_keys, NULL, NULL},
+    {"compare", cli_compare, "train with each strategy under mpirun (and seeds), then tables "
+     "and plots of the runs (--out DIR)", compare_keys, cli_compare_options, cli_compare_help},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -92,7 +113,7 @@ static void print_main_help(void) {
            "usage: hetrain <command> [options]     (hetrain <command> --help for its options)\n\n"
            "commands:\n", HET_VERSION);
     for (int i = 0; i < N_COMMANDS; i++)
-        printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+        printf("  %-9s %s\n", commands[i].name, commands[i].summary);
     printf("\nexample:\n  hetrain train --model lenet5 --data fashion-mnist --epochs 5 "
            "--metrics run.jsonl --checkpoint run.ckpt\n\n"
            "exit status: 0 success, 1 runtime failure (data, files, divergence), 2 usage "
@@ -108,6 +129,7 @@ static int allowed(const command *cmd, const char *key) {
 
 static void print_command_help(const command *cmd) {
     printf("usage: hetrain %s [options]\n%s\n\noptions:\n", cmd->name, cmd->summary);
+    if (cmd->own_help) cmd->own_help();
     het_train_config d = het_train_config_defaults();
     size_t len = het_train_config_format(&d, 1, NULL, 0);
     char *defs = malloc(len + 2); /* "\nkey = value\n..." */
@@ -219,7 +241,8 @@ static int apply(const command *cmd, het_train_config *c, const char *config_fil
 static int parse_cli(int argc, char **argv, het_train_config *out, const command **cmd_out) {
     *cmd_out = NULL;
     if (argc < 2) {
-        usage_error(NULL, "missing command: train, eval, info or export (see hetrain --help)");
+        usage_error(NULL, "missing command: train, eval, info, export, calibrate or compare (see "
+                    "hetrain --help)");
         return CLI_USAGE;
     }
     const char *name = argv[1];
@@ -242,14 +265,16 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) cmd = &commands[i];
     if (!cmd) {
-        usage_error(NULL, "unknown command '%s' (expected train, eval, info or export; see "
-                    "hetrain --help)", name);
+        usage_error(NULL, "unknown command '%s' (expected train, eval, info, export, calibrate "
+                    "or compare; see hetrain --help)", name);
         return CLI_USAGE;
     }
     pair pairs[MAX_PAIRS];
     int n_pairs = 0;
     const char *config_file = NULL;
-    int pr = parse_args(cmd, argc - 2, argv + 2, pairs, &n_pairs, &config_file);
+    int n_args = argc - 2;
+    if (cmd->own_options && cmd->own_options(argc - 2, argv + 2, &n_args)) return CLI_USAGE;
+    int pr = parse_args(cmd, n_args, argv + 2, pairs, &n_pairs, &config_file);
     if (pr < 0) return CLI_USAGE;
     if (pr > 0) {
         if (g_rank == 0) print_command_help(cmd);
@@ -321,6 +346,12 @@ static int run_cli(int argc, char **argv) {
 int main(int argc, char **argv) {
     int size = 1, provided = MPI_THREAD_SINGLE; /* het_comm_create checks the level */
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
+    for (int i = 0; argc > 1 && i < N_COMMANDS; i++)
+        if (commands[i].own_options && strcmp(argv[1], commands[i].name) == 0) {
+            int rc = run_cli(argc, argv); /* without MPI: it launches MPI runs itself */
+            fflush(stdout);
+            return rc;
+        }
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "hetrain: MPI_Init_thread failed\n");
         return CLI_FAIL;

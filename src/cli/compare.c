@@ -1,0 +1,593 @@
+/* hetrain compare: the strategies side by side on one (emulated) cluster.
+ *
+ * DESIGN. compare trains nothing itself. For each strategy S and seed K it launches
+ *     LAUNCHER -np P <this hetrain> train <the common options> --strategy S --seed K
+ *              --metrics OUT/S-seedK.jsonl --progress off        (output: OUT/S-seedK.log)
+ * one run at a time (side by side they would slow each other down and distort the times they
+ * measure) and waits for it; the first run that fails stops the comparison with one line naming
+ * the strategy and the command. Only when every run succeeded are the metrics read back (a
+ * strict reader of the JSON hetrain writes: one object per line, jsonl.c's grammar is JSON's)
+ * and OUT/compare.md, OUT/compare.csv, OUT/accuracy.svg and OUT/split.svg written, each to a
+ * temporary file renamed into place; those of an earlier comparison are removed first, so a
+ * failed comparison leaves no table behind. The JSONL and the logs stay beside them.
+ * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces and
+ * followed by "-np P". Strategies: --strategies, else every registered strategy whose needs
+ * (strategy_needs) the options meet. Seeds: --seed, --seed + 1, ... (--seeds N of them).
+ * compare runs without MPI (main.c) and refuses to run under a launcher. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "hetero/hetero.h"
+#include "strategy/strategy.h"
+
+extern char **environ;
+
+#define CMP_MAX_STRAT 16
+#define CMP_MAX_WORDS 32
+#define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
+
+/* What a strategy needs of the common options beyond what `train` checks. A strategy that is
+ * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
+ * named in --strategies is a usage error; one chosen by default is skipped with a note. */
+enum { NEEDS_EQUAL_NODES = 1 }; /* --ranks-per-node G > 0 that divides the ranks into >= 2 */
+static const struct { const char *name; int needs; } strategy_needs[] = {
+    {"daso", NEEDS_EQUAL_NODES},
+};
+
+static struct {
+    char strategies[256]; /* "" = every registered one */
+    int ranks;            /* 0 = one per --slowdown factor, else 2 */
+    int seeds;
+    double target;
+    char out[HET_PATH_LEN - 128];
+    char launcher[512];   /* "" = $HET_MPIEXEC or CMP_DEFAULT_LAUNCHER */
+    char **rest;          /* the options forwarded to train */
+    int n_rest;
+} g_opt = {"", 0, 1, 0.8, "compare", "", NULL, 0};
+
+void cli_compare_help(void) {
+    static const char *const h[][2] = {
+        {"--strategies LIST", "strategies to run, e.g. allreduce,hgc (default: all)"},
+        {"--ranks N", "MPI ranks of every run (default: one per --slowdown factor, else 2)"},
+        {"--seeds N", "runs per strategy, seeds --seed.. --seed+N-1 (default 1)"},
+        {"--target-acc X", "the test accuracy whose time is reported (default 0.8)"},
+        {"--out DIR", "where the runs' metrics, logs, tables and plots go (default compare)"},
+        {"--launcher CMD", "MPI launcher, '-np N' follows (default $HET_MPIEXEC or "
+                           CMP_DEFAULT_LAUNCHER ")"},
+    };
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) printf("  %-26s %s\n", h[i][0], h[i][1]);
+    printf("  the options of train below are passed to every run\n");
+}
+
+/* Records the usage error "hetrain compare: ..." and returns CLI_USAGE. */
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    het_error_set(HET_EINVAL, "hetrain compare: %s", msg);
+    return CLI_USAGE;
+}
+
+static int parse_int(const char *key, const char *v, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno) return usage("--%s: '%s' is not an integer", key, v);
+    if (x < lo || x > hi) return usage("--%s: %s is out of range", key, v);
+    *out = (int)x;
+    return CLI_OK;
+}
+
+static int set_text(const char *key, const char *v, char *dst, size_t n) {
+    if (!*v) return usage("--%s: empty value", key);
+    if (strlen(v) >= n) return usage("--%s: '%s' is too long", key, v);
+    snprintf(dst, n, "%s", v);
+    return CLI_OK;
+}
+
+int cli_compare_options(int argc, char **argv, int *n_rest) {
+    static const char *const own[] = {"strategies", "ranks", "seeds", "target-acc", "out",
+                                      "launcher"};
+    int kept = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        int k = -1;
+        size_t kn = eq ? (size_t)(eq - a - 2) : strlen(a) - 2;
+        for (int j = 0; strncmp(a, "--", 2) == 0 && j < 6; j++)
+            if (strlen(own[j]) == kn && strncmp(a + 2, own[j], kn) == 0) k = j;
+        if (k < 0) {
+            argv[kept++] = argv[i];
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+                                           ? argv[++i] : NULL;
+        if (!v) return usage("--%s: missing value", own[k]);
+        int st = CLI_OK;
+        switch (k) {
+        case 0: st = set_text(own[k], v, g_opt.strategies, sizeof g_opt.strategies); break;
+        case 1: st = parse_int(own[k], v, 1, 4096, &g_opt.ranks); break;
+        case 2: st = parse_int(own[k], v, 1, 1000, &g_opt.seeds); break;
+        case 3: {
+            char *end;
+            g_opt.target = strtod(v, &end);
+            if (end == v || *end || !(g_opt.target > 0 && g_opt.target <= 1))
+                st = usage("--%s: '%s' is not a number in (0, 1]", own[k], v);
+            break;
+        }
+        case 4: st = set_text(own[k], v, g_opt.out, sizeof g_opt.out); break;
+        default: st = set_text(own[k], v, g_opt.launcher, sizeof g_opt.launcher); break;
+        }
+        if (st) return st;
+    }
+    g_opt.rest = argv;
+    g_opt.n_rest = kept;
+    *n_rest = kept;
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ the plan and the runs */
+
+typedef struct plan {
+    const het_train_config *c;
+    int ranks, n_strat, n_words;
+    const char *strat[CMP_MAX_STRAT];
+    char *words[CMP_MAX_WORDS]; /* the launcher, split at spaces */
+    char launcher[512], self[PATH_MAX], np[16];
+    char skipped[512]; /* a note on the strategies left out by default, "" for none */
+} plan;
+
+static int needs_of(const char *name) {
+    for (size_t i = 0; i < sizeof strategy_needs / sizeof strategy_needs[0]; i++)
+        if (strcmp(strategy_needs[i].name, name) == 0) return strategy_needs[i].needs;
+    return 0;
+}
+
+/* Why `name` cannot run with these options (a static string), or NULL. */
+static const char *unmet(const plan *p, const char *name) {
+    int g = p->c->ranks_per_node;
+    if ((needs_of(name) & NEEDS_EQUAL_NODES) && (g <= 0 || p->ranks % g || p->ranks / g < 2))
+        return "needs --ranks-per-node G dividing --ranks into 2 or more equal nodes";
+    return NULL;
+}
+
+static int choose_strategies(plan *p) {
+    char list[256];
+    if (!g_opt.strategies[0]) {
+        for (const char *const *n = het_strategy_names(); *n && p->n_strat < CMP_MAX_STRAT; n++) {
+            const char *why = unmet(p, *n);
+            size_t len = strlen(p->skipped);
+            if (why) snprintf(p->skipped + len, sizeof p->skipped - len, "compare: skipping "
+                              "%s: it %s\n", *n, why);
+            else p->strat[p->n_strat++] = *n;
+        }
+        return p->n_strat ? CLI_OK : usage("no strategy can run with these options");
+    }
+    snprintf(list, sizeof list, "%s", g_opt.strategies);
+    for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        const het_strategy_ops *ops = het_strategy_find(s);
+        if (!ops) {
+            char known[256] = "";
+            for (const char *const *n = het_strategy_names(); *n; n++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                         known[0] ? ", " : "", *n);
+            return usage("--strategies: unknown strategy '%s', expected some of: %s", s, known);
+        }
+        for (int i = 0; i < p->n_strat; i++)
+            if (p->strat[i] == ops->name) return usage("--strategies: %s is named twice", s);
+        if (p->n_strat == CMP_MAX_STRAT) return usage("--strategies: too many");
+        const char *why = unmet(p, ops->name);
+        if (why) return usage("--strategies: %s %s", ops->name, why);
+        p->strat[p->n_strat++] = ops->name;
+    }
+    return p->n_strat ? CLI_OK : usage("--strategies: no strategy named");
+}
+
+static int make_plan(plan *p, const het_train_config *c) {
+    memset(p, 0, sizeof *p);
+    p->c = c;
+    const char *env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+    for (int i = 0; i < 3; i++)
+        if (getenv(env[i]))
+            return usage("run compare directly, not under mpirun or srun: it launches its own "
+                         "runs (see --launcher)");
+    int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
+    p->ranks = g_opt.ranks ? g_opt.ranks : nf > 0 ? nf : 2;
+    if (nf > 0 && nf != p->ranks)
+        return usage("--slowdown: %d factors for --ranks %d, expected one per rank", nf,
+                     p->ranks);
+    snprintf(p->np, sizeof p->np, "%d", p->ranks);
+    int st = choose_strategies(p);
+    if (st) return st;
+    const char *l = g_opt.launcher[0] ? g_opt.launcher : getenv("HET_MPIEXEC");
+    snprintf(p->launcher, sizeof p->launcher, "%s", l && *l ? l : CMP_DEFAULT_LAUNCHER);
+    for (char *save = NULL, *w = strtok_r(p->launcher, " \t", &save); w;
+         w = strtok_r(NULL, " \t", &save)) {
+        if (p->n_words == CMP_MAX_WORDS - 1) return usage("--launcher: too many words");
+        p->words[p->n_words++] = w;
+    }
+    if (!p->n_words) return usage("--launcher: empty");
+    ssize_t n = readlink("/proc/self/exe", p->self, sizeof p->self - 1);
+    if (n <= 0) return het_error_set(HET_EIO, "hetrain compare: cannot find this program "
+                                     "(/proc/self/exe): %s", strerror(errno));
+    p->self[n] = '\0';
+    return CLI_OK;
+}
+
+/* dir/name; --out is short enough (HET_PATH_LEN - 128) that it always fits */
+static void join(char *dst, size_t n, const char *dir, const char *name) {
+    if ((size_t)snprintf(dst, n, "%s/%s", dir, name) >= n) dst[0] = '\0';
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char buf[HET_PATH_LEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = buf + 1;; s++) {
+        char ch = *s;
+        if (ch != '/' && ch != '\0') continue;
+        *s = '\0';
+        if (mkdir(buf, 0777) && errno != EEXIST)
+            return het_error_set(HET_EIO, "hetrain compare: cannot create %s: %s", buf,
+                                 strerror(errno));
+        if (!ch) return HET_OK;
+        *s = ch;
+    }
+}
+
+/* The command as a shell line: arguments with odd characters in single quotes. */
+static void shell_line(char *dst, size_t n, char *const *argv) {
+    size_t len = 0;
+    dst[0] = '\0';
+    for (int i = 0; argv[i] && len + 1 < n; i++) {
+        int plain = argv[i][0] && !argv[i][strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGH"
+                                                  "IJKLMNOPQRSTUVWXYZ0123456789-_=+.,/:@%")];
+        len += (size_t)snprintf(dst + len, n - len, i ? plain ? " %s" : " '%s'" : plain ? "%s"
+                                : "'%s'", argv[i]);
+        if (len >= n) len = n - 1;
+    }
+}
+
+/* The last line of the log that starts "hetrain", else its last non-empty line. */
+static void last_line(const char *log, char *dst, size_t n) {
+    FILE *f = fopen(log, "r");
+    char line[512];
+    dst[0] = '\0';
+    int mine = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        int is_mine = strncmp(line, "hetrain", 7) == 0;
+        if (line[0] && (is_mine || !mine)) {
+            size_t m = strlen(line) < n ? strlen(line) : n - 1;
+            memcpy(dst, line, m);
+            dst[m] = '\0';
+        }
+        mine |= is_mine;
+    }
+    if (f) fclose(f);
+}
+
+/* One run: argv under the launcher, stdout and stderr to `log`; HET_OK if it exits 0. */
+static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t seed,
+                   const char *log) {
+    posix_spawn_file_actions_t fa;
+    pid_t pid = 0;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (!e) e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!e) e = posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (!e) e = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (!e) e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    char cmd[4096], why[600] = "", tail[320];
+    shell_line(cmd, sizeof cmd, argv);
+    int status = 0;
+    while (!e && waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) e = errno;
+    if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
+    else if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
+    else if (WEXITSTATUS(status))
+        snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
+    if (!why[0]) return HET_OK;
+    last_line(log, tail, sizeof tail);
+    return het_error_set(HET_EIO, "hetrain compare: strategy %s (seed %llu) failed, %s: %s "
+                         "(output in %s%s%s%s)", strat, (unsigned long long)seed, why, cmd, log,
+                         tail[0] ? ": \"" : "", tail, tail[0] ? "\"" : "");
+}
+
+/* ------------------------------------------------------------------ figures and tables */
+
+typedef struct agg {
+    double mean, spread; /* over the seeds with a value; spread = max - min */
+    int n;               /* seeds with a value (not NaN) */
+} agg;
+
+enum { F_EPOCH, F_TARGET, F_ACC, F_SPS, F_NODE, F_CROSS, F_WAIT, N_FIG };
+
+static agg aggregate(const double *v, int n) {
+    agg a = {NAN, NAN, 0};
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i])) {
+            sum += v[i];
+            lo = fmin(lo, v[i]);
+            hi = fmax(hi, v[i]);
+            a.n++;
+        }
+    if (a.n) {
+        a.mean = sum / a.n;
+        a.spread = hi - lo;
+    }
+    return a;
+}
+
+/* The figures of one run (NaN: none) and its time split shares (share[0] < 0: none). */
+static void run_figures(const cli_jsonl_run *r, double target, double *fig, double share[4]) {
+    int n = r->n_epochs, split = 1;
+    double sps = 0, bytes[2] = {0, 0}, t[4] = {0, 0, 0, 0};
+    fig[F_TARGET] = NAN;
+    for (int e = 0; e < n; e++) {
+        const cli_jsonl_epoch *ep = &r->epochs[e];
+        sps += ep->samples_per_s;
+        if (isnan(fig[F_TARGET]) && ep->test_acc >= target) fig[F_TARGET] = ep->elapsed_s;
+        split &= !isnan(ep->t[0]);
+        for (int k = 0; k < 4; k++) t[k] += ep->t[k];
+        for (int k = 0; k < 2; k++) bytes[k] += ep->bytes[k];
+    }
+    fig[F_EPOCH] = r->epochs[n - 1].elapsed_s / n; /* the mean of epochs, elapsed_s counts from 0 */
+    fig[F_ACC] = r->epochs[n - 1].test_acc;
+    fig[F_SPS] = sps / n;
+    fig[F_NODE] = bytes[0] / n / r->ranks; /* NaN without the arrays */
+    fig[F_CROSS] = bytes[1] / n / r->ranks;
+    double total = t[0] + t[1] + t[2] + t[3];
+    fig[F_WAIT] = split && total > 0 ? t[2] / total : NAN;
+    for (int k = 0; k < 4; k++) share[k] = split && total > 0 ? t[k] / total : -1;
+}
+
+static void fmt_bytes(char *dst, size_t n, double b) {
+    static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+    int u = 0;
+    while (fabs(b) >= 1000 && u < 4) b /= 1000, u++;
+    snprintf(dst, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+}
+
+/* Seconds v with the decimals that give `ref` (the mean) 3 significant digits; no e-notation. */
+static void fmt_secs(char *dst, size_t n, double v, double ref) {
+    ref = fabs(ref);
+    snprintf(dst, n, "%.*f", ref >= 100 ? 0 : ref >= 10 ? 1 : ref >= 1 || ref == 0 ? 2 : 3, v);
+}
+
+/* One table cell: the mean (± the spread with values of several seeds), "-" without a value;
+ * "(k/N seeds)" when only k of N seeds have one. */
+static void cell(char *dst, size_t n, int fig, agg a, int seeds) {
+    char m[32], s[32];
+    if (!a.n) {
+        snprintf(dst, n, "-");
+        return;
+    }
+    static const char *const fmt[N_FIG] = {"", "", "%.4f", "%.0f", "", "", "%.1f %%"};
+    double scale = fig == F_WAIT ? 100 : 1;
+    if (fig == F_NODE || fig == F_CROSS) {
+        fmt_bytes(m, sizeof m, a.mean);
+        fmt_bytes(s, sizeof s, a.spread);
+    } else if (fig == F_EPOCH || fig == F_TARGET) {
+        fmt_secs(m, sizeof m, a.mean, a.mean);
+        fmt_secs(s, sizeof s, a.spread, a.mean);
+    } else {
+        snprintf(m, sizeof m, fmt[fig], a.mean * scale);
+        snprintf(s, sizeof s, fmt[fig], a.spread * scale);
+    }
+    int len = snprintf(dst, n, a.n > 1 ? "%s ± %s" : "%s", m, s);
+    if (a.n < seeds && len > 0 && (size_t)len < n)
+        snprintf(dst + len, n - (size_t)len, " (%d/%d seeds)", a.n, seeds);
+}
+
+static void write_table(FILE *f, const plan *p, agg (*a)[N_FIG]) {
+    fprintf(f, "| strategy | ranks | time/epoch (s) | time to %.4g acc (s) | final test acc | "
+            "samples/s | sent/rank/epoch node-local | sent/rank/epoch cross-node | waiting |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", g_opt.target);
+    for (int s = 0; s < p->n_strat; s++) {
+        fprintf(f, "| %s | %d", p->strat[s], p->ranks);
+        for (int k = 0; k < N_FIG; k++) {
+            char c[96];
+            cell(c, sizeof c, k, a[s][k], g_opt.seeds);
+            fprintf(f, " | %s", c);
+        }
+        fprintf(f, " |\n");
+    }
+}
+
+static void write_csv(FILE *f, const plan *p, agg (*a)[N_FIG]) {
+    static const char *const col[N_FIG] = {"epoch_s", "time_to_target_s", "final_test_acc",
+        "samples_per_s", "bytes_node_per_rank_epoch", "bytes_cross_per_rank_epoch",
+        "wait_share"};
+    fprintf(f, "strategy,ranks,seeds,target_acc,target_reached_seeds");
+    for (int k = 0; k < N_FIG; k++) fprintf(f, ",%s,%s_spread", col[k], col[k]);
+    fputc('\n', f);
+    for (int s = 0; s < p->n_strat; s++) {
+        fprintf(f, "%s,%d,%d,%.9g,%d", p->strat[s], p->ranks, g_opt.seeds, g_opt.target,
+                a[s][F_TARGET].n);
+        for (int k = 0; k < N_FIG; k++) /* empty fields: no value */
+            if (a[s][k].n) fprintf(f, ",%.9g,%.9g", a[s][k].mean, a[s][k].spread);
+            else fprintf(f, ",,");
+        fputc('\n', f);
+    }
+}
+
+/* What compare writes besides the runs' own files; removed before the runs. */
+static const char *const outputs[] = {"compare.md", "compare.csv", "accuracy.svg", "split.svg"};
+
+typedef struct report {
+    const plan *p;
+    agg (*a)[N_FIG];
+    cli_series *series;
+    char title[512], runs[8192];
+} report;
+
+static void write_output(FILE *f, int which, const report *r) {
+    const plan *p = r->p;
+    switch (which) {
+    case 0:
+        fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
+        write_table(f, p, r->a);
+        fprintf(f, "\ntime/epoch: wall time of an epoch (training and evaluation), mean over "
+                "epochs; time to %.4g acc: elapsed_s of the first epoch whose test accuracy "
+                "reaches it (-: never); samples/s: training throughput, mean over epochs; "
+                "sent/rank/epoch: payload bytes each rank sent, mean over ranks and epochs; "
+                "waiting: wait_s / (compute_s + comm_s + wait_s + delay_s), over ranks and "
+                "epochs.%s\n\n![test accuracy against wall time](accuracy.svg)\n\n"
+                "![time split](split.svg)\n\nRuns (metrics and output beside this file):\n\n%s",
+                g_opt.target, g_opt.seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
+                : "", r->runs);
+        break;
+    case 1: write_csv(f, p, r->a); break;
+    case 2: cli_svg_accuracy(f, r->series, p->n_strat, g_opt.target, r->title); break;
+    default: cli_svg_split(f, r->series, p->n_strat, r->title);
+    }
+}
+
+/* Writes OUT/name through a temporary file and a rename. */
+static int write_file(const char *name, int which, const report *r) {
+    char path[HET_PATH_LEN], tmp[HET_PATH_LEN + 8];
+    join(path, sizeof path, g_opt.out, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return het_error_set(HET_EIO, "hetrain compare: cannot create %s: %s", tmp,
+                                 strerror(errno));
+    write_output(f, which, r);
+    int bad = ferror(f) | fclose(f);
+    if (bad || rename(tmp, path)) {
+        remove(tmp);
+        return het_error_set(HET_EIO, "hetrain compare: cannot write %s", path);
+    }
+    return HET_OK;
+}
+
+/* Reads every run back, writes the tables and plots, prints the table. */
+static int summarize(const plan *p, cli_jsonl_run *runs) {
+    int S = p->n_strat, K = g_opt.seeds, E = p->c->epochs, st = HET_OK;
+    report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), "", ""};
+    /* x then y of every strategy's curve; the figures of every seed, figure by figure */
+    double *xy = calloc((size_t)S * E * 2, sizeof(double)), *v = calloc((size_t)K * N_FIG,
+                                                                          sizeof(double));
+    if (!r.a || !r.series || !xy || !v) st = het_error_set(HET_ENOMEM, "out of memory");
+    for (int s = 0; !st && s < S; s++) {
+        double share[4], sum[4] = {0, 0, 0, 0}, fig[N_FIG];
+        double *x = xy + (size_t)2 * s * E, *y = x + E;
+        int split = 1;
+        for (int k = 0; k < K; k++) {
+            const cli_jsonl_run *run = &runs[s * K + k];
+            run_figures(run, g_opt.target, fig, share);
+            for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = fig[f];
+            split &= share[0] >= 0;
+            for (int j = 0; j < 4; j++) sum[j] += share[j] / K;
+            for (int e = 0; e < E; e++) {
+                x[e] += run->epochs[e].elapsed_s / K;
+                y[e] += run->epochs[e].test_acc / K;
+            }
+        }
+        r.series[s] = (cli_series){p->strat[s], E, x, y, {-1, -1, -1, -1}};
+        for (int j = 0; split && j < 4; j++) r.series[s].share[j] = sum[j];
+        for (int f = 0; f < N_FIG; f++) r.a[s][f] = aggregate(v + (size_t)f * K, K);
+    }
+    const het_train_config *c = p->c;
+    if (K > 1)
+        snprintf(r.title, sizeof r.title, "%s on %s, %d ranks, %d epochs, mean over seeds "
+                 "%llu-%llu", c->model, c->data, p->ranks, c->epochs,
+                 (unsigned long long)c->seed, (unsigned long long)(c->seed + (uint64_t)K - 1));
+    else
+        snprintf(r.title, sizeof r.title, "%s on %s, %d ranks, %d epochs, seed %llu", c->model,
+                 c->data, p->ranks, c->epochs, (unsigned long long)c->seed);
+    for (int i = 0; !st && i < S * K; i++) {
+        size_t len = strlen(r.runs);
+        snprintf(r.runs + len, sizeof r.runs - len, "- `%s`\n", runs[i].command);
+    }
+    for (int i = 0; !st && i < 4; i++) st = write_file(outputs[i], i, &r);
+    if (!st) {
+        printf("\n%s\n\n", r.title);
+        write_table(stdout, p, r.a);
+        printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against wall "
+               "time%s), split.svg (time split); the runs' metrics (*.jsonl) and output (*.log)\n",
+               g_opt.out, K > 1 ? ", mean over seeds" : "");
+    }
+    free(r.a);
+    free(r.series);
+    free(xy);
+    free(v);
+    return st;
+}
+
+int cli_compare(const het_train_config *c) {
+    plan p;
+    int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
+    if (st || (st = make_dirs(g_opt.out))) {
+        fprintf(stderr, "%s\n", het_error_msg());
+        return st == CLI_USAGE ? CLI_USAGE : CLI_FAIL;
+    }
+    char path[HET_PATH_LEN];
+    for (int i = 0; i < 4; i++) {
+        join(path, sizeof path, g_opt.out, outputs[i]);
+        remove(path);
+    }
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0); /* Open MPI refuses root without them */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    int K = g_opt.seeds, n_runs = p.n_strat * K;
+    cli_jsonl_run *runs = calloc((size_t)n_runs, sizeof *runs);
+    char **argv = calloc((size_t)(p.n_words + g_opt.n_rest + 16), sizeof *argv);
+    if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
+    printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
+           p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
+    for (int i = 0; !st && i < n_runs; i++) {
+        const char *s = p.strat[i / K];
+        uint64_t seed = c->seed + (uint64_t)(i % K);
+        char seedbuf[24], name[80], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
+        snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)seed);
+        snprintf(name, sizeof name, "%s-seed%s.jsonl", s, seedbuf);
+        join(metrics, sizeof metrics, g_opt.out, name);
+        snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
+        join(log, sizeof log, g_opt.out, name);
+        int n = 0;
+        for (int w = 0; w < p.n_words; w++) argv[n++] = p.words[w];
+        argv[n++] = "-np";
+        argv[n++] = p.np;
+        argv[n++] = p.self;
+        argv[n++] = "train";
+        for (int w = 0; w < g_opt.n_rest; w++) argv[n++] = g_opt.rest[w];
+        char *tail[] = {"--strategy", (char *)s, "--seed", seedbuf, "--metrics", metrics,
+                        "--progress", "off", NULL};
+        memcpy(argv + n, tail, sizeof tail);
+        printf("compare: run %d/%d: %s, seed %s ... ", i + 1, n_runs, s, seedbuf);
+        fflush(stdout);
+        double t0 = het_now();
+        remove(metrics);
+        st = run_one(&p, argv, s, seed, log);
+        if (!st) st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
+        if (st) {
+            printf("failed\n");
+            break;
+        }
+        shell_line(runs[i].command, sizeof runs[i].command, argv);
+        printf("%.1f s, test_acc %.4f\n", het_now() - t0,
+               runs[i].epochs[c->epochs - 1].test_acc);
+    }
+    if (!st) st = summarize(&p, runs);
+    for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
+    free(runs);
+    free(argv);
+    fflush(stdout);
+    if (st) fprintf(stderr, "%s\n", het_error_msg());
+    return st ? CLI_FAIL : CLI_OK;
+}

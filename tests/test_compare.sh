@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# hetrain compare:
+# - a real comparison (mpirun, 2 ranks, synthetic data, mlp, allreduce and hgc) writes
+#   compare.md, compare.csv (the same number of fields on every line), accuracy.svg and
+#   split.svg (well-formed XML, exactly one polyline per strategy in accuracy.svg), keeps every
+#   run's JSONL and log, and prints the table;
+# - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
+#   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
+# - a malformed metrics file and a failing run: exit 1, one line on stderr naming the file and
+#   line or the strategy and command, and no table left behind;
+# - usage errors exit 2 with one line and nothing on stdout, compare under mpirun too.
+# Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset HET_MPIEXEC
+command -v mpirun >/dev/null 2>&1 || { echo "FAIL: mpirun not found" >&2; exit 1; }
+T=$(mktemp -d /tmp/het_compare_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+COMMON=(--data synthetic --model mlp --train-limit 256 --test-limit 128 --epochs 3 --batch 32)
+
+xml_ok() { # well-formed XML?
+    if command -v xmllint >/dev/null 2>&1; then xmllint --noout "$1"
+    else /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$1"
+    fi
+}
+csv_fields() { # the distinct field counts of a CSV file (no quoted commas in ours)
+    awk -F, '{ print NF }' "$1" | sort -u | tr '\n' ' '
+}
+csv_get() { # csv_get FILE STRATEGY COLUMN
+    awk -F, -v s="$2" -v c="$3" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        $1 == s { print $(col[c]) }' "$1"
+}
+
+# ---- a real comparison ----
+timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,hgc --ranks 2 \
+    --target-acc 0.5 --out out >run.out 2>run.err
+rc=$?
+[ $rc -eq 0 ] || fail "compare exited $rc: $(cat run.err) $(cat out/*.log 2>/dev/null)"
+for f in compare.md compare.csv accuracy.svg split.svg allreduce-seed1.jsonl hgc-seed1.jsonl \
+         allreduce-seed1.log hgc-seed1.log; do
+    [ -s "out/$f" ] || fail "out/$f is missing or empty"
+done
+[ "$(csv_fields out/compare.csv)" = "19 " ] ||
+    fail "compare.csv: field counts $(csv_fields out/compare.csv), expected 19 on every line: $(cat out/compare.csv)"
+[ "$(wc -l <out/compare.csv)" -eq 3 ] || fail "compare.csv: expected a header and 2 rows"
+for s in allreduce hgc; do
+    acc=$(csv_get out/compare.csv $s final_test_acc)
+    awk -v a="$acc" 'BEGIN { exit !(a > 0 && a <= 1) }' || fail "$s: final_test_acc '$acc'"
+    bytes=$(csv_get out/compare.csv $s bytes_node_per_rank_epoch)
+    awk -v b="$bytes" 'BEGIN { exit !(b > 0) }' || fail "$s: bytes_node '$bytes' (2 ranks on a node send)"
+    grep -q "^| $s | 2 | " out/compare.md || fail "compare.md has no row for $s"
+    grep -q "^| $s | 2 | " run.out || fail "stdout has no row for $s: $(cat run.out)"
+    grep -q "<text[^>]*>$s</text>" out/accuracy.svg || fail "accuracy.svg: no legend for $s"
+    grep -q ">$s</text>" out/split.svg || fail "split.svg: no label for $s"
+done
+for f in accuracy.svg split.svg; do xml_ok "out/$f" || fail "$f is not well-formed XML"; done
+n=$(grep -o '<polyline' out/accuracy.svg | wc -l)
+[ "$n" -eq 2 ] || fail "accuracy.svg: $n polylines, expected one per strategy (2)"
+[ "$(grep -c '<path' out/accuracy.svg)" -eq 0 ] || fail "accuracy.svg: unexpected <path>"
+grep -q 'viewBox=' out/accuracy.svg || fail "accuracy.svg: no viewBox"
+[ "$(grep -o '<rect[^>]*fill="#' out/split.svg | wc -l)" -ge 8 ] ||
+    fail "split.svg: expected 4 stacked segments per strategy"
+grep -q "plots accuracy.svg" run.out || fail "stdout does not say where the plots are"
+
+# ---- the figures, from known metrics (a fake launcher copies them) ----
+mkdir fake
+cat >fake/launch.sh <<'EOF'
+#!/usr/bin/env bash
+# fake MPI launcher: copies $FAKE/STRATEGY-SEED.jsonl to the --metrics path, exits $FAKE_RC
+while [ $# -gt 0 ]; do
+    case $1 in --strategy) s=$2 ;; --seed) k=$2 ;; --metrics) m=$2 ;; esac
+    shift
+done
+[ -f "$FAKE/$s-$k.jsonl" ] && cp "$FAKE/$s-$k.jsonl" "$m"
+exit "${FAKE_RC:-0}"
+EOF
+ep() { # epoch test_acc samples_per_s elapsed_s [wait of rank 1]
+    printf '{"type":"epoch","epoch":%s,"loss":1.5,"test_acc":%s,"samples":64,"samples_per_s":%s,' "$1" "$2" "$3"
+    printf '"elapsed_s":%s,"compute_s":[1,1],"comm_s":[0.5,0.5],"wait_s":[0,%s],"delay_s":[0,0],' "$4" "${5:-1}"
+    printf '"bytes_node":[100,300],"bytes_cross":[0,20],"hgc":{"batch":[3,1],"x":[true,null,"a\\"b"]}}\n'
+}
+{ ep 1 0.5 100 2; echo '{"type":"step","epoch":2,"step":1,"loss":1,"acc":null}'; ep 2 0.9 300 4; } >fake/allreduce-1.jsonl
+{ ep 1 0.7 200 3; ep 2 0.85 200 6; } >fake/allreduce-2.jsonl
+noarr='{"type":"epoch","epoch":%s,"test_acc":%s,"samples_per_s":50,"elapsed_s":%s}\n'
+printf "$noarr$noarr" 1 0.1 1 2 null 2 >fake/hgc-1.jsonl
+printf "$noarr$noarr" 1 0.2 1 2 0.3 2 >fake/hgc-2.jsonl
+fake() { FAKE=$T/fake HET_MPIEXEC="bash $T/fake/launch.sh" "$HETRAIN" compare "$@"; }
+fake --data synthetic --epochs 2 --ranks 2 --seeds 2 --target-acc 0.8 --out known \
+    --strategies allreduce,hgc >known.out 2>known.err || fail "known metrics: $(cat known.err)"
+want=("allreduce epoch_s 2.5" "allreduce epoch_s_spread 1" "allreduce time_to_target_s 5"
+      "allreduce time_to_target_s_spread 2" "allreduce target_reached_seeds 2"
+      "allreduce final_test_acc 0.875" "allreduce samples_per_s 200"
+      "allreduce bytes_node_per_rank_epoch 200" "allreduce bytes_cross_per_rank_epoch 10"
+      "allreduce wait_share 0.25" "allreduce wait_share_spread 0" "hgc time_to_target_s "
+      "hgc target_reached_seeds 0" "hgc final_test_acc 0.3" "hgc final_test_acc_spread 0"
+      "hgc wait_share " "hgc epoch_s 1")
+for w in "${want[@]}"; do
+    read -r s col val <<<"$w"
+    got=$(csv_get known/compare.csv "$s" "$col")
+    [ "$got" = "${val:-}" ] || fail "known metrics: $s $col = '$got', expected '${val:-}'"
+done
+grep -q '^| allreduce | 2 | 2.50 ± 1.00 | 5.00 ± 2.00 | 0.8750 ± 0.0500 | 200 ± 0 | 200 B ± 0 B | 10 B ± 0 B | 25.0 % ± 0.0 % |$' known/compare.md ||
+    fail "known metrics: allreduce row of compare.md: $(grep allreduce known/compare.md)"
+grep -q '^| hgc | 2 | 1.00 ± 0.00 | - | 0.3000 (1/2 seeds) | 50 ± 0 | - | - | - |$' known/compare.md ||
+    fail "known metrics: hgc row of compare.md: $(grep '^| hgc' known/compare.md)"
+xml_ok known/accuracy.svg || fail "known: accuracy.svg is not well-formed"
+
+# ---- malformed metrics: exit 1, one line naming the file and line, no table ----
+bad() { # bad "EXPECTED IN STDERR" [CONTENT-OF-allreduce-1.jsonl: none without]
+    rm -f fake/allreduce-1.jsonl
+    [ $# -lt 2 ] || printf '%s' "$2" >fake/allreduce-1.jsonl
+    fake --data synthetic --epochs 2 --ranks 2 --out known --strategies allreduce \
+        >bad.out 2>bad.err
+    local rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l <bad.err)" -eq 1 ] && grep -q -- "$1" bad.err ||
+        fail "malformed ($1): exit $rc, stderr: $(cat bad.err)"
+    [ ! -e known/compare.md ] && [ ! -e known/compare.csv ] && [ ! -e known/accuracy.svg ] ||
+        fail "malformed ($1): a table was left in known/"
+}
+bad "known/allreduce-seed1.jsonl:2: column 27: expected a string" "$(ep 1 0.5 1 1)
+{\"type\":\"epoch\",\"epoch\":2,}
+"
+bad "allreduce-seed1.jsonl:1: column .*: an array of 1 value ends here, expected 2" \
+    '{"type":"epoch","epoch":1,"test_acc":1,"samples_per_s":1,"elapsed_s":1,"compute_s":[1]}
+'
+bad "allreduce-seed1.jsonl:1: column .*: expected a number or null" \
+    '{"type":"epoch","epoch":1,"test_acc":NaN,"samples_per_s":1,"elapsed_s":1}
+'
+bad "allreduce-seed1.jsonl:2: .*epoch 3, expected epoch 2 of 2" "$(ep 1 0.5 1 1; ep 3 0.5 1 1)"
+bad "allreduce-seed1.jsonl: 1 epoch records, expected 2" "$(ep 1 0.5 1 1)"
+bad "allreduce-seed1.jsonl:1: column 1: expected '{'" "$(echo; ep 1 0.5 1 1)"
+bad "allreduce-seed1.jsonl:1: .*unexpected text after the object" "$(ep 1 0.5 1 1)x"
+bad "allreduce-seed1.jsonl:1: .*no \"elapsed_s\"" '{"type":"epoch","epoch":1,"test_acc":1,"samples_per_s":1}'
+bad "allreduce-seed1.jsonl: 0 epoch records, expected 2" ""
+bad "allreduce-seed1.jsonl: cannot read: No such file"
+
+# ---- a failing run: one line naming the strategy and the command, no table left ----
+timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,hgc --speeds 1,2,3 \
+    --out out >f.out 2>f.err
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy hgc (seed 1) failed, exit status 1: .*mpirun .* train .*--strategy hgc" f.err &&
+    grep -q "3 speeds for 2 ranks" f.err || fail "failing run: exit $rc, stderr: $(cat f.err)"
+[ ! -e out/compare.md ] && [ ! -e out/compare.csv ] && [ ! -e out/split.svg ] ||
+    fail "failing run: the tables of the earlier comparison were left in out/"
+FAKE_RC=3 fake --data synthetic --epochs 2 --out known >f.out 2>f.err
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy allreduce (seed 1) failed, exit status 3: bash .*launch.sh -np 2 " f.err ||
+    fail "launcher exit 3: exit $rc, stderr: $(cat f.err)"
+
+# ---- usage errors: exit 2, one line, nothing on stdout ----
+usage() { # usage "EXPECTED IN STDERR" ARGS...
+    local want=$1
+    shift
+    "$HETRAIN" compare "$@" >u.out 2>u.err
+    local rc=$?
+    [ $rc -eq 2 ] && [ ! -s u.out ] && [ "$(wc -l <u.err)" -eq 1 ] && grep -q -- "$want" u.err ||
+        fail "usage ($*): exit $rc (expected 2), stdout $(wc -c <u.out) bytes, stderr: $(cat u.err)"
+}
+usage "unknown strategy 'sgd', expected some of: allreduce, hgc" --strategies allreduce,sgd
+usage "hgc is named twice" --strategies hgc,hgc
+usage "\-\-ranks: 0 is out of range" --ranks 0
+usage "\-\-seeds: 'two' is not an integer" --seeds two
+usage "\-\-target-acc: '1.5' is not a number in (0, 1]" --target-acc 1.5
+usage "\-\-out: missing value" --out
+usage "option \-\-metrics does not apply to this command" --metrics m.jsonl
+usage "option \-\-strategy does not apply to this command" --strategy hgc
+usage "unknown option \-\-fast" --fast
+usage "\-\-slowdown: 3 factors for \-\-ranks 2" --slowdown 1,1,2 --ranks 2
+usage "\-\-epochs: 0 is out of range" --epochs 0
+timeout 60 mpirun --oversubscribe -np 2 "$HETRAIN" compare "${COMMON[@]}" >m.out 2>m.err
+rc=$?
+[ $rc -eq 2 ] && grep -q "not under mpirun" m.err || fail "compare under mpirun: exit $rc, $(cat m.err)"
+[ ! -e compare ] || fail "compare under mpirun created its output folder"
+
+[ $failures -eq 0 ] && echo "test_compare: passed" || exit 1
