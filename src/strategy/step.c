@@ -388,17 +388,48 @@ int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char
     return HET_OK;
 }
 
+/* Waits on `comm` for every rank to arrive, sleeping (1 ms) between tests instead of spinning,
+ * so that the waiting ranks leave the cores to the one being measured. */
+static int quiet_barrier(MPI_Comm comm) {
+    MPI_Request req;
+    int done = 0;
+    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "MPI_Ibarrier failed");
+    while (!done) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return het_error_set(HET_EMPI, "MPI_Test failed");
+        if (!done) het_sleep_s(1e-3);
+    }
+    return HET_OK;
+}
+
 int het_step_calibrate(het_strategy_ctx *ctx, double *speeds) {
     const het_train_config *c = ctx->cfg;
     double rate = 0.0;
     int b = c->batch < 64 ? c->batch : 64;
     if (b > ctx->n_train) b = (int)ctx->n_train;
     int64_t *idx = malloc((size_t)b * sizeof *idx);
-    /* start together: a rank still loading its data would slow the others' timing */
-    if (ctx->world != MPI_COMM_NULL) MPI_Barrier(ctx->world);
-    int st = idx ? het_calibrate_rank(ctx->model, ctx->train, b, c->calibrate_steps, &ctx->pace,
-                                      ctx->x, ctx->y, idx, &rate)
-                 : het_error_set(HET_ENOMEM, "out of memory calibrating");
+    /* Ranks that share a machine take turns (the others sleep), so that ranks sharing cores do
+     * not slow each other's measurement; machines measure at the same time. */
+    MPI_Comm shm = MPI_COMM_NULL;
+    int turns = 1, mine = 0, st = idx ? HET_OK : het_error_set(HET_ENOMEM, "out of memory "
+                                                                "calibrating");
+    if (ctx->world != MPI_COMM_NULL && ctx->size > 1 &&
+        MPI_Comm_split_type(ctx->world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &shm) ==
+            MPI_SUCCESS) {
+        MPI_Comm_size(shm, &turns);
+        MPI_Comm_rank(shm, &mine);
+    }
+    for (int turn = 0; turn < turns; turn++) {
+        if (turn == mine && !st)
+            st = het_calibrate_rank(ctx->model, ctx->train, b, c->calibrate_steps, &ctx->pace,
+                                    ctx->x, ctx->y, idx, &rate);
+        if (shm != MPI_COMM_NULL) {
+            int bs = quiet_barrier(shm);
+            if (!st) st = bs;
+        }
+    }
+    if (shm != MPI_COMM_NULL) MPI_Comm_free(&shm);
     free(idx);
     if (ctx->world != MPI_COMM_NULL && ctx->size > 1) st = het_comm_agree(ctx->world, st);
     if (st) return st;

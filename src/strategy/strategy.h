@@ -214,8 +214,10 @@ int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char
 int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char *tag,
                            void *data, size_t bytes);
 
-/* Calibration (hetero/speeds.c) on every rank at once, after a barrier: speeds[r] = rank r's
- * training rate in samples/s (not normalized), on every rank. Collective; a failure is agreed. */
+/* Calibration (hetero/speeds.c): speeds[r] = rank r's training rate in samples/s (not
+ * normalized), on every rank. Ranks of one machine (MPI_COMM_TYPE_SHARED) take turns while the
+ * others sleep, so that ranks sharing cores do not disturb each other's measurement; machines
+ * measure at the same time. Collective; a failure is agreed. */
 int het_step_calibrate(het_strategy_ctx *ctx, double *speeds);
 
 /* Frees every reducer (the trainer calls it after the strategy's free). */
