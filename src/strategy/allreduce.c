@@ -44,7 +44,7 @@ static int ar_init(het_strategy_ctx *ctx) {
 static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     const het_train_config *c = ctx->cfg;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    double sums[3] = {0.0, 0.0, 0.0}; /* local loss sum, correct, samples */
+    het_epoch_sums sums = {0, 0, 0};
     float lr = 0.0f;
     het_sampler_set_epoch(ctx->sampler, epoch);
     for (int64_t pos = 0; pos < n; pos += B) {
@@ -55,24 +55,11 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         het_batch_result mine, r;
         int rc = het_step_sync(ctx, ctx->priv, ctx->sampler->perm + pos + lo, (int)len,
                                1.0f / (float)Bs, het_step_seed(ctx, ctx->step), lr, &mine, &r);
+        if (!rc) rc = het_step_record(ctx, &sums, &mine, len, &r, Bs, 0, lr, ts);
         if (rc) return rc;
-        sums[0] += mine.loss_sum;
-        sums[1] += mine.correct;
-        sums[2] += (double)len;
-        if (ctx->on_step) {
-            het_step_info info = {epoch + 1, ctx->step, r.loss_sum, r.correct, (int)Bs, 0, lr,
-                                  het_now() - ts};
-            if ((rc = ctx->on_step(ctx, &info))) return rc;
-        }
     }
-    int rc = het_step_sum_f64(ctx, sums, 3);
-    if (!rc) rc = het_step_average_state(ctx, 1.0 / ctx->size);
-    if (rc) return rc;
-    st->samples = (int64_t)sums[2];
-    st->loss = sums[0] / sums[2];
-    st->train_acc = sums[1] / sums[2];
-    st->lr = lr;
-    return HET_OK;
+    int rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    return rc ? rc : het_step_average_state(ctx, 1.0 / ctx->size);
 }
 
 static het_model *ar_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }

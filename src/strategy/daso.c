@@ -329,7 +329,7 @@ static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int
 static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     daso *d = ctx->priv;
     const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
-    double sums[3] = {0.0, 0.0, 0.0}; /* local loss sum, correct, samples */
+    het_epoch_sums sums = {0, 0, 0};
     float lr = 0.0f;
     int rc;
     het_sampler_set_epoch(ctx->sampler, epoch);
@@ -342,23 +342,12 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
         int64_t len;
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         if ((rc = daso_step(ctx, d, pos, s, spe - 1, lr, &mine, &len))) return rc;
-        sums[0] += mine.loss_sum;
-        sums[1] += mine.correct;
-        sums[2] += (double)len;
-        if (ctx->on_step && len > 0) {
-            het_step_info info = {epoch + 1, ctx->step, mine.loss_sum, mine.correct, (int)len,
-                                  1, lr, het_now() - ts};
-            if ((rc = ctx->on_step(ctx, &info))) return rc;
-        }
+        if ((rc = het_step_record(ctx, &sums, &mine, len, &mine, len, 1, lr, ts))) return rc;
     }
     d->send_mod = 0;
-    rc = het_step_average_state(ctx, sums[2] / (double)n);
-    if (!rc) rc = het_step_sum_f64(ctx, sums, 3);
+    rc = het_step_average_state(ctx, sums.samples / (double)n);
+    if (!rc) rc = het_step_epoch_figures(ctx, &sums, lr, st);
     if (rc) return rc;
-    st->samples = (int64_t)sums[2];
-    st->loss = sums[0] / sums[2];
-    st->train_acc = sums[1] / sums[2];
-    st->lr = lr;
     if (!isfinite(st->loss))
         return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d (try a lower "
                              "--lr)", isnan(st->loss) ? "nan" : "inf", epoch + 1);

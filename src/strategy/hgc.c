@@ -51,7 +51,6 @@ typedef struct hgc {
     double *per_sample;  /* paced compute seconds per sample of each step since the last
                             re-balance (steps with samples only) */
     int n_steps, cap_steps;
-    double epoch_samples; /* this rank's samples this epoch */
     int rebalanced;      /* the partition changed at the start of this epoch */
 } hgc;
 
@@ -172,7 +171,7 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
     const het_train_config *c = ctx->cfg;
     hgc *h = ctx->priv;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    double sums[3] = {0.0, 0.0, 0.0}; /* local loss sum, correct, samples */
+    het_epoch_sums sums = {0, 0, 0};
     float lr = 0.0f;
     int rc;
     h->rebalanced = 0;
@@ -193,25 +192,11 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
         if (rc) return rc;
         if (len > 0 && h->n_steps < h->cap_steps)
             h->per_sample[h->n_steps++] = (ctx->pace.compute_s - c0) / (double)len;
-        sums[0] += mine.loss_sum;
-        sums[1] += mine.correct;
-        sums[2] += (double)len;
-        if (ctx->on_step) {
-            het_step_info info = {epoch + 1, ctx->step, r.loss_sum, r.correct, (int)Bs, 0, lr,
-                                  het_now() - ts};
-            if ((rc = ctx->on_step(ctx, &info))) return rc;
-        }
+        if ((rc = het_step_record(ctx, &sums, &mine, len, &r, Bs, 0, lr, ts))) return rc;
     }
-    h->epoch_samples = sums[2];
     /* running statistics averaged with each rank's share of the epoch's samples */
-    rc = het_step_average_state(ctx, sums[2] / (double)n);
-    if (!rc) rc = het_step_sum_f64(ctx, sums, 3);
-    if (rc) return rc;
-    st->samples = (int64_t)sums[2];
-    st->loss = sums[0] / sums[2];
-    st->train_acc = sums[1] / sums[2];
-    st->lr = lr;
-    return HET_OK;
+    rc = het_step_average_state(ctx, sums.samples / (double)n);
+    return rc ? rc : het_step_epoch_figures(ctx, &sums, lr, st);
 }
 
 /* " | hgc batch 37/18/9 speed 0.57/0.29/0.14 idle 2%/3%/4%" and the same as JSON. */

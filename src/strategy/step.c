@@ -332,6 +332,30 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
     return HET_OK;
 }
 
+int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
+                    int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
+                    float lr, double t0) {
+    s->loss += mine->loss_sum;
+    s->correct += mine->correct;
+    s->samples += (double)count;
+    if (!ctx->on_step || (local && shown_n == 0)) return HET_OK;
+    het_step_info info = {ctx->epoch + 1, ctx->step, shown->loss_sum, shown->correct,
+                          (int)shown_n, local, lr, het_now() - t0};
+    return ctx->on_step(ctx, &info);
+}
+
+int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,
+                           het_epoch_stats *st) {
+    double v[3] = {s->loss, s->correct, s->samples};
+    int rc = het_step_sum_f64(ctx, v, 3);
+    if (rc) return rc;
+    st->samples = (int64_t)v[2];
+    st->loss = v[0] / v[2];
+    st->train_acc = v[1] / v[2];
+    st->lr = lr;
+    return HET_OK;
+}
+
 /* ---------------------------------------------------------------- world helpers */
 
 int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n) {

@@ -196,6 +196,23 @@ int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, i
 void het_step_epoch_begin(het_strategy_ctx *ctx);
 int  het_step_epoch_end(het_strategy_ctx *ctx);
 
+/* This rank's running figures of an epoch, for the epoch's global means. */
+typedef struct het_epoch_sums {
+    double loss, correct, samples;
+} het_epoch_sums;
+
+/* After a step that began at t0: adds this rank's figures `mine` (over `count` samples) to s,
+ * then reports the step to the trainer (ctx->on_step) with the figures `shown` over `shown_n`
+ * samples; `local` says they are this rank's alone (then a rank without samples reports
+ * nothing). Returns on_step's status. */
+int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
+                    int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
+                    float lr, double t0);
+/* At the epoch's end: sums s over all ranks and fills st->samples, loss, train_acc and lr.
+ * Collective. */
+int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,
+                           het_epoch_stats *st);
+
 /* Sums doubles over all ranks (deterministic for a fixed number of ranks); nothing without
  * MPI or on one rank. */
 int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n);
