@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# daso against allreduce on an emulated cluster of 2 nodes x 2 ranks (a benchmark: prints
+# figures, never fails on time). LeNet-5 on Fashion-MNIST, global batch 64, SGD momentum 0.9,
+# lr 0.02 cosine, the same epochs for both.
+#
+#   bash bench/bench_daso.sh BUILD
+#       with the emulated 1 Gbit/s link (--net-bw 125M --net-lat 50e-6) and with it off:
+#       total training time (sum of the epochs' training time), final test accuracy, bytes
+#       sent per rank per epoch (node-local, cross-node). Goals (issue): with the link daso
+#       >= 40 % less time than allreduce at accuracy within 0.5 point; with it off daso no more
+#       than 5 % slower.
+#
+# Env: EPOCHS (default 12: daso's 4 warm-up, 4 cycling and 4 cool-down epochs), TRAIN_LIMIT
+# (default 15000 samples per epoch), MODEL (default lenet5), HET_DATA_DIR, BLAS_CORETYPE.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh" # data_dir, Open MPI as root, het_bench_blas_kernels
+het="$build/hetrain"
+export OPENBLAS_NUM_THREADS=1
+[ -x "$het" ] || { echo "bench_daso.sh: $het not found; build first" >&2; exit 1; }
+het_bench_blas_kernels "$build/bench_train"
+epochs=${EPOCHS:-12}
+limit=${TRAIN_LIMIT:-15000}
+model=${MODEL:-lenet5}
+out=$(mktemp -d /tmp/het_bench_daso_XXXXXX)
+trap 'rm -rf "$out"' EXIT
+common=(train --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64
+        --progress off --threads 1 --epochs "$epochs" --train-limit "$limit" --lr 0.02
+        --schedule cosine --momentum 0.9 --seed 1 --ranks-per-node 2)
+# sum over epochs of samples / samples_per_s (training only), final accuracy, mean bytes
+summary() {
+    awk -F'[:,\\[\\]]' '/"type":"epoch"/ {
+        for (i = 1; i <= NF; i++) {
+            if ($i == "\"samples\"") n = $(i + 1)
+            if ($i == "\"samples_per_s\"") r = $(i + 1)
+            if ($i == "\"test_acc\"") a = $(i + 1)
+        }
+        t += n / r; e++
+        match($0, /"bytes_node":\[[^]]*\]/); bn += mean(substr($0, RSTART + 14, RLENGTH - 15))
+        match($0, /"bytes_cross":\[[^]]*\]/); bc += mean(substr($0, RSTART + 15, RLENGTH - 16))
+    }
+    function mean(s,   k, v, m) { m = split(s, v, ","); t2 = 0; for (k = 1; k <= m; k++) t2 += v[k]; return t2 / m }
+    END { printf "%.2f | %.4f | %.1f MB | %.1f MB", t, a, bn / e / 1e6, bc / e / 1e6 }' "$1"
+}
+echo "$model, Fashion-MNIST, $limit samples x $epochs epochs, 4 ranks (2 nodes x 2) on" \
+     "$(nproc) cores, OpenBLAS $blas_core"
+echo
+echo "| link | strategy | training s | final test acc | sent/rank/epoch node | cross |"
+echo "|---|---|---|---|---|---|"
+for link in on off; do
+    net=()
+    [ "$link" = on ] && net=(--net-bw 125M --net-lat 50e-6)
+    for s in allreduce daso; do
+        mpirun --oversubscribe -np 4 "$het" "${common[@]}" "${net[@]}" --strategy "$s" \
+            --metrics "$out/$s-$link.jsonl" >"$out/$s-$link.out"
+        echo "| $link | $s | $(summary "$out/$s-$link.jsonl") |"
+    done
+done
