@@ -138,7 +138,8 @@ extern const het_strategy_ops het_strategy_daso;
  * scope (world, node, cross or a group of het_comm_split): buckets of bucket_mb MiB (0: one
  * bucket), cut by the rule of het_buckets, each started from the model's gradient hook as
  * backward completes it, so that communication overlaps backward. With HET_REDUCE_FIGURES the
- * batch's loss sum and correct count travel with the last bucket, so that after
+ * batch's loss sum and correct count travel in the first bucket (the gradient buffer's
+ * spare tail, HET_MODEL_GRAD_TAIL), so that after
  * het_step_reduce every rank of the scope has the scope's figures without another call. A
  * reducer over one rank (or without MPI) reduces nothing. The reducer belongs to ctx (freed by
  * het_step_free, or earlier by het_reducer_free). Collective over the scope. */
