@@ -139,6 +139,17 @@ rc=$?
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q 'training diverged: loss nan' e.txt ||
     fail "divergence: rc $rc, stderr '$(cat e.txt)'"
+# a blow-up in the last step of an epoch (every step is the last: one step per epoch): caught
+# after the epoch, before its checkpoint replaces the good one (shared FINDINGS #2)
+"$HETRAIN" train --model lenet5 --data synthetic --train-limit 64 --test-limit 64 --epochs 1 \
+    --progress off --checkpoint good.ckpt --quiet >o.txt 2>&1 || fail "good checkpoint: $(cat o.txt)"
+"$HETRAIN" train --resume --checkpoint good.ckpt --epochs 3 --lr 1e6 --progress off >o.txt 2>e.txt
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q 'training diverged: .*after epoch' e.txt ||
+    fail "last-step divergence: rc $rc, stderr '$(cat e.txt)'"
+"$HETRAIN" eval --checkpoint good.ckpt --test-limit 64 >o.txt 2>&1 &&
+    grep -q 'test_loss [0-9][0-9.]* test_acc' o.txt ||
+    fail "the checkpoint left by a diverged run is not finite: $(cat o.txt)"
 "$HETRAIN" eval --checkpoint a.ckpt --model lenet5 >o.txt 2>e.txt
 rc=$?
 [ $rc -eq 1 ] && grep -q 'model "mlp", expected "lenet5"' e.txt ||

@@ -233,6 +233,32 @@ static int push_history(het_trainer *t, const het_epoch_stats *st) {
 
 /* ----------------------------------------------------------------------- epochs */
 
+/* After an epoch: a model with a non-finite parameter or state value (an update that blew up,
+ * e.g. in the epoch's last step, after the last loss was checked) stops the run with the
+ * epoch and the layer named, before it is evaluated or checkpointed over a good checkpoint. */
+static int check_finite_model(het_trainer *t, int epoch) {
+    het_model *m = t->model;
+    const float *p = het_model_params(m), *s = het_model_state(m);
+    size_t np = het_model_n_params(m), ns = het_model_n_state(m), bad = SIZE_MAX;
+    int in_state = 0;
+    for (size_t i = 0; i < np && bad == SIZE_MAX; i++)
+        if (!isfinite(p[i])) bad = i;
+    for (size_t i = 0; i < ns && bad == SIZE_MAX; i++)
+        if (!isfinite(s[i])) bad = i, in_state = 1;
+    if (bad == SIZE_MAX) return HET_OK;
+    int layer = 0;
+    for (int i = 0; i < het_model_n_layers(m); i++) {
+        size_t off, n;
+        if (in_state) het_model_layer_state(m, i, &off, &n);
+        else het_model_layer_params(m, i, &off, &n);
+        if (n > 0 && bad >= off && bad < off + n) layer = i;
+    }
+    return het_error_set(HET_EINVAL, "training diverged: non-finite %s in layer %d (%s) after "
+                         "epoch %d, step %lld; the last checkpoint is kept (try a lower --lr)",
+                         in_state ? "state" : "parameters", layer,
+                         het_model_layer(m, layer)->ops->name, epoch, (long long)t->ctx.step);
+}
+
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     const int e = t->epoch;
     het_strategy_ctx *c = &t->ctx;
@@ -250,6 +276,7 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     double secs = het_now() - t0;
     het_bar_end(&t->bar);
     if (rc) return rc; /* strategies fail on every rank alike */
+    if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) return rc;
     if ((rc = het_step_epoch_end(c))) return rc;
     st->epoch = e + 1;
     st->samples_per_s = secs > 0 ? (double)st->samples / secs : 0.0;
@@ -325,6 +352,12 @@ int het_trainer_run_epoch(het_trainer *t) {
     if (st) return st;
     if ((st = het_trainer_train_epoch(t, &es))) return st;
     if ((st = het_trainer_evaluate(t, &es.test_loss, &es.test_acc))) return st;
+    if (!isfinite(es.test_loss) || !isfinite(es.loss)) /* the same on every rank */
+        return het_error_set(HET_EINVAL, "training diverged: %s loss %s after epoch %d, step "
+                             "%lld; the last checkpoint is kept (try a lower --lr)",
+                             isfinite(es.loss) ? "test" : "training",
+                             isnan(isfinite(es.loss) ? es.test_loss : es.loss) ? "nan" : "inf",
+                             es.epoch, (long long)t->ctx.step);
     es.elapsed_s = het_now() - t->t_start;
     if ((st = push_history(t, &es))) return st;
     char split[256], extra[512] = "", json[1024] = "";
