@@ -100,6 +100,30 @@ static void test_fashion_mnist(void) {
     het_dataset_free(&rtr);
     het_dataset_free(&rte);
 
+    /* test images of another size than the training images (both files valid IDX): refused
+     * with the file, the offset and the expected size, not a buffer overrun in evaluation */
+    {
+        unsigned char img[16 + 4 * 56 * 56] = {0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 56, 0, 0, 0, 56};
+        unsigned char lab[8 + 4] = {0, 0, 8, 1, 0, 0, 0, 4, 1, 2, 3, 4};
+        char pi[512], pl[512];
+        path_in(pi, sizeof pi, tmpdir, names[2]);
+        path_in(pl, sizeof pl, tmpdir, names[3]);
+        FILE *fi = fopen(pi, "wb"), *fl = fopen(pl, "wb");
+        CHECK(fi && fl && fwrite(img, 1, sizeof img, fi) == sizeof img &&
+              fwrite(lab, 1, sizeof lab, fl) == sizeof lab, "write the 56x56 test set");
+        if (fi) fclose(fi);
+        if (fl) fclose(fl);
+        het_dataset a, b;
+        st = het_dataset_load_named(&a, &b, "fashion-mnist", tmpdir);
+        CHECK(st == HET_EFORMAT && strstr(het_error_msg(), "t10k-images-idx3-ubyte: offset 8: "
+                                          "images of 56 x 56, expected 28 x 28"),
+              "56x56 test images: %d %s", st, het_error_msg());
+        if (st == HET_OK) {
+            het_dataset_free(&a);
+            het_dataset_free(&b);
+        }
+    }
+
     /* load_idx computes statistics from the data: they match the published constants */
     het_dataset d;
     char pi[512], pl[512];

@@ -103,7 +103,15 @@ static int load_idx_named(het_dataset *train, het_dataset *test, const char *nam
     int st = het_dataset_load_idx(train, p[0], p[1], 10);
     if (st) return st;
     if ((st = het_dataset_load_idx(test, p[2], p[3], 10))) return st;
+    /* the named sets are 28 x 28 (models and het_train_data_shape are sized so), and the test
+     * images must have the training images' size: evaluation gathers them into buffers sized
+     * from the training set */
     het_dataset *both[2] = {train, test};
+    for (int k = 0; k < 2; k++)
+        if (both[k]->shape.h != 28 || both[k]->shape.w != 28)
+            return het_error_set(HET_EFORMAT, "%s: offset 8: images of %d x %d, expected 28 x 28 "
+                                 "(%s)%s%s", p[2 * k], both[k]->shape.h, both[k]->shape.w, name,
+                                 k ? " as in " : "", k ? p[0] : "");
     for (int k = 0; k < 2; k++) {
         snprintf(both[k]->name, sizeof both[k]->name, "%s", name);
         for (int c = 0; c < 3; c++) {

@@ -113,6 +113,14 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     st = het_dataset_load_named(&t->train, &t->test, cfg->data,
                                 cfg->data_dir[0] ? cfg->data_dir : NULL);
     if ((st = het_trainer_agree(t, st))) goto fail;
+    if (!st && (t->test.shape.c != t->train.shape.c || t->test.shape.h != t->train.shape.h ||
+                t->test.shape.w != t->train.shape.w || t->test.n_classes != t->train.n_classes))
+        st = het_error_set(HET_EFORMAT, "dataset %s: test samples of %dx%dx%d in %d classes, "
+                           "expected %dx%dx%d in %d classes as the training samples", cfg->data,
+                           t->test.shape.c, t->test.shape.h, t->test.shape.w,
+                           t->test.n_classes, t->train.shape.c, t->train.shape.h,
+                           t->train.shape.w, t->train.n_classes);
+    if ((st = het_trainer_agree(t, st))) goto fail;
     t->n_train = t->train.n;
     t->n_test = t->test.n;
     if (cfg->train_limit > 0 && cfg->train_limit < t->n_train) t->n_train = cfg->train_limit;
