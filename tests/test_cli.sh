@@ -139,6 +139,17 @@ rc=$?
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q 'training diverged: loss nan' e.txt ||
     fail "divergence: rc $rc, stderr '$(cat e.txt)'"
+# an output path equal to the checkpoint (or another output) is refused before anything is
+# written, and a folder that cannot be written is found before training (shared FINDINGS #3, #4)
+"$HETRAIN" train "${COMMON[@]}" --epochs 1 --checkpoint a.ckpt --trace ./a.ckpt >o.txt 2>e.txt
+rc=$?
+[ $rc -eq 2 ] && grep -q "checkpoint: 'a.ckpt' is also the trace file" e.txt &&
+    "$HETRAIN" eval --checkpoint a.ckpt >/dev/null 2>&1 || fail "same path: rc $rc, $(cat e.txt)"
+"$HETRAIN" train "${COMMON[@]}" --epochs 1 --export-safetensors /nonexistent-dir/w.st >o.txt 2>e.txt
+rc=$?
+[ $rc -eq 1 ] && ! grep -q '^epoch' o.txt &&
+    grep -q "export-safetensors: cannot write '/nonexistent-dir/w.st'.*before training" e.txt ||
+    fail "unwritable output folder: rc $rc, $(cat o.txt e.txt)"
 # a blow-up in the last step of an epoch (every step is the last: one step per epoch): caught
 # after the epoch, before its checkpoint replaces the good one (shared FINDINGS #2)
 "$HETRAIN" train --model lenet5 --data synthetic --train-limit 64 --test-limit 64 --epochs 1 \

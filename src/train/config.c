@@ -1,7 +1,9 @@
 /* The training configuration: one table of keys drives parsing (options and config files),
  * range checks, the echo printed at start and stored in checkpoints, and --help. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -503,6 +505,32 @@ int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t 
     return apply_lines(c, text, n, path, 1, off);
 }
 
+/* a and b name the same file: the same text, or the same name in the same (resolved) folder. */
+static int same_file(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return 1;
+    const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
+    if (strcmp(ba ? ba + 1 : a, bb ? bb + 1 : b) != 0) return 0;
+    char da[HET_PATH_LEN], db[HET_PATH_LEN], ra[PATH_MAX], rb[PATH_MAX];
+    snprintf(da, sizeof da, "%.*s", ba ? (int)(ba - a) + (ba == a) : 1, ba ? a : ".");
+    snprintf(db, sizeof db, "%.*s", bb ? (int)(bb - b) + (bb == b) : 1, bb ? b : ".");
+    return realpath(da, ra) && realpath(db, rb) && strcmp(ra, rb) == 0;
+}
+
+/* No output may overwrite another output or an input: --checkpoint, --metrics, --trace,
+ * --export-safetensors and --out against each other and against --speeds-file. */
+static int check_paths(const het_train_config *c) {
+    const char *key[] = {"checkpoint", "metrics", "trace", "export-safetensors", "out",
+                         "speeds-file"};
+    const char *path[] = {c->checkpoint, c->metrics, c->trace, c->export_safetensors, c->out,
+                          c->speeds_file};
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 6; j++)
+            if (path[i][0] && path[j][0] && same_file(path[i], path[j]))
+                return het_error_set(HET_EINVAL, "%s: '%s' is also the %s file; give each its "
+                                     "own path", key[i], path[i], key[j]);
+    return HET_OK;
+}
+
 int het_train_config_check(const het_train_config *c) {
     het_schedule s = c->sched;
     s.total_epochs = c->epochs;
@@ -513,6 +541,7 @@ int het_train_config_check(const het_train_config *c) {
         return het_error_set(HET_EINVAL, "resume: needs --checkpoint FILE to resume from");
     if (c->metrics_steps && !c->metrics[0])
         return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
+    if (check_paths(c)) return HET_EINVAL;
     het_shape sh;
     int classes;
     if (het_train_data_shape(c->data, &sh, &classes)) return HET_EINVAL;

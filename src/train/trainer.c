@@ -23,9 +23,11 @@
  * path and no communication: results are bitwise those of one MPI rank.
  *
  * Nothing here reads the clock except for reported timings. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hetero/hetero.h"
 #include "hetrain/batch.h"
@@ -97,6 +99,24 @@ static int create_mpi(het_trainer *t) {
     return st;
 }
 
+/* Rank 0 writes every output: its folder must exist and be writable before any training, so
+ * that a bad path fails in a second rather than after the run (and loses nothing). */
+static int probe_outputs(const het_train_config *c) {
+    const char *key[] = {"checkpoint", "metrics", "trace", "export-safetensors"};
+    const char *path[] = {c->checkpoint, c->metrics, c->trace, c->export_safetensors};
+    for (int i = 0; i < 4; i++) {
+        if (!path[i][0]) continue;
+        char dir[HET_PATH_LEN];
+        const char *slash = strrchr(path[i], '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path[i]) + (slash == path[i]) : 1,
+                 slash ? path[i] : ".");
+        if (access(dir, W_OK) != 0)
+            return het_error_set(HET_EIO, "%s: cannot write '%s' (folder '%s': %s); checked "
+                                 "before training", key[i], path[i], dir, strerror(errno));
+    }
+    return HET_OK;
+}
+
 int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     *out = NULL;
     int st = het_train_config_check(cfg);
@@ -110,6 +130,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     t->strat = strat;
     het_blas_set_threads(1); /* parallelism is the model's workers; see --threads */
     if ((st = create_mpi(t))) goto fail;
+    if ((st = het_trainer_agree(t, t->rank == 0 ? probe_outputs(cfg) : HET_OK))) goto fail;
     st = het_dataset_load_named(&t->train, &t->test, cfg->data,
                                 cfg->data_dir[0] ? cfg->data_dir : NULL);
     if ((st = het_trainer_agree(t, st))) goto fail;
