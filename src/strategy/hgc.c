@@ -151,13 +151,12 @@ static int rebalance(het_strategy_ctx *ctx, hgc *h) {
 static void partition(const het_strategy_ctx *ctx, hgc *h, int64_t Bs, int64_t *lo,
                       int64_t *len, float *scale) {
     const int P = ctx->size;
-    if (ctx->cfg->batching == HET_BATCHING_PROPORTIONAL && Bs >= P &&
-        het_partition_weighted(Bs, h->speeds, P, h->sizes) == HET_OK) {
-        het_partition_offsets(h->sizes, ctx->rank, lo, len);
-    } else {
-        for (int r = 0; r < P; r++) het_partition_even(Bs, P, r, lo, &h->sizes[r]);
-        het_partition_even(Bs, P, ctx->rank, lo, len);
+    if (ctx->cfg->batching != HET_BATCHING_PROPORTIONAL || Bs < P ||
+        het_partition_weighted(Bs, h->speeds, P, h->sizes) != HET_OK) {
+        int64_t at;
+        for (int r = 0; r < P; r++) het_partition_even(Bs, P, r, &at, &h->sizes[r]);
     }
+    het_partition_offsets(h->sizes, ctx->rank, lo, len);
     if (ctx->cfg->weighting == HET_WEIGHTING_SAMPLE) {
         *scale = 1.0f / (float)Bs;
     } else {

@@ -508,11 +508,8 @@ int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t 
 /* a and b name the same file: the same text, or the same name in the same (resolved) folder. */
 static int same_file(const char *a, const char *b) {
     if (strcmp(a, b) == 0) return 1;
-    const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
-    if (strcmp(ba ? ba + 1 : a, bb ? bb + 1 : b) != 0) return 0;
     char da[HET_PATH_LEN], db[HET_PATH_LEN], ra[PATH_MAX], rb[PATH_MAX];
-    snprintf(da, sizeof da, "%.*s", ba ? (int)(ba - a) + (ba == a) : 1, ba ? a : ".");
-    snprintf(db, sizeof db, "%.*s", bb ? (int)(bb - b) + (bb == b) : 1, bb ? b : ".");
+    if (strcmp(het_path_dir(a, da, sizeof da), het_path_dir(b, db, sizeof db)) != 0) return 0;
     return realpath(da, ra) && realpath(db, rb) && strcmp(ra, rb) == 0;
 }
 

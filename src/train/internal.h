@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hetrain/train.h"
 #include "core/bytes.h"
@@ -17,6 +18,15 @@ static inline void het_fmt_float(char *buf, size_t n, float v) {
         snprintf(buf, n, "%.*g", prec, (double)v);
         if (strtof(buf, NULL) == v) return;
     }
+}
+
+/* The folder of a path ("." for a bare name, "/" for a file at the root) into dir; returns
+ * the file's name inside it. */
+static inline const char *het_path_dir(const char *path, char *dir, size_t n) {
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, n, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    return slash ? slash + 1 : path;
 }
 
 /* ---- metrics.c: JSON Lines ---- */

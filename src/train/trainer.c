@@ -107,9 +107,7 @@ static int probe_outputs(const het_train_config *c) {
     for (int i = 0; i < 4; i++) {
         if (!path[i][0]) continue;
         char dir[HET_PATH_LEN];
-        const char *slash = strrchr(path[i], '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path[i]) + (slash == path[i]) : 1,
-                 slash ? path[i] : ".");
+        het_path_dir(path[i], dir, sizeof dir);
         if (access(dir, W_OK) != 0)
             return het_error_set(HET_EIO, "%s: cannot write '%s' (folder '%s': %s); checked "
                                  "before training", key[i], path[i], dir, strerror(errno));
