@@ -2,7 +2,8 @@
 # hetrain under mpirun: real multi-rank runs of the command line. Output printed once (rank 0),
 # the topology line, the per-epoch time split, usage errors (exit 2 on every rank, one line),
 # runtime errors agreed across ranks (exit 1, one line, no hang), resume on 2 ranks bitwise
-# equal to a straight 2-rank run (checkpoint bytes), eval / export / info on 2 ranks.
+# equal to a straight 2-rank run (checkpoint bytes), eval / export / info on 2 ranks, the
+# progress bar only when mpirun's output is a terminal.
 # Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -98,5 +99,17 @@ d0=$(sed -n 's/.*"delay_s":\[\([0-9.e-]*\),.*/\1/p' m.jsonl)
 gt "$w0" "$(awk -v c="$c1" 'BEGIN { print c * 0.4 }')" ||
     fail "rank 0 waited $w0 s while rank 1 computed $c1 s at factor 3 (expected > 40%)"
 gt "$d0" 0 || fail "emulated network delay $d0, expected > 0"
+
+# ---- --progress auto: plain lines when mpirun's output is a file, the bar on a terminal ----
+# (Open MPI gives every rank a pseudo-terminal whatever mpirun's own stdout is)
+AUTO=(--model mlp --data synthetic --train-limit 1024 --test-limit 64 --batch 16 --epochs 1)
+mpi 2 train "${AUTO[@]}" >p.out 2>p.err || fail "progress auto run: $(cat p.err)"
+grep -q '^epoch 1/1 ' p.out || fail "no plain epoch line in a redirected run: $(cat p.out)"
+if grep -q $'[\r\033]' p.out; then fail "escape or carriage return in a redirected run's output"; fi
+if command -v script >/dev/null 2>&1; then
+    script -qc "timeout 60 mpirun --oversubscribe -np 2 $HETRAIN train ${AUTO[*]}" /dev/null \
+        >t.out 2>&1 </dev/null || fail "progress auto run on a terminal: $(cat t.out)"
+    grep -q $'\r\033\\[Kepoch 1/1 \\[' t.out || fail "no progress bar on a terminal: $(cat -v t.out)"
+fi
 
 [ $failures -eq 0 ] && echo "test_cli_ranks: passed" || exit 1

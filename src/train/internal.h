@@ -53,6 +53,8 @@ typedef struct het_bar {
     int64_t total;
     double last, start;
 } het_bar;
+/* Whether rank output reaches a terminal: isatty(1), or under an MPI launcher the launcher's. */
+int het_stdout_is_terminal(void);
 void het_bar_init(het_bar *b, het_progress mode);
 void het_bar_begin(het_bar *b, int epoch, int epochs, int64_t total);
 void het_bar_update(het_bar *b, int64_t done, double loss, double acc);
