@@ -18,6 +18,8 @@ trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# HET_TEST_NO_TIMING (make test-asan): the runs still run, their timings go unchecked
+timing_off() { [ -n "${HET_TEST_NO_TIMING:-}" ] && [ "$HET_TEST_NO_TIMING" != 0 ]; }
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 mpi() { local P=$1; shift; timeout 60 mpirun --oversubscribe -np "$P" "$HETRAIN" "$@"; }
 COMMON=(--model mlp --data synthetic --train-limit 512 --test-limit 256 --seed 3 --progress off)
@@ -96,9 +98,11 @@ grep -q 'slowest rank 1 ' h.out || fail "slowest rank is not 1: $(grep '^epoch' 
 w0=$(sed -n 's/.*"wait_s":\[\([0-9.e-]*\),.*/\1/p' m.jsonl)
 c1=$(sed -n 's/.*"compute_s":\[[0-9.e-]*,\([0-9.e-]*\)\].*/\1/p' m.jsonl)
 d0=$(sed -n 's/.*"delay_s":\[\([0-9.e-]*\),.*/\1/p' m.jsonl)
-gt "$w0" "$(awk -v c="$c1" 'BEGIN { print c * 0.4 }')" ||
-    fail "rank 0 waited $w0 s while rank 1 computed $c1 s at factor 3 (expected > 40%)"
-gt "$d0" 0 || fail "emulated network delay $d0, expected > 0"
+if ! timing_off; then
+    gt "$w0" "$(awk -v c="$c1" 'BEGIN { print c * 0.4 }')" ||
+        fail "rank 0 waited $w0 s while rank 1 computed $c1 s at factor 3 (expected > 40%)"
+    gt "$d0" 0 || fail "emulated network delay $d0, expected > 0"
+fi
 
 # ---- --progress auto: plain lines when mpirun's output is a file, the bar on a terminal ----
 # (Open MPI gives every rank a pseudo-terminal whatever mpirun's own stdout is)

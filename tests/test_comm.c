@@ -495,11 +495,12 @@ static void test_netem(void) {
             if (g_rank == 0)
                 printf("netem %d nodes, 1 MiB, %s: median %.2f ms, model %.2f ms\n", g_size,
                        names[mode], 1e3 * med, 1e3 * model);
-            CHECK(fabs(med - model) <= 0.15 * model, "rank %d: %s: %.3f ms vs model %.3f ms",
-                  g_rank, names[mode], 1e3 * med, 1e3 * model);
+            if (het_test_timing())
+                CHECK(fabs(med - model) <= 0.15 * model, "rank %d: %s: %.3f ms vs model %.3f ms",
+                      g_rank, names[mode], 1e3 * med, 1e3 * model);
             CHECK(st.calls == REPS && st.bytes == (uint64_t)REPS * mib, "stats calls %llu",
                   (unsigned long long)st.calls);
-            if (mode != 2) /* the test loop spins through the delay instead of sleeping */
+            if (mode != 2 && het_test_timing()) /* mode 2 spins through the delay */
                 CHECK(st.delay_s > 0.5 * REPS * model, "rank %d: %s: delay_s %g", g_rank,
                       names[mode], st.delay_s);
         }

@@ -21,6 +21,8 @@ trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# HET_TEST_NO_TIMING (make test-asan): the runs still run, their timings go unchecked
+timing_off() { [ -n "${HET_TEST_NO_TIMING:-}" ] && [ "$HET_TEST_NO_TIMING" != 0 ]; }
 within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a / b - 1; exit !(d <= t && d >= -t) }'; }
 mpi() { local P=$1; shift; timeout 120 mpirun --oversubscribe -np "$P" "$HETRAIN" "$@"; }
 COMMON=(--model lenet5 --data synthetic --test-limit 128 --seed 5 --progress off)
@@ -36,7 +38,7 @@ for try in 1 2 3; do
     echo "calibration try $try: speeds $s0 $s1, ratio $ratio (expected 2)"
     if within "$ratio" 2 0.15; then ok=1; break; fi
 done
-[ $ok -eq 1 ] || fail "calibration ratio $ratio not within 15 % of 2"
+[ $ok -eq 1 ] || timing_off || fail "calibration ratio $ratio not within 15 % of 2"
 mpi 2 train "${COMMON[@]}" --strategy hgc --speeds-file speeds.txt --epochs 1 \
     --train-limit 256 >f.out 2>&1 || fail "hgc with --speeds-file: $(cat f.out)"
 grep -q "^hgc: file speeds" f.out || fail "no speeds line: $(cat f.out)"
@@ -56,7 +58,7 @@ for try in 1 2 3; do
     echo "rebalance try $try: epoch 4 speeds $a $b, ratio $r4 (expected 3)"
     if within "$r4" 3 0.35 && grep -q '^epoch 3/4 .*hgc (re-balanced)' rb.out; then ok=1; break; fi
 done
-[ $ok -eq 1 ] || fail "re-balanced ratio $r4 at epoch 4 not within 35 % of 3: $(cat rb.out)"
+[ $ok -eq 1 ] || timing_off || fail "re-balanced ratio $r4 at epoch 4 not within 35 % of 3: $(cat rb.out)"
 mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --slowdown-at 2:1:3 --epochs 3 \
     --train-limit 512 --metrics fx.jsonl >fx.out 2>&1 || fail "fixed run: $(cat fx.out)"
 read -r a b <<<"$(speeds 3 fx.jsonl)"

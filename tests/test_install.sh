@@ -11,6 +11,10 @@ for f in lib/libhetrain.a lib/pkgconfig/hetrain.pc include/hetrain.h include/het
 done
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs hetrain)
+# a sanitized build (make test-asan) installs an instrumented library: link its runtime too
+if nm "$tmp/prefix/lib/libhetrain.a" 2>/dev/null | grep -c " U __asan_init" >/dev/null; then
+  flags="-fsanitize=address,undefined $flags"
+fi
 # shellcheck disable=SC2086
 cc -std=c11 -O2 -o "$tmp/train_mlp" "$HET_SOURCE_DIR/examples/train_mlp.c" $flags
 "$tmp/train_mlp"
