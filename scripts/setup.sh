@@ -4,7 +4,7 @@
 #        one make target needs beside these (valgrind for make test-valgrind)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
-      dataset-fashion-mnist libxml2-utils "$@")
+      dataset-fashion-mnist libxml2-utils iproute2 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The virtual cluster (tools/vcluster): 2 hosts (network namespaces, Open MPI over TCP, a
+# 1 Gbit/s link), 4 ranks placed across them (--map-by node: ranks 0, 2 on vh1, 1, 3 on vh2)
+# train 2 epochs, and the checkpoint equals the one of the same 4-rank run on one host; then the
+# cluster comes down and leaves nothing behind. `up` and `down` are idempotent; bad arguments
+# are refused. Skipped, with a visible line, where namespaces cannot be made (not root, no
+# iproute2, a container without CAP_SYS_ADMIN). Env: HETRAIN, HET_SOURCE_DIR.
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+VC=${HET_SOURCE_DIR:?}/tools/vcluster
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export VCLUSTER_DIR=/run/hetrain-vcluster-test
+skip() { echo "test_vcluster: SKIPPED: $*"; exit 0; }
+[ "$(id -u)" -eq 0 ] || skip "not root"
+for t in ip tc unshare mpirun; do command -v $t >/dev/null 2>&1 || skip "'$t' not found"; done
+had_run_netns=0; [ -d /run/netns ] && had_run_netns=1
+if ! ip netns add hetrain-probe 2>/dev/null; then skip "cannot create a network namespace here"; fi
+ip netns del hetrain-probe
+# `ip netns add` made /run/netns (a bind mount of itself) for the probe: undo that, so that
+# the test can check that vcluster's up/down leaves the machine as it found it
+if [ $had_run_netns -eq 0 ]; then umount /run/netns 2>/dev/null; rmdir /run/netns 2>/dev/null; fi
+[ -z "$(ip netns list | grep '^vh[0-9]')" ] || skip "namespaces vh* exist already (another vcluster is up)"
+
+T=$(mktemp -d /tmp/het_vcluster_XXXXXX)
+cleanup() { "$VC" down >/dev/null 2>&1; rm -rf "$T"; }
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+cd "$T" || exit 1
+mounts_before=$(grep -c netns /proc/self/mountinfo)
+hosts_before=$(md5sum </etc/hosts)
+
+"$VC" up 1 >o 2>&1 && fail "up 1 accepted"
+"$VC" up 2 --speed 1 >o 2>&1 && fail "up with an unknown option accepted"
+"$VC" up 2 --rate 1gbit >up.out 2>&1 || { cat up.out; fail "up 2 failed"; exit 1; }
+"$VC" up 2 --rate 1gbit >up2.out 2>&1 || fail "second up failed: $(cat up2.out)"
+grep -q "already up" up2.out || fail "second up did not say 'already up': $(cat up2.out)"
+
+ARGS=(train --model lenet5 --data synthetic --epochs 2 --train-limit 1024 --test-limit 256
+      --seed 3 --progress off --threads 1)
+timeout -k 5 240 "$VC" run -np 4 --map-by node "$HETRAIN" "${ARGS[@]}" --checkpoint "$T/vc.ckpt" \
+    >vc.out 2>&1 || fail "4 ranks on the virtual cluster: $(cat vc.out)"
+grep -q '^ranks: 4 ranks on 2 nodes' vc.out || fail "not 2 nodes: $(grep '^ranks' vc.out)"
+timeout -k 5 240 mpirun --oversubscribe -np 4 "$HETRAIN" "${ARGS[@]}" --checkpoint "$T/one.ckpt" \
+    >one.out 2>&1 || fail "4 ranks on one host: $(cat one.out)"
+cmp -s vc.ckpt one.ckpt ||
+    fail "the 2-host run differs from the 1-host run: $(grep '^done' vc.out) vs $(grep '^done' one.out)"
+
+"$VC" down >d.out 2>&1 || fail "down failed: $(cat d.out)"
+"$VC" down >d2.out 2>&1 || fail "second down failed: $(cat d2.out)"
+[ -z "$(ip netns list | grep '^vh[0-9]')" ] || fail "namespaces left: $(ip netns list)"
+ip link show vcbr0 >/dev/null 2>&1 && fail "bridge vcbr0 left"
+ip -o link | grep -q ' vc[0-9]*-br' && fail "veth links left: $(ip -o link | grep ' vc')"
+[ "$(grep -c netns /proc/self/mountinfo)" -eq "$mounts_before" ] || fail "netns mounts left"
+[ $had_run_netns -eq 1 ] || [ ! -e /run/netns ] || fail "/run/netns left"
+[ -d /etc/netns ] && [ -z "$(ls -A /etc/netns)" ] && fail "/etc/netns left, empty"
+[ "$(md5sum </etc/hosts)" = "$hosts_before" ] || fail "/etc/hosts changed"
+[ -e "$VCLUSTER_DIR" ] && fail "state folder $VCLUSTER_DIR left"
+"$VC" run -np 2 true >r.out 2>&1 && fail "run with no cluster up accepted"
+grep -q "no cluster up" r.out || fail "run with no cluster: $(cat r.out)"
+
+[ $failures -eq 0 ] && echo "test_vcluster: passed" || exit 1
