@@ -58,15 +58,6 @@ static int on_step(het_strategy_ctx *ctx, const het_step_info *s) {
 /* The distributed part of create: topology, comm, slowdown. */
 static int create_mpi(het_trainer *t) {
     const het_train_config *cfg = &t->cfg;
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    if (inited) MPI_Finalized(&finalized);
-    t->mpi = inited && !finalized;
-    t->ctx.world = MPI_COMM_NULL;
-    if (t->mpi) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &t->size);
-    }
     double factors[1024];
     int nf = cfg->slowdown[0] ? het_slowdown_parse(cfg->slowdown, factors, 1024) : 0;
     if (nf < 0) return nf;
@@ -115,17 +106,34 @@ static int probe_outputs(const het_train_config *c) {
     return HET_OK;
 }
 
+/* Under MPI: this rank and the world's size, then the ranks compare their configurations,
+ * before anything that depends on the configuration (its checks included) can part them. */
+static int join_world(het_trainer *t) {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Finalized(&finalized);
+    t->mpi = inited && !finalized;
+    t->ctx.world = MPI_COMM_NULL;
+    if (t->mpi) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &t->size);
+    }
+    return het_trainer_compare_config(t);
+}
+
 int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     *out = NULL;
-    int st = het_train_config_check(cfg);
-    if (st) return st;
-    const het_strategy_ops *strat = het_strategy_find(cfg->strategy);
-    if (!strat) return HET_EINVAL;
     het_trainer *t = calloc(1, sizeof *t);
     if (!t) return het_error_set(HET_ENOMEM, "out of memory creating the trainer");
     t->cfg = *cfg;
     t->size = 1;
-    t->strat = strat;
+    int st = join_world(t);
+    if (!st) st = het_train_config_check(cfg);
+    if (!st && !(t->strat = het_strategy_find(cfg->strategy))) st = HET_EINVAL;
+    if (st) {
+        free(t);
+        return st;
+    }
     het_blas_set_threads(1); /* parallelism is the model's workers; see --threads */
     if ((st = create_mpi(t))) goto fail;
     if ((st = het_trainer_agree(t, t->rank == 0 ? probe_outputs(cfg) : HET_OK))) goto fail;
@@ -144,6 +152,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     t->n_test = t->test.n;
     if (cfg->train_limit > 0 && cfg->train_limit < t->n_train) t->n_train = cfg->train_limit;
     if (cfg->test_limit > 0 && cfg->test_limit < t->n_test) t->n_test = cfg->test_limit;
+    if ((st = het_trainer_compare_data(t))) goto fail;
     if (t->n_train < 1 || t->n_test < 1) {
         st = het_error_set(HET_EINVAL, "dataset %s: %lld training and %lld test samples, "
                            "expected at least 1 of each", cfg->data, (long long)t->n_train,
