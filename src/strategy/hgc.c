@@ -170,7 +170,7 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
     const het_train_config *c = ctx->cfg;
     hgc *h = ctx->priv;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0};
+    het_epoch_sums sums = {0, 0, 0, 0};
     float lr = 0.0f;
     int rc;
     h->rebalanced = 0;

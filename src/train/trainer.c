@@ -399,9 +399,14 @@ int het_trainer_run_epoch(het_trainer *t) {
     char split[256], extra[512] = "", json[1024] = "";
     het_trainer_format_split(t, split, sizeof split);
     if (t->strat->report) t->strat->report(&t->ctx, extra, sizeof extra, json, sizeof json);
+    char skipped[64] = "";
+    if (es.skipped)
+        snprintf(skipped, sizeof skipped, " | skipped %lld non-finite step%s",
+                 (long long)es.skipped, es.skipped == 1 ? "" : "s");
     het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
-            "%.4f lr %.4g %.0f samples/s %.2fs%s%s\n", es.epoch, c->epochs, es.loss, es.train_acc,
-            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split, extra);
+            "%.4f lr %.4g %.0f samples/s %.2fs%s%s%s\n", es.epoch, c->epochs, es.loss,
+            es.train_acc, es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s,
+            split, extra, skipped);
     st = HET_OK;
     if (t->metrics)
         st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL,
@@ -445,8 +450,14 @@ int het_trainer_run(het_trainer *t) {
     }
     if (t->n_hist > 0) {
         const het_epoch_stats *last = &t->hist[t->n_hist - 1];
-        het_log(HET_LOG_INFO, "done: %d epochs, test_loss %.4f test_acc %.4f%s%s\n", t->epoch,
-                last->test_loss, last->test_acc, c->checkpoint[0] ? ", checkpoint " : "",
+        int64_t skipped = 0;
+        char note[64] = "";
+        for (int i = 0; i < t->n_hist; i++) skipped += t->hist[i].skipped;
+        if (skipped)
+            snprintf(note, sizeof note, ", %lld non-finite step%s skipped", (long long)skipped,
+                     skipped == 1 ? "" : "s");
+        het_log(HET_LOG_INFO, "done: %d epochs, test_loss %.4f test_acc %.4f%s%s%s\n", t->epoch,
+                last->test_loss, last->test_acc, note, c->checkpoint[0] ? ", checkpoint " : "",
                 c->checkpoint);
     }
     return het_trainer_agree(t, het_metrics_close_checked(&t->metrics));
