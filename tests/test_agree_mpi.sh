@@ -5,7 +5,7 @@
 # runs 2 ranks that differ in one thing (node-local files simulated with a per-rank path, or
 # an MPMD command line) and must end within seconds, exit 1 on every rank, and print one line
 # (rank 0's) naming the rank and what differs: a stale checkpoint copy, config files that
-# differ, MPMD --batch, --epochs and --model. Ranks that agree still train.
+# differ, MPMD --batch, --epochs and --model, hgc speeds files. Ranks that agree still train.
 # Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -67,6 +67,12 @@ expect_differ $? "MPMD --epochs" "rank 1 differs from rank 0: configuration (epo
 run -np 2 "$HETRAIN" train "${O[@]}" --epochs 1 : -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 \
     --model lenet5
 expect_differ $? "MPMD --model" "rank 2 differs from rank 0: configuration (model lenet5 vs mlp on rank 0)"
+# hgc speeds files read per rank that differ
+printf '1\n1\n' >s0.txt
+printf '2\n1\n' >s1.txt
+run -np 2 bash -c "exec $HETRAIN train ${O[*]} --epochs 1 --strategy hgc \
+    --speeds-file s\$OMPI_COMM_WORLD_RANK.txt"
+expect_differ $? "speeds files" "rank 1 differs from rank 0: hgc speeds file (s0.txt on rank 0)"
 # paths that may differ per node (data-dir, metrics) and the worker threads do not count
 run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 --metrics m.jsonl : -np 1 "$HETRAIN" train \
     "${O[@]}" --epochs 1 --threads 2 --data-dir "$T"

@@ -106,6 +106,27 @@ static int probe_outputs(const het_train_config *c) {
     return HET_OK;
 }
 
+/* What the strategy sees of the trainer. */
+static het_strategy_ctx *strategy_ctx(het_trainer *t) {
+    t->sched = t->cfg.sched;
+    t->sched.total_epochs = t->cfg.epochs;
+    het_strategy_ctx *c = &t->ctx;
+    c->cfg = &t->cfg;
+    c->model = t->model;
+    c->train = &t->train;
+    c->n_train = t->n_train;
+    c->sampler = &t->sampler;
+    c->sched = &t->sched;
+    c->opt_state = t->opt_state;
+    c->x = t->x;
+    c->y = t->y;
+    c->comm = t->comm;
+    c->rank = t->rank;
+    c->size = t->size;
+    c->on_step = on_step;
+    return c;
+}
+
 /* Under MPI: this rank and the world's size, then the ranks compare their configurations,
  * before anything that depends on the configuration (its checks included) can part them. */
 static int join_world(het_trainer *t) {
@@ -186,22 +207,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
                                 het_model_n_state(m) * sizeof(float), 0);
         if ((st = het_trainer_agree(t, st))) goto fail;
     }
-    t->sched = cfg->sched;
-    t->sched.total_epochs = cfg->epochs;
-    het_strategy_ctx *c = &t->ctx;
-    c->cfg = &t->cfg;
-    c->model = t->model;
-    c->train = &t->train;
-    c->n_train = t->n_train;
-    c->sampler = &t->sampler;
-    c->sched = &t->sched;
-    c->opt_state = t->opt_state;
-    c->x = t->x;
-    c->y = t->y;
-    c->comm = t->comm;
-    c->rank = t->rank;
-    c->size = t->size;
-    c->on_step = on_step;
+    het_strategy_ctx *c = strategy_ctx(t);
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
     if (st) goto fail;
