@@ -24,6 +24,13 @@
  *   test_acc        test-set accuracy after the timed epochs
  *   exec            stack: the dense-stack executor (features split over workers, update folded
  *                   in); batch: the generic one (batch split, worker reduction, then update)
+ *   finite          1 when every step's loss, weights and gradients stayed finite (`hetrain
+ *                   train` checks the loss and the optimizer's report on the weights it wrote,
+ *                   het_update.nonfinite, every step: both free)
+ *   scan_us         mean microseconds per step of a scan of the gradients (het_all_finite),
+ *                   what --on-nan skip-step adds to every step (run after each timed step, its
+ *                   time taken out of seconds and img_per_s)
+ *   scan_frac       scan time / the timed epochs' training time
  *
  * Usage: bench_train [--model mlp|lenet5] [--threads N] [--batch 64] [--epochs 1]
  *                    [--data-dir DIR] [--data NAME] [--lr 0.05] [--seed 1] [--warmup 20]
@@ -32,6 +39,7 @@
  * --threads N runs N model workers; the BLAS runs 1 thread when N > 1 (so N cores in all) unless
  * --blas-threads overrides it (e.g. --threads 1 --blas-threads 2: one worker, threaded BLAS). */
 #include <cblas.h> /* openblas_get_corename: which kernels OpenBLAS picked for this CPU */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,7 +231,7 @@ int main(int argc, char **argv) {
     het_model_init_params(m, o.seed);
     het_sampler_set_epoch(&smp, 1000);
     for (int s = 0; s < o.warmup && (int64_t)(s + 1) * o.batch <= train.n; s++) {
-        het_update u = {&oc, o.lr, opt_state, s + 1};
+        het_update u = {&oc, o.lr, opt_state, s + 1, NULL};
         het_batch_result r;
         st = het_batch_step(m, &train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y,
                             1.0f / (float)o.batch, (uint64_t)s, &u, &r);
@@ -234,23 +242,28 @@ int main(int argc, char **argv) {
 
     /* timed epochs */
     int64_t t = 0, images = 0;
-    double loss_sum = 0;
+    double loss_sum = 0, scan_s = 0;
+    int finite = 1, bad = 0;
     double t0 = het_now();
     for (int e = 0; e < o.epochs; e++) {
         het_sampler_set_epoch(&smp, e);
         for (int64_t s = 0; s < train.n; s += o.batch) {
             int n = (int)(train.n - s < o.batch ? train.n - s : o.batch);
-            het_update u = {&oc, o.lr, opt_state, t + 1}; /* as `hetrain train` on one rank */
+            het_update u = {&oc, o.lr, opt_state, t + 1, &bad}; /* as `hetrain train`, one rank */
             het_batch_result r;
             st = het_batch_step(m, &train, smp.perm + s, n, x, y, 1.0f / (float)n, (uint64_t)t,
                                 &u, &r);
             if (st != HET_OK) goto fail;
+            finite &= !bad && isfinite(r.loss_sum); /* hetrain train's per-step check */
+            double c0 = het_now(); /* what --on-nan skip-step adds: a scan of the gradients */
+            finite &= het_all_finite(het_model_grads(m), het_model_n_params(m));
+            scan_s += het_now() - c0;
             t++;
             loss_sum += r.loss_sum;
             images += n;
         }
     }
-    double secs = het_now() - t0;
+    double secs = het_now() - t0 - scan_s; /* the scan is measured apart (scan_us) */
 
     int64_t *idx = het_alloc((size_t)o.batch * sizeof(int64_t));
     if (!idx) {
@@ -272,12 +285,13 @@ int main(int argc, char **argv) {
     printf("impl=hetrain model=%s threads=%d workers=%d blas_threads=%d batch=%d epochs=%d "
            "images=%lld seconds=%.3f img_per_s=%.0f train_flop=%.0f gflops=%.2f "
            "sgemm_gflops=%.1f peak_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "
-           "train_loss=%.4f exec=%s blas_core=%s\n",
+           "train_loss=%.4f exec=%s blas_core=%s finite=%d scan_us=%.2f scan_frac=%.5f\n",
            o.model, o.threads, workers, blas_threads, o.batch, o.epochs, (long long)images, secs,
            ips, train_flop, gflops, peak, peak > 0 ? gflops / peak : 0.0,
            (double)ru.ru_maxrss / 1024.0, (double)het_model_bytes(m) / (1024.0 * 1024.0), acc,
            loss_sum / (double)images, strncmp(het_model_executor(m), "dense", 5) ? "batch" : "stack",
-           openblas_get_corename());
+           openblas_get_corename(), finite, 1e6 * scan_s / (double)(t > 0 ? t : 1),
+           scan_s / secs);
     rc = 0;
 fail:
     if (rc != 0) fprintf(stderr, "bench_train: %s\n", het_error_msg());

@@ -137,8 +137,24 @@ rc=$?
     fail "truncated checkpoint: rc $rc, stderr '$(cat e.txt)'"
 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --lr 1e6 --momentum 0 >o.txt 2>e.txt
 rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q 'training diverged: loss nan' e.txt ||
+[ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] &&
+    grep -q '^hetrain: epoch 1 step 3: non-finite gradient in layer 4 (dense), loss nan; training diverged' e.txt ||
     fail "divergence: rc $rc, stderr '$(cat e.txt)'"
+# a blow-up mid-epoch in a convolutional model: the step and the layer are named, no
+# checkpoint is written; skip-step drops such steps (all of them here: the weights are huge
+# after the first update), and the run still stops with the test loss
+"$HETRAIN" train --model lenet5 --data synthetic --train-limit 640 --test-limit 64 \
+    --progress off --epochs 1 --lr 1e30 --checkpoint nan.ckpt >o.txt 2>e.txt
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && [ ! -e nan.ckpt ] &&
+    grep -q '^hetrain: epoch 1 step 2: non-finite gradient in layer 11 (dense), loss nan' e.txt ||
+    fail "mid-epoch divergence: rc $rc, checkpoint $(ls nan.ckpt 2>&1), stderr '$(cat e.txt)'"
+"$HETRAIN" train --model lenet5 --data synthetic --train-limit 640 --test-limit 64 \
+    --progress off --epochs 1 --lr 1e30 --on-nan skip-step >o.txt 2>e.txt
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q 'config: .*on-nan=skip-step' o.txt &&
+    grep -q 'training diverged: test loss nan after epoch 1' e.txt ||
+    fail "skip-step with huge weights: rc $rc, stderr '$(cat e.txt)'"
 # an output path equal to the checkpoint (or another output) is refused before anything is
 # written, and a folder that cannot be written is found before training (shared FINDINGS #3, #4)
 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --checkpoint a.ckpt --trace ./a.ckpt >o.txt 2>e.txt

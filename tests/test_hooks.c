@@ -279,7 +279,7 @@ static void test_train_step(const char *name, int workers, int batch) {
     float *st = het_alloc(n * sizeof(float));
     memset(st, 0, n * sizeof(float));
     het_optim_config oc = het_optim_defaults();
-    het_update u = {&oc, 0.05f, st, 1};
+    het_update u = {&oc, 0.05f, st, 1, NULL};
     data d = make_data(in, batch);
     het_batch_result r;
     hook_log *g = calloc(1, sizeof *g);

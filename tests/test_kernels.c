@@ -2,11 +2,12 @@
  * het_gemm in all four transpose combinations (with padded leading dimensions, alpha/beta,
  * beta = 0 over NaN, K = 0), im2col / col2im (stride 1-3, pad 0-2, kernel larger than the image),
  * the adjoint identity <col2im(y), x> = <y, im2col(x)>, the wide stride-1 im2col against the
- * classic one, and the vector add.
+ * classic one, the vector add, and the finiteness scan.
  * Tolerances: copies and scatters are exact (same values, same addition order per element), so
  * they must match bitwise; GEMM is compared per element with |a - b| <= 1e-5 * (1 + sum_k
  * |A_ik B_kj| + |beta C_ij|), a bound on float rounding for K <= 100; the adjoint identity
  * (two double sums of the same products in different orders) to 1e-6 relative. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -190,6 +191,27 @@ static void test_vec_add(void) {
     }
 }
 
+/* het_all_finite: every length up to past two blocks, a NaN / inf / -inf at every position
+ * class (first, inside a block, a block's last, the very last), FLT_MAX and denormals finite. */
+static void test_all_finite(void) {
+    enum { N = 600 };
+    static float a[N];
+    for (int i = 0; i < N; i++) a[i] = (i % 3 == 0) ? FLT_MAX : (i % 3 == 1) ? -1e-42f : 1.0f;
+    CHECK(het_all_finite(a, 0) == 1, "empty buffer");
+    for (size_t n = 1; n <= N; n += 37) CHECK(het_all_finite(a, n) == 1, "finite, n %zu", n);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    const size_t at[] = {0, 100, 255, 256, 511, N - 1};
+    for (int b = 0; b < 3; b++)
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            float keep = a[at[k]];
+            a[at[k]] = bad[b];
+            CHECK(het_all_finite(a, N) == 0, "%g at %zu not found", (double)bad[b], at[k]);
+            CHECK(het_all_finite(a, at[k]) == 1, "%g at %zu found in the %zu before it",
+                  (double)bad[b], at[k], at[k]);
+            a[at[k]] = keep;
+        }
+}
+
 int main(void) {
     het_rng_seed(&rng, 20261129);
     printf("seed 20261129\n");
@@ -199,5 +221,6 @@ int main(void) {
     test_gemm();
     test_im2col();
     test_vec_add();
+    test_all_finite();
     return het_test_finish("test_kernels");
 }

@@ -345,8 +345,40 @@ static void test_fixture_reader(const het_fixture *good) {
     remove(path);
 }
 
+/* het_optim_step_range reports non-finite weights it wrote: a NaN or inf gradient, or an update
+ * that overflows; every optimizer variant; finite updates report 1. */
+static void test_nonfinite_report(void) {
+    enum { N = 300 };
+    static float p[N], g[N], st[2 * N];
+    const char *name[] = {"sgd", "sgd momentum", "sgd nesterov", "adam"};
+    for (int v = 0; v < 4; v++)
+        for (int t = 1; t <= 2; t++) {
+            het_optim_config c = het_optim_defaults();
+            c.kind = v == 3 ? HET_OPT_ADAM : HET_OPT_SGD;
+            c.momentum = v == 0 || v == 3 ? 0.0f : 0.9f;
+            c.nesterov = v == 2;
+            for (int i = 0; i < N; i++) p[i] = 1.0f, g[i] = 0.5f;
+            memset(st, 0, sizeof st);
+            CHECK(het_optim_step_range(&c, 0.1f, p, g, st, N, t, 0, N) == 1,
+                  "%s t %d: finite update reported non-finite", name[v], t);
+            g[N - 7] = NAN;
+            CHECK(het_optim_step_range(&c, 0.1f, p, g, st, N, t, 0, N) == 0,
+                  "%s t %d: NaN gradient not reported", name[v], t);
+            CHECK(het_optim_step_range(&c, 0.1f, p, g, st, N, t, 0, N - 7) == 1,
+                  "%s t %d: NaN outside the range reported", name[v], t);
+            for (int i = 0; i < N; i++) p[i] = 1.0f, g[i] = 0.5f;
+            memset(st, 0, sizeof st);
+            if (v != 3) {
+                g[3] = 3e38f;
+                CHECK(het_optim_step_range(&c, 1e10f, p, g, st, N, t, 0, N) == 0,
+                      "%s t %d: overflowing update not reported", name[v], t);
+            }
+        }
+}
+
 int main(void) {
     test_checks();
+    test_nonfinite_report();
     test_sgd_closed_form();
     test_adam_closed_form();
     het_fixture f;

@@ -189,7 +189,7 @@ static void fused_steps(const char *name, const float *params, size_t n, const f
     memcpy(het_model_params(m), params, n * sizeof(float));
     double worst = 0.0, gmax = 0.0;
     for (int t = 0; t < STEPS; t++) {
-        het_update u = {&oc, sgd[0], state, t + 1};
+        het_update u = {&oc, sgd[0], state, t + 1, NULL};
         het_batch_result res;
         rc = het_model_train_step(m, x, y, B, 1.0f / B, SEED + (uint64_t)t, &u, &res);
         CHECK(rc == HET_OK, "%s: fused step %d: %s", name, t, het_error_msg());

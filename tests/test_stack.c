@@ -114,7 +114,7 @@ static void compare(const char *kind, het_shape in, int max_batch, int batch, in
     for (int t = 1; t <= steps; t++) {
         fill(x, in_sz, (uint64_t)t);
         for (int i = 0; i < batch; i++) y[i] = (uint8_t)((i * 7 + t) % classes);
-        het_update us = {&oc, lr, st_s, t};
+        het_update us = {&oc, lr, st_s, t, NULL};
         het_batch_result rs, rr;
         int rc = het_model_train_step(S, x, y, batch, 1.0f / (float)batch, 9, &us, &rs);
         CHECK(rc == HET_OK, "%s: train_step: %s", kind, het_error_msg());
@@ -195,13 +195,13 @@ static void test_fallback_bitwise(const char *kind, het_shape in) {
     fill(x, 8 * in_sz, 11);
     for (int i = 0; i < 8; i++) y[i] = (uint8_t)(i % het_model_n_classes(a));
     for (int t = 1; t <= 2; t++) {
-        het_update u = {&oc, 0.05f, sa, t};
+        het_update u = {&oc, 0.05f, sa, t, NULL};
         het_batch_result r;
         CHECK(het_model_train_step(a, x, y, 8, 0.125f, 1, &u, &r) == HET_OK, "%s",
               het_error_msg());
         het_model_zero_grads(b);
         CHECK(het_model_train_batch(b, x, y, 8, 0.125f, 1, &r) == HET_OK, "%s", het_error_msg());
-        het_update ub = {&oc, 0.05f, sb, t};
+        het_update ub = {&oc, 0.05f, sb, t, NULL};
         het_model_update(b, &ub);
     }
     CHECK(memcmp(het_model_params(a), het_model_params(b), n * sizeof(float)) == 0,
@@ -233,7 +233,7 @@ static void test_deterministic(void) {
         for (int t = 1; t <= 5; t++) {
             fill(x, 64 * 784, (uint64_t)t);
             for (int i = 0; i < 64; i++) y[i] = (uint8_t)((i + t) % 10);
-            het_update u = {&oc, 0.05f, st, t};
+            het_update u = {&oc, 0.05f, st, t, NULL};
             het_batch_result r;
             CHECK(het_model_train_step(m, x, y, 64, 1.0f / 64, 0, &u, &r) == HET_OK, "%s",
                   het_error_msg());
@@ -273,7 +273,7 @@ static void test_errors(void) {
     fill(x, 4 * 9, 2);
     uint8_t y[4] = {0, 1, 3, 2}; /* 3 classes: label 3 is out of range */
     het_optim_config oc = het_optim_defaults();
-    het_update u = {&oc, 0.1f, st, 1};
+    het_update u = {&oc, 0.1f, st, 1, NULL};
     het_batch_result r;
     CHECK(het_model_train_step(m, x, y, 4, 0.25f, 0, &u, &r) == HET_EINVAL, "bad label accepted");
     CHECK(strstr(het_error_msg(), "label 3 of sample 2") != NULL, "message: %s", het_error_msg());

@@ -252,6 +252,112 @@ static void test_sync_one_rank(void) {
     fixture_free(&b);
 }
 
+/* ---- non-finite steps (--on-nan) ---- */
+
+/* A grad hook added before the reducer's: on rank `rank`, when armed, writes NaN into the first
+ * gradient of layer `layer` before the reducer sends it. */
+typedef struct poison {
+    het_model *m;
+    int armed, rank, layer;
+} poison;
+
+static void poison_hook(void *user, int layer, size_t off, size_t count) {
+    poison *p = user;
+    (void)count;
+    if (p->armed && g_rank == p->rank && layer == p->layer) het_model_grads(p->m)[off] = NAN;
+}
+
+static int first_param_layer(het_model *m) {
+    for (int i = 0; i < het_model_n_layers(m); i++) {
+        size_t off, n;
+        het_model_layer_params(m, i, &off, &n);
+        if (n > 0) return i;
+    }
+    return -1;
+}
+
+/* Steps 0..3 of the epoch with het_step_sync; `bad` poisons step 2 (grad: a NaN gradient on
+ * rank p->rank; data: that rank's step-2 inputs are not finite, so its loss is NaN). Returns
+ * the status of the first failing step, the failing step in *at. */
+enum { POISON_GRAD, POISON_DATA };
+static int run_steps(fixture *f, het_reducer *red, poison *p, int bad, int *at,
+                     het_epoch_sums *sums) {
+    for (int step = 0; step < 4; step++) {
+        int parts = het_reducer_ranks(red), count;
+        const int64_t *idx = my_share(f, parts, parts > 1 ? g_rank : 0, &count) + step * BATCH;
+        p->armed = step == 2 && bad == POISON_GRAD;
+        float std = f->data.std[0];
+        if (step == 2 && bad == POISON_DATA && g_rank == p->rank) f->data.std[0] = 0.0f;
+        het_batch_result l, g;
+        int st = het_step_sync(&f->ctx, red, idx, count, 1.0f / BATCH, 9, 0.05f, &l, &g);
+        f->data.std[0] = std;
+        p->armed = 0;
+        if (st) {
+            *at = step;
+            return st;
+        }
+        het_step_record(&f->ctx, sums, &l, count, &g, BATCH, 0, 0.05f, het_now());
+    }
+    return HET_OK;
+}
+
+static void test_nonfinite(het_comm *comm, MPI_Comm world, int on_nan, int bad) {
+    const char *name = on_nan == HET_ON_NAN_STOP ? "stop" : "skip-step";
+    fixture f;
+    int one = comm == NULL;
+    fixture_init(&f, comm, world);
+    if (one) f.ctx.rank = 0, f.ctx.size = 1;
+    f.cfg.on_nan = on_nan;
+    poison p = {f.model, 0, one ? 0 : g_size - 1, first_param_layer(f.model)};
+    het_model_hook h = {poison_hook, NULL, &p};
+    if (bad == POISON_GRAD) /* hooks are refused by the folded one-rank step (stop) */
+        CHECK(het_model_add_hook(f.model, &h) == HET_OK, "poison hook: %s", het_error_msg());
+    het_reducer *red;
+    CHECK(het_reducer_create(&red, &f.ctx, HET_COMM_WORLD, 0.0005f, HET_REDUCE_FIGURES) ==
+          HET_OK, "reducer: %s", het_error_msg());
+    size_t np = het_model_n_params(f.model);
+    het_epoch_sums sums = {0, 0, 0, 0};
+    int at = -1;
+    het_step_epoch_begin(&f.ctx);
+    int st = run_steps(&f, red, &p, bad, &at, &sums);
+    int finite = 1;
+    for (size_t i = 0; i < np; i++) finite &= isfinite(het_model_params(f.model)[i]) != 0;
+    if (on_nan == HET_ON_NAN_SKIP_STEP) {
+        CHECK(st == HET_OK, "%s: a poisoned step stopped the run: %s", name, het_error_msg());
+        CHECK(f.ctx.step == 4, "%s: %lld steps taken, expected 4", name, (long long)f.ctx.step);
+        CHECK(finite, "%s: non-finite weights after a skipped step", name);
+        het_epoch_stats es;
+        memset(&es, 0, sizeof es);
+        CHECK(het_step_epoch_figures(&f.ctx, &sums, 0.05f, &es) == HET_OK, "figures: %s",
+              het_error_msg());
+        CHECK(es.skipped == 1 && es.samples == 3 * BATCH && isfinite(es.loss),
+              "%s: %lld skipped, %lld samples, loss %g; expected 1, %d, finite", name,
+              (long long)es.skipped, (long long)es.samples, es.loss, 3 * BATCH);
+    } else {
+        char want[160];
+        int lay = bad == POISON_GRAD ? p.layer : het_model_n_layers(f.model) - 1;
+        while (bad == POISON_DATA && lay > 0) { /* the top layer with parameters */
+            size_t off, n;
+            het_model_layer_params(f.model, lay, &off, &n);
+            if (n > 0) break;
+            lay--;
+        }
+        snprintf(want, sizeof want, "epoch 1 step 3: non-finite gradient in layer %d (dense)",
+                 lay);
+        CHECK(st == HET_EINVAL && at == 2, "%s: step %d status %d, expected step 2 and %d (%s)",
+              name, at, st, HET_EINVAL, het_error_msg());
+        CHECK(strstr(het_error_msg(), want) != NULL, "%s: message '%s', expected '%s'", name,
+              het_error_msg(), want);
+        if (bad == POISON_DATA && !one && g_size > 1) {
+            snprintf(want, sizeof want, "rank %d: epoch 1 step 3:", g_size - 1);
+            CHECK(strncmp(het_error_msg(), want, strlen(want)) == 0, "%s: message '%s' does not "
+                  "name the rank ('%s')", name, het_error_msg(), want);
+        }
+    }
+    if (bad == POISON_GRAD) het_model_remove_hook(f.model, &p);
+    fixture_free(&f);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -267,6 +373,16 @@ int main(int argc, char **argv) {
     test_world(comm, topo.world, 0.0005f);   /* ~512 bytes: one bucket per layer range */
     test_node_and_world(comm, topo.world);
     if (g_rank == 0) test_sync_one_rank();
+    /* non-finite steps: over the world reducer, and on one rank (folded step with stop) */
+    test_nonfinite(comm, topo.world, HET_ON_NAN_SKIP_STEP, POISON_GRAD);
+    test_nonfinite(comm, topo.world, HET_ON_NAN_SKIP_STEP, POISON_DATA);
+    if (g_size > 1) /* one rank folds the update into the step, which refuses grad hooks */
+        test_nonfinite(comm, topo.world, HET_ON_NAN_STOP, POISON_GRAD);
+    test_nonfinite(comm, topo.world, HET_ON_NAN_STOP, POISON_DATA);
+    if (g_rank == 0) {
+        test_nonfinite(NULL, MPI_COMM_NULL, HET_ON_NAN_STOP, POISON_DATA);
+        test_nonfinite(NULL, MPI_COMM_NULL, HET_ON_NAN_SKIP_STEP, POISON_GRAD);
+    }
     het_comm_free(comm);
     het_topo_free(&topo);
     int failed = het_test_failures;

@@ -227,6 +227,21 @@ int  het_buckets_wait(het_buckets *b);
  * (het_error_msg) is copied to every rank, so that rank 0 can print it once. */
 int het_comm_agree(MPI_Comm world, int status);
 
+/* ---- agreement on values ----
+ * Where ranks must hold the same inputs (configuration, data, checkpoint), each passes n
+ * values (hashes or numbers, n <= HET_COMPARE_MAX) and learns whether every rank's equal rank
+ * 0's. Collective over world, the same *d on every rank: d->rank is -1 when all agree;
+ * otherwise the lowest rank that differs, d->index the first of its values that differs,
+ * d->mine and d->theirs rank 0's and that rank's value there, d->n_ranks how many ranks
+ * differ. Costs one all-reduce of 2n values when all agree (a few more calls otherwise).
+ * Returns HET_OK, or HET_EMPI / HET_EINVAL (n out of range: the same on every rank). */
+#define HET_COMPARE_MAX 128
+typedef struct het_comm_diff {
+    int rank, index, n_ranks;
+    uint64_t mine, theirs;
+} het_comm_diff;
+int het_comm_compare(MPI_Comm world, const uint64_t *values, int n, het_comm_diff *d);
+
 #ifdef __cplusplus
 }
 #endif

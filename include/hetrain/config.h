@@ -15,6 +15,9 @@ typedef enum { HET_PROGRESS_AUTO = 0, HET_PROGRESS_ON = 1, HET_PROGRESS_OFF = 2 
 
 enum { HET_BATCHING_PROPORTIONAL = 0, HET_BATCHING_EQUAL = 1 };
 enum { HET_WEIGHTING_SAMPLE = 0, HET_WEIGHTING_RANK = 1 };
+/* --on-nan: a step with a non-finite loss or gradient stops the run, or its update is dropped
+ * (non-finite weights stop the run either way). */
+enum { HET_ON_NAN_STOP = 0, HET_ON_NAN_SKIP_STEP = 1 };
 
 /* Everything a training run is made of. Plain data: copy it freely. Each field has a key of the
  * same name with '_' written '-' (het_train_config_set), used by command-line options and
@@ -39,6 +42,7 @@ typedef struct het_train_config {
     char export_safetensors[HET_PATH_LEN]; /* "" = none; weights written after training */
     het_progress progress;      /* live progress bar: auto = only when stdout is a terminal */
     int quiet;                  /* 1: print nothing but errors (front ends honour it) */
+    int on_nan;                 /* HET_ON_NAN_*: what a non-finite loss or gradient does */
     /* distributed runs (mpirun / srun); ignored by a single process without MPI */
     char strategy[32];          /* how ranks cooperate: allreduce (see het_strategy_names) */
     int ranks_per_node;         /* emulated node size; 0 = the real nodes */
@@ -84,6 +88,8 @@ typedef struct het_epoch_stats {
      * (forward, backward, optimizer, emulated slowdown included), communication, waiting for
      * slower ranks, emulated network delay. */
     double compute_s, comm_s, wait_s, delay_s;
+    int64_t skipped;       /* steps whose update --on-nan skip-step dropped (daso: summed over
+                              ranks, which decide alone); not checkpointed */
 } het_epoch_stats;
 
 #ifdef __cplusplus

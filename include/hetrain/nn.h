@@ -191,6 +191,8 @@ typedef struct het_update {
     float lr;
     float *state;  /* het_optim_state_floats(optim, n_params) floats, zeroed before step 1 */
     int64_t t;     /* 1-based step count */
+    int *nonfinite; /* NULL, or set to 1 (never cleared) when an updated parameter is NaN or
+                       +-inf: checked in the update's own pass (het_optim_step_range) */
 } het_update;
 
 /* Applies u to all parameters from the model's gradients, on the worker threads. */

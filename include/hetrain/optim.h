@@ -35,9 +35,11 @@ void het_optim_step(const het_optim_config *c, float lr, float *params, const fl
                     float *state, size_t n, int64_t t);
 
 /* The same update restricted to elements [lo, hi) of the n parameters (state laid out for n):
- * disjoint ranges may run on different threads. */
-void het_optim_step_range(const het_optim_config *c, float lr, float *params, const float *grads,
-                          float *state, size_t n, int64_t t, size_t lo, size_t hi);
+ * disjoint ranges may run on different threads. Returns 1 when every updated parameter is
+ * finite, 0 when one is NaN or +-inf (a non-finite gradient, or an update that overflowed):
+ * checked in the update's own pass, at no measurable cost. */
+int het_optim_step_range(const het_optim_config *c, float lr, float *params, const float *grads,
+                         float *state, size_t n, int64_t t, size_t lo, size_t hi);
 
 /* ---- learning-rate schedules ---- */
 typedef enum {

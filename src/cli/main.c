@@ -56,7 +56,7 @@ static const char *const compare_keys[] = {
     "speeds", "speeds-file", "calibrate-steps", "batching", "weighting", "rebalance",
     "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs", "daso-cooldown-epochs",
     "daso-max-global-skips", "daso-chunk", "daso-wire", "daso-plateau-threshold",
-    "daso-patience", NULL};
+    "daso-patience", "on-nan", NULL};
 
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,

@@ -35,3 +35,45 @@ int het_comm_agree(MPI_Comm world, int status) {
     het_error_set(w.status, "%s", w.msg[0] ? w.msg : het_strerror(w.status));
     return w.status;
 }
+
+/* Agreement on values. One all-reduce (MIN) of the values and their complements gives every
+ * value's minimum and maximum over the ranks: all agree when they are equal. Only when they do
+ * not: rank 0's values are broadcast, every rank finds its first differing index, an
+ * all-reduce (MINLOC) finds the lowest such rank, a sum counts them, and that rank broadcasts
+ * its value. */
+int het_comm_compare(MPI_Comm world, const uint64_t *values, int n, het_comm_diff *d) {
+    uint64_t mm[2 * HET_COMPARE_MAX], v0[HET_COMPARE_MAX];
+    int rank = 0, size = 1, err;
+    memset(d, 0, sizeof *d);
+    d->rank = d->index = -1;
+    if (n < 1 || n > HET_COMPARE_MAX)
+        return het_error_set(HET_EINVAL, "compare: %d values, expected 1..%d", n,
+                             HET_COMPARE_MAX);
+    if (world == MPI_COMM_NULL) return HET_OK;
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+    for (int i = 0; i < n; i++) mm[i] = values[i], mm[n + i] = ~values[i];
+    err = MPI_Allreduce(MPI_IN_PLACE, mm, 2 * n, MPI_UINT64_T, MPI_MIN, world);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Allreduce");
+    int same = 1;
+    for (int i = 0; i < n; i++) same &= mm[i] == ~mm[n + i];
+    if (same) return HET_OK; /* the same on every rank: all take this branch or none */
+    memcpy(v0, values, (size_t)n * sizeof *v0);
+    err = MPI_Bcast(v0, n, MPI_UINT64_T, 0, world);
+    int first = -1;
+    for (int i = 0; i < n && first < 0; i++)
+        if (values[i] != v0[i]) first = i;
+    struct { int key, index; } loc = {first >= 0 ? rank : size, first >= 0 ? first : 0};
+    int count = first >= 0;
+    if (err == MPI_SUCCESS)
+        err = MPI_Allreduce(MPI_IN_PLACE, &loc, 1, MPI_2INT, MPI_MINLOC, world);
+    if (err == MPI_SUCCESS)
+        err = MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_SUM, world);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Allreduce");
+    if (loc.key >= size) return HET_OK; /* cannot happen: min != max means someone differs */
+    uint64_t theirs = first >= 0 ? values[first] : 0;
+    if ((err = MPI_Bcast(&theirs, 1, MPI_UINT64_T, loc.key, world)) != MPI_SUCCESS)
+        return het_comm_mpi_error(err, "compare: MPI_Bcast");
+    *d = (het_comm_diff){loc.key, loc.index, count, v0[loc.index], theirs};
+    return HET_OK;
+}

@@ -202,10 +202,11 @@ static void update_rows(const stage *g, const het_stack_job *j, int lo, int hi) 
     if (lo >= hi) return;
     const het_update *u = j->u;
     size_t I = (size_t)g->in_f, O = (size_t)g->out_f;
-    het_optim_step_range(u->optim, u->lr, j->params, j->grads, u->state, j->n_params, u->t,
-                         g->w_off + (size_t)lo * I, g->w_off + (size_t)hi * I);
-    het_optim_step_range(u->optim, u->lr, j->params, j->grads, u->state, j->n_params, u->t,
-                         g->w_off + O * I + (size_t)lo, g->w_off + O * I + (size_t)hi);
+    int ok = het_optim_step_range(u->optim, u->lr, j->params, j->grads, u->state, j->n_params,
+                                  u->t, g->w_off + (size_t)lo * I, g->w_off + (size_t)hi * I);
+    ok &= het_optim_step_range(u->optim, u->lr, j->params, j->grads, u->state, j->n_params,
+                               u->t, g->w_off + O * I + (size_t)lo, g->w_off + O * I + (size_t)hi);
+    if (!ok && u->nonfinite) __atomic_store_n(u->nonfinite, 1, __ATOMIC_RELAXED);
 }
 
 void het_stack_run(het_stack *s, const het_stack_job *j, int w, het_batch_result *res) {

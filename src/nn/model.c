@@ -330,8 +330,9 @@ typedef struct update_job {
 static void update_range(void *user, size_t lo, size_t hi) {
     update_job *j = user;
     const het_update *u = j->u;
-    het_optim_step_range(u->optim, u->lr, j->m->params, j->m->grads, u->state, j->m->n_params,
-                         u->t, lo, hi);
+    if (!het_optim_step_range(u->optim, u->lr, j->m->params, j->m->grads, u->state,
+                              j->m->n_params, u->t, lo, hi) && u->nonfinite)
+        __atomic_store_n(u->nonfinite, 1, __ATOMIC_RELAXED); /* workers may meet here */
 }
 
 void het_model_update(het_model *m, const het_update *u) {

@@ -11,6 +11,7 @@
  *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
  * The last line is torch's own arrangement of lr * m_hat / (sqrt(v_hat) + eps); the bias
  * corrections are computed in double, as Python does, then used as float32 scalars. */
+#include <float.h>
 #include <math.h>
 
 #include "hetrain/optim.h"
@@ -81,13 +82,19 @@ size_t het_optim_state_floats(const het_optim_config *c, size_t n) {
 #define HET_CLONES
 #endif
 
+/* Every variant also ORs "not finite" over the parameters it wrote (|p| <= FLT_MAX is false
+ * for NaN and +-inf): a comparison in the same vectorized pass, no extra memory traffic. */
 HET_CLONES
-static void sgd_step(const het_optim_config *c, float lr, float *restrict p,
-                     const float *restrict grad, float *restrict buf, size_t n, int64_t t) {
+static int sgd_step(const het_optim_config *c, float lr, float *restrict p,
+                    const float *restrict grad, float *restrict buf, size_t n, int64_t t) {
     const float wd = c->weight_decay, mu = c->momentum, damp = 1.0f - c->dampening;
+    int bad = 0;
     if (mu <= 0.0f) {
-        for (size_t i = 0; i < n; i++) p[i] -= lr * (grad[i] + wd * p[i]);
-        return;
+        for (size_t i = 0; i < n; i++) {
+            p[i] -= lr * (grad[i] + wd * p[i]);
+            bad |= !(fabsf(p[i]) <= FLT_MAX);
+        }
+        return !bad;
     }
     const int first = t <= 1;
     if (c->nesterov) {
@@ -96,38 +103,45 @@ static void sgd_step(const het_optim_config *c, float lr, float *restrict p,
             float b = first ? g : mu * buf[i] + damp * g;
             buf[i] = b;
             p[i] -= lr * (g + mu * b);
+            bad |= !(fabsf(p[i]) <= FLT_MAX);
         }
     } else if (first) {
         for (size_t i = 0; i < n; i++) {
             float b = grad[i] + wd * p[i];
             buf[i] = b;
             p[i] -= lr * b;
+            bad |= !(fabsf(p[i]) <= FLT_MAX);
         }
     } else {
         for (size_t i = 0; i < n; i++) {
             float b = mu * buf[i] + damp * (grad[i] + wd * p[i]);
             buf[i] = b;
             p[i] -= lr * b;
+            bad |= !(fabsf(p[i]) <= FLT_MAX);
         }
     }
+    return !bad;
 }
 
 HET_CLONES
-static void adam_step(const het_optim_config *c, float lr, float *restrict p,
-                      const float *restrict grad, float *restrict m, float *restrict v, size_t n,
-                      int64_t t) {
+static int adam_step(const het_optim_config *c, float lr, float *restrict p,
+                     const float *restrict grad, float *restrict m, float *restrict v, size_t n,
+                     int64_t t) {
     const float wd = c->weight_decay, b1 = c->beta1, b2 = c->beta2, eps = c->eps;
     const float a1 = 1.0f - b1, a2 = 1.0f - b2;
     double tt = (double)(t < 1 ? 1 : t);
     double bc1 = 1.0 - pow((double)b1, tt), bc2 = 1.0 - pow((double)b2, tt);
     const float step_size = (float)((double)lr / bc1);
     const float bc2_sqrt = (float)sqrt(bc2);
+    int bad = 0;
     for (size_t i = 0; i < n; i++) {
         float g = grad[i] + wd * p[i];
         m[i] = b1 * m[i] + a1 * g;
         v[i] = b2 * v[i] + a2 * (g * g);
         p[i] -= step_size * (m[i] / (sqrtf(v[i]) / bc2_sqrt + eps));
+        bad |= !(fabsf(p[i]) <= FLT_MAX);
     }
+    return !bad;
 }
 
 void het_optim_step(const het_optim_config *c, float lr, float *params, const float *grads,
@@ -135,10 +149,9 @@ void het_optim_step(const het_optim_config *c, float lr, float *params, const fl
     het_optim_step_range(c, lr, params, grads, state, n, t, 0, n);
 }
 
-void het_optim_step_range(const het_optim_config *c, float lr, float *params, const float *grads,
-                          float *state, size_t n, int64_t t, size_t lo, size_t hi) {
+int het_optim_step_range(const het_optim_config *c, float lr, float *params, const float *grads,
+                         float *state, size_t n, int64_t t, size_t lo, size_t hi) {
     if (c->kind == HET_OPT_ADAM)
-        adam_step(c, lr, params + lo, grads + lo, state + lo, state + n + lo, hi - lo, t);
-    else
-        sgd_step(c, lr, params + lo, grads + lo, state ? state + lo : NULL, hi - lo, t);
+        return adam_step(c, lr, params + lo, grads + lo, state + lo, state + n + lo, hi - lo, t);
+    return sgd_step(c, lr, params + lo, grads + lo, state ? state + lo : NULL, hi - lo, t);
 }

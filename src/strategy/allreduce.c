@@ -44,7 +44,7 @@ static int ar_init(het_strategy_ctx *ctx) {
 static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     const het_train_config *c = ctx->cfg;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0};
+    het_epoch_sums sums = {0, 0, 0, 0};
     float lr = 0.0f;
     het_sampler_set_epoch(ctx->sampler, epoch);
     for (int64_t pos = 0; pos < n; pos += B) {

@@ -315,7 +315,13 @@ static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int
                             mine);
     if (!st) st = het_step_reduce(ctx, red, mine, &r);
     if (st) return st;
-    het_step_update(ctx, lr);
+    /* a local verdict (node-summed gradients, own loss): see strategy/finite.c */
+    ctx->skip_record = !het_step_finite(ctx, mine->loss_sum) &&
+                       het_step_note(ctx, mine->loss_sum, ctx->step + 1);
+    if (ctx->skip_record) ctx->step++;
+    else if (!het_step_update(ctx, lr) && ctx->nonfinite.kind == HET_NF_NONE)
+        ctx->nonfinite = het_step_diagnose(ctx, mine->loss_sum, ctx->step); /* stops at the
+                                                                              epoch's end */
     int global;
     if ((st = global_step(ctx, d, s, last, &global))) return st;
     if (ctx->comm) {
@@ -329,7 +335,7 @@ static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int
 static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     daso *d = ctx->priv;
     const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0};
+    het_epoch_sums sums = {0, 0, 0, 0};
     float lr = 0.0f;
     int rc;
     het_sampler_set_epoch(ctx->sampler, epoch);
@@ -345,12 +351,16 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
         if ((rc = het_step_record(ctx, &sums, &mine, len, &mine, len, 1, lr, ts))) return rc;
     }
     d->send_mod = 0;
+    /* the last batch was a global average: the same weights on every rank */
+    if ((rc = het_step_check_params(ctx))) return rc;
     rc = het_step_average_state(ctx, sums.samples / (double)n);
     if (!rc) rc = het_step_epoch_figures(ctx, &sums, lr, st);
     if (rc) return rc;
-    if (!isfinite(st->loss))
-        return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d (try a lower "
-                             "--lr)", isnan(st->loss) ? "nan" : "inf", epoch + 1);
+    if (!isfinite(st->loss)) { /* the same on every rank: name the first event recorded */
+        het_nonfinite e = {ctx->step, epoch + 1, HET_NF_LOSS, 0, ctx->rank, st->loss};
+        const het_nonfinite *mine = ctx->nonfinite.kind ? &ctx->nonfinite : NULL;
+        return het_step_stop(ctx, ctx->world, mine, &e);
+    }
     d->sched = het_daso_sched_next(&d->par, d->sched, epoch + 1, st->loss);
     return HET_OK;
 }

@@ -54,6 +54,24 @@ typedef struct hgc {
     int rebalanced;      /* the partition changed at the start of this epoch */
 } hgc;
 
+/* A speeds file is read on every rank (node-local copies, its path may differ): the ranks
+ * agree on the read, then compare what they read (a hash of n and the speeds; collective), so
+ * that ranks with other partitions never pair their collectives. */
+static int same_speeds(het_strategy_ctx *ctx, const hgc *h, int n) {
+    if (ctx->world == MPI_COMM_NULL || ctx->size <= 1) return HET_OK;
+    int st = het_comm_agree(ctx->world, n < 0 ? n : HET_OK);
+    if (st) return st;
+    uint64_t v = 0xcbf29ce484222325ULL ^ (uint64_t)n;
+    const unsigned char *b = (const unsigned char *)h->speeds;
+    for (size_t i = 0; i < (size_t)(n < ctx->size ? n : ctx->size) * sizeof(double); i++)
+        v = (v ^ b[i]) * 0x100000001b3ULL;
+    het_comm_diff d;
+    if ((st = het_comm_compare(ctx->world, &v, 1, &d)) || d.rank < 0) return st;
+    return het_error_set(HET_EINVAL, "rank %d%s from rank 0: hgc speeds file (%s on rank 0); "
+                         "every rank must run the same inputs", d.rank, d.n_ranks > 1 ?
+                         " and others differ" : " differs", ctx->cfg->speeds_file);
+}
+
 /* Speeds from --speeds-file, --speeds LIST or a calibration (--speeds auto), normalized. */
 static int initial_speeds(het_strategy_ctx *ctx, hgc *h) {
     const het_train_config *c = ctx->cfg;
@@ -61,6 +79,8 @@ static int initial_speeds(het_strategy_ctx *ctx, hgc *h) {
     int n;
     if (c->speeds_file[0]) {
         n = het_speeds_read_file(c->speeds_file, h->speeds, P);
+        int st = same_speeds(ctx, h, n);
+        if (st) return st;
     } else if (strcmp(c->speeds, "auto") != 0) {
         n = het_speeds_parse(c->speeds, h->speeds, P);
     } else {
@@ -170,7 +190,7 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
     const het_train_config *c = ctx->cfg;
     hgc *h = ctx->priv;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0};
+    het_epoch_sums sums = {0, 0, 0, 0};
     float lr = 0.0f;
     int rc;
     h->rebalanced = 0;

@@ -226,41 +226,55 @@ int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_res
     return log_step(red, c_mine, now.comm_s - ctx->comm_mark.comm_s);
 }
 
-void het_step_update(het_strategy_ctx *ctx, float lr) {
+int het_step_update(het_strategy_ctx *ctx, float lr) {
     double t0 = het_step_region_begin(ctx);
+    int bad = 0;
     het_model_update(ctx->model, &(het_update){&ctx->cfg->optim, lr, ctx->opt_state,
-                                               ctx->step + 1});
+                                               ctx->step + 1, &bad});
     het_step_region_end(ctx, "optimizer", (int)ctx->step, t0);
     ctx->step++;
+    return !bad;
 }
 
-static int check_finite(const het_strategy_ctx *ctx, double loss, int64_t step) {
-    if (isfinite(loss)) return HET_OK;
-    return het_error_set(HET_EINVAL, "training diverged: loss %s at epoch %d, step %lld (try a "
-                         "lower --lr)", isnan(loss) ? "nan" : "inf", ctx->epoch + 1,
-                         (long long)step);
+/* A non-finite step after the sum over red's scope (the same verdict on every rank of it):
+ * stops, naming the rank whose own loss was not finite if one was. */
+static int stop_step(het_strategy_ctx *ctx, het_reducer *red, const het_batch_result *local,
+                     double loss, int64_t step) {
+    het_nonfinite e = het_step_diagnose(ctx, loss, step);
+    MPI_Comm comm = red && red->buckets ? het_comm_mpi(ctx->comm, red->scope) : MPI_COMM_NULL;
+    return het_step_stop(ctx, comm, isfinite(local->loss_sum) ? NULL : &e, &e);
 }
 
 int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
                   float grad_scale, uint64_t seed, float lr, het_batch_result *local,
                   het_batch_result *global) {
-    int st;
-    if (het_reducer_ranks(red) <= 1) { /* nothing between gradients and update: fold it in */
+    int st, bad = 0;
+    ctx->skip_record = 0;
+    if (het_reducer_ranks(red) <= 1 && ctx->cfg->on_nan == HET_ON_NAN_STOP) {
+        /* nothing between gradients and update: fold it in */
         double t0 = het_step_region_begin(ctx);
-        het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1};
+        het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1, &bad};
         st = het_batch_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
                             seed, &u, local);
         het_step_region_end(ctx, "forward+backward+optimizer", (int)ctx->step, t0);
         if (st) return st;
         *global = *local;
         ctx->step++;
-        return check_finite(ctx, local->loss_sum, ctx->step);
+        if (!bad && isfinite(local->loss_sum)) return HET_OK;
+        return stop_step(ctx, NULL, local, local->loss_sum, ctx->step);
     }
     if ((st = het_step_grads(ctx, red, idx, count, grad_scale, seed, local))) return st;
     if ((st = het_step_reduce(ctx, red, local, global))) return st;
-    if ((st = check_finite(ctx, global->loss_sum, ctx->step + 1))) return st;
-    het_step_update(ctx, lr);
-    return HET_OK;
+    if (!het_step_finite(ctx, global->loss_sum)) {
+        if (ctx->cfg->on_nan == HET_ON_NAN_STOP)
+            return stop_step(ctx, red, local, global->loss_sum, ctx->step + 1);
+        ctx->skip_record = 1; /* the weights are finite: the last update was checked */
+        ctx->step++;
+        return HET_OK;
+    }
+    if (het_step_update(ctx, lr)) return HET_OK;
+    return stop_step(ctx, red, local, global->loss_sum, ctx->step); /* overflow, or a NaN
+                                                                      gradient, loss finite */
 }
 
 /* ---------------------------------------------------------------- epochs */
@@ -335,6 +349,11 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
 int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
                     int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
                     float lr, double t0) {
+    if (ctx->skip_record) { /* counted once: by each rank deciding alone, else by rank 0 */
+        ctx->skip_record = 0;
+        s->skipped += local || ctx->rank == 0;
+        return HET_OK;
+    }
     s->loss += mine->loss_sum;
     s->correct += mine->correct;
     s->samples += (double)count;
@@ -346,9 +365,14 @@ int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_re
 
 int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,
                            het_epoch_stats *st) {
-    double v[3] = {s->loss, s->correct, s->samples};
-    int rc = het_step_sum_f64(ctx, v, 3);
+    double v[4] = {s->loss, s->correct, s->samples, s->skipped};
+    int rc = het_step_sum_f64(ctx, v, 4);
     if (rc) return rc;
+    st->skipped = (int64_t)v[3];
+    if (v[2] == 0.0 && v[3] > 0.0)
+        return het_error_set(HET_EINVAL, "epoch %d: every step was skipped (%lld with a "
+                             "non-finite loss or gradient); training diverged (try a lower "
+                             "--lr)", ctx->epoch + 1, (long long)st->skipped);
     st->samples = (int64_t)v[2];
     st->loss = v[0] / v[2];
     st->train_acc = v[1] / v[2];

@@ -53,6 +53,17 @@ typedef struct het_times {
     double compute_s, comm_s, wait_s, delay_s;
 } het_times;
 
+/* A step whose loss, gradients or weights were not finite (finite.c). */
+enum { HET_NF_NONE = 0, HET_NF_LOSS, HET_NF_GRADIENT, HET_NF_WEIGHTS };
+typedef struct het_nonfinite {
+    int64_t step;     /* the global step (1-based) that saw it */
+    int32_t epoch;    /* 1-based */
+    int32_t kind;     /* HET_NF_* */
+    int32_t layer;    /* the layer of the gradient or weight (HET_NF_GRADIENT, _WEIGHTS) */
+    int32_t rank;     /* the world rank that recorded it */
+    double loss;      /* the step's loss sum (nan, inf or finite) */
+} het_nonfinite;
+
 typedef struct het_strategy_ctx het_strategy_ctx;
 typedef struct het_reducer het_reducer;
 
@@ -88,6 +99,10 @@ struct het_strategy_ctx {
     double epoch_compute0;      /* pace.compute_s at the epoch's start */
     het_comm_stats epoch_comm0; /* comm statistics at the epoch's start */
     het_times times;            /* this epoch's split (complete after het_step_epoch_end) */
+    int skip_record;            /* the last step was skipped (--on-nan skip-step): its figures
+                                   are not recorded */
+    het_nonfinite nonfinite;    /* this rank's first non-finite step (daso: the ranks decide
+                                   alone and stop together at the next global average) */
     /* Every rank's split of the last epoch, 4 doubles per rank (compute, comm, wait, delay),
      * on every rank after het_step_epoch_end: what a strategy re-balances from. */
     double *rank_times;
@@ -174,17 +189,19 @@ int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, 
 int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_result *local,
                     het_batch_result *global);
 
-/* The optimizer update of all parameters with lr (paced, traced); advances ctx->step. */
-void het_step_update(het_strategy_ctx *ctx, float lr);
+/* The optimizer update of all parameters with lr (paced, traced); advances ctx->step. Returns
+ * 1 when every updated parameter is finite, 0 otherwise. */
+int het_step_update(het_strategy_ctx *ctx, float lr);
 
 /* One synchronous data-parallel step: the gradients of idx[0..count) with grad_scale (figures:
  * *local this rank's, *global the scope's, as het_step_reduce), summed
- * over red's scope, then the update with lr; stops with a clear message ("training diverged")
- * when the loss is not finite, on every rank of the scope alike (red must carry
- * HET_REDUCE_FIGURES when it spans several ranks). When red spans one rank nothing can happen
- * between gradients and update, so the update is folded into the step (het_batch_step: the
- * dense-stack executor where the model has one); a diverged loss is then reported after its
- * update was applied. Advances ctx->step. */
+ * over red's scope, then the update with lr. A non-finite loss or gradient (or weights) stops
+ * with a clear message (het_step_stop), on every rank of the scope alike (red must carry
+ * HET_REDUCE_FIGURES when it spans several ranks); with --on-nan skip-step the update of such
+ * a step is dropped instead (ctx->skip_record; non-finite weights still stop). When red spans
+ * one rank and --on-nan is stop, nothing has to happen between gradients and update, so the
+ * update is folded into the step (het_batch_step: the dense-stack executor where the model has
+ * one). Advances ctx->step, skipped steps included. */
 int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
                   float grad_scale, uint64_t seed, float lr, het_batch_result *local,
                   het_batch_result *global);
@@ -200,17 +217,19 @@ int  het_step_epoch_end(het_strategy_ctx *ctx);
 /* This rank's running figures of an epoch, for the epoch's global means. */
 typedef struct het_epoch_sums {
     double loss, correct, samples;
+    double skipped; /* steps skipped (--on-nan skip-step): one per step, counted once */
 } het_epoch_sums;
 
 /* After a step that began at t0: adds this rank's figures `mine` (over `count` samples) to s,
  * then reports the step to the trainer (ctx->on_step) with the figures `shown` over `shown_n`
  * samples; `local` says they are this rank's alone (then a rank without samples reports
- * nothing). Returns on_step's status. */
+ * nothing). A step that was skipped (ctx->skip_record) only counts in s->skipped. Returns
+ * on_step's status. */
 int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
                     int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
                     float lr, double t0);
-/* At the epoch's end: sums s over all ranks and fills st->samples, loss, train_acc and lr.
- * Collective. */
+/* At the epoch's end: sums s over all ranks and fills st->samples, loss, train_acc, lr and
+ * skipped; an epoch whose every step was skipped is divergence (HET_EINVAL). Collective. */
 int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,
                            het_epoch_stats *st);
 
@@ -237,6 +256,32 @@ int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char
  * others sleep, so that ranks sharing cores do not disturb each other's measurement; machines
  * measure at the same time. Collective; a failure is agreed. */
 int het_step_calibrate(het_strategy_ctx *ctx, double *speeds);
+
+/* ---- non-finite values (finite.c) ----
+ * A step checks its loss (free: it travels with the gradients) and the weights its update
+ * wrote (free: in the optimizer's pass); with --on-nan skip-step also its summed gradients,
+ * before the update (one scan). Values summed over ranks are the same on every rank (NaN and
+ * inf survive the all-reduce), so every rank decides alike without another call; only the
+ * report of a stop makes one. */
+
+/* 1 when loss (and with --on-nan skip-step the model's gradients) are finite. */
+int het_step_finite(const het_strategy_ctx *ctx, double loss);
+/* What is not finite at global step `step`: the gradients (the highest such layer: where
+ * backward first produced one), else the loss, else the weights (the first such layer). */
+het_nonfinite het_step_diagnose(const het_strategy_ctx *ctx, double loss, int64_t step);
+/* The stop: collective over comm (MPI_COMM_NULL: this rank alone). The lowest rank passing
+ * mine != NULL is named with its event, else every rank's fallback (the same on all) is
+ * reported without a rank. Sets the message ("rank 1: epoch 2 step 37: non-finite gradient in
+ * layer 3 (conv2d); ...") and returns HET_EINVAL (HET_EMPI if a call fails). */
+int het_step_stop(het_strategy_ctx *ctx, MPI_Comm comm, const het_nonfinite *mine,
+                  const het_nonfinite *fallback);
+/* Daso's checks, where the ranks decide alone. note: a non-finite step `step`: returns 1 to
+ * drop its update (skip-step), else records the rank's first event in ctx->nonfinite and
+ * returns 0. check_params: where every rank holds the same weights (the epoch's end):
+ * non-finite weights stop every rank (collective over the world), naming the first event any
+ * rank recorded. */
+int het_step_note(het_strategy_ctx *ctx, double loss, int64_t step);
+int het_step_check_params(het_strategy_ctx *ctx);
 
 /* Frees every reducer (the trainer calls it after the strategy's free). */
 void het_step_free(het_strategy_ctx *ctx);

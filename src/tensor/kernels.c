@@ -7,6 +7,8 @@
  * With stride 1 that range is a straight copy of input pixels. The wide variant (internal.h)
  * goes further for stride 1: one memcpy / one axpy per row of the column matrix. */
 #include <cblas.h>
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "hetrain/tensor.h"
@@ -162,4 +164,20 @@ int het_simd_level(void) {
     if (__builtin_cpu_supports("avx512f")) return HET_SIMD_AVX512;
 #endif
     return HET_SIMD_PORTABLE;
+}
+
+/* |x| <= FLT_MAX is false for NaN and +-inf. Blocks of 256: the inner loop vectorizes (an OR of
+ * comparisons) and a bad block ends the scan. Compiled for AVX-512 / AVX2 / baseline. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+int het_all_finite(const float *a, size_t n) {
+    for (size_t i = 0; i < n; i += 256) {
+        size_t e = n - i < 256 ? n - i : 256;
+        int bad = 0;
+        for (size_t j = 0; j < e; j++) bad |= !(fabsf(a[i + j]) <= FLT_MAX);
+        if (bad) return 0;
+    }
+    return 1;
 }

@@ -49,7 +49,9 @@ typedef struct key_def {
 static const char *const batching_words[] = {"proportional", "equal", NULL};
 static const char *const weighting_words[] = {"sample", "rank", NULL};
 static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_wire order */
-static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words};
+static const char *const nan_words[] = {"stop", "skip-step", NULL};
+static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
+                                                nan_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -110,6 +112,8 @@ static const key_def keys[] = {
     {{"progress", "MODE", "live progress bar: auto | on | off"}, K_PROGRESS, OFF(progress), 0, 0,
      F_RUN},
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
+    {{"on-nan", "MODE", "non-finite loss or gradient: stop | skip-step (drop the step's update)"},
+     K_WORD, OFF(on_nan), 3, 0, 0},
     {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc | daso"}, K_STRATEGY,
      OFF(strategy), 0, 0, 0},
     {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,

@@ -104,6 +104,7 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
     num(m->f, "test_acc", s->test_acc);
     num_float(m->f, "lr", (float)s->lr);
     fprintf(m->f, ",\"samples\":%lld", (long long)s->samples);
+    if (s->skipped) fprintf(m->f, ",\"skipped_steps\":%lld", (long long)s->skipped);
     num(m->f, "samples_per_s", s->samples_per_s);
     num(m->f, "elapsed_s", s->elapsed_s);
     static const char *const split[4] = {"compute_s", "comm_s", "wait_s", "delay_s"};

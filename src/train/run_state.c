@@ -183,68 +183,96 @@ int het_checkpoint_load_weights(het_model *m, const char *model_name, const char
     return st;
 }
 
-static int load_file(het_trainer *t, const char *path);
+/* A checkpoint checked by load_check, to be restored by load_restore. */
+typedef struct loaded {
+    het_ckpt_reader *r;
+    const void *params, *state, *optim, *sched, *rec;
+    uint64_t epoch, step;
+} loaded;
 
+static int load_check(het_trainer *t, const char *path, loaded *L);
+static int load_restore(het_trainer *t, loaded *L);
+
+/* Every rank reads the same file (or its own copy: the ranks then compare position and
+ * contents); the strategy's sections are read last. Every step is agreed, so that a file that
+ * fails on one rank stops all. */
 int het_trainer_load(het_trainer *t, const char *path) {
-    return het_trainer_agree(t, load_file(t, path));
+    loaded L;
+    memset(&L, 0, sizeof L);
+    int st = het_trainer_agree(t, load_check(t, path, &L));
+    if (!st) {
+        het_model *m = t->model;
+        uint32_t crc[3] = {
+            het_crc32(0, L.params, het_model_n_params(m) * sizeof(float)),
+            het_crc32(0, L.state, het_model_n_state(m) * sizeof(float)),
+            het_crc32(0, L.optim, t->n_opt_state * sizeof(float))};
+        st = het_trainer_compare_checkpoint(t, L.epoch, L.step, crc);
+    }
+    if (!st) st = het_trainer_agree(t, load_restore(t, &L));
+    het_ckpt_reader_close(L.r);
+    return st;
 }
 
-/* Every rank reads the same file; the strategy's sections are read last. */
-static int load_file(het_trainer *t, const char *path) {
-    het_ckpt_reader *r;
-    int st = het_ckpt_reader_open(&r, path);
-    if (st) return st;
+/* Checks every section, so that a bad file leaves the trainer as it was. */
+static int load_check(het_trainer *t, const char *path, loaded *L) {
+    int st = het_ckpt_reader_open(&L->r, path);
+    if (st) {
+        L->r = NULL;
+        return st;
+    }
+    het_ckpt_reader *r = L->r;
     het_model *m = t->model;
     size_t np = het_model_n_params(m) * sizeof(float), ns = het_model_n_state(m) * sizeof(float);
     size_t no = t->n_opt_state * sizeof(float), rec_bytes = 0;
-    const void *params, *state, *optim, *sched, *prog, *rec;
+    const void *prog;
     uint64_t off, prog_off, rec_off;
-    /* Check everything first, so that a bad file leaves the trainer as it was. */
     st = check_meta(r, t->cfg.model, m, 1, t->cfg.optim.kind, t->n_opt_state);
-    if (!st) st = section(r, "params", np, &params, &off);
-    if (!st) st = section(r, "state", ns, &state, &off);
-    if (!st) st = section(r, "optim", no, &optim, &off);
-    if (!st) st = section(r, "sched", HET_SCHEDULE_BYTES, &sched, &off);
+    if (!st) st = section(r, "params", np, &L->params, &off);
+    if (!st) st = section(r, "state", ns, &L->state, &off);
+    if (!st) st = section(r, "optim", no, &L->optim, &off);
+    if (!st) st = section(r, "sched", HET_SCHEDULE_BYTES, &L->sched, &off);
     if (!st) st = section(r, "progress", PROGRESS_BYTES, &prog, &prog_off);
-    if (!st) st = het_ckpt_find(r, "metrics", &rec, &rec_bytes, &rec_off);
-    if (st) goto done;
+    if (!st) st = het_ckpt_find(r, "metrics", &L->rec, &rec_bytes, &rec_off);
+    if (st) return st;
     het_rbuf b = {prog, 0};
     uint64_t epoch = het_r_u64(&b), step = het_r_u64(&b);
-    if (epoch > 1000000 || step > (uint64_t)INT64_MAX) {
-        st = het_error_set(HET_EFORMAT, "%s: offset %llu: epoch %llu, step %llu, expected at "
-                           "most 1000000 epochs", path, (unsigned long long)prog_off,
-                           (unsigned long long)epoch, (unsigned long long)step);
-        goto done;
-    }
-    uint64_t n_rec = rec_bytes >= 8 ? het_get_u64(rec) : 0;
-    if (rec_bytes != 8 + epoch * RECORD_BYTES || n_rec != epoch) {
-        st = het_error_set(HET_EFORMAT, "%s: offset %llu: metrics section of %zu bytes holding "
-                           "%llu records, expected %llu bytes with one record per each of "
-                           "%llu epochs", path, (unsigned long long)rec_off, rec_bytes,
-                           (unsigned long long)n_rec,
-                           (unsigned long long)(8 + epoch * RECORD_BYTES),
-                           (unsigned long long)epoch);
-        goto done;
-    }
+    if (epoch > 1000000 || step > (uint64_t)INT64_MAX)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: epoch %llu, step %llu, expected at "
+                             "most 1000000 epochs", path, (unsigned long long)prog_off,
+                             (unsigned long long)epoch, (unsigned long long)step);
+    uint64_t n_rec = rec_bytes >= 8 ? het_get_u64(L->rec) : 0;
+    if (rec_bytes != 8 + epoch * RECORD_BYTES || n_rec != epoch)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: metrics section of %zu bytes "
+                             "holding %llu records, expected %llu bytes with one record per "
+                             "each of %llu epochs", path, (unsigned long long)rec_off,
+                             rec_bytes, (unsigned long long)n_rec,
+                             (unsigned long long)(8 + epoch * RECORD_BYTES),
+                             (unsigned long long)epoch);
     if (t->cap_hist < (int)epoch) {
         het_epoch_stats *h = realloc(t->hist, (epoch ? epoch : 1) * sizeof *h);
-        if (!h) {
-            st = het_error_set(HET_ENOMEM, "out of memory loading %s", path);
-            goto done;
-        }
+        if (!h) return het_error_set(HET_ENOMEM, "out of memory loading %s", path);
         t->hist = h;
         t->cap_hist = (int)(epoch ? epoch : 1);
     }
-    /* Everything is checked: restore. */
-    memcpy(het_model_params(m), params, np);
-    if (ns) memcpy(het_model_state(m), state, ns);
-    if (no) memcpy(t->opt_state, optim, no);
+    L->epoch = epoch;
+    L->step = step;
+    return HET_OK;
+}
+
+/* Everything is checked (and the same on every rank): restore. */
+static int load_restore(het_trainer *t, loaded *L) {
+    het_model *m = t->model;
+    size_t np = het_model_n_params(m) * sizeof(float), ns = het_model_n_state(m) * sizeof(float);
+    size_t no = t->n_opt_state * sizeof(float);
+    memcpy(het_model_params(m), L->params, np);
+    if (ns) memcpy(het_model_state(m), L->state, ns);
+    if (no) memcpy(t->opt_state, L->optim, no);
     /* Hyper-parameters come from the configuration; the plateau state from the file. */
-    het_schedule_decode_state(&t->sched, sched);
-    t->epoch = (int)epoch;
-    t->ctx.step = (int64_t)step;
-    t->n_hist = (int)epoch;
-    b = (het_rbuf){rec, 8};
+    het_schedule_decode_state(&t->sched, L->sched);
+    t->epoch = (int)L->epoch;
+    t->ctx.step = (int64_t)L->step;
+    t->n_hist = (int)L->epoch;
+    het_rbuf b = {L->rec, 8};
     for (int i = 0; i < t->n_hist; i++) {
         het_epoch_stats *h = &t->hist[i];
         memset(h, 0, sizeof *h);
@@ -256,10 +284,7 @@ static int load_file(het_trainer *t, const char *path) {
         h->test_acc = het_r_f64(&b);
         h->lr = het_r_f64(&b);
     }
-    st = t->strat->load_state(&t->ctx, r);
-done:
-    het_ckpt_reader_close(r);
-    return st;
+    return t->strat->load_state(&t->ctx, L->r);
 }
 
 int het_train_config_from_checkpoint(het_train_config *c, const char *path) {

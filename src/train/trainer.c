@@ -58,15 +58,6 @@ static int on_step(het_strategy_ctx *ctx, const het_step_info *s) {
 /* The distributed part of create: topology, comm, slowdown. */
 static int create_mpi(het_trainer *t) {
     const het_train_config *cfg = &t->cfg;
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    if (inited) MPI_Finalized(&finalized);
-    t->mpi = inited && !finalized;
-    t->ctx.world = MPI_COMM_NULL;
-    if (t->mpi) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &t->size);
-    }
     double factors[1024];
     int nf = cfg->slowdown[0] ? het_slowdown_parse(cfg->slowdown, factors, 1024) : 0;
     if (nf < 0) return nf;
@@ -115,17 +106,55 @@ static int probe_outputs(const het_train_config *c) {
     return HET_OK;
 }
 
+/* What the strategy sees of the trainer. */
+static het_strategy_ctx *strategy_ctx(het_trainer *t) {
+    t->sched = t->cfg.sched;
+    t->sched.total_epochs = t->cfg.epochs;
+    het_strategy_ctx *c = &t->ctx;
+    c->cfg = &t->cfg;
+    c->model = t->model;
+    c->train = &t->train;
+    c->n_train = t->n_train;
+    c->sampler = &t->sampler;
+    c->sched = &t->sched;
+    c->opt_state = t->opt_state;
+    c->x = t->x;
+    c->y = t->y;
+    c->comm = t->comm;
+    c->rank = t->rank;
+    c->size = t->size;
+    c->on_step = on_step;
+    return c;
+}
+
+/* Under MPI: this rank and the world's size, then the ranks compare their configurations,
+ * before anything that depends on the configuration (its checks included) can part them. */
+static int join_world(het_trainer *t) {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Finalized(&finalized);
+    t->mpi = inited && !finalized;
+    t->ctx.world = MPI_COMM_NULL;
+    if (t->mpi) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &t->size);
+    }
+    return het_trainer_compare_config(t);
+}
+
 int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     *out = NULL;
-    int st = het_train_config_check(cfg);
-    if (st) return st;
-    const het_strategy_ops *strat = het_strategy_find(cfg->strategy);
-    if (!strat) return HET_EINVAL;
     het_trainer *t = calloc(1, sizeof *t);
     if (!t) return het_error_set(HET_ENOMEM, "out of memory creating the trainer");
     t->cfg = *cfg;
     t->size = 1;
-    t->strat = strat;
+    int st = join_world(t);
+    if (!st) st = het_train_config_check(cfg);
+    if (!st && !(t->strat = het_strategy_find(cfg->strategy))) st = HET_EINVAL;
+    if (st) {
+        free(t);
+        return st;
+    }
     het_blas_set_threads(1); /* parallelism is the model's workers; see --threads */
     if ((st = create_mpi(t))) goto fail;
     if ((st = het_trainer_agree(t, t->rank == 0 ? probe_outputs(cfg) : HET_OK))) goto fail;
@@ -144,6 +173,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     t->n_test = t->test.n;
     if (cfg->train_limit > 0 && cfg->train_limit < t->n_train) t->n_train = cfg->train_limit;
     if (cfg->test_limit > 0 && cfg->test_limit < t->n_test) t->n_test = cfg->test_limit;
+    if ((st = het_trainer_compare_data(t))) goto fail;
     if (t->n_train < 1 || t->n_test < 1) {
         st = het_error_set(HET_EINVAL, "dataset %s: %lld training and %lld test samples, "
                            "expected at least 1 of each", cfg->data, (long long)t->n_train,
@@ -177,22 +207,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
                                 het_model_n_state(m) * sizeof(float), 0);
         if ((st = het_trainer_agree(t, st))) goto fail;
     }
-    t->sched = cfg->sched;
-    t->sched.total_epochs = cfg->epochs;
-    het_strategy_ctx *c = &t->ctx;
-    c->cfg = &t->cfg;
-    c->model = t->model;
-    c->train = &t->train;
-    c->n_train = t->n_train;
-    c->sampler = &t->sampler;
-    c->sched = &t->sched;
-    c->opt_state = t->opt_state;
-    c->x = t->x;
-    c->y = t->y;
-    c->comm = t->comm;
-    c->rank = t->rank;
-    c->size = t->size;
-    c->on_step = on_step;
+    het_strategy_ctx *c = strategy_ctx(t);
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
     if (st) goto fail;
@@ -390,9 +405,14 @@ int het_trainer_run_epoch(het_trainer *t) {
     char split[256], extra[512] = "", json[1024] = "";
     het_trainer_format_split(t, split, sizeof split);
     if (t->strat->report) t->strat->report(&t->ctx, extra, sizeof extra, json, sizeof json);
+    char skipped[64] = "";
+    if (es.skipped)
+        snprintf(skipped, sizeof skipped, " | skipped %lld non-finite step%s",
+                 (long long)es.skipped, es.skipped == 1 ? "" : "s");
     het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
-            "%.4f lr %.4g %.0f samples/s %.2fs%s%s\n", es.epoch, c->epochs, es.loss, es.train_acc,
-            es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s, split, extra);
+            "%.4f lr %.4g %.0f samples/s %.2fs%s%s%s\n", es.epoch, c->epochs, es.loss,
+            es.train_acc, es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s,
+            split, extra, skipped);
     st = HET_OK;
     if (t->metrics)
         st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL,
@@ -436,8 +456,14 @@ int het_trainer_run(het_trainer *t) {
     }
     if (t->n_hist > 0) {
         const het_epoch_stats *last = &t->hist[t->n_hist - 1];
-        het_log(HET_LOG_INFO, "done: %d epochs, test_loss %.4f test_acc %.4f%s%s\n", t->epoch,
-                last->test_loss, last->test_acc, c->checkpoint[0] ? ", checkpoint " : "",
+        int64_t skipped = 0;
+        char note[64] = "";
+        for (int i = 0; i < t->n_hist; i++) skipped += t->hist[i].skipped;
+        if (skipped)
+            snprintf(note, sizeof note, ", %lld non-finite step%s skipped", (long long)skipped,
+                     skipped == 1 ? "" : "s");
+        het_log(HET_LOG_INFO, "done: %d epochs, test_loss %.4f test_acc %.4f%s%s%s\n", t->epoch,
+                last->test_loss, last->test_acc, note, c->checkpoint[0] ? ", checkpoint " : "",
                 c->checkpoint);
     }
     return het_trainer_agree(t, het_metrics_close_checked(&t->metrics));

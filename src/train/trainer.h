@@ -51,6 +51,16 @@ static inline int het_trainer_agree(const het_trainer *t, int st) {
     return t->mpi && t->size > 1 ? het_comm_agree(MPI_COMM_WORLD, st) : st;
 }
 
+/* consistency.c: ranks compare what they read with rank 0 (collective over MPI_COMM_WORLD,
+ * nothing on one rank); on a difference all return HET_EINVAL with the same message naming the
+ * rank and what differs. config: before any other collective of the trainer; data: once the
+ * datasets are loaded and limited; checkpoint: a resume's epoch, step and the CRC-32s of its
+ * parameters, state and optimizer state, before they are used. */
+int het_trainer_compare_config(const het_trainer *t);
+int het_trainer_compare_data(const het_trainer *t);
+int het_trainer_compare_checkpoint(const het_trainer *t, uint64_t epoch, uint64_t step,
+                                   const uint32_t crc[3]);
+
 /* report.c */
 /* Prints the resolved configuration (rank 0). */
 void het_trainer_print_config(const het_trainer *t);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Ranks that read different inputs (shared FINDINGS #5): every rank of `hetrain train` compares
+# its configuration, its dataset's size and shape and, after a resume, the checkpoint's
+# position and parameters with rank 0's before any collective that depends on them. Each case
+# runs 2 ranks that differ in one thing (node-local files simulated with a per-rank path, or
+# an MPMD command line) and must end within seconds, exit 1 on every rank, and print one line
+# (rank 0's) naming the rank and what differs: a stale checkpoint copy, config files that
+# differ, MPMD --batch, --epochs and --model, hgc speeds files. Ranks that agree still train.
+# Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "test_agree_mpi: mpirun not found, skipped"
+    exit 0
+fi
+T=$(mktemp -d /tmp/het_agree_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# a hang fails the test (timeout's 124 / 137) instead of blocking it
+run() { timeout -s KILL 40 mpirun --oversubscribe "$@" >o.txt 2>e.txt; }
+O=(--model mlp --data synthetic --train-limit 256 --test-limit 64 --progress off)
+
+# expect_differ NAME PATTERN: the last run exited 1 with one hetrain line matching PATTERN
+expect_differ() {
+    local rc=$1 name=$2 want=$3 lines
+    lines=$(grep -c '^hetrain' e.txt)
+    if [ "$rc" -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -q -- "^hetrain: $want" e.txt; then
+        fail "$name: rc $rc (expected 1), $lines hetrain lines (expected 1), stderr: $(cat e.txt)"
+    fi
+}
+
+# ---- a stale checkpoint copy on rank 1 (epoch 1) while rank 0 has epoch 2 ----
+"$HETRAIN" train "${O[@]}" --epochs 1 --checkpoint e1.ckpt --quiet || fail "epoch 1 run"
+cp e1.ckpt e2.ckpt
+"$HETRAIN" train --resume --checkpoint e2.ckpt --epochs 2 --quiet --progress off || fail "epoch 2"
+cp e2.ckpt r0.ckpt
+cp e1.ckpt r1.ckpt
+run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint r\$OMPI_COMM_WORLD_RANK.ckpt \
+    --epochs 3 --progress off"
+expect_differ $? "stale checkpoint" "rank 1 differs from rank 0: checkpoint position (epoch 1 vs 2 on rank 0)"
+grep -q '^epoch' o.txt && fail "stale checkpoint: trained anyway: $(cat o.txt)"
+# the same epoch, other weights (another seed): the parameters differ
+"$HETRAIN" train "${O[@]}" --epochs 1 --checkpoint s1.ckpt --quiet --seed 9 || fail "seed 9 run"
+cp e1.ckpt r0.ckpt
+cp s1.ckpt r1.ckpt
+run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint r\$OMPI_COMM_WORLD_RANK.ckpt \
+    --epochs 2 --seed 1 --progress off"
+expect_differ $? "other weights" "rank 1 differs from rank 0: checkpoint (parameters)"
+
+# ---- config files that differ (batch 64 vs 32) ----
+printf 'model = mlp\nbatch = 64\n' >r0.cfg
+printf 'model = mlp\nbatch = 32\n' >r1.cfg
+run -np 2 bash -c "exec $HETRAIN train --config r\$OMPI_COMM_WORLD_RANK.cfg --epochs 1 \
+    --data synthetic --train-limit 256 --test-limit 64 --progress off"
+expect_differ $? "config files" "rank 1 differs from rank 0: configuration (batch 32 vs 64 on rank 0)"
+
+# ---- MPMD command lines: --batch, --epochs, --model ----
+run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 : -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 \
+    --batch 32
+expect_differ $? "MPMD --batch" "rank 1 differs from rank 0: configuration (batch 32 vs 64 on rank 0)"
+run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 : -np 1 "$HETRAIN" train "${O[@]}" --epochs 2
+expect_differ $? "MPMD --epochs" "rank 1 differs from rank 0: configuration (epochs 2 vs 1 on rank 0)"
+run -np 2 "$HETRAIN" train "${O[@]}" --epochs 1 : -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 \
+    --model lenet5
+expect_differ $? "MPMD --model" "rank 2 differs from rank 0: configuration (model lenet5 vs mlp on rank 0)"
+# hgc speeds files read per rank that differ
+printf '1\n1\n' >s0.txt
+printf '2\n1\n' >s1.txt
+run -np 2 bash -c "exec $HETRAIN train ${O[*]} --epochs 1 --strategy hgc \
+    --speeds-file s\$OMPI_COMM_WORLD_RANK.txt"
+expect_differ $? "speeds files" "rank 1 differs from rank 0: hgc speeds file (s0.txt on rank 0)"
+# paths that may differ per node (data-dir, metrics) and the worker threads do not count
+run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 --metrics m.jsonl : -np 1 "$HETRAIN" train \
+    "${O[@]}" --epochs 1 --threads 2 --data-dir "$T"
+rc=$?
+[ $rc -eq 0 ] && grep -q '^done: 1 epochs' o.txt ||
+    fail "ranks differing only in local settings: rc $rc, $(cat o.txt e.txt)"
+
+[ $failures -eq 0 ] && echo "test_agree_mpi: passed" || exit 1
