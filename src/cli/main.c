@@ -345,6 +345,27 @@ static int run_cli(int argc, char **argv) {
     return cmd->run(&c);
 }
 
+/* A launcher of another MPI than the one hetrain was built with starts P processes that each
+ * see a world of 1 and would all train alone: say so when the launcher's environment names more
+ * ranks than MPI sees. */
+static void warn_launcher_mismatch(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n <= 1) continue;
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        int len = 0;
+        MPI_Get_library_version(lib, &len);
+        lib[strcspn(lib, ",\n")] = '\0';
+        for (char *p = lib; *p; p++)
+            if (*p == '\t') *p = ' ';
+        fprintf(stderr, "hetrain: warning: the launcher started %ld ranks (%s=%s) but MPI sees 1: "
+                "this hetrain is built with %s; use that MPI's launcher\n", n, vars[i], v, lib);
+        return;
+    }
+}
+
 int main(int argc, char **argv) {
     int size = 1, provided = MPI_THREAD_SINGLE; /* het_comm_create checks the level */
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
@@ -361,6 +382,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     g_size = size;
+    if (size == 1) warn_launcher_mismatch();
     het_log_set_rank(g_rank);
     int rc = run_cli(argc, argv);
     fflush(stdout);
