@@ -36,6 +36,17 @@ static inline int het_test_timing(void) {
     return !(v && *v && *v != '0');
 }
 
+/* Under a launcher (tests/mpi.sh sets HET_TEST_NP): 1 when the world has the ranks launched.
+ * A launcher of another MPI than the test's starts P singletons, each of which would pass on
+ * its own; this makes them fail instead. */
+static inline int het_test_world_size_ok(int size) {
+    const char *v = getenv("HET_TEST_NP");
+    if (!v || !*v || atoi(v) == size) return 1;
+    fprintf(stderr, "FAIL: launched as %s ranks, but MPI's world has %d: a launcher of another "
+            "MPI than this program's?\n", v, size);
+    return 0;
+}
+
 static inline int het_test_finish(const char *name) {
     printf("%s: %d checks, %d failed\n", name, het_test_checks, het_test_failures);
     return het_test_failures ? 1 : 0;

@@ -10,9 +10,9 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_agree_mpi: mpirun not found, skipped"
+. "$(dirname "$0")/mpi.sh"
+if ! het_mpi_found; then
+    echo "test_agree_mpi: $HET_MPIEXEC not found, skipped"
     exit 0
 fi
 T=$(mktemp -d /tmp/het_agree_XXXXXX)
@@ -21,7 +21,9 @@ cd "$T" || exit 1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 # a hang fails the test (timeout's 124 / 137) instead of blocking it
-run() { timeout -s KILL 40 mpirun --oversubscribe "$@" >o.txt 2>e.txt; }
+run() { timeout -s KILL 40 "$HET_MPIEXEC" "${het_mpi_pre[@]}" "$@" >o.txt 2>e.txt; }
+# the rank, for per-rank file names: Open MPI's variable, or the PMI one (MPICH)
+R='${OMPI_COMM_WORLD_RANK:-$PMI_RANK}'
 O=(--model mlp --data synthetic --train-limit 256 --test-limit 64 --progress off)
 
 # expect_differ NAME PATTERN: the last run exited 1 with one hetrain line matching PATTERN
@@ -39,7 +41,7 @@ cp e1.ckpt e2.ckpt
 "$HETRAIN" train --resume --checkpoint e2.ckpt --epochs 2 --quiet --progress off || fail "epoch 2"
 cp e2.ckpt r0.ckpt
 cp e1.ckpt r1.ckpt
-run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint r\$OMPI_COMM_WORLD_RANK.ckpt \
+run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint r$R.ckpt \
     --epochs 3 --progress off"
 expect_differ $? "stale checkpoint" "rank 1 differs from rank 0: checkpoint position (epoch 1 vs 2 on rank 0)"
 grep -q '^epoch' o.txt && fail "stale checkpoint: trained anyway: $(cat o.txt)"
@@ -47,14 +49,14 @@ grep -q '^epoch' o.txt && fail "stale checkpoint: trained anyway: $(cat o.txt)"
 "$HETRAIN" train "${O[@]}" --epochs 1 --checkpoint s1.ckpt --quiet --seed 9 || fail "seed 9 run"
 cp e1.ckpt r0.ckpt
 cp s1.ckpt r1.ckpt
-run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint r\$OMPI_COMM_WORLD_RANK.ckpt \
+run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint r$R.ckpt \
     --epochs 2 --seed 1 --progress off"
 expect_differ $? "other weights" "rank 1 differs from rank 0: checkpoint (parameters)"
 
 # ---- config files that differ (batch 64 vs 32) ----
 printf 'model = mlp\nbatch = 64\n' >r0.cfg
 printf 'model = mlp\nbatch = 32\n' >r1.cfg
-run -np 2 bash -c "exec $HETRAIN train --config r\$OMPI_COMM_WORLD_RANK.cfg --epochs 1 \
+run -np 2 bash -c "exec $HETRAIN train --config r$R.cfg --epochs 1 \
     --data synthetic --train-limit 256 --test-limit 64 --progress off"
 expect_differ $? "config files" "rank 1 differs from rank 0: configuration (batch 32 vs 64 on rank 0)"
 
@@ -71,7 +73,7 @@ expect_differ $? "MPMD --model" "rank 2 differs from rank 0: configuration (mode
 printf '1\n1\n' >s0.txt
 printf '2\n1\n' >s1.txt
 run -np 2 bash -c "exec $HETRAIN train ${O[*]} --epochs 1 --strategy hgc \
-    --speeds-file s\$OMPI_COMM_WORLD_RANK.txt"
+    --speeds-file s$R.txt"
 expect_differ $? "speeds files" "rank 1 differs from rank 0: hgc speeds file (s0.txt on rank 0)"
 # paths that may differ per node (data-dir, metrics) and the worker threads do not count
 run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 --metrics m.jsonl : -np 1 "$HETRAIN" train \

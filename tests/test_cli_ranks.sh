@@ -8,9 +8,9 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_cli_ranks: mpirun not found, skipped"
+. "$(dirname "$0")/mpi.sh"
+if ! het_mpi_found; then
+    echo "test_cli_ranks: $HET_MPIEXEC not found, skipped"
     exit 0
 fi
 T=$(mktemp -d /tmp/het_cli_ranks_XXXXXX)
@@ -21,7 +21,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 # HET_TEST_NO_TIMING (make test-asan): the runs still run, their timings go unchecked
 timing_off() { [ -n "${HET_TEST_NO_TIMING:-}" ] && [ "$HET_TEST_NO_TIMING" != 0 ]; }
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
-mpi() { local P=$1; shift; timeout 60 mpirun --oversubscribe -np "$P" "$HETRAIN" "$@"; }
+mpi() { local P=$1; shift; HET_MPI_TIMEOUT=60 het_mpirun "$P" "$HETRAIN" "$@"; }
 COMMON=(--model mlp --data synthetic --train-limit 512 --test-limit 256 --seed 3 --progress off)
 
 # ---- a 2-rank run: printed once, topology, split, accuracy ----
@@ -110,8 +110,9 @@ AUTO=(--model mlp --data synthetic --train-limit 1024 --test-limit 64 --batch 16
 mpi 2 train "${AUTO[@]}" >p.out 2>p.err || fail "progress auto run: $(cat p.err)"
 grep -q '^epoch 1/1 ' p.out || fail "no plain epoch line in a redirected run: $(cat p.out)"
 if grep -q $'[\r\033]' p.out; then fail "escape or carriage return in a redirected run's output"; fi
-if command -v script >/dev/null 2>&1; then
-    script -qc "timeout 60 mpirun --oversubscribe -np 2 $HETRAIN train ${AUTO[*]}" /dev/null \
+# (Open MPI only: MPICH's launcher gives ranks pipes, so their output is never a terminal)
+if [ "$het_mpi_flavor" = openmpi ] && command -v script >/dev/null 2>&1; then
+    script -qc "timeout 60 $HET_MPIEXEC $HET_MPIEXEC_NUMPROC_FLAG 2 $HETRAIN train ${AUTO[*]}" /dev/null \
         >t.out 2>&1 </dev/null || fail "progress auto run on a terminal: $(cat t.out)"
     grep -q $'\r\033\\[Kepoch 1/1 \\[' t.out || fail "no progress bar on a terminal: $(cat -v t.out)"
 fi

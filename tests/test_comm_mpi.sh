@@ -10,9 +10,9 @@ set -u
 HET_BUILD_DIR=${HET_BUILD_DIR:?set HET_BUILD_DIR to the build folder}
 BIN="$HET_BUILD_DIR/test_comm"
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_comm_mpi: mpirun not found, skipped"
+. "$(dirname "$0")/mpi.sh"
+if ! het_mpi_found; then
+    echo "test_comm_mpi: $HET_MPIEXEC not found, skipped"
     exit 0
 fi
 if [ ! -x "$BIN" ]; then
@@ -21,7 +21,8 @@ if [ ! -x "$BIN" ]; then
 fi
 fail=0
 for np in 2 3 4; do
-    timeout 120 mpirun --oversubscribe -np "$np" "$BIN"
+    het_mpi_np_ok "$np" || { echo "test_comm_mpi: $np ranks skipped (more than the cores, $het_mpi_flavor)"; continue; }
+    het_mpirun "$np" "$BIN"
     rc=$?
     if [ $rc -ne 0 ]; then
         echo "FAIL: mpirun -np $np test_comm: exit $rc" >&2

@@ -13,9 +13,8 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset HET_MPIEXEC
-command -v mpirun >/dev/null 2>&1 || { echo "FAIL: mpirun not found" >&2; exit 1; }
+. "$(dirname "$0")/mpi.sh"
+het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found" >&2; exit 1; }
 T=$(mktemp -d /tmp/het_compare_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -143,7 +142,7 @@ bad "allreduce-seed1.jsonl: cannot read: No such file"
 timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,hgc --speeds 1,2,3 \
     --out out >f.out 2>f.err
 rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy hgc (seed 1) failed, exit status 1: .*mpirun .* train .*--strategy hgc" f.err &&
+[ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy hgc (seed 1) failed, exit status 1: .* -np 2 .* train .*--strategy hgc" f.err &&
     grep -q "3 speeds for 2 ranks" f.err || fail "failing run: exit $rc, stderr: $(cat f.err)"
 [ ! -e out/compare.md ] && [ ! -e out/compare.csv ] && [ ! -e out/split.svg ] ||
     fail "failing run: the tables of the earlier comparison were left in out/"
@@ -172,7 +171,7 @@ usage "option \-\-strategy does not apply to this command" --strategy hgc
 usage "unknown option \-\-fast" --fast
 usage "\-\-slowdown: 3 factors for \-\-ranks 2" --slowdown 1,1,2 --ranks 2
 usage "\-\-epochs: 0 is out of range" --epochs 0
-timeout 60 mpirun --oversubscribe -np 2 "$HETRAIN" compare "${COMMON[@]}" >m.out 2>m.err
+HET_MPI_TIMEOUT=60 het_mpirun 2 "$HETRAIN" compare "${COMMON[@]}" >m.out 2>m.err
 rc=$?
 [ $rc -eq 2 ] && grep -q "not under mpirun" m.err || fail "compare under mpirun: exit $rc, $(cat m.err)"
 [ ! -e compare ] || fail "compare under mpirun created its output folder"

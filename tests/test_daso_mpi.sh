@@ -13,14 +13,15 @@ set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 BIN=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_daso
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-command -v mpirun >/dev/null 2>&1 || { echo "FAIL: mpirun not found" >&2; exit 1; }
+. "$(dirname "$0")/mpi.sh"
+het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found" >&2; exit 1; }
+het_mpi_np_ok 5 || { echo "test_daso_mpi: SKIPPED: needs 5 ranks, more than the cores ($het_mpi_flavor busy-polls)"; exit 77; }
 T=$(mktemp -d /tmp/het_daso_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-mpi() { local P=$1; shift; timeout 120 mpirun --oversubscribe -np "$P" "$@"; }
+mpi() { het_mpirun "$@"; }
 COMMON=(--model lenet5 --data synthetic --test-limit 128 --seed 5 --progress off
         --strategy daso --ranks-per-node 2)
 

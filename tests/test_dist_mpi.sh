@@ -5,14 +5,15 @@
 set -u
 BIN=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_dist
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_dist: mpirun not found, skipped"
+. "$(dirname "$0")/mpi.sh"
+if ! het_mpi_found; then
+    echo "test_dist: $HET_MPIEXEC not found, skipped"
     exit 0
 fi
 failures=0
 for P in 1 2 3 4; do
-    if ! timeout 120 mpirun --oversubscribe -np "$P" "$BIN"; then
+    het_mpi_np_ok "$P" || { echo "test_dist_mpi: $P ranks skipped (more than the cores, $het_mpi_flavor)"; continue; }
+    if ! het_mpirun "$P" "$BIN"; then
         echo "FAIL: test_dist on $P ranks" >&2
         failures=$((failures + 1))
     fi

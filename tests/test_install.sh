@@ -49,9 +49,9 @@ int main(int argc, char **argv) {
 EOF_C
 # shellcheck disable=SC2086
 cc -std=c11 -O2 -o "$tmp/mpi_sum" "$tmp/mpi_sum.c" $flags
-launcher=${HET_MPIEXEC:-mpirun}
-if command -v "$launcher" >/dev/null 2>&1; then
-    out=$("$launcher" -np 2 "$tmp/mpi_sum") || { echo "FAIL: mpi_sum under $launcher: $out"; exit 1; }
+. "$(dirname "$0")/mpi.sh"
+if het_mpi_found; then
+    out=$(het_mpirun 2 "$tmp/mpi_sum" 2>&1) || { echo "FAIL: mpi_sum under $HET_MPIEXEC: $out"; exit 1; }
     echo "$out" | grep -q "^mpi_sum: 2 ranks: 2 4 1$" || { echo "FAIL: mpi_sum printed '$out'"; exit 1; }
 fi
 echo "install: ok"

@@ -363,6 +363,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (!het_test_world_size_ok(g_size)) MPI_Abort(MPI_COMM_WORLD, 1);
     het_topo topo;
     het_comm *comm = NULL;
     CHECK(het_topo_init(&topo, MPI_COMM_WORLD, g_size >= 2 ? 2 : 1) == HET_OK, "topo: %s",

@@ -10,7 +10,7 @@ set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 CHECKER=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_trace_json
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "$0")/mpi.sh"
 T=$(mktemp -d /tmp/het_trace_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -41,8 +41,8 @@ check_trace() {
 "$HETRAIN" "${ARGS[@]}" --trace one.json >one.out 2>one.err || fail "1 rank: $(cat one.err)"
 check_trace one.json 1
 
-if command -v mpirun >/dev/null 2>&1; then
-    timeout 120 mpirun --oversubscribe -np 3 "$HETRAIN" "${ARGS[@]}" --trace three.json \
+if het_mpi_found && het_mpi_np_ok 3; then
+    het_mpirun 3 "$HETRAIN" "${ARGS[@]}" --trace three.json \
         --metrics three.jsonl --slowdown 1,1,2 >three.out 2>three.err || fail "3 ranks: $(cat three.err)"
     check_trace three.json 3
     n=$(grep -c '"name":"bucket all-reduce","ph":"X","pid":[0-9]*,"tid":1' three.json)
