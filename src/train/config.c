@@ -49,7 +49,9 @@ typedef struct key_def {
 static const char *const batching_words[] = {"proportional", "equal", NULL};
 static const char *const weighting_words[] = {"sample", "rank", NULL};
 static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_wire order */
-static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words};
+static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_allreduce_algo */
+static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
+                                                algo_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -116,6 +118,8 @@ static const key_def keys[] = {
      OFF(ranks_per_node), 0, 1e6, 0},
     {{"bucket-mb", "X", "gradient all-reduce bucket size in MiB (0: one flat all-reduce)"},
      K_FLOAT, OFF(bucket_mb), 0, 1e6, 0},
+    {{"allreduce-algo", "ALGO", "gradient all-reduce: flat | hier (two-level) | auto (hier on "
+      ">1 node)"}, K_WORD, OFF(allreduce_algo), 3, 0, 0},
     {{"slowdown", "LIST", "emulated slowdown factor >= 1 per rank, e.g. 1,1,2,4"}, K_SLOWDOWN,
      OFF(slowdown), 0, 0, 0},
     {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, e.g. 1e9 or 10G (0: off)"}, K_RATE,
