@@ -1,7 +1,8 @@
 /* hetrain comm: the MPI layer. Topology (world, node-local and cross-node communicators, with
  * virtual nodes for one-machine runs), groups split from them, chunked blocking and
- * non-blocking float all-reduce, an all-reduce with a 16-bit wire type (bf16, fp16), a double
- * all-reduce, bucketed gradient all-reduce that overlaps backward, an emulated network delay
+ * non-blocking float all-reduce, a two-level (node, then node leaders) all-reduce, an
+ * all-reduce with a 16-bit wire type (bf16, fp16), a double all-reduce, bucketed gradient
+ * all-reduce (flat or two-level) that overlaps backward, an emulated network delay
  * for cross-node traffic, and agreement on a status across ranks.
  *
  * Threads: MPI must be initialized with at least MPI_THREAD_FUNNELED (het_comm_create checks);
