@@ -1,7 +1,8 @@
 /* hetrain comm: the MPI layer. Topology (world, node-local and cross-node communicators, with
  * virtual nodes for one-machine runs), groups split from them, chunked blocking and
- * non-blocking float all-reduce, an all-reduce with a 16-bit wire type (bf16, fp16), a double
- * all-reduce, bucketed gradient all-reduce that overlaps backward, an emulated network delay
+ * non-blocking float all-reduce, a two-level (node, then node leaders) all-reduce, an
+ * all-reduce with a 16-bit wire type (bf16, fp16), a double all-reduce, bucketed gradient
+ * all-reduce (flat or two-level) that overlaps backward, an emulated network delay
  * for cross-node traffic, and agreement on a status across ranks.
  *
  * Threads: MPI must be initialized with at least MPI_THREAD_FUNNELED (het_comm_create checks);
@@ -35,6 +36,11 @@ typedef struct het_topo {
  * consecutive ranks (block placement; the last node may be smaller); 0 uses the real nodes
  * (MPI_Comm_split_type SHARED), numbered by their lowest world rank. Collective over world. */
 int  het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node);
+/* Emulated nodes of any placement: the ranks passing the same node_color (>= 0) form one node
+ * (interleaved placement: node_color = rank % 2). Nodes are numbered by their lowest world
+ * rank, as het_topo_init. HET_EINVAL on a rank passing a negative color (after the collective
+ * calls, so that nobody hangs). Collective over world. */
+int  het_topo_init_nodes(het_topo *t, MPI_Comm world, int node_color);
 void het_topo_free(het_topo *t);
 /* One line such as "4 ranks on 2 nodes (2 ranks per node, emulated)". */
 void het_topo_describe(const het_topo *t, char *buf, size_t n);
@@ -138,6 +144,32 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
 /* Blocking broadcast of n bytes from `root` (rank in the scope's communicator). */
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root);
 
+/* ---- two-level (hierarchical) all-reduce ----
+ * Sums over the world in three stages: a reduce inside each node to its leader (local rank
+ * 0), an all-reduce between the node leaders (one rank per node: the only stage that crosses
+ * nodes), and a broadcast inside each node. Per node, the bytes over the network are those of
+ * one all-reduce of the buffer between the nodes, whatever the number of ranks per node and
+ * their placement; a flat all-reduce over all ranks sends up to P/N times that when ranks of
+ * a node are interleaved with other nodes' (comm/hier.c explains the choice). Statistics: the
+ * node stages count on every rank as node-local, the leaders' stage as cross-node on the
+ * leaders only; the emulated network charges the leaders' stage alone (het_netem_allreduce_s
+ * over the nodes). Every rank gets the same bits; against a flat all-reduce the sum is of the
+ * same P floats in another order, so the two differ by at most 2 (P-1) 2^-24 sum_r |x_r| per
+ * element. */
+typedef enum { HET_ALLREDUCE_AUTO = 0, HET_ALLREDUCE_FLAT = 1, HET_ALLREDUCE_HIER = 2 }
+    het_allreduce_algo;
+/* "auto", "flat" or "hier" (static); "unknown" otherwise. */
+const char *het_allreduce_algo_name(het_allreduce_algo a);
+/* The algorithm a world all-reduce runs with `a`: AUTO is HIER when the topology has more than
+ * one node (real or emulated) and FLAT otherwise; FLAT and HIER are themselves. FLAT for a
+ * NULL comm or an unknown value. Local. */
+het_allreduce_algo het_comm_allreduce_algo(const het_comm *c, het_allreduce_algo a);
+/* Blocking in-place two-level sum all-reduce of n floats over HET_COMM_WORLD (chunked like the
+ * flat one). The first call on a comm makes its communicators (groups of het_comm_split,
+ * three of HET_COMM_MAX_GROUPS), so every rank of the world must make it. Fails with
+ * HET_EINVAL (NULL comm or buffer), HET_ENOMEM, HET_EMPI. Collective over the world. */
+int het_comm_allreduce_sum_hier(het_comm *c, float *buf, size_t n);
+
 /* ---- wire types: what an all-reduce sends ---- */
 typedef enum { HET_WIRE_FP32 = 0, HET_WIRE_FP16 = 1, HET_WIRE_BF16 = 2 } het_wire;
 
@@ -220,6 +252,16 @@ int  het_buckets_ready(het_buckets *b, size_t offset, size_t count);
 /* Waits for every bucket; afterwards the buffer holds the sum over ranks; resets for the next
  * step. Ranges never marked ready are started here. */
 int  het_buckets_wait(het_buckets *b);
+/* The algorithm of the buckets' reductions (default FLAT): HIER (or AUTO resolving to it, see
+ * het_comm_allreduce_algo) reduces each bucket in two levels (het_comm_allreduce_sum_hier),
+ * its stages started as non-blocking operations and advanced by later ready() calls, or
+ * completed by wait(). The extra floats stay flat. HIER needs the scope HET_COMM_WORLD (AUTO on
+ * another scope is FLAT). Call between steps (no bucket in flight). Fails with HET_EINVAL
+ * (NULL, in flight, HIER on another scope), or as het_comm_allreduce_sum_hier's first call.
+ * Collective over the world when the result is HIER. */
+int  het_buckets_set_algo(het_buckets *b, het_allreduce_algo a);
+/* The algorithm the buckets run (FLAT or HIER); FLAT for NULL. */
+het_allreduce_algo het_buckets_algo(const het_buckets *b);
 
 /* ---- agreement ----
  * Collective over world: every rank passes its status. If all are HET_OK, returns HET_OK.

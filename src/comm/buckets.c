@@ -20,6 +20,14 @@
  * to overlap with, so it runs as a blocking all-reduce inside that ready() call (see
  * start_bucket for why); the earlier buckets are non-blocking.
  *
+ * Two levels (het_buckets_set_algo HIER, comm/hier.c): each bucket's reduction is a chain of
+ * stages (node reduce, leaders' all-reduce, node broadcast). A bucket's first stage is posted
+ * non-blocking when it starts (the last bucket's too); every ready() call tests the stages in
+ * flight and posts a bucket's next stage once its current one completed, in bucket order per
+ * stage (bucket k moves on only when bucket k-1 is past k's stage), since the stages' own
+ * communicators need the same order on every rank; wait() completes the buckets in order. A
+ * stage completes no earlier than its modeled time.
+ *
  * Extra floats: reduced by a separate small all-reduce on the same scope, right after the last
  * bucket's, so that values written into `extra` before the last ready() call travel with this
  * step's gradients. It is one more "call" in the statistics; its modeled time runs alongside
@@ -42,12 +50,14 @@ typedef struct bucket {
     int r_first, r_last; /* non-empty ranges r_first..r_last (inclusive) */
     int pending;         /* ranges not yet ready this step */
     int started;
-    het_req req;
+    het_req req;         /* flat */
+    het_hier hier;       /* two levels */
 } bucket;
 
 struct het_buckets {
     het_comm *c;
     het_comm_scope scope;
+    het_allreduce_algo algo; /* FLAT or HIER */
     float *grads;
     size_t n;
     int n_ranges;          /* non-empty ranges */
@@ -68,8 +78,11 @@ struct het_buckets {
 void het_buckets_free(het_buckets *b) {
     if (!b) return;
     /* requests still in flight must complete before their buffers may go */
-    for (int i = 0; i < b->n_buckets; i++)
-        if (b->bk[i].started) het_comm_wait(b->c, &b->bk[i].req);
+    for (int i = 0; i < b->n_buckets; i++) {
+        if (!b->bk[i].started) continue;
+        if (b->algo == HET_ALLREDUCE_HIER) het_hier_finish(b->c, &b->bk[i].hier);
+        else het_comm_wait(b->c, &b->bk[i].req);
+    }
     if (b->extra_started) het_comm_wait(b->c, &b->extra_req);
     free(b->lo);
     free(b->cnt);
@@ -156,6 +169,7 @@ int het_buckets_create(het_buckets **out, het_comm *c, het_comm_scope s, float *
     }
     b->c = c;
     b->scope = s;
+    b->algo = HET_ALLREDUCE_FLAT;
     b->grads = grads;
     b->n = n;
     b->extra = extra;
@@ -184,7 +198,9 @@ int het_buckets_span(const het_buckets *b, int k, size_t *lo, size_t *hi) {
 static int start_bucket(het_buckets *b, int k) {
     bucket *q = &b->bk[k];
     int last = k == b->n_buckets - 1, rc;
-    if (last)
+    if (b->algo == HET_ALLREDUCE_HIER)
+        rc = het_hier_start(b->c, &q->hier, b->grads + q->lo, q->hi - q->lo);
+    else if (last)
         rc = het_comm_allreduce_deferred(b->c, b->scope, b->grads + q->lo, q->hi - q->lo,
                                          &q->req);
     else
@@ -239,7 +255,11 @@ int het_buckets_ready(het_buckets *b, size_t offset, size_t count) {
     /* progress what is in flight */
     for (int k = 0; rc == HET_OK && k < b->next; k++) {
         int done;
-        rc = het_comm_test(b->c, &b->bk[k].req, &done);
+        if (b->algo == HET_ALLREDUCE_HIER) /* in bucket order per stage */
+            rc = het_hier_advance(b->c, &b->bk[k].hier,
+                                  k == 0 || b->bk[k - 1].hier.stage > b->bk[k].hier.stage);
+        else
+            rc = het_comm_test(b->c, &b->bk[k].req, &done);
     }
     if (rc == HET_OK && b->extra_started) {
         int done;
@@ -259,7 +279,8 @@ int het_buckets_wait(het_buckets *b) {
     for (int k = 0; k < b->n_buckets; k++) {
         bucket *q = &b->bk[k];
         if (q->started) {
-            int w = het_comm_wait(b->c, &q->req);
+            int w = b->algo == HET_ALLREDUCE_HIER ? het_hier_finish(b->c, &q->hier)
+                                                  : het_comm_wait(b->c, &q->req);
             if (rc == HET_OK) rc = w;
         }
         q->started = 0;
@@ -273,4 +294,26 @@ int het_buckets_wait(het_buckets *b) {
     memset(b->ready, 0, (size_t)b->n_ranges);
     b->next = 0;
     return rc;
+}
+
+int het_buckets_set_algo(het_buckets *b, het_allreduce_algo a) {
+    if (!b) return het_error_set(HET_EINVAL, "buckets: NULL");
+    if (a != HET_ALLREDUCE_AUTO && a != HET_ALLREDUCE_FLAT && a != HET_ALLREDUCE_HIER)
+        return het_error_set(HET_EINVAL, "buckets: unknown all-reduce algorithm %d", (int)a);
+    if (b->next > 0 || b->extra_started)
+        return het_error_set(HET_EINVAL, "buckets: algorithm changed with buckets in flight");
+    if (a == HET_ALLREDUCE_HIER && b->scope != HET_COMM_WORLD)
+        return het_error_set(HET_EINVAL, "buckets: the two-level all-reduce runs over the world "
+                             "scope only, not scope %d", (int)b->scope);
+    a = b->scope == HET_COMM_WORLD ? het_comm_allreduce_algo(b->c, a) : HET_ALLREDUCE_FLAT;
+    if (a == HET_ALLREDUCE_HIER) {
+        int rc = het_hier_setup(b->c);
+        if (rc != HET_OK) return rc;
+    }
+    b->algo = a;
+    return HET_OK;
+}
+
+het_allreduce_algo het_buckets_algo(const het_buckets *b) {
+    return b ? b->algo : HET_ALLREDUCE_FLAT;
 }

@@ -25,6 +25,9 @@ struct het_comm {
     size_t wire_cap;                               /* its capacity, elements */
     double *f64_buf;                               /* scratch of the double all-reduce */
     size_t f64_cap;                                /* its capacity, elements */
+    int hier_ready;                                /* the two-level groups below exist */
+    het_comm_scope hier_reduce, hier_bcast;        /* node groups of its first, last stage */
+    het_comm_scope hier_leaders;                   /* the node leaders; NONE on other ranks */
 };
 
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
@@ -37,6 +40,29 @@ void het_comm_groups_free(het_comm *c);
  * and fills r as a finished request (no MPI requests) that het_comm_wait / het_comm_test hold
  * until the modeled time has passed since now. Statistics as het_comm_iallreduce_sum. */
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r);
+
+/* One buffer's two-level all-reduce (hier.c): the stage posted last and its request. */
+enum { HET_HIER_IDLE, HET_HIER_REDUCE, HET_HIER_CROSS, HET_HIER_BCAST, HET_HIER_DONE };
+typedef struct het_hier {
+    float *buf;
+    size_t n;
+    int stage;   /* HET_HIER_*: posted (in flight or complete), or DONE */
+    het_req req; /* its MPI requests; empty after a blocking stage */
+} het_hier;
+
+/* Makes the two-level groups once (later calls return at once); collective over the world the
+ * first time. Failures are agreed over the world. */
+int het_hier_setup(het_comm *c);
+/* Posts the first stage of h's all-reduce of buf[0, n) (non-blocking). */
+int het_hier_start(het_comm *c, het_hier *h, float *buf, size_t n);
+/* Tests h's stage in flight; when it is complete and may_post, posts the next stage. Stages
+ * share communicators between buffers: a caller with several must post each stage in the
+ * same buffer order on every rank (may_post only when the buffer before has gone further). */
+int het_hier_advance(het_comm *c, het_hier *h, int may_post);
+/* Completes h: waits for the stage in flight, then posts each remaining stage and waits for
+ * it (non-blocking calls, as MPI needs when another rank posts it from advance). Then h is
+ * DONE. */
+int het_hier_finish(het_comm *c, het_hier *h);
 
 /* Bytes per element of a wire type: 4 for FP32, 2 for FP16 / BF16. */
 size_t het_wire_bytes(het_wire w);

@@ -2,7 +2,8 @@
  *
  * DESIGN. `node` groups the ranks of one node: the real shared-memory node
  * (MPI_Comm_split_type SHARED) or, with ranks_per_node > 0, an emulated node of that many
- * consecutive world ranks. Nodes are numbered by their lowest world rank, so node_id and
+ * consecutive world ranks, or (het_topo_init_nodes) an emulated node of the ranks that pass the
+ * same color, for any placement (interleaved: color = rank % 2). Nodes are numbered by their lowest world rank, so node_id and
  * n_nodes agree on every rank whatever the placement. `cross` joins the ranks that have the
  * same local rank, one per node, ordered by node. All three communicators are our own (the
  * caller's world is duplicated) and return errors instead of aborting (MPI_ERRORS_RETURN).
@@ -63,12 +64,9 @@ static int number_nodes(het_topo *t) {
     return HET_OK;
 }
 
-int het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node) {
-    if (!t) return het_error_set(HET_EINVAL, "topology: NULL output");
+/* Builds the topology; color >= 0: emulated nodes by color, -1: the real nodes. */
+static int topo_build(het_topo *t, MPI_Comm world, int color) {
     t->world = t->node = t->cross = MPI_COMM_NULL;
-    if (ranks_per_node < 0)
-        return het_error_set(HET_EINVAL, "topology: ranks per node %d: must be >= 0 (0 = real "
-                             "nodes)", ranks_per_node);
     int err = MPI_Comm_dup(world, &t->world);
     if (err != MPI_SUCCESS) {
         t->world = MPI_COMM_NULL;
@@ -77,8 +75,8 @@ int het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node) {
     MPI_Comm_set_errhandler(t->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(t->world, &t->rank);
     MPI_Comm_size(t->world, &t->size);
-    if (ranks_per_node > 0)
-        err = MPI_Comm_split(t->world, t->rank / ranks_per_node, t->rank, &t->node);
+    if (color >= 0)
+        err = MPI_Comm_split(t->world, color, t->rank, &t->node);
     else
         err = MPI_Comm_split_type(t->world, MPI_COMM_TYPE_SHARED, t->rank, MPI_INFO_NULL,
                                   &t->node);
@@ -88,7 +86,7 @@ int het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node) {
         return mpi_fail(err, "topology: splitting nodes");
     }
     MPI_Comm_set_errhandler(t->node, MPI_ERRORS_RETURN);
-    MPI_Comm_set_name(t->node, ranks_per_node > 0 ? NODE_NAME_EMULATED : NODE_NAME_SHARED);
+    MPI_Comm_set_name(t->node, color >= 0 ? NODE_NAME_EMULATED : NODE_NAME_SHARED);
     MPI_Comm_rank(t->node, &t->local_rank);
     MPI_Comm_size(t->node, &t->local_size);
     int rc = number_nodes(t);
@@ -104,6 +102,31 @@ int het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node) {
     }
     MPI_Comm_set_errhandler(t->cross, MPI_ERRORS_RETURN);
     return HET_OK;
+}
+
+int het_topo_init(het_topo *t, MPI_Comm world, int ranks_per_node) {
+    if (!t) return het_error_set(HET_EINVAL, "topology: NULL output");
+    t->world = t->node = t->cross = MPI_COMM_NULL;
+    if (ranks_per_node < 0)
+        return het_error_set(HET_EINVAL, "topology: ranks per node %d: must be >= 0 (0 = real "
+                             "nodes)", ranks_per_node);
+    int rank = 0;
+    if (ranks_per_node > 0 && MPI_Comm_rank(world, &rank) != MPI_SUCCESS)
+        return het_error_set(HET_EINVAL, "topology: not a valid communicator");
+    return topo_build(t, world, ranks_per_node > 0 ? rank / ranks_per_node : -1);
+}
+
+int het_topo_init_nodes(het_topo *t, MPI_Comm world, int node_color) {
+    if (!t) return het_error_set(HET_EINVAL, "topology: NULL output");
+    t->world = t->node = t->cross = MPI_COMM_NULL;
+    /* every rank builds (a collective must not be skipped by one rank); a bad color is
+     * reported after, by the ranks that passed it */
+    int rc = topo_build(t, world, node_color >= 0 ? node_color : 0);
+    if (rc == HET_OK && node_color < 0) {
+        het_topo_free(t);
+        return het_error_set(HET_EINVAL, "topology: node color %d: must be >= 0", node_color);
+    }
+    return rc;
 }
 
 void het_topo_describe(const het_topo *t, char *buf, size_t n) {

@@ -18,6 +18,10 @@
  *   only inside MPI calls); all buckets are waited for before the optimizer. --bucket-mb 0:
  *   one blocking all-reduce of the flat gradient buffer after backward. With --threads > 1 the
  *   model fires the hooks after its worker reduction, so there is no overlap.
+ * - --allreduce-algo (default auto): each bucket is summed by one all-reduce over all ranks
+ *   (flat) or in two levels, node reduce + all-reduce between node leaders + node broadcast
+ *   (hier, comm/hier.c: per node one buffer's worth crosses the network, however the ranks are
+ *   placed); auto is hier on more than one node. hgc shares the world reducer, so the choice.
  * - Then the identical optimizer step on every rank: parameters stay bitwise equal.
  * - The step is het_step_sync over one world reducer: on one rank, where nothing has to happen
  *   between gradients and update, it folds the update into the step (the dense-stack executor
@@ -80,5 +84,5 @@ static void ar_free(het_strategy_ctx *ctx) { ctx->priv = NULL; /* the reducer is
 
 const het_strategy_ops het_strategy_allreduce = {
     "allreduce", "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",
-    ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free, NULL,
+    ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free, NULL, 1,
 };

@@ -449,5 +449,5 @@ const het_strategy_ops het_strategy_daso = {
     "daso", "distributed asynchronous and selective optimization: node-local gradients, "
     "delayed global parameter averaging (Coquelin et al. 2022)",
     daso_init, daso_train_epoch, daso_model_for_eval, daso_save_state, daso_load_state,
-    daso_free, daso_report,
+    daso_free, daso_report, 0 /* its own node + cross scheme */
 };

@@ -130,6 +130,9 @@ int het_reducer_create(het_reducer **out, het_strategy_ctx *ctx, het_comm_scope 
                                 het_model_n_params(m) + (fig ? 2 : 0), offs, L + fig, bytes_max,
                                 NULL, 0);
     free(offs);
+    /* the world's gradients go flat or in two levels (--allreduce-algo; AUTO: by the nodes) */
+    if (!st && s == HET_COMM_WORLD)
+        st = het_buckets_set_algo(r->buckets, (het_allreduce_algo)ctx->cfg->allreduce_algo);
     if (st) return st;
     r->n_buckets = het_buckets_n(r->buckets);
     r->bucket_t0 = calloc((size_t)(r->n_buckets > 0 ? r->n_buckets : 1), sizeof(double));

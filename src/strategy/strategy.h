@@ -135,6 +135,9 @@ typedef struct het_strategy_ops {
      * text appended to the epoch line (" | ...") and a JSON member for the epoch's metrics
      * object ("\"name\":{...}"), both NUL-terminated, "" for nothing. Not collective. */
     void (*report)(het_strategy_ctx *ctx, char *line, size_t n_line, char *json, size_t n_json);
+    /* 1: sums the world's gradients with a world reducer, so --allreduce-algo applies (the
+     * trainer's 'ranks:' line names the algorithm); 0: a scheme of its own. */
+    int world_grads;
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */
@@ -155,7 +158,9 @@ extern const het_strategy_ops het_strategy_daso;
  * backward completes it, so that communication overlaps backward. With HET_REDUCE_FIGURES the
  * batch's loss sum and correct count travel in the first bucket (the gradient buffer's
  * spare tail, HET_MODEL_GRAD_TAIL), so that after
- * het_step_reduce every rank of the scope has the scope's figures without another call. A
+ * het_step_reduce every rank of the scope has the scope's figures without another call. Over
+ * HET_COMM_WORLD the buckets run the algorithm of --allreduce-algo (het_buckets_set_algo:
+ * flat, or two levels when there are several nodes); other scopes are flat. A
  * reducer over one rank (or without MPI) reduces nothing. The reducer belongs to ctx (freed by
  * het_step_free, or earlier by het_reducer_free). Collective over the scope. */
 enum { HET_REDUCE_FIGURES = 1 };

@@ -1,6 +1,6 @@
 /* The training configuration: one table of keys drives parsing (options and config files),
- * range checks, the echo printed at start and stored in checkpoints, and --help. */
-#define _XOPEN_SOURCE 700 /* realpath */
+ * range checks, the echo printed at start and stored in checkpoints, and --help. The checks
+ * across keys (paths, dataset and model names) are in config_check.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -50,8 +50,9 @@ static const char *const batching_words[] = {"proportional", "equal", NULL};
 static const char *const weighting_words[] = {"sample", "rank", NULL};
 static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_wire order */
 static const char *const nan_words[] = {"stop", "skip-step", NULL};
+static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_allreduce_algo */
 static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
-                                                nan_words};
+                                                nan_words, algo_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -120,6 +121,8 @@ static const key_def keys[] = {
      OFF(ranks_per_node), 0, 1e6, 0},
     {{"bucket-mb", "X", "gradient all-reduce bucket size in MiB (0: one flat all-reduce)"},
      K_FLOAT, OFF(bucket_mb), 0, 1e6, 0},
+    {{"allreduce-algo", "ALGO", "gradient all-reduce: flat | hier (two-level) | auto (hier on "
+      ">1 node)"}, K_WORD, OFF(allreduce_algo), 4, 0, 0},
     {{"slowdown", "LIST", "emulated slowdown factor >= 1 per rank, e.g. 1,1,2,4"}, K_SLOWDOWN,
      OFF(slowdown), 0, 0, 0},
     {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, e.g. 1e9 or 10G (0: off)"}, K_RATE,
@@ -509,49 +512,6 @@ int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t 
     return apply_lines(c, text, n, path, 1, off);
 }
 
-/* a and b name the same file: the same text, or the same name in the same (resolved) folder. */
-static int same_file(const char *a, const char *b) {
-    if (strcmp(a, b) == 0) return 1;
-    char da[HET_PATH_LEN], db[HET_PATH_LEN], ra[PATH_MAX], rb[PATH_MAX];
-    if (strcmp(het_path_dir(a, da, sizeof da), het_path_dir(b, db, sizeof db)) != 0) return 0;
-    return realpath(da, ra) && realpath(db, rb) && strcmp(ra, rb) == 0;
-}
-
-/* No output may overwrite another output or an input: --checkpoint, --metrics, --trace,
- * --export-safetensors and --out against each other and against --speeds-file. */
-static int check_paths(const het_train_config *c) {
-    const char *key[] = {"checkpoint", "metrics", "trace", "export-safetensors", "out",
-                         "speeds-file"};
-    const char *path[] = {c->checkpoint, c->metrics, c->trace, c->export_safetensors, c->out,
-                          c->speeds_file};
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 6; j++)
-            if (path[i][0] && path[j][0] && same_file(path[i], path[j]))
-                return het_error_set(HET_EINVAL, "%s: '%s' is also the %s file; give each its "
-                                     "own path", key[i], path[i], key[j]);
-    return HET_OK;
-}
-
-int het_train_config_check(const het_train_config *c) {
-    het_schedule s = c->sched;
-    s.total_epochs = c->epochs;
-    if (het_schedule_check(&s) || het_optim_check(&c->optim)) return HET_EINVAL;
-    if (c->optim.kind != HET_OPT_SGD && c->optim.nesterov)
-        return het_error_set(HET_EINVAL, "nesterov: applies to SGD only, not adam");
-    if (c->resume && !c->checkpoint[0])
-        return het_error_set(HET_EINVAL, "resume: needs --checkpoint FILE to resume from");
-    if (c->metrics_steps && !c->metrics[0])
-        return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
-    if (check_paths(c)) return HET_EINVAL;
-    het_shape sh;
-    int classes;
-    if (het_train_data_shape(c->data, &sh, &classes)) return HET_EINVAL;
-    int known = 0;
-    for (const char *const *z = het_zoo_names(); *z; z++) known |= strcmp(*z, c->model) == 0;
-    if (!known) return het_error_set(HET_EINVAL, "model: unknown model '%s'", c->model);
-    return HET_OK;
-}
-
 size_t het_train_config_format(const het_train_config *c, int run_keys, char *buf, size_t n) {
     size_t used = 0;
     if (n) buf[0] = '\0';
@@ -601,19 +561,4 @@ size_t het_train_config_format(const het_train_config *c, int run_keys, char *bu
     }
     if (n && used >= n) buf[n - 1] = '\0';
     return used;
-}
-
-int het_train_data_shape(const char *data, het_shape *shape, int *n_classes) {
-    static const struct { const char *name; het_shape s; } sets[] = {
-        {"fashion-mnist", {1, 28, 28}}, {"mnist", {1, 28, 28}},
-        {"synthetic", {1, 28, 28}},     {"cifar10", {3, 32, 32}},
-    };
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
-        if (strcmp(sets[i].name, data) == 0) {
-            *shape = sets[i].s;
-            *n_classes = 10;
-            return HET_OK;
-        }
-    return het_error_set(HET_EINVAL, "data: unknown dataset '%s', expected one of: "
-                         "fashion-mnist, mnist, cifar10, synthetic", data);
 }

@@ -432,6 +432,9 @@ int het_trainer_run(het_trainer *t) {
         het_topo_describe(&t->topo, topo, sizeof topo);
         het_log(HET_LOG_INFO, "ranks: %s; strategy %s, global batch %d", topo, c->strategy,
                 c->batch);
+        if (t->strat->world_grads && t->size > 1)
+            het_log(HET_LOG_INFO, ", all-reduce %s", het_allreduce_algo_name(
+                        het_comm_allreduce_algo(t->comm, (het_allreduce_algo)c->allreduce_algo)));
         if (c->slowdown[0]) het_log(HET_LOG_INFO, ", slowdown %s", c->slowdown);
         if (c->net_bw > 0 || c->net_lat > 0)
             het_log(HET_LOG_INFO, ", emulated network %.3g B/s %.3g s", c->net_bw,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the test_hier program under mpirun with 2, 3 and 4 ranks (CTest runs it alone as a
+# 1-rank singleton). Every rank checks; the program exits non-zero on any rank's failure.
+# Its cases: two-level vs flat all-reduce and the exact sum on every placement the ranks
+# allow (one node, consecutive, interleaved, uneven, one rank per node), bucketed and not,
+# byte counters by locality, the emulated delay of the leaders' stage, AUTO.
+# Skipped (passes) when mpirun is not installed. Env: HET_BUILD_DIR (the build folder).
+set -u
+HET_BUILD_DIR=${HET_BUILD_DIR:?set HET_BUILD_DIR to the build folder}
+BIN="$HET_BUILD_DIR/test_hier"
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/mpi.sh"
+if ! het_mpi_found; then
+    echo "test_hier_mpi: $HET_MPIEXEC not found, skipped"
+    exit 0
+fi
+if [ ! -x "$BIN" ]; then
+    echo "FAIL: $BIN not built" >&2
+    exit 1
+fi
+fail=0
+for np in 2 3 4; do
+    het_mpi_np_ok "$np" || { echo "test_hier_mpi: $np ranks skipped (more than the cores, $het_mpi_flavor)"; continue; }
+    het_mpirun "$np" "$BIN"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL: mpirun -np $np test_hier: exit $rc" >&2
+        fail=1
+    fi
+done
+[ $fail -eq 0 ] && echo "test_hier_mpi: passed (2, 3, 4 ranks)"
+exit $fail
