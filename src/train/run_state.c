@@ -103,6 +103,8 @@ static int save_file(het_trainer *t, const char *path) {
 
 int het_trainer_save(het_trainer *t, const char *path) {
     double t0 = het_now();
+    if (t->rank == 0) het_interrupt_checkpoint(path, t->epoch, 0); /* once renamed */
+    het_stall_where("checkpoint", t->epoch, (long long)t->ctx.step);
     int st = t->rank == 0 ? save_file(t, path) : t->strat->save_state(&t->ctx, NULL);
     het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_now());
     return het_trainer_agree(t, st);
@@ -243,6 +245,7 @@ static int load_file(het_trainer *t, const char *path) {
     het_schedule_decode_state(&t->sched, sched);
     t->epoch = (int)epoch;
     t->ctx.step = (int64_t)step;
+    het_interrupt_checkpoint(path, t->epoch, 1); /* what an interrupted run leaves */
     t->n_hist = (int)epoch;
     b = (het_rbuf){rec, 8};
     for (int i = 0; i < t->n_hist; i++) {
