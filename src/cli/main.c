@@ -164,7 +164,12 @@ static void print_command_help(const command *cmd) {
                "of every weight matrix,\nwith the update folded into the step. Results are "
                "bitwise reproducible for a given N.\n"
                "--resume takes the configuration stored in the checkpoint; options given again "
-               "override it.\n");
+               "override it.\n"
+               "SIGINT / SIGTERM: a checkpoint's temp file is removed; rank 0 prints "
+               "'hetrain: interrupted\n(checkpoint FILE: epoch N)' (the checkpoint on disk) "
+               "and every rank exits 130 / 143.\nUnder mpirun, a rank that vanished is named "
+               "when the launcher ends the job; a rank\nmissing from a collective is named "
+               "after --stall-warn seconds (rank 0, on stderr).\n");
 }
 
 typedef struct pair {
