@@ -240,6 +240,9 @@ int  het_buckets_wait(het_buckets *b);
 int  het_stall_start(MPI_Comm world, double warn_s, double abort_s);
 /* Stops it and frees the side channel; a no-op when it is off. Call before MPI_Finalize. */
 void het_stall_stop(void);
+/* 1 while the inspector runs. When it is off, the float all-reduces (plain and wire type)
+ * call the blocking MPI_Allreduce, a few microseconds faster for small messages (stall.c). */
+int  het_stall_on(void);
 /* What the process is doing, for the stall line: a static label ("gradients"), the 1-based
  * epoch (0: none) and the step. Three stores: cheap enough for every step. */
 void het_stall_where(const char *what, int epoch, long long step);

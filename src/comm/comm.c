@@ -1,6 +1,8 @@
 /* The communication context: chunked blocking and non-blocking float all-reduce, the wire-type
  * (bf16 / fp16) and double all-reduce, broadcast, the emulated network delay and per-rank
- * statistics. Scopes and groups are in group.c, the wire conversions in wire.c.
+ * statistics. Scopes and groups are in group.c, the wire conversions in wire.c. The "blocking"
+ * calls post non-blocking collectives and complete them in the stall inspector's poll loop
+ * (stall.c), except the float all-reduces while the inspector is off (blocking MPI calls).
  *
  * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
  * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
@@ -204,9 +206,14 @@ static int allreduce_mpi(het_comm *c, het_comm_scope s, MPI_Comm comm, float *bu
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         MPI_Request req;
-        int err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm,
-                                 &req);
-        if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &req);
+        int err;
+        if (!het_stall_on()) { /* the blocking call: see stall.c for the figures */
+            het_stall_post(comm);
+            err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm);
+        } else if ((err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM,
+                                         comm, &req)) == MPI_SUCCESS) {
+            err = het_stall_collective(comm, "allreduce", &req);
+        }
         if (err != MPI_SUCCESS) {
             c->st.comm_s += het_now() - t0;
             return het_comm_mpi_error(err, "MPI_Iallreduce");
@@ -410,9 +417,14 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
         het_wire_pack(w, buf + off, c->wire_buf, cnt);
         double t1 = het_now();
         MPI_Request req;
-        int err = MPI_Iallreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm,
-                                 &req);
-        if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &req);
+        int err;
+        if (!het_stall_on()) {
+            het_stall_post(comm);
+            err = MPI_Allreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm);
+        } else if ((err = MPI_Iallreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op,
+                                         comm, &req)) == MPI_SUCCESS) {
+            err = het_stall_collective(comm, "allreduce", &req);
+        }
         t_mpi += het_now() - t1;
         if (err != MPI_SUCCESS) {
             c->st.comm_s += t_mpi;
