@@ -70,7 +70,25 @@ big=(--model cifar-cnn --batch 16 --train-limit 16 --test-limit 16 --checkpoint 
 for delay in 1.3 1.7 2.1 2.5; do interrupt TERM "$delay" big "${big[@]}"; done
 for delay in 1.5 1.9; do interrupt INT "$delay" big "${big[@]}"; done
 
-# under mpirun, SIGINT to rank 0 alone: one message, from rank 0
+# under mpirun, SIGTERM / SIGINT to mpirun (Ctrl-C): it ends every rank; one hetrain line
+if command -v mpirun >/dev/null 2>&1; then
+    for sig in TERM INT; do
+        rm -f l.ckpt l.ckpt.tmp
+        timeout 60 mpirun --oversubscribe -np 3 "$HETRAIN" train --progress off --data synthetic \
+            "${small[@]}" --epochs 100000 --checkpoint l.ckpt >l.out 2>l.err &
+        mp=$!
+        pids+=("$mp")
+        for _ in $(seq 100); do grep -q '^epoch 2/' l.out 2>/dev/null && break; sleep 0.1; done
+        kill -s "$sig" "$mp"
+        wait "$mp"
+        [ "$(grep -c '^hetrain: ' l.err)" -eq 1 ] &&
+            grep -q '^hetrain: interrupted (checkpoint l.ckpt: epoch [0-9]*)$' l.err ||
+            fail "mpirun SIG$sig: expected one interrupted line: $(cat l.err)"
+        [ -e l.ckpt.tmp ] && fail "mpirun SIG$sig: l.ckpt.tmp left behind"
+    done
+fi
+# under mpirun, SIGINT to rank 0 alone: one interrupted line, from rank 0 (rank 1 then says
+# that rank 0 is gone when mpirun ends the job)
 if command -v mpirun >/dev/null 2>&1; then
     timeout 60 mpirun --oversubscribe -np 2 "$HETRAIN" train --progress off --data synthetic \
         "${small[@]}" --epochs 100000 --checkpoint m.ckpt >m.out 2>m.err &
