@@ -3,9 +3,10 @@
 # knowing"): kill -9 of rank 1 mid-training is named by hetrain's own line and the job ends
 # within 10 s; a SIGSTOPped rank 1 is named by rank 0 within ~--stall-warn seconds
 # ("not arrived: rank 1; waiting: rank 2") and --stall-abort ends the job (non-zero, with the
-# line); a healthy run with --stall-warn 1 prints no stall line; bad values are usage errors.
+# line); a healthy run with --stall-warn 1 prints no stall line; tests/test_stall.c on 3 ranks
+# (a rank waiting elsewhere); bad values are usage errors.
 # Every rank writes its pid to pid.RANK (bash -c ... exec). Skipped (passes) without mpirun.
-# Env: HETRAIN (the binary).
+# Env: HETRAIN (the binary), HET_BUILD_DIR (the build folder, for test_stall).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
@@ -102,6 +103,14 @@ grep -q 'stall' h.err && fail "healthy run printed: $(cat h.err)"
 timeout 60 mpirun --oversubscribe -np 2 "$HETRAIN" "${COMMON[@]}" --epochs 1 --stall-warn 0 \
     >o.out 2>o.err || fail "--stall-warn 0: $(cat o.err)"
 [ "$(grep -c '^epoch ' o.out)" -eq 1 ] || fail "--stall-warn 0: $(cat o.out)"
+
+# ---- the stall line at the C level: not arrived and elsewhere (tests/test_stall.c) ----
+if [ -n "${HET_BUILD_DIR:-}" ] && [ -x "$HET_BUILD_DIR/test_stall" ]; then
+    timeout 60 mpirun --oversubscribe -np 3 "$HET_BUILD_DIR/test_stall" >c.out 2>&1 ||
+        fail "mpirun -np 3 test_stall: $(cat c.out)"
+else
+    fail "test_stall not built (HET_BUILD_DIR '${HET_BUILD_DIR:-}')"
+fi
 
 # ---- bad values: usage errors ----
 "$HETRAIN" "${COMMON[@]}" --stall-warn -1 >u.out 2>u.err

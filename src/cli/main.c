@@ -352,8 +352,9 @@ static int run_cli(int argc, char **argv) {
     MPI_Initialized(&mpi);
     if (mpi && g_size > 1 && cli_agree(het_stall_start(MPI_COMM_WORLD, c.stall_warn,
                                                        c.stall_abort)) != HET_OK)
-        return cli_fail();
-    rc = cmd->run(&c);
+        rc = cli_fail();
+    else
+        rc = cmd->run(&c);
     het_stall_stop();
     return rc;
 }

@@ -96,14 +96,13 @@ int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
     MPI_Comm_rank(world, &S.rank);
     MPI_Comm_size(world, &S.size);
     if ((warn_s == 0.0 && abort_s == 0.0) || S.size < 2) return HET_OK;
-    if (S.rank == 0 && !(S.peer = calloc((size_t)S.size, sizeof *S.peer)))
-        return het_error_set(HET_ENOMEM, "stall inspector: out of memory for %d ranks", S.size);
-    int err = MPI_Comm_dup(world, &S.side);
+    int err = MPI_Comm_dup(world, &S.side); /* every rank, whatever fails after it */
     if (err != MPI_SUCCESS) {
-        free(S.peer);
-        S.peer = NULL;
+        S.side = MPI_COMM_NULL;
         return het_comm_mpi_error(err, "stall inspector: MPI_Comm_dup");
     }
+    if (S.rank == 0 && !(S.peer = calloc((size_t)S.size, sizeof *S.peer)))
+        return het_error_set(HET_ENOMEM, "stall inspector: out of memory for %d ranks", S.size);
     S.world = world;
     S.warn_s = warn_s;
     S.abort_s = abort_s;
@@ -129,12 +128,11 @@ static void drain(void) {
 }
 
 void het_stall_stop(void) {
-    if (!S.on) return;
-    S.on = 0;
     for (int i = 0; i < 2; i++)
         if (S.out_req[i] != MPI_REQUEST_NULL) MPI_Wait(&S.out_req[i], MPI_STATUS_IGNORE);
-    if (S.rank == 0) drain();
-    MPI_Comm_free(&S.side);
+    if (S.on && S.rank == 0) drain();
+    S.on = 0;
+    if (S.side != MPI_COMM_NULL) MPI_Comm_free(&S.side); /* also after a failed start */
     free(S.peer);
     S.peer = NULL;
 }
