@@ -1,6 +1,9 @@
 /* The SIGINT / SIGTERM handler (src/core/interrupt.c) at every phase of a checkpoint write,
- * deterministically: each case runs in a child process that sets the phase up, raises the
- * signal, and is checked for its exit status, its one line on stderr and the files left. */
+ * deterministically, and its other cases: a rank other than 0 (silent), a process already
+ * ending (silent, its own status), a lost same-host peer (named, remote ranks counted) and a
+ * peer that ended on its own (not named). Each case runs in a child process that sets the
+ * state up, raises the signal, and is checked for its exit status, its stderr and the files
+ * left. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include "test.h"
 
 static char g_dir[64], g_ckpt[128], g_tmp[160], g_err[160];
+static int g_dead; /* the pid of a process that has exited and been reaped */
 
 static int exists(const char *p) { return access(p, F_OK) == 0; }
 
@@ -94,6 +98,20 @@ static void aborted(void) { /* a write that failed: the message stays at the las
     het_interrupt_committed(); /* another writer's commit must not promote epoch 3 */
 }
 
+static void leaving(void) { het_interrupt_leaving(5); } /* ending anyway: quiet, status 5 */
+
+/* Rank 0 of 4: rank 1 is gone, rank 2 alive (this process), rank 3 on another host. */
+static void peers(int left1) {
+    static unsigned char left[4];
+    int pids[4] = {(int)getpid(), g_dead, (int)getpid(), 1};
+    unsigned char local[4] = {1, 1, 1, 0};
+    left[1] = (unsigned char)left1;
+    if (het_interrupt_peers(0, 4, pids, local) != HET_OK) _exit(94);
+    het_interrupt_shared(left);
+}
+static void peer_lost(void) { peers(0); }
+static void peer_left(void) { peers(1); } /* it ended on its own: not lost */
+
 typedef struct tcase {
     const char *name;
     void (*setup)(void);
@@ -116,6 +134,14 @@ int main(void) {
     snprintf(l2, sizeof l2, "hetrain: interrupted (checkpoint %s: epoch 2)\n", g_ckpt);
     snprintf(l3, sizeof l3, "hetrain: interrupted (checkpoint %s: epoch 3)\n", g_ckpt);
     snprintf(l4, sizeof l4, "hetrain: interrupted (checkpoint %s: epoch 4)\n", g_ckpt);
+    fflush(NULL);
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    g_dead = (int)dead;
+    char lost[256];
+    snprintf(lost, sizeof lost, "hetrain: rank 1 (pid %d) is gone; job ended by the launcher "
+             "(1 rank on another host not checked)\n", g_dead);
     const tcase cases[] = {
         {"no checkpoint, SIGINT", nothing, SIGINT, 0,
          "hetrain: interrupted (no checkpoint written)\n", 0, 0},
@@ -129,6 +155,10 @@ int main(void) {
         {"committed", committed, SIGINT, 0, l4, 0, 1},
         {"aborted", aborted, SIGTERM, 0, l2, 0, 0},
         {"rank 1 says nothing", writing_later, SIGTERM, 1, NULL, 0, 0},
+        {"ending anyway", leaving, SIGTERM, 0, NULL, 0, 0},
+        {"a rank lost", peer_lost, SIGTERM, 0, lost, 0, 0},
+        {"a rank that left", peer_left, SIGTERM, 0, "hetrain: interrupted (no checkpoint "
+         "written)\n", 0, 0},
     };
     char out[1024];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -136,8 +166,8 @@ int main(void) {
         remove(g_ckpt);
         remove(g_tmp);
         int code = run_child(c->setup, c->sig, c->rank, out, sizeof out);
-        CHECK(code == 128 + c->sig, "%s: exit status %d, expected %d", c->name, code,
-              128 + c->sig);
+        int want_code = c->setup == leaving ? 5 : 128 + c->sig;
+        CHECK(code == want_code, "%s: exit status %d, expected %d", c->name, code, want_code);
         const char *want = c->line ? c->line : "";
         CHECK(strcmp(out, want) == 0, "%s: stderr '%s', expected '%s'", c->name, out, want);
         CHECK(exists(g_tmp) == c->tmp_left, "%s: temp file %s", c->name,

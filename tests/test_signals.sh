@@ -78,7 +78,7 @@ if command -v mpirun >/dev/null 2>&1; then
             "${small[@]}" --epochs 100000 --checkpoint l.ckpt >l.out 2>l.err &
         mp=$!
         pids+=("$mp")
-        for _ in $(seq 100); do grep -q '^epoch 2/' l.out 2>/dev/null && break; sleep 0.1; done
+        for _ in $(seq 300); do grep -q '^epoch 2/' l.out 2>/dev/null && break; sleep 0.1; done
         kill -s "$sig" "$mp"
         wait "$mp"
         [ "$(grep -c '^hetrain: ' l.err)" -eq 1 ] &&
@@ -94,7 +94,7 @@ if command -v mpirun >/dev/null 2>&1; then
         "${small[@]}" --epochs 100000 --checkpoint m.ckpt >m.out 2>m.err &
     mp=$!
     pids+=("$mp")
-    for _ in $(seq 100); do grep -q '^epoch 2/' m.out 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 300); do grep -q '^epoch 2/' m.out 2>/dev/null && break; sleep 0.1; done
     r0=$(pgrep -f "hetrain train .*m.ckpt" | while read -r p; do
         [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = 0 ] && echo "$p"
     done)

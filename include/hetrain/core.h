@@ -99,6 +99,12 @@ static inline size_t het_shape_size(het_shape s) { return (size_t)s.c * (size_t)
 int  het_interrupt_install(int rank);
 /* Every rank's pid, and whether it runs on this host (copied). HET_ENOMEM. */
 int  het_interrupt_peers(int rank, int size, const int *pids, const unsigned char *local);
+/* One byte per world rank shared by the ranks of this host (NULL: none): a rank sets its own
+ * (het_interrupt_leaving) before it ends on its own, so that the others' handlers do not name
+ * it as lost when the launcher then ends them. Borrowed until set to NULL. From
+ * het_interrupt_leaving on, SIGINT / SIGTERM end the process quietly with `status`. */
+void het_interrupt_shared(volatile unsigned char *left);
+void het_interrupt_leaving(int status);
 /* The checkpoint writer's hooks: the temp file it creates (NULL: none any more), the moment
  * before its rename, and the rename's success (which makes a pending message current). */
 void het_interrupt_temp(const char *path);

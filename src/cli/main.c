@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "hetero/hetero.h"
@@ -359,35 +358,6 @@ static int run_cli(int argc, char **argv) {
     return rc;
 }
 
-/* Signals and rank loss: every rank's pid and host go to the SIGINT / SIGTERM handler
- * (het_interrupt_install), which names vanished same-host ranks when the launcher ends the
- * job. One all-gather at start; without it (out of memory) the handler still works. */
-static void setup_signals(void) {
-    het_interrupt_install(g_rank);
-    if (g_size < 2) return;
-    typedef struct { int pid; char host[64]; } who;
-    who me;
-    memset(&me, 0, sizeof me);
-    me.pid = (int)getpid();
-    gethostname(me.host, sizeof me.host - 1);
-    who *all = malloc((size_t)g_size * sizeof *all);
-    int *pids = malloc((size_t)g_size * sizeof *pids);
-    unsigned char *local = malloc((size_t)g_size);
-    int ok = all && pids && local;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (ok && MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE,
-                            MPI_COMM_WORLD) == MPI_SUCCESS) {
-        for (int r = 0; r < g_size; r++) {
-            pids[r] = all[r].pid;
-            local[r] = strncmp(all[r].host, me.host, sizeof me.host) == 0;
-        }
-        het_interrupt_peers(g_rank, g_size, pids, local);
-    }
-    free(all);
-    free(pids);
-    free(local);
-}
-
 int main(int argc, char **argv) {
     int size = 1, provided = MPI_THREAD_SINGLE; /* het_comm_create checks the level */
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
@@ -405,9 +375,10 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     g_size = size;
     het_log_set_rank(g_rank);
-    setup_signals();
+    cli_signals_setup(g_rank, g_size);
     int rc = run_cli(argc, argv);
     fflush(stdout);
+    cli_signals_finish(rc);
     MPI_Finalize();
     return rc;
 }

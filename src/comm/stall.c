@@ -286,6 +286,7 @@ static void stall_abort(MPI_Comm comm, long long seq, const char *op, double wai
                 where, tail);
         fflush(stderr);
     }
+    het_interrupt_leaving(1); /* the others' signal handlers: not a lost rank */
     MPI_Abort(S.world, 1);
 }
 

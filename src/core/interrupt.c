@@ -13,13 +13,18 @@
  * rename the process is on: the temp file still there (removed now) = the old checkpoint,
  * ENOENT = the new one. Slots are switched by atomic stores after they are written.
  *
- * Ranks. Only rank 0 prints "interrupted"; the others exit quietly, 0.5 s later, so that a
- * rank looking for vanished peers (below) still finds them alive. A launcher that lost a rank
- * (kill -9, a crash) sends SIGTERM to the survivors: with the peers' pids registered
+ * Ranks. Only rank 0 prints "interrupted"; the others exit quietly. A launcher that lost a
+ * rank (kill -9, a crash) sends SIGTERM to the survivors: with the peers' pids registered
  * (het_interrupt_peers), the handler checks the ranks on its own host with kill(pid, 0); if
  * some are gone, the lowest surviving rank of the host prints "hetrain: rank 1 (pid 1234) is
  * gone; job ended by the launcher" (plus how many ranks on other hosts could not be checked)
- * instead. A second signal while one is handled waits for the first to finish. */
+ * instead. A rank that ends on its own (an error, the end of the run, a signal, MPI_Abort)
+ * must not count as lost when the launcher then ends the others: it marks itself in a byte
+ * array shared by the host's ranks (het_interrupt_shared, an MPI shared-memory window made by
+ * main) before it exits (het_interrupt_leaving), and the handler skips marked ranks; a signal
+ * that reaches a rank already ending just ends it, quietly, with its own status. Without
+ * the array, quiet ranks wait 0.5 s before they exit instead. A second signal while one is
+ * handled waits for the first to finish. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <signal.h>
@@ -43,6 +48,8 @@ static int g_rank;
 static int g_n_peers;               /* 0: no peers registered */
 static int *g_pids;
 static unsigned char *g_local;      /* 1: the rank runs on this host */
+static volatile unsigned char *_Atomic g_left; /* shared by the host's ranks: 1 = left */
+static atomic_int g_leaving = -1;   /* >= 0: ending on its own, with this exit status */
 
 void het_interrupt_temp(const char *path) {
     atomic_store(&g_phase, 0);
@@ -95,6 +102,19 @@ int het_interrupt_peers(int rank, int size, const int *pids, const unsigned char
     return HET_OK;
 }
 
+void het_interrupt_shared(volatile unsigned char *left) { atomic_store(&g_left, left); }
+
+/* Marks this rank as gone on its own in the shared bytes. */
+static void mark_left(void) {
+    volatile unsigned char *left = atomic_load(&g_left);
+    if (left && g_n_peers > 0) left[g_rank] = 1;
+}
+
+void het_interrupt_leaving(int status) {
+    atomic_store(&g_leaving, status);
+    mark_left();
+}
+
 /* ---- in the handler: async-signal-safe only ---- */
 
 static size_t put(char *buf, size_t len, size_t cap, const char *s) {
@@ -123,7 +143,12 @@ static void say(const char *s, size_t n) {
     }
 }
 
+/* A rank other than the one that prints: marks itself as having left and exits 0.5 s later,
+ * so that the printing rank exits first (Open MPI's mpirun may drop the output of a rank
+ * that is still running when it has seen the others go) and, without the shared marks, does
+ * not take it for a lost one. */
 static void quiet_exit(int code) {
+    mark_left();
     struct timespec ts = {0, 500000000L};
     nanosleep(&ts, NULL);
     _exit(code);
@@ -141,7 +166,9 @@ static void peers_gone(int code) {
             remote++;
             continue;
         }
+        volatile unsigned char *left = atomic_load(&g_left);
         int gone = r != g_rank && kill((pid_t)g_pids[r], 0) != 0 && errno == ESRCH;
+        if (gone && left && left[r]) continue; /* it left on its own: not lost */
         if (!gone) {
             if (lowest_alive < 0) lowest_alive = r;
             continue;
@@ -178,8 +205,11 @@ static void on_signal(int sig) {
         int pending = atomic_load(&g_pending);
         if (phase == 2 && renamed && pending >= 0) slot = pending;
     }
+    int leaving = atomic_load(&g_leaving);
+    if (leaving >= 0) _exit(leaving); /* it was ending anyway: nothing to say */
     peers_gone(code);
     if (g_rank != 0) quiet_exit(code);
+    mark_left();
     if (slot >= 0) {
         say(g_msg[slot], strlen(g_msg[slot]));
     } else {
