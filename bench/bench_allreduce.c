@@ -7,8 +7,9 @@
  *   bucketed  het_buckets: the buffer cut into ranges of --range-kib (like a model's layers),
  *             grouped into buckets of --bucket-kib; every iteration marks the ranges ready in
  *             reverse order (as backward does), then waits
- * Each method runs untimed warm-up repetitions, then --reps timed repetitions; a repetition is
- * an MPI_Barrier, then `iters` operations timed with MPI_Wtime (iters = 4 MiB / size, at least
+ * Untimed warm-up repetitions, then --reps timed repetitions; a repetition runs each method in
+ * turn (so that drift of a shared machine hits all three alike): an MPI_Barrier, then `iters`
+ * operations timed with MPI_Wtime (iters = 4 MiB / size, at least
  * 1, so that small sizes are not below the clock's resolution), giving seconds per operation;
  * the repetition's time is the max over ranks. The table reports min / median / max over
  * repetitions, and bandwidth = bytes / median time with its ratio to plain. The buffer holds
@@ -18,7 +19,9 @@
  *
  * Run with one rank per core: mpirun --oversubscribe -np 2 BUILD/bench_allreduce
  * Usage: bench_allreduce [--reps 15] [--warmup 3] [--range-kib 256] [--bucket-kib 1024]
- *                        [--max-kib 16384]
+ *                        [--max-kib 16384] [--stall-warn 60]
+ * --stall-warn as hetrain's: flat and bucketed run the non-blocking all-reduce and the poll
+ * loop of the stall inspector (src/comm/stall.c); 0 = the blocking MPI_Allreduce.
  * A benchmark prints figures; it never fails on time. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,7 @@
 
 typedef struct opts {
     int reps, warmup;
+    double stall_warn;
     size_t range_kib, bucket_kib, max_kib;
 } opts;
 
@@ -65,24 +69,31 @@ static int run_once(int m, het_comm *c, het_buckets *bk, float *buf, size_t n, c
     }
 }
 
-/* Fills t[0..reps) with the seconds per operation of each timed repetition (max over ranks). */
-static int time_method(int m, const opts *o, het_comm *c, het_buckets *bk, float *buf, size_t n,
-                       const size_t *off, int n_ranges, double *t) {
+/* Fills t[m * reps + r] with the seconds per operation of method m in timed repetition r
+ * (max over ranks), each sorted. A repetition runs every method in turn, so that the drift of
+ * a shared machine hits the three alike. */
+static int time_methods(const opts *o, het_comm *c, het_buckets *bk, float *buf, size_t n,
+                        const size_t *off, int n_ranges, double *t) {
     size_t bytes = n * sizeof(float);
     int iters = bytes >= ((size_t)4 << 20) ? 1 : (int)(((size_t)4 << 20) / bytes);
     MPI_Comm world = het_comm_mpi(c, HET_COMM_WORLD);
-    for (int r = -o->warmup; r < o->reps; r++) {
-        MPI_Barrier(world);
-        double t0 = MPI_Wtime();
-        for (int k = 0; k < iters; k++) {
-            int rc = run_once(m, c, bk, buf, n, off, n_ranges);
-            if (rc != HET_OK) return rc;
+    for (int r = -o->warmup; r < o->reps; r++)
+        for (int m = 0; m < N_METHODS; m++) {
+            MPI_Barrier(world);
+            double t0 = MPI_Wtime();
+            for (int k = 0; k < iters; k++) {
+                int rc = run_once(m, c, bk, buf, n, off, n_ranges);
+                if (rc != HET_OK) {
+                    het_error_set(rc, "%s: %s", k_names[m], het_error_msg());
+                    return rc;
+                }
+            }
+            double dt = (MPI_Wtime() - t0) / iters;
+            MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
+            if (r >= 0) t[m * o->reps + r] = dt;
         }
-        double dt = (MPI_Wtime() - t0) / iters;
-        MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
-        if (r >= 0) t[r] = dt;
-    }
-    qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
+    for (int m = 0; m < N_METHODS; m++)
+        qsort(t + m * o->reps, (size_t)o->reps, sizeof *t, cmp_double);
     return HET_OK;
 }
 
@@ -106,15 +117,18 @@ static int parse(int argc, char **argv, opts *o) {
     o->range_kib = 256;
     o->bucket_kib = 1024;
     o->max_kib = 16384;
+    o->stall_warn = 60;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long v = i + 1 < argc ? atol(argv[i + 1]) : -1;
-        if (v < 0 || (v == 0 && strcmp(a, "--warmup") != 0)) return -1;
+        if (v < 0 || (v == 0 && strcmp(a, "--warmup") != 0 && strcmp(a, "--stall-warn") != 0))
+            return -1;
         if (strcmp(a, "--reps") == 0) o->reps = (int)v;
         else if (strcmp(a, "--warmup") == 0) o->warmup = (int)v;
         else if (strcmp(a, "--range-kib") == 0) o->range_kib = (size_t)v;
         else if (strcmp(a, "--bucket-kib") == 0) o->bucket_kib = (size_t)v;
         else if (strcmp(a, "--max-kib") == 0) o->max_kib = (size_t)v;
+        else if (strcmp(a, "--stall-warn") == 0) o->stall_warn = (double)v;
         else return -1;
         i++;
     }
@@ -129,7 +143,7 @@ int main(int argc, char **argv) {
     if (parse(argc, argv, &o) != 0) {
         if (g_rank == 0)
             fprintf(stderr, "usage: bench_allreduce [--reps 15] [--warmup 3] [--range-kib 256] "
-                            "[--bucket-kib 1024] [--max-kib 16384]\n");
+                            "[--bucket-kib 1024] [--max-kib 16384] [--stall-warn 60]\n");
         MPI_Finalize();
         return 2;
     }
@@ -137,7 +151,8 @@ int main(int argc, char **argv) {
     het_comm *c = NULL;
     het_netem off_ne = {0.0, 0.0};
     if (het_topo_init(&topo, MPI_COMM_WORLD, 0) != HET_OK ||
-        het_comm_create(&c, &topo, off_ne) != HET_OK) {
+        het_comm_create(&c, &topo, off_ne) != HET_OK ||
+        het_stall_start(MPI_COMM_WORLD, o.stall_warn, 0.0) != HET_OK) {
         fprintf(stderr, "bench_allreduce: %s\n", het_error_msg());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -147,12 +162,13 @@ int main(int argc, char **argv) {
     size_t range_n = o.range_kib * 1024 / sizeof(float);
     float *buf = calloc(max_n, sizeof *buf), *ref = calloc(max_n, sizeof *ref);
     size_t *off = malloc((max_n / range_n + 2) * sizeof *off);
-    double *t = malloc((size_t)o.reps * sizeof *t);
+    double *t = malloc((size_t)o.reps * N_METHODS * sizeof *t);
     if (!buf || !ref || !off || !t) MPI_Abort(MPI_COMM_WORLD, 1);
     if (g_rank == 0) {
         printf("bench_allreduce: %s; %d timed reps (+%d warm-up), max over ranks per rep; "
-               "bucketed: ranges of %zu KiB, buckets of %zu KiB, ready() in reverse order\n\n",
-               desc, o.reps, o.warmup, o.range_kib, o.bucket_kib);
+               "bucketed: ranges of %zu KiB, buckets of %zu KiB, ready() in reverse order; "
+               "--stall-warn %g (%s)\n\n", desc, o.reps, o.warmup, o.range_kib, o.bucket_kib,
+               o.stall_warn, het_stall_on() ? "non-blocking + poll loop" : "blocking calls");
         printf("| size | plain µs min/med/max | flat µs min/med/max | bucketed µs min/med/max "
                "| buckets | plain GB/s | flat GB/s (vs plain) | bucketed GB/s (vs plain) "
                "| bucketed == flat |\n|---|---|---|---|---|---|---|---|---|\n");
@@ -169,14 +185,14 @@ int main(int argc, char **argv) {
         }
         int same = bitwise_same(c, bk, buf, ref, n, off, n_ranges);
         double med[N_METHODS], mn[N_METHODS], mx[N_METHODS];
+        if (time_methods(&o, c, bk, buf, n, off, n_ranges, t) != HET_OK) {
+            fprintf(stderr, "bench_allreduce: %s\n", het_error_msg());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
         for (int m = 0; m < N_METHODS; m++) {
-            if (time_method(m, &o, c, bk, buf, n, off, n_ranges, t) != HET_OK) {
-                fprintf(stderr, "bench_allreduce: %s: %s\n", k_names[m], het_error_msg());
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-            mn[m] = t[0];
-            med[m] = t[o.reps / 2];
-            mx[m] = t[o.reps - 1];
+            mn[m] = t[m * o.reps];
+            med[m] = t[m * o.reps + o.reps / 2];
+            mx[m] = t[m * o.reps + o.reps - 1];
         }
         double bytes = (double)n * sizeof(float);
         double gbs[N_METHODS];
@@ -206,6 +222,7 @@ int main(int argc, char **argv) {
     free(ref);
     free(off);
     free(t);
+    het_stall_stop();
     het_comm_free(c);
     het_topo_free(&topo);
     MPI_Finalize();

@@ -214,6 +214,8 @@ typedef struct het_req {
     double t_start;     /* when it was started */
     double t_model;     /* modeled network time (0 = none) */
     int mpi_done;       /* all MPI requests completed */
+    MPI_Comm comm;      /* where they run, and their collective's number (het_stall_post) */
+    long long seq;
     MPI_Request inline_reqs[HET_REQ_INLINE]; /* the requests when n_reqs <= HET_REQ_INLINE */
 } het_req;
 /* Fails as het_comm_allreduce_sum, or HET_ENOMEM for more than HET_REQ_INLINE chunks; after
@@ -262,6 +264,38 @@ int  het_buckets_wait(het_buckets *b);
 int  het_buckets_set_algo(het_buckets *b, het_allreduce_algo a);
 /* The algorithm the buckets run (FLAT or HIER); FLAT for NULL. */
 het_allreduce_algo het_buckets_algo(const het_buckets *b);
+
+/* ---- the stall inspector and the poll loop (stall.c) ----
+ * Every collective of comm/ is posted non-blocking and completed by het_stall_wait: a loop of
+ * MPI_Testall on the calling thread that spins for 1 ms, then yields the core, then naps
+ * (at most 1 ms) between tests. With the inspector started, a rank whose wait passes
+ * min(1 s, warn / 2) tells rank 0 where it waits through a side channel (a dup of world);
+ * rank 0, waiting more than warn_s, prints one line on stderr naming the ranks of its
+ * collective that have not arrived, those waiting in it and those waiting elsewhere, e.g.
+ *   hetrain: stall: rank 0 has waited 60 s in allreduce #1234 (gradients, epoch 2 step 17);
+ *   not arrived: rank 2; waiting: ranks 1, 3
+ * again every warn_s; past abort_s (> 0) it prints the line with "; aborting" and calls
+ * MPI_Abort (exit status 1); other ranks do the same 2 s later (rank 0 may be the frozen
+ * one). Process-wide state, like MPI's: call from the MPI thread only. */
+/* Starts the inspector on `world` (collective: MPI_Comm_dup). warn_s = abort_s = 0, or one
+ * rank: off (nothing is dup'ed). HET_EINVAL for negative values, HET_ENOMEM, HET_EMPI. */
+int  het_stall_start(MPI_Comm world, double warn_s, double abort_s);
+/* Stops it and frees the side channel; a no-op when it is off. Call before MPI_Finalize. */
+void het_stall_stop(void);
+/* 1 while the inspector runs. When it is off, the float all-reduces (plain and wire type)
+ * call the blocking MPI_Allreduce, a few microseconds faster for small messages (stall.c). */
+int  het_stall_on(void);
+/* What the process is doing, for the stall line: a static label ("gradients"), the 1-based
+ * epoch (0: none) and the step. Three stores: cheap enough for every step. */
+void het_stall_where(const char *what, int epoch, long long step);
+/* Numbers a collective started on comm: 1, 2, ... per communicator, the same on every member
+ * when they start their collectives in the same order (0 when more than 64 communicators). */
+long long het_stall_post(MPI_Comm comm);
+/* Completes the n requests of collective #seq on comm (op: "allreduce", ...) in the poll loop;
+ * returns MPI's error code. Never returns when --stall-abort ends the job. */
+int  het_stall_wait(MPI_Comm comm, long long seq, const char *op, int n, MPI_Request *reqs);
+/* het_stall_post + het_stall_wait of one request that was just posted. */
+int  het_stall_collective(MPI_Comm comm, const char *op, MPI_Request *req);
 
 /* ---- agreement ----
  * Collective over world: every rank passes its status. If all are HET_OK, returns HET_OK.

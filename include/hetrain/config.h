@@ -52,6 +52,9 @@ typedef struct het_train_config {
     double net_bw;              /* emulated cross-node bandwidth, bytes/s; 0 = off */
     float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
     char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
+    float stall_warn;           /* rank 0 names the missing ranks of a collective it waited
+                                   on this many seconds (0 = off; default 60) */
+    float stall_abort;          /* MPI_Abort after a wait of this many seconds (0 = off) */
     char slowdown_at[256];      /* "" or "EPOCH:RANK:FACTOR,...": from 1-based EPOCH on, RANK's
                                    emulated slowdown is FACTOR (a device that slows mid-run) */
     /* hgc (--strategy hgc): heterogeneous gradient computing */

@@ -88,6 +88,32 @@ static inline size_t het_shape_size(het_shape s) { return (size_t)s.c * (size_t)
 /* Longest file path hetrain stores (configuration, checkpoint paths), NUL included. */
 #define HET_PATH_LEN 1024
 
+/* ---- SIGINT / SIGTERM (interrupt.c) ----
+ * het_interrupt_install(rank) makes SIGINT and SIGTERM remove the temp file of a checkpoint
+ * being written, print "hetrain: interrupted (checkpoint PATH: epoch N)" or "... (no
+ * checkpoint written)" on stderr (rank 0 only; other ranks exit quietly 0.5 s later), and
+ * exit 130 (SIGINT) / 143 (SIGTERM), in the handler itself (async-signal-safe), wherever the
+ * process is, MPI waits included. With peers registered, a rank whose same-host peers have
+ * vanished prints "hetrain: rank 1 (pid 1234) is gone; job ended by the launcher" instead
+ * (the lowest surviving rank of the host). HET_EIO when sigaction fails. */
+int  het_interrupt_install(int rank);
+/* Every rank's pid, and whether it runs on this host (copied). HET_ENOMEM. */
+int  het_interrupt_peers(int rank, int size, const int *pids, const unsigned char *local);
+/* One byte per world rank shared by the ranks of this host (NULL: none): a rank sets its own
+ * (het_interrupt_leaving) before it ends on its own, so that the others' handlers do not name
+ * it as lost when the launcher then ends them. Borrowed until set to NULL. From
+ * het_interrupt_leaving on, SIGINT / SIGTERM end the process quietly with `status`. */
+void het_interrupt_shared(volatile unsigned char *left);
+void het_interrupt_leaving(int status);
+/* The checkpoint writer's hooks: the temp file it creates (NULL: none any more), the moment
+ * before its rename, and the rename's success (which makes a pending message current). */
+void het_interrupt_temp(const char *path);
+void het_interrupt_renaming(void);
+void het_interrupt_committed(void);
+/* What the checkpoint at `path` holds: after epoch `epoch`; committed = 0: once the checkpoint
+ * being written is renamed into place (het_interrupt_committed), 1: now (a resumed run). */
+void het_interrupt_checkpoint(const char *path, int epoch, int committed);
+
 /* ---- checksums ---- */
 uint32_t het_crc32(uint32_t crc, const void *buf, size_t n); /* zlib crc32 */
 

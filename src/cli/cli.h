@@ -71,5 +71,10 @@ void cli_svg_split(FILE *f, const cli_series *s, int n, const char *subtitle);
 int cli_fail(void);
 /* Agreement of all ranks on a status (het_comm_agree); the status itself on one rank. */
 int cli_agree(int status);
+/* signals.c: SIGINT / SIGTERM handling and the data it needs to name a lost rank (collective
+ * over MPI_COMM_WORLD, after MPI_Init); cli_signals_finish before MPI_Finalize marks this rank
+ * as ending on its own with exit status `status` (a signal from then on exits quietly). */
+void cli_signals_setup(int rank, int size);
+void cli_signals_finish(int status);
 
 #endif

@@ -163,7 +163,12 @@ static void print_command_help(const command *cmd) {
                "of every weight matrix,\nwith the update folded into the step. Results are "
                "bitwise reproducible for a given N.\n"
                "--resume takes the configuration stored in the checkpoint; options given again "
-               "override it.\n");
+               "override it.\n"
+               "SIGINT / SIGTERM: a checkpoint's temp file is removed; rank 0 prints "
+               "'hetrain: interrupted\n(checkpoint FILE: epoch N)' (the checkpoint on disk) "
+               "and every rank exits 130 / 143.\nUnder mpirun, a rank that vanished is named "
+               "when the launcher ends the job; a rank\nmissing from a collective is named "
+               "after --stall-warn seconds (rank 0, on stderr).\n");
 }
 
 typedef struct pair {
@@ -342,7 +347,15 @@ static int run_cli(int argc, char **argv) {
     }
     if (!cmd) return CLI_OK;
     if (c.quiet) het_log_set_level(HET_LOG_QUIET);
-    return cmd->run(&c);
+    int mpi = 0;
+    MPI_Initialized(&mpi);
+    if (mpi && g_size > 1 && cli_agree(het_stall_start(MPI_COMM_WORLD, c.stall_warn,
+                                                       c.stall_abort)) != HET_OK)
+        rc = cli_fail();
+    else
+        rc = cmd->run(&c);
+    het_stall_stop();
+    return rc;
 }
 
 /* A launcher of another MPI than the one hetrain was built with starts P processes that each
@@ -384,8 +397,10 @@ int main(int argc, char **argv) {
     g_size = size;
     if (size == 1) warn_launcher_mismatch();
     het_log_set_rank(g_rank);
+    cli_signals_setup(g_rank, g_size);
     int rc = run_cli(argc, argv);
     fflush(stdout);
+    cli_signals_finish(rc);
     MPI_Finalize();
     return rc;
 }

@@ -17,8 +17,10 @@ int het_comm_agree(MPI_Comm world, int status) {
     MPI_Comm_rank(world, &rank);
     MPI_Comm_size(world, &size);
     int first = status != HET_OK ? rank : size;
-    err = MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, world);
-    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "agree: MPI_Allreduce");
+    MPI_Request req;
+    err = MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, world, &req);
+    if (err == MPI_SUCCESS) err = het_stall_collective(world, "agree", &req);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "agree: MPI_Iallreduce");
     if (first >= size) return HET_OK;
     struct { int status; char msg[AGREE_MSG_BYTES]; } w;
     memset(&w, 0, sizeof w);
@@ -27,8 +29,9 @@ int het_comm_agree(MPI_Comm world, int status) {
         const char *m = het_error_msg();
         strncpy(w.msg, m ? m : "", sizeof w.msg - 1);
     }
-    err = MPI_Bcast(&w, (int)sizeof w, MPI_BYTE, first, world);
-    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "agree: MPI_Bcast");
+    err = MPI_Ibcast(&w, (int)sizeof w, MPI_BYTE, first, world, &req);
+    if (err == MPI_SUCCESS) err = het_stall_collective(world, "agree", &req);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "agree: MPI_Ibcast");
     w.msg[sizeof w.msg - 1] = '\0';
     if (w.status == HET_OK) w.status = HET_EPEER; /* cannot happen: rank `first` failed */
     if (rank == first) return status; /* its own message is already recorded */

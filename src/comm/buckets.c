@@ -17,8 +17,8 @@
  * call also tests every bucket in flight.
  *
  * The last bucket (the one holding offset 0) starts when every range is ready: nothing is left
- * to overlap with, so it runs as a blocking all-reduce inside that ready() call (see
- * start_bucket for why); the earlier buckets are non-blocking.
+ * to overlap with, so it is completed inside that ready() call (see start_bucket); the
+ * earlier buckets are left in flight.
  *
  * Two levels (het_buckets_set_algo HIER, comm/hier.c): each bucket's reduction is a chain of
  * stages (node reduce, leaders' all-reduce, node broadcast). A bucket's first stage is posted
@@ -191,10 +191,11 @@ int het_buckets_span(const het_buckets *b, int k, size_t *lo, size_t *hi) {
 }
 
 /* Starts bucket k's all-reduce and, after the last bucket, the extra floats'. The last bucket
- * has nothing left to overlap with (every range is ready), so it and the extra floats run as
- * blocking MPI_Allreduce (the emulated delay still ends at wait): Open MPI's blocking
- * all-reduce is its tuned one, while MPI_Iallreduce (libnbc) falls back to a binomial
- * reduce + broadcast for fewer than 4 ranks or in place, about 2x slower on shared memory. */
+ * has nothing left to overlap with (every range is ready), so it and the extra floats are
+ * completed at once (het_comm_allreduce_deferred; the emulated delay still ends at wait): a
+ * non-blocking all-reduce waited in the stall inspector's poll loop, or with the inspector off
+ * the blocking MPI_Allreduce, Open MPI's tuned one (comm.c selects libnbc's ring for the
+ * non-blocking calls; its default binomial reduce + broadcast was about 2x slower). */
 static int start_bucket(het_buckets *b, int k) {
     bucket *q = &b->bk[k];
     int last = k == b->n_buckets - 1, rc;

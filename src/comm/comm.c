@@ -1,6 +1,8 @@
 /* The communication context: chunked blocking and non-blocking float all-reduce, the wire-type
  * (bf16 / fp16) and double all-reduce, broadcast, the emulated network delay and per-rank
- * statistics. Scopes and groups are in group.c, the wire conversions in wire.c.
+ * statistics. Scopes and groups are in group.c, the wire conversions in wire.c. The "blocking"
+ * calls post non-blocking collectives and complete them in the stall inspector's poll loop
+ * (stall.c), except the float all-reduces while the inspector is off (blocking MPI calls).
  *
  * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
  * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
@@ -203,10 +205,18 @@ static int allreduce_mpi(het_comm *c, het_comm_scope s, MPI_Comm comm, float *bu
                          double t0) {
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
-        int err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm);
+        MPI_Request req;
+        int err;
+        if (!het_stall_on()) { /* the blocking call: see stall.c for the figures */
+            het_stall_post(comm);
+            err = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm);
+        } else if ((err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM,
+                                         comm, &req)) == MPI_SUCCESS) {
+            err = het_stall_collective(comm, "allreduce", &req);
+        }
         if (err != MPI_SUCCESS) {
             c->st.comm_s += het_now() - t0;
-            return het_comm_mpi_error(err, "MPI_Allreduce");
+            return het_comm_mpi_error(err, "MPI_Iallreduce");
         }
     }
     c->st.comm_s += het_now() - t0;
@@ -233,6 +243,8 @@ static void req_begin(het_req *r) {
     r->t_start = het_now();
     r->t_model = 0.0;
     r->mpi_done = 1;
+    r->comm = MPI_COMM_NULL;
+    r->seq = 0;
 }
 
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
@@ -259,10 +271,12 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     double t0 = het_now();
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t cnt = bytes - off < chunk ? bytes - off : chunk;
-        int err = MPI_Bcast((char *)buf + off, (int)cnt, MPI_BYTE, root, comm);
+        MPI_Request req;
+        int err = MPI_Ibcast((char *)buf + off, (int)cnt, MPI_BYTE, root, comm, &req);
+        if (err == MPI_SUCCESS) err = het_stall_collective(comm, "broadcast", &req);
         if (err != MPI_SUCCESS) {
             c->st.comm_s += het_now() - t0;
-            return het_comm_mpi_error(err, "MPI_Bcast");
+            return het_comm_mpi_error(err, "MPI_Ibcast");
         }
     }
     c->st.comm_s += het_now() - t0;
@@ -300,8 +314,11 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     int span = het_comm_span(c, s);
     r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), span);
     double t0 = r->t_start;
+    r->comm = comm;
     for (size_t i = 0; i < n_chunks; i++) {
         size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
+        long long seq = het_stall_post(comm);
+        if (i == 0) r->seq = seq;
         int err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm,
                                  &reqs[i]);
         if (err != MPI_SUCCESS) {
@@ -348,10 +365,10 @@ int het_comm_wait(het_comm *c, het_req *r) {
     if (!c || !r) return het_error_set(HET_EINVAL, "comm wait: NULL argument");
     if (!r->mpi_done) {
         double t0 = het_now();
-        int err = MPI_Waitall(r->n_reqs, req_array(r), MPI_STATUSES_IGNORE);
+        int err = het_stall_wait(r->comm, r->seq, "allreduce", r->n_reqs, req_array(r));
         c->st.comm_s += het_now() - t0;
         req_release(r);
-        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Waitall");
+        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
     }
     if (r->t_model > 0.0) c->st.delay_s += sleep_until(r->t_start + r->t_model);
     return HET_OK;
@@ -399,11 +416,19 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         het_wire_pack(w, buf + off, c->wire_buf, cnt);
         double t1 = het_now();
-        int err = MPI_Allreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm);
+        MPI_Request req;
+        int err;
+        if (!het_stall_on()) {
+            het_stall_post(comm);
+            err = MPI_Allreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm);
+        } else if ((err = MPI_Iallreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op,
+                                         comm, &req)) == MPI_SUCCESS) {
+            err = het_stall_collective(comm, "allreduce", &req);
+        }
         t_mpi += het_now() - t1;
         if (err != MPI_SUCCESS) {
             c->st.comm_s += t_mpi;
-            return het_comm_mpi_error(err, "MPI_Allreduce(wire)");
+            return het_comm_mpi_error(err, "MPI_Iallreduce(wire)");
         }
         het_wire_unpack(w, c->wire_buf, buf + off, cnt);
     }
@@ -441,11 +466,13 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
     double t0 = het_now();
     for (size_t off = 0; off < n; off += step) {
         size_t cnt = n - off < step ? n - off : step;
-        int err = MPI_Allgather(v + off, (int)cnt, MPI_DOUBLE, c->f64_buf, (int)cnt, MPI_DOUBLE,
-                                comm);
+        MPI_Request req;
+        int err = MPI_Iallgather(v + off, (int)cnt, MPI_DOUBLE, c->f64_buf, (int)cnt,
+                                 MPI_DOUBLE, comm, &req);
+        if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allgather", &req);
         if (err != MPI_SUCCESS) {
             c->st.comm_s += het_now() - t0;
-            return het_comm_mpi_error(err, "MPI_Allgather(doubles)");
+            return het_comm_mpi_error(err, "MPI_Iallgather(doubles)");
         }
         for (size_t i = 0; i < cnt; i++) { /* rank 0 + rank 1 + ... in that order */
             double sum = c->f64_buf[i];

@@ -90,9 +90,11 @@ int het_ckpt_writer_open(het_ckpt_writer **out, const char *path) {
     if (!w) return het_error_set(HET_ENOMEM, "out of memory opening checkpoint writer");
     memcpy(w->path, path, len + 1);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
+    het_interrupt_temp(w->tmp); /* SIGINT / SIGTERM remove it from now on */
     w->f = fopen(w->tmp, "wb");
     if (!w->f) {
         int st = het_error_set(HET_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
+        het_interrupt_temp(NULL);
         free(w);
         return st;
     }
@@ -132,6 +134,7 @@ void het_ckpt_writer_abort(het_ckpt_writer *w) {
     if (!w) return;
     if (w->f) fclose(w->f);
     remove(w->tmp);
+    het_interrupt_temp(NULL);
     free(w);
 }
 
@@ -168,11 +171,13 @@ int het_ckpt_writer_commit(het_ckpt_writer *w) {
         st = het_error_set(HET_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
         goto fail;
     }
+    het_interrupt_renaming();
     if (rename(w->tmp, w->path) != 0) {
         st = het_error_set(HET_EIO, "%s: cannot rename to %s: %s", w->tmp, w->path,
                            strerror(errno));
         goto fail;
     }
+    het_interrupt_committed();
     sync_dir(w->path);
     free(w);
     return HET_OK;

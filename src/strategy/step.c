@@ -169,6 +169,7 @@ void het_step_free(het_strategy_ctx *ctx) {
 int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
                    float grad_scale, uint64_t seed, het_batch_result *res) {
     double t0 = het_step_region_begin(ctx);
+    het_stall_where("gradients", ctx->epoch + 1, (long long)ctx->step);
     if (ctx->comm) ctx->comm_mark = het_comm_get_stats(ctx->comm);
     if (red && red->buckets) {
         red->armed = 1;
@@ -296,7 +297,9 @@ static int settle_wait(het_strategy_ctx *ctx, het_reducer *r, double *wait) {
     if (!r->buckets) return HET_OK;
     MPI_Comm comm = het_comm_mpi(ctx->comm, r->scope);
     int n[2] = {r->n_log, -r->n_log};
-    if (MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+    MPI_Request q;
+    if (MPI_Iallreduce(MPI_IN_PLACE, n, 2, MPI_INT, MPI_MAX, comm, &q) != MPI_SUCCESS ||
+        het_stall_collective(comm, "allreduce", &q) != MPI_SUCCESS)
         return het_error_set(HET_EMPI, "MPI_Allreduce of the step counts failed");
     if (n[0] != -n[1])
         return het_error_set(HET_EINVAL, "step log: ranks of one scope reduced %d to %d "
@@ -304,7 +307,8 @@ static int settle_wait(het_strategy_ctx *ctx, het_reducer *r, double *wait) {
     if (r->n_log == 0) return HET_OK;
     double *cmax = malloc((size_t)r->n_log * sizeof(double));
     if (!cmax) return het_error_set(HET_ENOMEM, "out of memory settling the time split");
-    int err = MPI_Allreduce(r->log_c, cmax, r->n_log, MPI_DOUBLE, MPI_MAX, comm);
+    int err = MPI_Iallreduce(r->log_c, cmax, r->n_log, MPI_DOUBLE, MPI_MAX, comm, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &q);
     if (err == MPI_SUCCESS)
         for (int s = 0; s < r->n_log; s++)
             *wait += fmin(fmax(cmax[s] - r->log_c[s], 0.0), r->log_m[s]);
@@ -341,10 +345,15 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
         if (ctx->rank_bytes) memcpy(ctx->rank_bytes, bytes, sizeof bytes);
         return HET_OK;
     }
-    if (MPI_Allgather(mine, 4, MPI_DOUBLE, ctx->rank_times, 4, MPI_DOUBLE, ctx->world) !=
+    MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    het_stall_where("time split", ctx->epoch + 1, ctx->step);
+    long long seq = het_stall_post(ctx->world);
+    if (ctx->rank_bytes) het_stall_post(ctx->world); /* the second all-gather */
+    if (MPI_Iallgather(mine, 4, MPI_DOUBLE, ctx->rank_times, 4, MPI_DOUBLE, ctx->world, &q[0]) !=
             MPI_SUCCESS ||
-        (ctx->rank_bytes && MPI_Allgather(bytes, 2, MPI_DOUBLE, ctx->rank_bytes, 2, MPI_DOUBLE,
-                                          ctx->world) != MPI_SUCCESS))
+        (ctx->rank_bytes && MPI_Iallgather(bytes, 2, MPI_DOUBLE, ctx->rank_bytes, 2, MPI_DOUBLE,
+                                           ctx->world, &q[1]) != MPI_SUCCESS) ||
+        het_stall_wait(ctx->world, seq, "allgather", 2, q) != MPI_SUCCESS)
         return het_error_set(HET_EMPI, "MPI_Allgather of the time split failed");
     return HET_OK;
 }
@@ -369,6 +378,7 @@ int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_re
 int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,
                            het_epoch_stats *st) {
     double v[4] = {s->loss, s->correct, s->samples, s->skipped};
+    het_stall_where("epoch figures", ctx->epoch + 1, (long long)ctx->step);
     int rc = het_step_sum_f64(ctx, v, 4);
     if (rc) return rc;
     st->skipped = (int64_t)v[3];
@@ -413,7 +423,10 @@ int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char
         return het_error_set(HET_EINVAL, "checkpoint section %s: %zu bytes per rank is too "
                              "large", tag, bytes);
     char *all = ctx->rank == 0 ? malloc(bytes * (size_t)ctx->size + 1) : NULL;
-    int err = MPI_Gather(data, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, ctx->world);
+    MPI_Request q;
+    int err = MPI_Igather(data, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, ctx->world,
+                          &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(ctx->world, "gather", &q);
     int st = HET_OK;
     if (err != MPI_SUCCESS) st = het_error_set(HET_EMPI, "MPI_Gather of section %s failed", tag);
     else if (ctx->rank == 0 && !all) st = het_error_set(HET_ENOMEM, "out of memory for %s", tag);

@@ -131,6 +131,10 @@ static const key_def keys[] = {
      K_FLOAT, OFF(net_lat), 0, 1e3, 0},
     {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
      OFF(trace), 0, 0, F_RUN},
+    {{"stall-warn", "S", "name the ranks missing from a collective waited on S s (0: off)"},
+     K_FLOAT, OFF(stall_warn), 0, 1e6, F_RUN},
+    {{"stall-abort", "S", "end the job after a wait of S s in a collective (0: off)"}, K_FLOAT,
+     OFF(stall_abort), 0, 1e6, F_RUN},
     {{"slowdown-at", "E:R:F", "from epoch E on, rank R's slowdown is F (repeat or list with ',')"},
      K_SLOWAT, OFF(slowdown_at), 0, 0, 0},
     {{"speeds", "LIST", "hgc: relative speed per rank, e.g. 0.4,0.4,0.2, or auto (calibrate)"},
@@ -183,6 +187,7 @@ het_train_config het_train_config_defaults(void) {
     c.progress = HET_PROGRESS_AUTO;
     snprintf(c.strategy, sizeof c.strategy, "allreduce");
     c.bucket_mb = 25.0f;
+    c.stall_warn = 60.0f;
     snprintf(c.speeds, sizeof c.speeds, "auto");
     c.calibrate_steps = 5;
     c.rebalance_threshold = 0.1f;

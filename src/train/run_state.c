@@ -103,6 +103,8 @@ static int save_file(het_trainer *t, const char *path) {
 
 int het_trainer_save(het_trainer *t, const char *path) {
     double t0 = het_now();
+    if (t->rank == 0) het_interrupt_checkpoint(path, t->epoch, 0); /* once renamed */
+    het_stall_where("checkpoint", t->epoch, (long long)t->ctx.step);
     int st = t->rank == 0 ? save_file(t, path) : t->strat->save_state(&t->ctx, NULL);
     het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_now());
     return het_trainer_agree(t, st);
@@ -185,6 +187,7 @@ int het_checkpoint_load_weights(het_model *m, const char *model_name, const char
 
 /* A checkpoint checked by load_check, to be restored by load_restore. */
 typedef struct loaded {
+    const char *path;
     het_ckpt_reader *r;
     const void *params, *state, *optim, *sched, *rec;
     uint64_t epoch, step;
@@ -199,6 +202,7 @@ static int load_restore(het_trainer *t, loaded *L);
 int het_trainer_load(het_trainer *t, const char *path) {
     loaded L;
     memset(&L, 0, sizeof L);
+    L.path = path;
     int st = het_trainer_agree(t, load_check(t, path, &L));
     if (!st) {
         het_model *m = t->model;
@@ -271,6 +275,7 @@ static int load_restore(het_trainer *t, loaded *L) {
     het_schedule_decode_state(&t->sched, L->sched);
     t->epoch = (int)L->epoch;
     t->ctx.step = (int64_t)L->step;
+    het_interrupt_checkpoint(L->path, t->epoch, 1); /* what an interrupted run leaves */
     t->n_hist = (int)L->epoch;
     het_rbuf b = {L->rec, 8};
     for (int i = 0; i < t->n_hist; i++) {

@@ -344,6 +344,7 @@ int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
     double t0 = het_now(), sum[3];
     het_batch_result r;
     int st;
+    het_stall_where("evaluation", t->epoch, (long long)t->ctx.step);
     if (t->size == 1) {
         st = het_batch_eval(m, &t->test, 0, t->n_test, t->cfg.batch, t->x, t->y, t->idx, &r);
         if (st) return st;
