@@ -246,8 +246,10 @@ static void stack_task(void *user, int widx) {
 
 
 const char *het_model_executor(const het_model *m) {
-    return m->stack ? "dense stack: features split over workers, update folded in"
-                    : "generic: samples split over workers, then summed";
+    if (m->stack) return "dense stack: features split over workers, update folded in";
+    return m->team ? "generic: samples split over workers, batch norm over the whole batch, "
+                     "then summed"
+                   : "generic: samples split over workers, then summed";
 }
 
 int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int batch,
