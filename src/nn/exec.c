@@ -14,8 +14,7 @@
  * Batch-coupled layers (batch norm, the residual block) need the statistics of the whole
  * batch before any worker can go on, so a worker must have all its samples at such a layer
  * at once: a coupled model runs each worker's whole share as one chunk (size_chunks in
- * model.c; the share is then the cache's unit instead of 16 samples, as with one worker
- * before). In training the active workers (those with samples: a batch smaller than the
+ * model.c), as its one worker ran the whole batch before. In training the active workers (those with samples: a batch smaller than the
  * worker count, or a split like 4 = 2 + 2 + 0, leaves some without) form the model's team
  * (nn/team.c): at each batch-norm layer, forward and backward, they write per-channel partial
  * statistics, meet at a barrier, and each combines all parts in worker order, so every worker

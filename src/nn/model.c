@@ -10,8 +10,9 @@
  * scratch and (for workers > 0) gradient buffer, all sized for one chunk of samples;
  * parameters and state are shared read-only. Layers that couple the samples of a batch (batch
  * norm) make every worker run its whole share as one chunk, and the workers meet at them in a
- * team (nn/team.c) to combine statistics over the whole batch. The executor that runs them (forward, loss, backward, the worker
- * reduction, the hooks) is nn/exec.c; the dense-stack executor is nn/dense_stack.c. */
+ * team (nn/team.c) to combine statistics over the whole batch. The executor that runs them
+ * (forward, loss, backward, the worker reduction, the hooks) is nn/exec.c; the dense-stack
+ * executor is nn/dense_stack.c. */
 #include <stdlib.h>
 #include <string.h>
 
