@@ -23,20 +23,30 @@ typedef struct het_layer_plan {
     size_t cache_per_sample; /* floats kept from forward to backward, per sample */
     size_t work_per_sample;  /* scratch floats per sample, shared by all layers of a worker */
     size_t work_fixed;       /* scratch floats independent of batch */
+    size_t team_doubles;     /* batch-coupled layers: doubles one worker hands the others at a
+                                meeting (het_team_part in nn/team.h), 0 otherwise */
 } het_layer_plan;
+
+/* The workers that split one training batch, as batch-coupled layers see them (nn/team.h,
+ * internal to nn/). */
+typedef struct het_team het_team;
 
 /* Per-call execution context: the buffers of one worker for one layer. The model fills it. */
 typedef struct het_exec {
     float *params;       /* this layer's trainable parameters (shared by workers) */
     float *grads;        /* this worker's gradients for this layer: backward does += */
     float *state;        /* this layer's non-trainable state (shared; only batch-coupled
-                            layers write it, and those run on one worker) */
+                            layers write it, in training, on worker 0 only) */
     float *cache;        /* this worker's, cache_per_sample * n floats, where n >= the batch of
                             the call (the model's chunk: buffers are sized per chunk, not for
                             max_batch) */
     float *work;         /* this worker's, work_per_sample * n + work_fixed floats (same n) */
     het_rng *rng;        /* this worker's RNG stream for this step (dropout) */
     int train;           /* 1: training mode (dropout on, batch-norm batch stats) */
+    het_team *team;      /* training with several workers on the batch: batch-coupled layers
+                            combine their statistics over it; NULL: the call sees the whole
+                            batch (one worker, evaluation, or a layer called on its own) */
+    int worker;          /* this worker's index in the team (0 when team is NULL) */
 } het_exec;
 
 typedef struct het_layer het_layer;
@@ -63,7 +73,9 @@ typedef struct het_layer_ops {
 struct het_layer {
     const het_layer_ops *ops;
     het_shape in, out;       /* set by the model after plan() */
-    int batch_coupled;       /* 1 if samples interact in forward (batch norm): no worker split */
+    int batch_coupled;       /* 1 if samples interact in forward (batch norm): a worker runs
+                                its whole share as one chunk, and in training the workers
+                                meet at the layer through het_exec.team */
 };
 
 /* ---- layer constructors (each returns NULL on allocation failure) ---- */
@@ -99,8 +111,8 @@ typedef struct het_batch_result {
 } het_batch_result;
 
 /* Takes ownership of `layers` (the array is copied; layers are destroyed with the model, also
- * on failure). `workers` >= 1 threads split each batch (set to 1 automatically if a layer is
- * batch-coupled). `n_classes` is the output size of the last layer. */
+ * on failure). `workers` >= 1 threads split each batch (at most max_batch; batch-coupled
+ * layers such as batch norm combine their statistics over all workers, see nn/exec.c). `n_classes` is the output size of the last layer. */
 int  het_model_create(het_model **out, het_shape in, het_layer **layers, int n_layers,
                       int max_batch, int workers);
 void het_model_free(het_model *m);

@@ -5,7 +5,8 @@
  * Params: gamma (C, init 1) then beta (C, init 0). State: running_mean (C, init 0) then
  * running_var (C, init 1). Train mode normalizes with the batch mean and biased variance and
  * updates the running statistics with `momentum` (PyTorch convention, unbiased variance);
- * eval mode uses the running statistics. Batch-coupled: samples interact in forward.
+ * eval mode uses the running statistics. Batch-coupled: samples interact in forward; with
+ * several workers on a batch the statistics are the whole batch's (bn_math.h).
  *
  * Cache: x_hat (batch x C x H x W) followed by inv_std (C). cache_per_sample reserves C extra
  * floats per sample, so the tail always fits for batch >= 1. */
@@ -38,6 +39,7 @@ static int bn_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->cache_per_sample = het_shape_size(in) + (size_t)in.c;
     p->work_per_sample = 0;
     p->work_fixed = 0;
+    p->team_doubles = BN_TEAM_DOUBLES(in.c);
     return HET_OK;
 }
 
@@ -59,7 +61,7 @@ static void bn_forward(het_layer *l, const het_exec *x, const float *in, float *
     float *inv_std = x->cache + (size_t)batch * (size_t)C * (size_t)b->HW;
     if (x->train)
         bn_forward_train(out, x_hat, inv_std, in, x->params, x->params + C, x->state,
-                         x->state + C, batch, C, b->HW, b->momentum, b->eps);
+                         x->state + C, batch, C, b->HW, b->momentum, b->eps, x->team, x->worker);
     else
         bn_forward_eval(out, x_hat, inv_std, in, x->params, x->params + C, x->state,
                         x->state + C, batch, C, b->HW, b->eps);
@@ -74,7 +76,7 @@ static void bn_backward_op(het_layer *l, const het_exec *x, const float *in, con
     const float *x_hat = x->cache;
     const float *inv_std = x->cache + (size_t)batch * (size_t)C * (size_t)b->HW;
     bn_backward(din, x->grads, x->grads + C, dout, x_hat, inv_std, x->params, batch, C, b->HW,
-                x->train);
+                x->train, x->team, x->worker);
 }
 
 static void bn_destroy(het_layer *l) { free(l); }

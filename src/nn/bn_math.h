@@ -4,6 +4,19 @@
  * HW = 1). Statistics are per channel over the M = N * HW values of that channel, accumulated
  * in double in a fixed order (n, then hw) so results are deterministic.
  *
+ * Several workers (team != NULL, nn/team.h): each holds N of the batch's samples. In forward
+ * each computes its samples' count, mean and M2 (sum of squared deviations from that mean) per
+ * channel, two passes in double as one worker does; after the meeting every worker combines
+ * all parts in worker order with Chan et al.'s pairwise update ("Updating formulae and a
+ * pairwise algorithm for computing sample variances", 1979):
+ *     n = na + nb, d = mean_b - mean_a, mean = mean_a + d * nb / n,
+ *     M2 = M2_a + M2_b + d^2 * na * nb / n,
+ * which unlike sum and sum of squares does not cancel when the mean is large against the
+ * spread. Every worker normalizes its samples with the whole batch's statistics; worker 0
+ * alone updates the running statistics. Backward exchanges the per-channel sums of dy and
+ * dy * x_hat (plain sums in double, added in worker order). Part layout: [count, C means or
+ * sums of dy, C M2s or sums of dy * x_hat]: BN_TEAM_DOUBLES(C).
+ *
  * Forward stores x_hat (N x C x HW) and inv_std (C) for backward; in eval mode they are the
  * values computed from the running statistics, so backward works in both modes. */
 #ifndef HET_NN_BN_MATH_H
@@ -12,48 +25,112 @@
 #include <math.h>
 #include <stddef.h>
 
-/* Train mode: y = gamma * (x - mean) / sqrt(var + eps) + beta with the batch mean and the
- * biased batch variance; running = (1 - momentum) * running + momentum * batch, the running
- * variance using the unbiased batch variance (PyTorch). With M = 1 the unbiased variance is
- * undefined (PyTorch refuses); the biased one (0) is used instead. y may alias x. */
+#include "nn/team.h"
+
+#define BN_TEAM_DOUBLES(C) (2 * (size_t)(C) + 1)
+
+/* Mean and M2 of channel c of x (N >= 1 samples), in double. */
+static inline void bn_moments(const float *x, int N, int C, int HW, int c, double *mean,
+                              double *m2) {
+    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
+    const double M = (double)N * (double)HW;
+    double sum = 0;
+    for (int n = 0; n < N; n++) {
+        const float *xp = x + (size_t)n * chw + (size_t)c * hw;
+        for (size_t i = 0; i < hw; i++) sum += xp[i];
+    }
+    const double mu = sum / M;
+    double ss = 0;
+    for (int n = 0; n < N; n++) {
+        const float *xp = x + (size_t)n * chw + (size_t)c * hw;
+        for (size_t i = 0; i < hw; i++) {
+            double d = (double)xp[i] - mu;
+            ss += d * d;
+        }
+    }
+    *mean = mu;
+    *m2 = ss;
+}
+
+/* Channel c's whole-batch count M, mean and M2 from the parts of `workers` workers, combined
+ * in worker order (Chan et al.). */
+static inline void bn_combine_moments(const double *all, size_t stride, int workers, int C,
+                                      int c, double *M, double *mean, double *m2) {
+    double n = 0, mu = 0, q = 0;
+    for (int w = 0; w < workers; w++) {
+        const double *p = all + (size_t)w * stride;
+        const double nb = p[0], mb = p[1 + c], qb = p[1 + C + c];
+        if (nb == 0) continue;
+        if (n == 0) {
+            n = nb, mu = mb, q = qb;
+            continue;
+        }
+        const double nn = n + nb, d = mb - mu;
+        mu += d * (nb / nn);
+        q += qb + d * d * (n * nb / nn);
+        n = nn;
+    }
+    *M = n, *mean = mu, *m2 = q;
+}
+
+/* Normalizes channel c of this worker's N samples with the batch's mean and M2 over M values:
+ * y = gamma * (x - mean) / sqrt(var + eps) + beta, var = M2 / M (biased). When run_mean is
+ * not NULL, running = (1 - momentum) * running + momentum * batch, the running variance using
+ * the unbiased M2 / (M - 1) (PyTorch); with M = 1 that is undefined (PyTorch refuses) and the
+ * biased one (0) is used instead. y may alias x. */
+static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const float *x,
+                                const float *gamma, const float *beta, float *run_mean,
+                                float *run_var, int N, int C, int HW, int c, double M,
+                                double mean, double m2, float momentum, float eps) {
+    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
+    const double var = m2 / M;
+    const double var_unbiased = M > 1 ? m2 / (M - 1) : var;
+    const double is = 1.0 / sqrt(var + (double)eps);
+    const float fmean = (float)mean, fis = (float)is, g = gamma[c], b = beta[c];
+    inv_std[c] = fis;
+    for (int n = 0; n < N; n++) {
+        const size_t off = (size_t)n * chw + (size_t)c * hw;
+        const float *xp = x + off;
+        float *hp = x_hat + off, *yp = y + off;
+        for (size_t i = 0; i < hw; i++) {
+            float h = (xp[i] - fmean) * fis;
+            hp[i] = h;
+            yp[i] = g * h + b;
+        }
+    }
+    if (!run_mean) return;
+    run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * fmean;
+    run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)var_unbiased;
+}
+
+/* Train mode: normalizes with the statistics of the batch, i.e. of this worker's N >= 1
+ * samples (team NULL) or of all the team's (worker widx; see the top), and updates the running
+ * statistics (worker 0 only). y may alias x. */
 static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, const float *x,
                                     const float *gamma, const float *beta, float *run_mean,
                                     float *run_var, int N, int C, int HW, float momentum,
-                                    float eps) {
-    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
-    const double M = (double)N * (double)HW;
+                                    float eps, het_team *team, int widx) {
+    if (!team) {
+        const double M = (double)N * (double)HW;
+        for (int c = 0; c < C; c++) {
+            double mean, m2;
+            bn_moments(x, N, C, HW, c, &mean, &m2);
+            bn_normalize(y, x_hat, inv_std, x, gamma, beta, run_mean, run_var, N, C, HW, c, M,
+                         mean, m2, momentum, eps);
+        }
+        return;
+    }
+    double *part = het_team_part(team, widx);
+    part[0] = (double)N * (double)HW;
+    for (int c = 0; c < C; c++) bn_moments(x, N, C, HW, c, &part[1 + c], &part[1 + C + c]);
+    size_t stride;
+    const double *all = het_team_exchange(team, widx, &stride);
+    const int workers = het_team_size(team);
     for (int c = 0; c < C; c++) {
-        double sum = 0;
-        for (int n = 0; n < N; n++) {
-            const float *xp = x + (size_t)n * chw + (size_t)c * hw;
-            for (size_t i = 0; i < hw; i++) sum += xp[i];
-        }
-        const double mean = sum / M;
-        double ss = 0;
-        for (int n = 0; n < N; n++) {
-            const float *xp = x + (size_t)n * chw + (size_t)c * hw;
-            for (size_t i = 0; i < hw; i++) {
-                double d = (double)xp[i] - mean;
-                ss += d * d;
-            }
-        }
-        const double var = ss / M;
-        const double var_unbiased = M > 1 ? ss / (M - 1) : var;
-        const double is = 1.0 / sqrt(var + (double)eps);
-        const float fmean = (float)mean, fis = (float)is, g = gamma[c], b = beta[c];
-        inv_std[c] = fis;
-        for (int n = 0; n < N; n++) {
-            const size_t off = (size_t)n * chw + (size_t)c * hw;
-            const float *xp = x + off;
-            float *hp = x_hat + off, *yp = y + off;
-            for (size_t i = 0; i < hw; i++) {
-                float h = (xp[i] - fmean) * fis;
-                hp[i] = h;
-                yp[i] = g * h + b;
-            }
-        }
-        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * fmean;
-        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)var_unbiased;
+        double M, mean, m2;
+        bn_combine_moments(all, stride, workers, C, c, &M, &mean, &m2);
+        bn_normalize(y, x_hat, inv_std, x, gamma, beta, widx == 0 ? run_mean : NULL,
+                     widx == 0 ? run_var : NULL, N, C, HW, c, M, mean, m2, momentum, eps);
     }
 }
 
@@ -79,37 +156,76 @@ static inline void bn_forward_eval(float *y, float *x_hat, float *inv_std, const
     }
 }
 
-/* Backward: dgamma += sum(dy * x_hat), dbeta += sum(dy) per channel; when dx != NULL it is
- * WRITTEN: train mode (batch statistics)
+/* Channel c's sums of dy and dy * x_hat over this worker's N samples, in double. */
+static inline void bn_grad_sums(const float *dy, const float *x_hat, int N, int C, int HW, int c,
+                                double *sdy, double *sdyh) {
+    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
+    double s = 0, sh = 0;
+    for (int n = 0; n < N; n++) {
+        const size_t off = (size_t)n * chw + (size_t)c * hw;
+        const float *dp = dy + off, *hp = x_hat + off;
+        for (size_t i = 0; i < hw; i++) {
+            s += dp[i];
+            sh += (double)dp[i] * hp[i];
+        }
+    }
+    *sdy = s, *sdyh = sh;
+}
+
+/* Channel c of dx from the batch's sums over M values (see bn_backward). */
+static inline void bn_dx(float *dx, const float *dy, const float *x_hat, const float *inv_std,
+                         const float *gamma, int N, int C, int HW, int c, double M, double sdy,
+                         double sdyh, int train) {
+    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
+    const float k = gamma[c] * inv_std[c];
+    const float mdy = train ? (float)(sdy / M) : 0.0f;
+    const float mdyh = train ? (float)(sdyh / M) : 0.0f;
+    for (int n = 0; n < N; n++) {
+        const size_t off = (size_t)n * chw + (size_t)c * hw;
+        const float *dp = dy + off, *hp = x_hat + off;
+        float *xp = dx + off;
+        for (size_t i = 0; i < hw; i++) xp[i] = k * (dp[i] - mdy - hp[i] * mdyh);
+    }
+}
+
+/* Backward: dgamma += sum(dy * x_hat), dbeta += sum(dy) per channel over this worker's samples;
+ * when dx != NULL it is WRITTEN: train mode (batch statistics, the sums over the whole batch:
+ * the team's when team != NULL)
  *     dx = gamma * inv_std / M * (M * dy - sum(dy) - x_hat * sum(dy * x_hat)),
- * eval mode (constant statistics) dx = gamma * inv_std * dy. dx may alias dy (in place). */
+ * eval mode (constant statistics; team must be NULL) dx = gamma * inv_std * dy. dx may alias
+ * dy (in place). */
 static inline void bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
                                const float *x_hat, const float *inv_std, const float *gamma,
-                               int N, int C, int HW, int train) {
-    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
-    const double M = (double)N * (double)HW;
+                               int N, int C, int HW, int train, het_team *team, int widx) {
+    if (!team) {
+        const double M = (double)N * (double)HW;
+        for (int c = 0; c < C; c++) {
+            double sdy, sdyh;
+            bn_grad_sums(dy, x_hat, N, C, HW, c, &sdy, &sdyh);
+            dgamma[c] += (float)sdyh;
+            dbeta[c] += (float)sdy;
+            if (dx) bn_dx(dx, dy, x_hat, inv_std, gamma, N, C, HW, c, M, sdy, sdyh, train);
+        }
+        return;
+    }
+    double *part = het_team_part(team, widx);
+    part[0] = (double)N * (double)HW;
     for (int c = 0; c < C; c++) {
-        double sdy = 0, sdyh = 0;
-        for (int n = 0; n < N; n++) {
-            const size_t off = (size_t)n * chw + (size_t)c * hw;
-            const float *dp = dy + off, *hp = x_hat + off;
-            for (size_t i = 0; i < hw; i++) {
-                sdy += dp[i];
-                sdyh += (double)dp[i] * hp[i];
-            }
+        bn_grad_sums(dy, x_hat, N, C, HW, c, &part[1 + c], &part[1 + C + c]);
+        dgamma[c] += (float)part[1 + C + c];
+        dbeta[c] += (float)part[1 + c];
+    }
+    if (!dx) return; /* the same layer on every worker: all of them skip the meeting */
+    size_t stride;
+    const double *all = het_team_exchange(team, widx, &stride);
+    const int workers = het_team_size(team);
+    for (int c = 0; c < C; c++) {
+        double M = 0, sdy = 0, sdyh = 0;
+        for (int w = 0; w < workers; w++) {
+            const double *p = all + (size_t)w * stride;
+            M += p[0], sdy += p[1 + c], sdyh += p[1 + C + c];
         }
-        dgamma[c] += (float)sdyh;
-        dbeta[c] += (float)sdy;
-        if (!dx) continue;
-        const float k = gamma[c] * inv_std[c];
-        const float mdy = train ? (float)(sdy / M) : 0.0f;
-        const float mdyh = train ? (float)(sdyh / M) : 0.0f;
-        for (int n = 0; n < N; n++) {
-            const size_t off = (size_t)n * chw + (size_t)c * hw;
-            const float *dp = dy + off, *hp = x_hat + off;
-            float *xp = dx + off;
-            for (size_t i = 0; i < hw; i++) xp[i] = k * (dp[i] - mdy - hp[i] * mdyh);
-        }
+        bn_dx(dx, dy, x_hat, inv_std, gamma, N, C, HW, c, M, sdy, sdyh, train);
     }
 }
 

@@ -11,6 +11,19 @@
  * their buffers are added into the model's in a fixed order (worker 1, 2, ...) over disjoint
  * slices of the parameters, so results are deterministic for a given worker count.
  *
+ * Batch-coupled layers (batch norm, the residual block) need the statistics of the whole
+ * batch before any worker can go on, so a worker must have all its samples at such a layer
+ * at once: a coupled model runs each worker's whole share as one chunk (size_chunks in
+ * model.c), as its one worker ran the whole batch before. In training the active workers (those with samples: a batch smaller than the
+ * worker count, or a split like 4 = 2 + 2 + 0, leaves some without) form the model's team
+ * (nn/team.c): at each batch-norm layer, forward and backward, they write per-channel partial
+ * statistics, meet at a barrier, and each combines all parts in worker order, so every worker
+ * and every run with the same worker count gets the same bits (bn_math.h has the formulas).
+ * Workers without samples run no layers and are not counted at the meetings. With one active
+ * worker, in evaluation, or with het_model_forward in eval mode the layers get no team and
+ * compute exactly as one worker always did. Running statistics are updated by worker 0 only;
+ * gamma and beta gradients go to each worker's buffer and are summed by the reduction below.
+ *
  * Hooks run on worker 0, i.e. the calling thread, only: progress after every layer of worker
  * 0's chunks, forward and backward; grad with one worker as each layer's backward of the last
  * chunk completes (the rest of backward overlaps the client's communication), with more
@@ -53,6 +66,9 @@ static void worker_exec(const exec_job *j, het_worker *wk, int i, het_exec *ex, 
     ex->work = wk->work;
     ex->rng = &wk->rng;
     ex->train = j->train;
+    /* the model sets the team's size to the active workers for each batch (split_batch) */
+    ex->team = j->train && m->team && het_team_size(m->team) > 1 ? m->team : NULL;
+    ex->worker = ex->team ? (int)(wk - m->w) : 0;
 }
 
 /* Forward of `n` samples starting at sample `s0` of this worker's share; returns the logits. */
@@ -152,10 +168,11 @@ static int split_batch(het_model *m, const float *x, const uint8_t *y, int batch
         return het_error_set(HET_EINVAL, "batch %d outside 1..%d (the model's max batch)", batch,
                              m->max_batch);
     size_t in_sz = het_shape_size(m->in);
-    int per = (batch + m->workers - 1) / m->workers, start = 0;
+    int per = (batch + m->workers - 1) / m->workers, start = 0, active = 0;
     for (int w = 0; w < m->workers; w++) {
         int n = batch - start < per ? batch - start : per;
         if (n < 0) n = 0;
+        active += n > 0;
         m->w[w].x = x + (size_t)start * in_sz;
         m->w[w].y = y ? y + start : NULL;
         m->w[w].batch = n;
@@ -163,6 +180,7 @@ static int split_batch(het_model *m, const float *x, const uint8_t *y, int batch
         memset(&m->w[w].res, 0, sizeof m->w[w].res);
         start += n;
     }
+    if (m->team) het_team_begin(m->team, active); /* shares are front-loaded: 0..active-1 */
     return HET_OK;
 }
 
@@ -227,8 +245,10 @@ static void stack_task(void *user, int widx) {
 
 
 const char *het_model_executor(const het_model *m) {
-    return m->stack ? "dense stack: features split over workers, update folded in"
-                    : "generic: samples split over workers, then summed";
+    if (m->stack) return "dense stack: features split over workers, update folded in";
+    return m->team ? "generic: samples split over workers, batch norm over the whole batch, "
+                     "then summed"
+                   : "generic: samples split over workers, then summed";
 }
 
 int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int batch,

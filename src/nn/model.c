@@ -9,8 +9,10 @@
  * (nn/pool.c; the calling thread is worker 0). Each worker has its own activations, caches,
  * scratch and (for workers > 0) gradient buffer, all sized for one chunk of samples;
  * parameters and state are shared read-only. Layers that couple the samples of a batch (batch
- * norm) force one worker. The executor that runs them (forward, loss, backward, the worker
- * reduction, the hooks) is nn/exec.c; the dense-stack executor is nn/dense_stack.c. */
+ * norm) make every worker run its whole share as one chunk, and the workers meet at them in a
+ * team (nn/team.c) to combine statistics over the whole batch. The executor that runs them
+ * (forward, loss, backward, the worker reduction, the hooks) is nn/exec.c; the dense-stack
+ * executor is nn/dense_stack.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,7 @@ static void destroy_layers(het_layer **layers, int n) {
 void het_model_free(het_model *m) {
     if (!m) return;
     het_pool_free(m->pool);
+    het_team_free(m->team);
     het_stack_free(m->stack);
     if (m->w) {
         for (int i = 0; i < m->workers; i++) {
@@ -78,6 +81,7 @@ static int plan_layers(het_model *m) {
         l->in = s;
         l->out = p->out;
         if (l->batch_coupled) m->coupled = 1;
+        if (p->team_doubles > m->team_doubles) m->team_doubles = p->team_doubles;
         if (p->n_params > 0 && m->first_param_layer == m->n_layers) m->first_param_layer = i;
         m->param_off[i] = m->n_params;
         m->state_off[i] = m->n_state;
@@ -93,8 +97,7 @@ static int plan_layers(het_model *m) {
 /* The worker count, the chunk (samples per pass through the layers) and the per-chunk sizes
  * and offsets of the activations, caches, scratch and gradient buffers. */
 static void size_chunks(het_model *m, int workers) {
-    m->workers = m->coupled ? 1 : workers;
-    if (m->workers > m->max_batch) m->workers = m->max_batch;
+    m->workers = workers < m->max_batch ? workers : m->max_batch;
     m->sub_max = (m->max_batch + m->workers - 1) / m->workers;
     size_t per_sample = 2 * m->max_io, max_work = 0;
     for (int i = 0; i < m->n_layers; i++) {
@@ -195,6 +198,8 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
         st = het_stack_create(&m->stack, m->layers, m->param_off, n_layers, max_batch, m->workers,
                               &m->bytes);
     if (st == HET_OK) st = het_pool_create(&m->pool, m->workers);
+    if (st == HET_OK && m->coupled && m->workers > 1)
+        st = het_team_create(&m->team, m->workers, m->team_doubles);
     if (st != HET_OK) {
         het_model_free(m);
         return st;

@@ -6,6 +6,7 @@
 #include "hetrain/nn.h"
 #include "nn/dense_stack.h"
 #include "nn/pool.h"
+#include "nn/team.h"
 
 /* Chunks: a worker runs its share through all layers a chunk of samples at a time, so that a
  * chunk's activations stay in cache. A chunk holds at least HET_MODEL_CHUNK samples, more while
@@ -44,11 +45,13 @@ struct het_model {
     size_t n_params, n_state, act_floats, cache_floats, work_floats, dbuf_floats;
     size_t max_io;         /* largest input or output of a layer, floats per sample */
     int first_param_layer; /* lowest layer with parameters, n_layers if none */
-    int coupled;           /* a layer is batch-coupled: one worker, one chunk */
+    int coupled;           /* a layer is batch-coupled: one chunk per worker */
     int classes, max_batch, sub_max, workers, chunk;
     float *params, *grads, *state, *logits;
     het_worker *w;
     het_pool *pool;   /* workers - 1 threads; the caller is worker 0 */
+    het_team *team;   /* where batch-coupled layers meet (workers > 1), else NULL */
+    size_t team_doubles; /* the largest part a layer hands the team */
     het_stack *stack; /* the dense-stack executor (dense_stack.c), NULL if not eligible */
     size_t bytes;
     /* the hook chain, in the order added */

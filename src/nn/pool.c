@@ -10,8 +10,14 @@
  * publishes the job (fn, user) and everything the caller wrote before; the countdown's
  * acquire/release publishes what the workers wrote.
  *
+ * Inside a region, workers may meet at a het_barrier (a count of arrivals and a generation
+ * counter, as in the dense stack): the last to arrive bumps the generation, the others spin
+ * on it for 2000 pauses, then yield the core (the waits are short, and yielding keeps more
+ * workers than cores progressing).
+ *
  * The pool knows nothing of its clients: a job is a function pointer and its argument. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -87,6 +93,41 @@ void het_pool_run(het_pool *p, void (*fn)(void *user, int widx), void *user) {
 }
 
 int het_pool_workers(const het_pool *p) { return p->workers; }
+
+/* ---------------------------------------------------------------- the barrier */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+void het_barrier_init(het_barrier *b, int n) {
+    atomic_init(&b->count, 0);
+    atomic_init(&b->gen, 0);
+    b->n = n;
+}
+
+unsigned het_barrier_generation(het_barrier *b) {
+    return atomic_load_explicit(&b->gen, memory_order_acquire);
+}
+
+void het_barrier_wait(het_barrier *b) {
+    if (b->n <= 1) return;
+    /* the generation cannot move before this caller arrives */
+    unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->gen, 1, memory_order_release);
+        return;
+    }
+    for (int spin = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == g; spin++) {
+        if (spin < 2000)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
 
 void het_pool_free(het_pool *p) {
     if (!p) return;

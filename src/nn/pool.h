@@ -3,6 +3,8 @@
 #ifndef HET_NN_POOL_H
 #define HET_NN_POOL_H
 
+#include <stdatomic.h>
+
 typedef struct het_pool het_pool;
 
 /* Starts workers - 1 threads (none for workers == 1). HET_EINVAL for workers < 1, HET_ENOMEM
@@ -16,5 +18,22 @@ int het_pool_workers(const het_pool *p);
  * wrote before the call is visible to fn, and everything fn wrote is visible to the caller
  * afterwards. One caller at a time; fn must not call het_pool_run on the same pool. */
 void het_pool_run(het_pool *p, void (*fn)(void *user, int widx), void *user);
+
+/* A generation-counter barrier for workers inside one het_pool_run: the first `n` callers of
+ * het_barrier_wait meet; each returns once all n have arrived, and everything any of them
+ * wrote before arriving is visible to all of them afterwards. Reusable at once (the next
+ * meeting counts afresh). Waiters spin briefly, then yield the core, so more workers than
+ * cores still progress. `n` may change only while nobody waits (e.g. between runs). */
+typedef struct het_barrier {
+    atomic_int count;  /* arrivals at the current meeting */
+    atomic_uint gen;   /* meetings completed */
+    int n;             /* participants */
+} het_barrier;
+
+void het_barrier_init(het_barrier *b, int n);
+/* Meetings completed so far: constant for a participant between its meetings, so it tells
+ * the participants of one meeting apart from those of the next (e.g. which of two buffers). */
+unsigned het_barrier_generation(het_barrier *b);
+void het_barrier_wait(het_barrier *b);
 
 #endif

@@ -12,7 +12,8 @@
  * input channels and the rest after them. Option A needs out_c >= in_c.
  *
  * Convolutions are im2col + GEMM per sample (het_im2col / het_gemm / het_col2im); batch norm
- * is the math of bn_math.h (momentum 0.1, eps 1e-5, PyTorch's defaults).
+ * is the math of bn_math.h (momentum 0.1, eps 1e-5, PyTorch's defaults; with several workers
+ * on a batch, whole-batch statistics: two meetings in forward, two in backward).
  *
  * Params: [conv1.w (out_c x in_c x 3 x 3), bn1.gamma, bn1.beta, conv2.w, bn2.gamma, bn2.beta].
  * State:  [bn1.running_mean, bn1.running_var, bn2.running_mean, bn2.running_var].
@@ -89,6 +90,7 @@ static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->cache_per_sample = 3 * r->S + 2 * (size_t)r->cout;
     p->work_per_sample = 2 * r->S;
     p->work_fixed = 2 * r->kmax * r->P;
+    p->team_doubles = BN_TEAM_DOUBLES(r->cout);
     return HET_OK;
 }
 
@@ -156,7 +158,7 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     rb_conv(r, A, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch);
     if (x->train)
         bn_forward_train(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_MOMENTUM,
-                         RB_EPS);
+                         RB_EPS, x->team, x->worker);
     else
         bn_forward_eval(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS);
     relu_inplace(r1, BS);
@@ -164,7 +166,7 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     rb_conv(r, A, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
     if (x->train)
         bn_forward_train(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_MOMENTUM,
-                         RB_EPS);
+                         RB_EPS, x->team, x->worker);
     else
         bn_forward_eval(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS);
 
@@ -208,13 +210,13 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
             }
         }
     }
-    bn_backward(G, g.g2, g.b2, G, x_hat2, inv2, v.g2, batch, C, HW, x->train);
+    bn_backward(G, g.g2, g.b2, G, x_hat2, inv2, v.g2, batch, C, HW, x->train, x->team, x->worker);
 
     /* conv2 (input r1) */
     memset(D, 0, sizeof(float) * BS);
     rb_conv_backward(r, D, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
     for (size_t i = 0; i < BS; i++) D[i] = r1[i] > 0.0f ? D[i] : 0.0f;
-    bn_backward(D, g.g1, g.b1, D, x_hat1, inv1, v.g1, batch, C, HW, x->train);
+    bn_backward(D, g.g1, g.b1, D, x_hat1, inv1, v.g1, batch, C, HW, x->train, x->team, x->worker);
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
     rb_conv_backward(r, din, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W, r->stride, r->K1,
