@@ -8,6 +8,9 @@
 #   het_mpirun P CMD...  P ranks of CMD under `timeout ${HET_MPI_TIMEOUT:-120}`, with
 #                        HET_TEST_NP=P in their environment: a C test checks that its world
 #                        has P ranks (a launcher of another MPI starts P singletons)
+#   het_mpirun_bg P CMD...  the same in the background, its pid in het_mpi_pid: timeout's,
+#                        which passes SIGTERM / SIGINT on to the launcher (a backgrounded
+#                        function would be a subshell that does not)
 HET_MPIEXEC=${HET_MPIEXEC:-mpirun}
 HET_MPIEXEC_NUMPROC_FLAG=${HET_MPIEXEC_NUMPROC_FLAG:--np}
 read -r -a het_mpi_pre <<<"${HET_MPIEXEC_PREFLAGS:-}"
@@ -24,4 +27,10 @@ het_mpirun() {
     local p=$1; shift
     HET_TEST_NP=$p timeout -k 5 "${HET_MPI_TIMEOUT:-120}" \
         "$HET_MPIEXEC" "$HET_MPIEXEC_NUMPROC_FLAG" "$p" "${het_mpi_pre[@]}" "$@"
+}
+het_mpirun_bg() {
+    local p=$1; shift
+    HET_TEST_NP=$p timeout -k 5 "${HET_MPI_TIMEOUT:-120}" \
+        "$HET_MPIEXEC" "$HET_MPIEXEC_NUMPROC_FLAG" "$p" "${het_mpi_pre[@]}" "$@" &
+    het_mpi_pid=$!
 }

@@ -8,7 +8,9 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "$0")/mpi.sh"
+# the launcher parts follow Open MPI's mpirun (it forwards SIGTERM/SIGINT to every rank)
+launcher_ok() { het_mpi_found && [ "$het_mpi_flavor" = openmpi ]; }
 T=$(mktemp -d /tmp/het_signals_XXXXXX)
 pids=()
 cleanup() {
@@ -71,12 +73,12 @@ for delay in 1.3 1.7 2.1 2.5; do interrupt TERM "$delay" big "${big[@]}"; done
 for delay in 1.5 1.9; do interrupt INT "$delay" big "${big[@]}"; done
 
 # under mpirun, SIGTERM / SIGINT to mpirun (Ctrl-C): it ends every rank; one hetrain line
-if command -v mpirun >/dev/null 2>&1; then
+if launcher_ok; then
     for sig in TERM INT; do
         rm -f l.ckpt l.ckpt.tmp
-        timeout 60 mpirun --oversubscribe -np 3 "$HETRAIN" train --progress off --data synthetic \
-            "${small[@]}" --epochs 100000 --checkpoint l.ckpt >l.out 2>l.err &
-        mp=$!
+        HET_MPI_TIMEOUT=60 het_mpirun_bg 3 "$HETRAIN" train --progress off --data synthetic \
+            "${small[@]}" --epochs 100000 --checkpoint l.ckpt >l.out 2>l.err
+        mp=$het_mpi_pid
         pids+=("$mp")
         for _ in $(seq 300); do grep -q '^epoch 2/' l.out 2>/dev/null && break; sleep 0.1; done
         kill -s "$sig" "$mp"
@@ -89,10 +91,10 @@ if command -v mpirun >/dev/null 2>&1; then
 fi
 # under mpirun, SIGINT to rank 0 alone: one line, from rank 0 (rank 0 ended on its own, so
 # rank 1 does not call it lost when mpirun ends the job)
-if command -v mpirun >/dev/null 2>&1; then
-    timeout 60 mpirun --oversubscribe -np 2 "$HETRAIN" train --progress off --data synthetic \
-        "${small[@]}" --epochs 100000 --checkpoint m.ckpt >m.out 2>m.err &
-    mp=$!
+if launcher_ok; then
+    HET_MPI_TIMEOUT=60 het_mpirun_bg 2 "$HETRAIN" train --progress off --data synthetic \
+        "${small[@]}" --epochs 100000 --checkpoint m.ckpt >m.out 2>m.err
+    mp=$het_mpi_pid
     pids+=("$mp")
     for _ in $(seq 300); do grep -q '^epoch 2/' m.out 2>/dev/null && break; sleep 0.1; done
     r0=$(pgrep -f "hetrain train .*m.ckpt" | while read -r p; do

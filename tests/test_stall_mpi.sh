@@ -10,10 +10,11 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_stall_mpi: mpirun not found, skipped"
-    exit 0
+. "$(dirname "$0")/mpi.sh"
+# a lost rank is named when Open MPI's mpirun ends the others (SIGTERM): Open MPI only
+if ! het_mpi_found || [ "$het_mpi_flavor" != openmpi ]; then
+    echo "test_stall_mpi: SKIPPED: needs Open MPI's mpirun (this build's launcher: $HET_MPIEXEC)"
+    exit 77
 fi
 T=$(mktemp -d /tmp/het_stall_XXXXXX)
 mp=
@@ -39,10 +40,10 @@ start3() {
     local out=$1 err=$2
     shift 2
     rm -f pid.*
-    timeout 90 mpirun --oversubscribe -np 3 bash -c \
-        'echo $$ > pid.$OMPI_COMM_WORLD_RANK; exec "$0" "$@"' "$HETRAIN" "${COMMON[@]}" "$@" \
-        >"$out" 2>"$err" &
-    mp=$!
+    HET_MPI_TIMEOUT=90 het_mpirun_bg 3 bash -c \
+        'echo $$ > pid.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; exec "$0" "$@"' "$HETRAIN" "${COMMON[@]}" "$@" \
+        >"$out" 2>"$err"
+    mp=$het_mpi_pid
     for _ in $(seq 300); do grep -q '^epoch 1/' "$out" 2>/dev/null && return 0; sleep 0.1; done
     fail "no epoch line within 30 s: $(cat "$err")"
     return 1
@@ -96,17 +97,17 @@ if start3 s.out s.err --stall-warn 2 --stall-abort 4; then
 fi
 
 # ---- a healthy run prints no stall line; the inspector off trains too ----
-timeout 60 mpirun --oversubscribe -np 3 "$HETRAIN" "${COMMON[@]}" --epochs 2 --stall-warn 1 \
+HET_MPI_TIMEOUT=60 het_mpirun 3 "$HETRAIN" "${COMMON[@]}" --epochs 2 --stall-warn 1 \
     >h.out 2>h.err || fail "healthy run: $(cat h.err)"
 grep -q 'stall' h.err && fail "healthy run printed: $(cat h.err)"
 [ "$(grep -c '^epoch ' h.out)" -eq 2 ] || fail "healthy run: $(cat h.out)"
-timeout 60 mpirun --oversubscribe -np 2 "$HETRAIN" "${COMMON[@]}" --epochs 1 --stall-warn 0 \
+HET_MPI_TIMEOUT=60 het_mpirun 2 "$HETRAIN" "${COMMON[@]}" --epochs 1 --stall-warn 0 \
     >o.out 2>o.err || fail "--stall-warn 0: $(cat o.err)"
 [ "$(grep -c '^epoch ' o.out)" -eq 1 ] || fail "--stall-warn 0: $(cat o.out)"
 
 # ---- the stall line at the C level: not arrived and elsewhere (tests/test_stall.c) ----
 if [ -n "${HET_BUILD_DIR:-}" ] && [ -x "$HET_BUILD_DIR/test_stall" ]; then
-    timeout 60 mpirun --oversubscribe -np 3 "$HET_BUILD_DIR/test_stall" >c.out 2>&1 ||
+    HET_MPI_TIMEOUT=60 het_mpirun 3 "$HET_BUILD_DIR/test_stall" >c.out 2>&1 ||
         fail "mpirun -np 3 test_stall: $(cat c.out)"
 else
     fail "test_stall not built (HET_BUILD_DIR '${HET_BUILD_DIR:-}')"
