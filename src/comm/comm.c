@@ -352,7 +352,7 @@ int het_comm_test(het_comm *c, het_req *r, int *done) {
     if (!r->mpi_done) {
         int flag = 0;
         double t0 = het_now();
-        int err = MPI_Testall(r->n_reqs, req_array(r), &flag, MPI_STATUSES_IGNORE);
+        int err = het_mpi_testall(r->n_reqs, req_array(r), &flag);
         c->st.comm_s += het_now() - t0;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
         if (flag) req_release(r); /* the requests are MPI_REQUEST_NULL now */

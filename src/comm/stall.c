@@ -292,12 +292,12 @@ static void stall_abort(MPI_Comm comm, long long seq, const char *op, double wai
 
 int het_stall_wait(MPI_Comm comm, long long seq, const char *op, int n, MPI_Request *reqs) {
     int flag = 0;
-    int err = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+    int err = het_mpi_testall(n, reqs, &flag);
     if (err != MPI_SUCCESS || flag) return err;
     double t0 = het_now(), next_warn = S.warn_s;
     int reported = 0;
     for (;;) {
-        err = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        err = het_mpi_testall(n, reqs, &flag);
         if (err != MPI_SUCCESS || flag) break;
         double w = het_now() - t0;
         if (w < SPIN_S) continue;
