@@ -1,6 +1,10 @@
 /* Checkpoints: the section writer / reader, bitwise-identical resume (3 epochs straight vs
  * 1 epoch + checkpoint + a fresh trainer resuming 2 more), rejection of corrupted, truncated
  * and mismatched files with one precise line, the config echo round trip and safetensors. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <hetrain.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +87,45 @@ static void test_sections(void) {
     CHECK(access(path_in("aborted.ckpt.tmp"), F_OK) != 0 && access(path_in("aborted.ckpt"),
                                                                    F_OK) != 0,
           "abort left a file");
+}
+
+/* A full disk (or a file size limit) during a checkpoint write: the write fails with a message,
+ * the temporary file is removed, and the previous checkpoint is intact. RLIMIT_FSIZE stands in
+ * for the full disk (writes past it fail with EFBIG; SIGXFSZ is ignored so that they fail
+ * instead of killing the process). */
+static void test_disk_full(void) {
+    const char *p = path_in("full.ckpt");
+    float a[4] = {1, 2, 3, 4};
+    het_ckpt_writer *w;
+    CHECK(het_ckpt_writer_open(&w, p) == HET_OK, "%s", het_error_msg());
+    CHECK(het_ckpt_put(w, "alpha", a, sizeof a) == HET_OK && het_ckpt_writer_commit(w) == HET_OK,
+          "%s", het_error_msg());
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 64 << 10;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    size_t big_n = (size_t)1 << 20;
+    float *big = calloc(big_n, sizeof *big);
+    int st = het_ckpt_writer_open(&w, p);
+    if (st == HET_OK) st = het_ckpt_put(w, "alpha", big, big_n * sizeof *big);
+    if (st == HET_OK) st = het_ckpt_writer_commit(w);
+    else het_ckpt_writer_abort(w);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, prev);
+    free(big);
+    CHECK(st == HET_EIO, "a write past the file size limit returned %d: %s", st, het_error_msg());
+    CHECK(strstr(het_error_msg(), "full.ckpt") != NULL, "message names no file: %s",
+          het_error_msg());
+    CHECK(access(path_in("full.ckpt.tmp"), F_OK) != 0, "temporary file left after a failed write");
+    het_ckpt_reader *r;
+    float b[4] = {0};
+    CHECK(het_ckpt_reader_open(&r, p) == HET_OK, "old checkpoint lost: %s", het_error_msg());
+    if (!r) return;
+    CHECK(het_ckpt_get(r, "alpha", b, sizeof b) == HET_OK && memcmp(a, b, sizeof a) == 0,
+          "old checkpoint changed: %s", het_error_msg());
+    het_ckpt_reader_close(r);
 }
 
 /* Runs a trainer to cfg.epochs; copies out params and history. */
@@ -355,6 +398,7 @@ int main(void) {
     }
     het_log_set_level(HET_LOG_QUIET);
     test_sections();
+    test_disk_full();
     static const char *const sgd[] = {"optimizer", "sgd", "nesterov", "true", "schedule",
                                       "cosine", "warmup-epochs", "0.5", "weight-decay", "1e-4",
                                       NULL};
