@@ -55,8 +55,17 @@ expect_usage "does not apply" eval --checkpoint x.ckpt --epochs 3
 expect_usage "\-\-checkpoint FILE is required" eval
 expect_usage "\-\-export-safetensors FILE is required" export --checkpoint x.ckpt
 expect_usage "cannot open" train --config "$T/none.conf"
+expect_usage "$T: is a directory, expected a config file" train --config "$T"
 printf 'epochs = 2\nwarp = 9\n' >"$T/bad.conf"
 expect_usage "bad.conf:2: unknown key 'warp'" train --config "$T/bad.conf"
+# a key twice in one file, and a second --config, are refused (shared FINDINGS #9)
+printf 'model = lenet5\nbatch = 32\nbatch = 16\n' >"$T/dup.cfg"
+expect_usage "dup.cfg:3: batch given twice (line 2)" train --config "$T/dup.cfg"
+printf '# spelled two ways\ntrain_limit = 8\n\ntrain-limit 9\n' >"$T/dup2.cfg"
+expect_usage "dup2.cfg:4: train-limit given twice (line 2)" train --config "$T/dup2.cfg"
+printf 'epochs = 1\n' >"$T/ok.cfg"
+expect_usage "\-\-config given twice" train --config "$T/ok.cfg" --config "$T/ok.cfg"
+expect_usage "\-\-config given twice" eval --config="$T/ok.cfg" --checkpoint x --config "$T/bad.conf"
 
 if [ $failures -ne 0 ]; then
     echo "test_cli_errors: $failures failed" >&2

@@ -38,7 +38,9 @@ het_train_config het_train_config_defaults(void);
 int het_train_config_set(het_train_config *c, const char *key, const char *value);
 
 /* Applies a config file: lines "key = value" or "key value", '#' starts a comment, blank lines
- * are skipped. Errors: HET_EIO if unreadable, HET_EINVAL with "FILE:LINE: ..." on a bad line. */
+ * are skipped; a key may be set once per file (slowdown-at: repeats append). Errors: HET_EIO
+ * if unreadable or a directory, HET_EINVAL with "FILE:LINE: ..." on a bad line, e.g.
+ * "run.cfg:3: batch given twice (line 2)". */
 int het_train_config_load(het_train_config *c, const char *path);
 
 /* Cross-field checks (nesterov needs momentum, resume needs a checkpoint path, ...). */

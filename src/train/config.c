@@ -160,6 +160,7 @@ static const key_def keys[] = {
     {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
+_Static_assert(N_KEYS <= HET_CONFIG_MAX_KEYS, "raise HET_CONFIG_MAX_KEYS (train/internal.h)");
 
 het_train_config het_train_config_defaults(void) {
     het_train_config c;
@@ -209,6 +210,15 @@ static const key_def *find_key(const char *key) {
         if (key_eq(keys[i].pub.key, key)) return &keys[i];
     return NULL;
 }
+
+int het_config_key_index(const char *key) {
+    const key_def *k = find_key(key);
+    return k ? (int)(k - keys) : -1;
+}
+
+const char *het_config_key_name(int index) { return keys[index].pub.key; }
+
+int het_config_key_appends(int index) { return keys[index].type == K_SLOWAT; }
 
 static int parse_bool(const char *v, int *out) {
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
@@ -400,109 +410,6 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
     case K_SLOWAT: return set_list(k, field, v, 1);
     }
     return het_error_set(HET_EINVAL, "%s: unsupported key type", k->pub.key);
-}
-
-/* Strips leading and trailing white space in place. */
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
-    return s;
-}
-
-/* Applies config lines from text[0..n). from_ckpt 0: a config file (errors "FILE:LINE: ...",
- * unknown keys refused); 1: a checkpoint's config section at file offset `off` (errors
- * "FILE: offset N: ...", unknown keys ignored). */
-static int apply_lines(het_train_config *c, const char *text, size_t n, const char *path,
-                       int from_ckpt, uint64_t off) {
-    char line[4096];
-    int lineno = 0;
-    size_t pos = 0;
-    while (pos < n) {
-        size_t len = 0;
-        while (pos + len < n && text[pos + len] != '\n') len++;
-        size_t line_off = pos;
-        pos += len + 1;
-        lineno++;
-        char where[HET_PATH_LEN + 64];
-        if (from_ckpt)
-            snprintf(where, sizeof where, "%s: offset %llu", path,
-                     (unsigned long long)(off + line_off));
-        else
-            snprintf(where, sizeof where, "%s:%d", path, lineno);
-        if (len >= sizeof line)
-            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: line of %zu bytes, "
-                                 "expected at most %zu", where, len, sizeof line - 1);
-        memcpy(line, text + line_off, len);
-        line[len] = '\0';
-        if (memchr(line, '\0', len))
-            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: NUL byte in a "
-                                 "line, expected text", where);
-        /* '#' at the start or after white space begins a comment */
-        for (char *p = line; *p; p++)
-            if (*p == '#' && (p == line || isspace((unsigned char)p[-1]))) {
-                *p = '\0';
-                break;
-            }
-        char *s = trim(line);
-        if (!*s) continue;
-        char *key = s, *val = NULL;
-        size_t kn = strcspn(s, " \t=");
-        if (s[kn]) {
-            char *rest = s + kn;
-            int had_eq = *rest == '=';
-            *rest = '\0';
-            rest = trim(rest + 1); /* after the key: blanks, at most one '=', the value */
-            if (!had_eq && *rest == '=') rest = trim(rest + 1);
-            val = rest;
-        }
-        if (!find_key(key)) {
-            if (from_ckpt) continue;
-            return het_error_set(HET_EINVAL, "%s: unknown key '%s'", where, key);
-        }
-        if (het_train_config_set(c, key, val)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", het_error_msg());
-            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: %s", where, msg);
-        }
-    }
-    return HET_OK;
-}
-
-int het_train_config_load(het_train_config *c, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = NULL;
-    for (;;) {
-        char *nb = realloc(buf, cap);
-        if (!nb) {
-            free(buf);
-            fclose(f);
-            return het_error_set(HET_ENOMEM, "%s: out of memory", path);
-        }
-        buf = nb;
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (cap >= (1u << 24)) {
-            free(buf);
-            fclose(f);
-            return het_error_set(HET_EINVAL, "%s: larger than 16 MiB, expected a config file",
-                                 path);
-        }
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    int st = err ? het_error_set(HET_EIO, "%s: read error", path)
-                 : apply_lines(c, buf, n, path, 0, 0);
-    free(buf);
-    return st;
-}
-
-int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t off,
-                                const void *text, size_t n) {
-    return apply_lines(c, text, n, path, 1, off);
 }
 
 /* a and b name the same file: the same text, or the same name in the same (resolved) folder. */
