@@ -63,6 +63,13 @@ printf 'model = lenet5\nbatch = 32\nbatch = 16\n' >"$T/dup.cfg"
 expect_usage "dup.cfg:3: batch given twice (line 2)" train --config "$T/dup.cfg"
 printf '# spelled two ways\ntrain_limit = 8\n\ntrain-limit 9\n' >"$T/dup2.cfg"
 expect_usage "dup2.cfg:4: train-limit given twice (line 2)" train --config "$T/dup2.cfg"
+# emulated network values that would make one transfer take hours (shared FINDINGS #7)
+expect_usage "\-\-net-bw: 1e-300 is out of range, expected 0 (off) or 10000..1e+15 bytes/s" \
+    train --net-bw 1e-300
+expect_usage "\-\-net-bw: 9999 is out of range" train --net-bw 9999
+expect_usage "\-\-net-bw: 2000T is out of range" train --net-bw 2000T
+expect_usage "\-\-net-lat: 1000 is out of range, expected \[0, 10\]" train --net-lat 1000
+expect_usage "\-\-net-lat: 10.5 is out of range" train --net-lat 10.5
 printf 'epochs = 1\n' >"$T/ok.cfg"
 expect_usage "\-\-config given twice" train --config "$T/ok.cfg" --config "$T/ok.cfg"
 expect_usage "\-\-config given twice" eval --config="$T/ok.cfg" --checkpoint x --config "$T/bad.conf"

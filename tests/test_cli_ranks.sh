@@ -98,5 +98,12 @@ d0=$(sed -n 's/.*"delay_s":\[\([0-9.e-]*\),.*/\1/p' m.jsonl)
 gt "$w0" "$(awk -v c="$c1" 'BEGIN { print c * 0.4 }')" ||
     fail "rank 0 waited $w0 s while rank 1 computed $c1 s at factor 3 (expected > 40%)"
 gt "$d0" 0 || fail "emulated network delay $d0, expected > 0"
+# the run's header comes before the first emulated transfer (shared FINDINGS #7): the initial
+# broadcast of lenet5's 247 kB at 10 kB/s takes ~25 s, so after 6 s the header must be out
+timeout -k 5 6 mpirun --oversubscribe -np 2 "$HETRAIN" train --model lenet5 --data synthetic \
+    --train-limit 64 --test-limit 64 --epochs 1 --progress off --ranks-per-node 1 \
+    --net-bw 1e4 >n.out 2>n.err
+grep -q '^config: ' n.out && grep -q '^ranks: 2 ranks on 2 nodes.*emulated network 1e+04 B/s' n.out ||
+    fail "no header while the first emulated transfer runs: $(cat n.out n.err)"
 
 [ $failures -eq 0 ] && echo "test_cli_ranks: passed" || exit 1

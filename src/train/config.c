@@ -29,7 +29,7 @@ typedef enum {
     K_PROGRESS, /* het_progress */
     K_STRATEGY, /* char[32], a strategy name */
     K_SLOWDOWN, /* char[256], "f0,f1,..." factors >= 1 */
-    K_RATE,     /* double bytes/s >= 0, suffixes k M G (powers of 1000) */
+    K_RATE,     /* double bytes/s, 0 (off) or in [lo, hi], suffixes k M G T (powers of 1000) */
     K_WORD,     /* int: index of the value in key_def.words */
     K_SPEEDS,   /* char[256], "auto" or "s0,s1,..." speeds > 0 */
     K_SLOWAT,   /* char[256], "E:R:F,..." slowdown changes; repeated settings append */
@@ -118,10 +118,12 @@ static const key_def keys[] = {
      K_FLOAT, OFF(bucket_mb), 0, 1e6, 0},
     {{"slowdown", "LIST", "emulated slowdown factor >= 1 per rank, e.g. 1,1,2,4"}, K_SLOWDOWN,
      OFF(slowdown), 0, 0, 0},
-    {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, e.g. 1e9 or 10G (0: off)"}, K_RATE,
-     OFF(net_bw), 0, 0, 0},
-    {{"net-lat", "SECONDS", "emulated cross-node latency per message, e.g. 50e-6 (0: off)"},
-     K_FLOAT, OFF(net_lat), 0, 1e3, 0},
+    /* bounds: one transfer of the zoo's largest model (cifar-cnn, 4.5 MB) takes at most 7.5
+     * minutes, plus at most 10 s of latency per message */
+    {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, 10k..1000T, e.g. 1e9 or 10G (0: "
+      "off)"}, K_RATE, OFF(net_bw), 1e4, 1e15, 0},
+    {{"net-lat", "SECONDS", "emulated cross-node latency per message, 0..10, e.g. 50e-6 (0: "
+      "off)"}, K_FLOAT, OFF(net_lat), 0, 10, 0},
     {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
      OFF(trace), 0, 0, F_RUN},
     {{"slowdown-at", "E:R:F", "from epoch E on, rank R's slowdown is F (repeat or list with ',')"},
@@ -297,7 +299,7 @@ not_number:
                          k->type == K_FLOAT ? "a number" : "an integer");
 }
 
-/* K_RATE: bytes/s with an optional k, M, G or T suffix (powers of 1000). */
+/* K_RATE: bytes/s with an optional k, M, G or T suffix (powers of 1000): 0 or in [lo, hi]. */
 static int set_rate(const key_def *k, char *field, const char *v) {
     char *end = NULL;
     double x = isspace((unsigned char)*v) ? NAN : strtod(v, &end);
@@ -311,8 +313,9 @@ static int set_rate(const key_def *k, char *field, const char *v) {
         return het_error_set(HET_EINVAL, "%s: '%s' is not a rate, expected bytes/s such as "
                              "1e9, 100M or 10G", k->pub.key, v);
     x *= mul;
-    if (!isfinite(x) || x < 0)
-        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected >= 0", k->pub.key, v);
+    if (!isfinite(x) || (x != 0 && (x < k->lo || x > k->hi)))
+        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected 0 (off) or %g..%g "
+                             "bytes/s", k->pub.key, v, k->lo, k->hi);
     *(double *)field = x;
     return HET_OK;
 }
