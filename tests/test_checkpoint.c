@@ -90,6 +90,27 @@ static void test_hostile_files(void) {
     remove(p);
 }
 
+static het_train_config base_config(void);
+/* Found by fuzz/fuzz_ckpt: a model name with a newline in the meta section (CRC right) gave a
+ * three-line message. Names from files are shown escaped; every message is one line. */
+static void test_name_escaped(void) {
+    het_train_config c = base_config();
+    het_trainer *t;
+    CHECK(het_trainer_create(&t, &c) == HET_OK, "%s", het_error_msg());
+    if (!t) return;
+    unsigned char meta[96] = "ms = 8\ndaso-chunk\r\x1b[2J";
+    const char *p = path_in("newline.ckpt");
+    het_ckpt_writer *w;
+    CHECK(het_ckpt_writer_open(&w, p) == HET_OK && het_ckpt_put(w, "meta", meta, sizeof meta) ==
+              HET_OK && het_ckpt_writer_commit(w) == HET_OK, "%s", het_error_msg());
+    int st = het_checkpoint_load_weights(het_trainer_model(t), "mlp", p);
+    const char *m = het_error_msg();
+    CHECK(st == HET_EFORMAT && strstr(m, "model \"ms = 8\\x0adaso-chunk\\x0d\\x1b[2J\", "
+          "expected \"mlp\"") && !strchr(m, '\n') && !strchr(m, '\r') && !strchr(m, 0x1b),
+          "status %d, message '%s'", st, m);
+    het_trainer_free(t);
+}
+
 static het_train_config base_config(void) {
     het_train_config c = het_train_config_defaults();
     CHECK(het_train_config_set(&c, "model", "mlp") == HET_OK, "%s", het_error_msg());
@@ -422,6 +443,7 @@ int main(void) {
     het_log_set_level(HET_LOG_QUIET);
     test_sections();
     test_hostile_files();
+    test_name_escaped();
     static const char *const sgd[] = {"optimizer", "sgd", "nesterov", "true", "schedule",
                                       "cosine", "warmup-epochs", "0.5", "weight-decay", "1e-4",
                                       NULL};

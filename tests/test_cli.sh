@@ -171,7 +171,7 @@ rc=$?
     fail "the checkpoint left by a diverged run is not finite: $(cat o.txt)"
 "$HETRAIN" eval --checkpoint a.ckpt --model lenet5 >o.txt 2>e.txt
 rc=$?
-[ $rc -eq 1 ] && grep -q 'model "mlp", expected "lenet5"' e.txt ||
+[ $rc -eq 1 ] && grep -q 'model "mlp", expected "lenet5"' e.txt && [ ! -s o.txt ] ||
     fail "model mismatch: rc $rc, stderr '$(cat e.txt)'"
 
 # ---- info and help ----
