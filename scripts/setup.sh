@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hetrain needs to build, test and run its demo, if missing.
-# Usage: scripts/setup.sh            (as root, or with sudo available)
+# Usage: scripts/setup.sh [fuzz]     (as root, or with sudo available; fuzz: also clang and
+#                                    its libFuzzer runtime, for make fuzz)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
       dataset-fashion-mnist libxml2-utils)
+[ "${1:-}" = fuzz ] && pkgs+=(clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

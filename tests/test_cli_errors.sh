@@ -40,6 +40,9 @@ expect_usage "\-\-lr: 'abc' is not a number" train --lr abc
 expect_usage "\-\-lr: 0 is out of range" train --lr 0
 expect_usage "\-\-lr: 'nan' is not a number" train --lr nan
 expect_usage "\-\-momentum: 1.5 is out of range" train --momentum 1.5
+# judged as the float that is stored: 1e-50 would be 0, 0.9999999999 would be 1 (fuzz_config)
+expect_usage "\-\-lr: 1e-50 is out of range, expected > 0" train --lr 1e-50
+expect_usage "\-\-momentum: 0.9999999999 is out of range, expected \[0, 1)" train --momentum 0.9999999999
 expect_usage "\-\-seed: '-1' is not an integer" train --seed -1
 expect_usage "\-\-seed: 99999999999999999999 is out of range" train --seed 99999999999999999999
 expect_usage "\-\-threads: 0 is out of range" train --threads 0

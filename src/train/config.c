@@ -282,9 +282,12 @@ static int set_number(const key_def *k, char *field, const char *v) {
     if (k->type == K_FLOAT) {
         double x = strtod(v, &end);
         if (*end || isnan(x)) goto not_number;
-        int lo_ok = (k->flags & F_LO_OPEN) ? x > k->lo : x >= k->lo;
-        int hi_ok = (k->flags & F_HI_OPEN) ? x < k->hi : x <= k->hi;
-        if (!isfinite(x) || !lo_ok || !hi_ok || fabs(x) > 3.0e38) return range_error(k, v);
+        if (!isfinite(x) || fabs(x) > 3.0e38) return range_error(k, v);
+        /* the range holds for the float stored (1e-50 becomes 0, 0.9999999999 becomes 1) */
+        double f = (double)(float)x;
+        int lo_ok = (k->flags & F_LO_OPEN) ? f > k->lo : f >= k->lo;
+        int hi_ok = (k->flags & F_HI_OPEN) ? f < k->hi : f <= k->hi;
+        if (!lo_ok || !hi_ok) return range_error(k, v);
         *(float *)field = (float)x;
         return HET_OK;
     }
