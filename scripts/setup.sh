@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hetrain needs to build, test and run its demo, if missing.
-# Usage: scripts/setup.sh [EXTRA...]  (as root, or with sudo available); EXTRA: packages that
-#        one make target needs beside these (valgrind for make test-valgrind)
+# Usage: scripts/setup.sh [EXTRA...]  (as root, or with sudo available); EXTRA: what one make
+#        target needs beside these: package names (valgrind for make test-valgrind, mpich
+#        libmpich-dev for make test-mpich), or fuzz (clang and its libFuzzer runtime, make fuzz)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
-      dataset-fashion-mnist libxml2-utils iproute2 "$@")
+      dataset-fashion-mnist libxml2-utils iproute2)
+for extra in "$@"; do
+  if [ "$extra" = fuzz ]; then pkgs+=(clang libclang-rt-dev); else pkgs+=("$extra"); fi
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

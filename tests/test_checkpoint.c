@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "train/internal.h"
 
 static char dir[64];
 
@@ -39,6 +40,79 @@ static void write_all(const char *path, const unsigned char *b, size_t n) {
     if (!f) return;
     fwrite(b, 1, n, f);
     fclose(f);
+}
+
+/* Bytes this process has read through read() and friends so far (Linux: rchar). */
+static unsigned long long bytes_read_so_far(void) {
+    FILE *f = fopen("/proc/self/io", "r");
+    unsigned long long v = 0;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "rchar: %llu", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+
+/* Expects het_ckpt_reader_open(path) to fail with `status`, one line naming the file and
+ * containing `needle`, after reading less than 1 MiB. */
+static void expect_open_error(const char *path, int status, const char *needle) {
+    het_ckpt_reader *r = NULL;
+    unsigned long long before = bytes_read_so_far();
+    int st = het_ckpt_reader_open(&r, path);
+    unsigned long long read = bytes_read_so_far() - before;
+    const char *m = het_error_msg();
+    CHECK(st == status && r == NULL, "%s: status %d, expected %d (%s)", path, st, status, m);
+    CHECK(strstr(m, needle) && strncmp(m, path, strlen(path)) == 0 && !strchr(m, '\n'),
+          "%s: message '%s', expected one line starting with the path and holding '%s'", path,
+          m, needle);
+    CHECK(read < (1u << 20), "%s: %llu bytes read to reject it, expected < 1 MiB", path, read);
+    het_ckpt_reader_close(r);
+}
+
+/* Files that are not checkpoints are refused from their header, size and type, without reading
+ * them whole (or forever): /dev/zero, a folder, big sparse files. */
+static void test_hostile_files(void) {
+    expect_open_error("/dev/zero", HET_EIO, "not a regular file");
+    expect_open_error(dir, HET_EIO, "is a directory");
+    /* 1 GiB of zeros (sparse): bad magic, from the first 16 bytes */
+    const char *p = path_in("sparse.ckpt");
+    FILE *f = fopen(p, "wb");
+    CHECK(f && ftruncate(fileno(f), (off_t)1 << 30) == 0, "cannot make %s", p);
+    if (f) fclose(f);
+    expect_open_error(p, HET_EFORMAT, "offset 0: bad magic");
+    /* the right header on 1 GiB of zeros: no 'end' section, seen from the file's last bytes */
+    f = fopen(p, "r+b");
+    unsigned char hdr[16] = "HETCKPT1\1\0\0\0\0\0\0\0";
+    CHECK(f && fwrite(hdr, 1, 16, f) == 16, "cannot write %s", p);
+    if (f) fclose(f);
+    expect_open_error(p, HET_EFORMAT, "without the 'end' section");
+    /* a size beyond the limit: refused before any allocation */
+    f = fopen(p, "r+b");
+    CHECK(f && ftruncate(fileno(f), (off_t)(HET_CKPT_MAX_BYTES + 1)) == 0, "cannot grow %s", p);
+    if (f) fclose(f);
+    expect_open_error(p, HET_EFORMAT, "expected at most");
+    remove(p);
+}
+
+static het_train_config base_config(void);
+/* Found by fuzz/fuzz_ckpt: a model name with a newline in the meta section (CRC right) gave a
+ * three-line message. Names from files are shown escaped; every message is one line. */
+static void test_name_escaped(void) {
+    het_train_config c = base_config();
+    het_trainer *t;
+    CHECK(het_trainer_create(&t, &c) == HET_OK, "%s", het_error_msg());
+    if (!t) return;
+    unsigned char meta[96] = "ms = 8\ndaso-chunk\r\x1b[2J";
+    const char *p = path_in("newline.ckpt");
+    het_ckpt_writer *w;
+    CHECK(het_ckpt_writer_open(&w, p) == HET_OK && het_ckpt_put(w, "meta", meta, sizeof meta) ==
+              HET_OK && het_ckpt_writer_commit(w) == HET_OK, "%s", het_error_msg());
+    int st = het_checkpoint_load_weights(het_trainer_model(t), "mlp", p);
+    const char *m = het_error_msg();
+    CHECK(st == HET_EFORMAT && strstr(m, "model \"ms = 8\\x0adaso-chunk\\x0d\\x1b[2J\", "
+          "expected \"mlp\"") && !strchr(m, '\n') && !strchr(m, '\r') && !strchr(m, 0x1b),
+          "status %d, message '%s'", st, m);
+    het_trainer_free(t);
 }
 
 static het_train_config base_config(void) {
@@ -358,6 +432,19 @@ static void test_config_echo(void) {
     CHECK(het_train_config_set(&b, "epochs", NULL) == HET_EINVAL, "missing value accepted");
     CHECK(het_train_config_set(&b, "weight_decay", "0.5") == HET_OK && b.optim.weight_decay ==
           0.5f, "underscore key");
+
+    /* a key once per text (shared FINDINGS #9); slowdown-at appends, as its option does */
+    f = fopen(path_in("twice.conf"), "w");
+    fputs("slowdown-at 2:0:3\nslowdown_at = 3:1:2\n", f);
+    fclose(f);
+    het_train_config t = het_train_config_defaults();
+    CHECK(het_train_config_load(&t, path_in("twice.conf")) == HET_OK &&
+              strcmp(t.slowdown_at, "2:0:3,3:1:2") == 0,
+          "slowdown-at twice: '%s' (%s)", t.slowdown_at, het_error_msg());
+    static const char dup[] = "batch = 8\nseed = 2\nbatch = 9\n";
+    CHECK(het_train_config_apply_text(&t, "x.ckpt", 100, dup, sizeof dup - 1) == HET_EFORMAT &&
+              strcmp(het_error_msg(), "x.ckpt: offset 119: batch given twice (offset 100)") == 0,
+          "duplicate in a checkpoint's config: %s", het_error_msg());
 }
 
 static void test_safetensors(void) {
@@ -399,6 +486,8 @@ int main(void) {
     het_log_set_level(HET_LOG_QUIET);
     test_sections();
     test_disk_full();
+    test_hostile_files();
+    test_name_escaped();
     static const char *const sgd[] = {"optimizer", "sgd", "nesterov", "true", "schedule",
                                       "cosine", "warmup-epochs", "0.5", "weight-decay", "1e-4",
                                       NULL};

@@ -135,6 +135,14 @@ rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] &&
     grep -q 'short.ckpt: offset 3000: .*truncated' e.txt ||
     fail "truncated checkpoint: rc $rc, stderr '$(cat e.txt)'"
+# not a checkpoint at all: refused from its type or its first bytes, at once (shared FINDINGS #8)
+for bad in /dev/zero "$T"; do
+    timeout 20 "$HETRAIN" eval --checkpoint "$bad" >o.txt 2>e.txt
+    rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] && [ ! -s o.txt ] &&
+        grep -q "$bad: \(not a regular file\|is a directory\)" e.txt ||
+        fail "eval --checkpoint $bad: rc $rc, stderr '$(cat e.txt)'"
+done
 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --lr 1e6 --momentum 0 >o.txt 2>e.txt
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <e.txt)" -eq 1 ] &&
@@ -179,7 +187,7 @@ rc=$?
     fail "the checkpoint left by a diverged run is not finite: $(cat o.txt)"
 "$HETRAIN" eval --checkpoint a.ckpt --model lenet5 >o.txt 2>e.txt
 rc=$?
-[ $rc -eq 1 ] && grep -q 'model "mlp", expected "lenet5"' e.txt ||
+[ $rc -eq 1 ] && grep -q 'model "mlp", expected "lenet5"' e.txt && [ ! -s o.txt ] ||
     fail "model mismatch: rc $rc, stderr '$(cat e.txt)'"
 
 # ---- info and help ----

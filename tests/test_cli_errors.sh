@@ -40,6 +40,9 @@ expect_usage "\-\-lr: 'abc' is not a number" train --lr abc
 expect_usage "\-\-lr: 0 is out of range" train --lr 0
 expect_usage "\-\-lr: 'nan' is not a number" train --lr nan
 expect_usage "\-\-momentum: 1.5 is out of range" train --momentum 1.5
+# judged as the float that is stored: 1e-50 would be 0, 0.9999999999 would be 1 (fuzz_config)
+expect_usage "\-\-lr: 1e-50 is out of range, expected > 0" train --lr 1e-50
+expect_usage "\-\-momentum: 0.9999999999 is out of range, expected \[0, 1)" train --momentum 0.9999999999
 expect_usage "\-\-seed: '-1' is not an integer" train --seed -1
 expect_usage "\-\-seed: 99999999999999999999 is out of range" train --seed 99999999999999999999
 expect_usage "\-\-threads: 0 is out of range" train --threads 0
@@ -55,8 +58,24 @@ expect_usage "does not apply" eval --checkpoint x.ckpt --epochs 3
 expect_usage "\-\-checkpoint FILE is required" eval
 expect_usage "\-\-export-safetensors FILE is required" export --checkpoint x.ckpt
 expect_usage "cannot open" train --config "$T/none.conf"
+expect_usage "$T: is a directory, expected a config file" train --config "$T"
 printf 'epochs = 2\nwarp = 9\n' >"$T/bad.conf"
 expect_usage "bad.conf:2: unknown key 'warp'" train --config "$T/bad.conf"
+# a key twice in one file, and a second --config, are refused (shared FINDINGS #9)
+printf 'model = lenet5\nbatch = 32\nbatch = 16\n' >"$T/dup.cfg"
+expect_usage "dup.cfg:3: batch given twice (line 2)" train --config "$T/dup.cfg"
+printf '# spelled two ways\ntrain_limit = 8\n\ntrain-limit 9\n' >"$T/dup2.cfg"
+expect_usage "dup2.cfg:4: train-limit given twice (line 2)" train --config "$T/dup2.cfg"
+# emulated network values that would make one transfer take hours (shared FINDINGS #7)
+expect_usage "\-\-net-bw: 1e-300 is out of range, expected 0 (off) or 10000..1e+15 bytes/s" \
+    train --net-bw 1e-300
+expect_usage "\-\-net-bw: 9999 is out of range" train --net-bw 9999
+expect_usage "\-\-net-bw: 2000T is out of range" train --net-bw 2000T
+expect_usage "\-\-net-lat: 1000 is out of range, expected \[0, 10\]" train --net-lat 1000
+expect_usage "\-\-net-lat: 10.5 is out of range" train --net-lat 10.5
+printf 'epochs = 1\n' >"$T/ok.cfg"
+expect_usage "\-\-config given twice" train --config "$T/ok.cfg" --config "$T/ok.cfg"
+expect_usage "\-\-config given twice" eval --config="$T/ok.cfg" --checkpoint x --config "$T/bad.conf"
 
 if [ $failures -ne 0 ]; then
     echo "test_cli_errors: $failures failed" >&2

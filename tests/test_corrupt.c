@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/reader.h"
 #include "hetrain/data.h"
 #include "test.h"
 
@@ -178,7 +179,7 @@ static void idx_cases(int gz) {
     write_file(pi, "long-images", &img, gz);
     st = het_dataset_load_idx(&d, pi, pl, 10);
     expect("trailing bytes", gz, st, HET_EFORMAT, &d, pi, 1,
-           "offset 76: 3 trailing bytes after the payload, expected end of file");
+           "offset 76: trailing data after the payload, expected end of file");
 
     /* image / label count mismatch */
     make_images(&img, N);
@@ -203,6 +204,40 @@ static void idx_cases(int gz) {
     write_file(pl, "ok-labels", &lab, gz);
     st = het_dataset_load_idx(&d, pi, pl, 10);
     expect("empty file", gz, st, HET_EFORMAT, &d, pi, 1, "offset 0: empty file");
+}
+
+/* Appends to `path` one gzip member that inflates to `mib` MiB of zeros (about 1/1000 of that
+ * compressed), then `copies - 1` more copies of it: a small file that inflates to a lot. */
+static void append_zero_members(const char *path, int mib, int copies) {
+    static unsigned char zeros[1 << 16], out[1 << 16];
+    unsigned char *member = NULL;
+    size_t n = 0;
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY) != Z_OK) exit(1);
+    for (long left = (long)mib << 20; left >= 0; left -= (long)sizeof zeros) {
+        zs.next_in = zeros;
+        zs.avail_in = left > 0 ? (uInt)sizeof zeros : 0;
+        int flush = left > 0 ? Z_NO_FLUSH : Z_FINISH;
+        do {
+            zs.next_out = out;
+            zs.avail_out = sizeof out;
+            if (deflate(&zs, flush) == Z_STREAM_ERROR) exit(1);
+            size_t k = sizeof out - zs.avail_out;
+            if (k) {
+                member = realloc(member, n + k);
+                if (!member) exit(1);
+                memcpy(member + n, out, k);
+                n += k;
+            }
+        } while (zs.avail_out == 0);
+    }
+    deflateEnd(&zs);
+    FILE *f = fopen(path, "ab");
+    for (int i = 0; f && i < copies; i++)
+        if (fwrite(member, 1, n, f) != n) exit(1);
+    if (!f || fclose(f) != 0) exit(1);
+    free(member);
 }
 
 static void gzip_cases(void) {
@@ -259,6 +294,33 @@ static void gzip_cases(void) {
     overwrite_raw(pz, z, zn + 4);
     st = het_dataset_load_idx(&d, pz, pl, 10);
     expect("garbage after gzip", 1, st, HET_EFORMAT, &d, pz, 1, "garbage byte 0x6a");
+
+    /* a valid payload, then gzip members of 64 x 64 MiB of zeros (4 GiB; 4 MiB compressed):
+     * refused at the first trailing byte, not after inflating everything to count it */
+    static buf small_img, small_lab;
+    make_images(&small_img, N);
+    write_file(pz, "bomb-images", &small_img, 1);
+    append_zero_members(pz, 64, 64);
+    char pl5[512];
+    make_labels(&small_lab, N);
+    write_file(pl5, "ok-labels", &small_lab, 1);
+    st = het_dataset_load_idx(&d, pz, pl5, 10);
+    expect("gzip trailing bomb", 1, st, HET_EFORMAT, &d, pz, 1,
+           "offset 76: trailing data after the payload, expected end of file");
+    /* the reader inflated at most HET_READER_TAIL bytes past the payload to find out */
+    het_reader r;
+    unsigned char head[76];
+    size_t got = 0;
+    uint64_t extra = 0;
+    CHECK(het_reader_open(&r, pz) == HET_OK && het_reader_read(&r, head, 76, &got) == HET_OK &&
+              got == 76 && het_reader_drain(&r, HET_READER_TAIL, &extra) == HET_OK,
+          "bomb read: %s", het_error_msg());
+    CHECK(extra == HET_READER_TAIL && r.off == 76 + HET_READER_TAIL &&
+              r.raw_read < ((uint64_t)1 << 20),
+          "bomb: %llu bytes inflated, %llu read, expected %llu and under 1 MiB",
+          (unsigned long long)r.off, (unsigned long long)r.raw_read,
+          (unsigned long long)(76 + HET_READER_TAIL));
+    het_reader_close(&r);
 
     /* control: the unmodified compressed pair loads */
     write_file(pi, "many-images", &img, 1);

@@ -21,6 +21,9 @@ extern "C" {
 #define HET_CKPT_MAGIC "HETCKPT1"
 #define HET_CKPT_VERSION 1u
 #define HET_CKPT_TAG_LEN 16
+/* The largest checkpoint a reader accepts (16 GiB; the zoo's largest model with Adam state
+ * takes a few MB): a larger file is refused before anything is allocated. */
+#define HET_CKPT_MAX_BYTES ((uint64_t)1 << 34)
 
 typedef struct het_ckpt_writer het_ckpt_writer;
 typedef struct het_ckpt_reader het_ckpt_reader;

@@ -37,7 +37,8 @@ const char *het_strerror(int status);
 
 /* Record the current error message (printf format, one line, no trailing newline) and return
  * `status` so callers can write `return het_error_set(HET_EINVAL, "...", ...);`. The message is
- * per thread and overwritten by the next call. */
+ * per thread and overwritten by the next call; control characters in it (from quoted file
+ * contents) are stored as \xNN, so it stays one line. */
 int het_error_set(int status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -38,7 +38,9 @@ het_train_config het_train_config_defaults(void);
 int het_train_config_set(het_train_config *c, const char *key, const char *value);
 
 /* Applies a config file: lines "key = value" or "key value", '#' starts a comment, blank lines
- * are skipped. Errors: HET_EIO if unreadable, HET_EINVAL with "FILE:LINE: ..." on a bad line. */
+ * are skipped; a key may be set once per file (slowdown-at: repeats append). Errors: HET_EIO
+ * if unreadable or a directory, HET_EINVAL with "FILE:LINE: ..." on a bad line, e.g.
+ * "run.cfg:3: batch given twice (line 2)". */
 int het_train_config_load(het_train_config *c, const char *path);
 
 /* Cross-field checks (nesterov needs momentum, resume needs a checkpoint path, ...). */
@@ -67,7 +69,9 @@ typedef struct het_trainer het_trainer;
 
 /* Checks cfg, loads the datasets, builds and initializes the model (from cfg->seed), sets the
  * optimizer and schedule. Sets the BLAS thread count to 1 (parallelism is the model's
- * `threads` workers). Does not read the checkpoint (het_trainer_run does when cfg->resume).
+ * `threads` workers). Prints the run's header through het_log (rank 0: data, model, the
+ * configuration, the ranks) before the first transfer between ranks, which an emulated slow
+ * network may stretch. Does not read the checkpoint (het_trainer_run does when cfg->resume).
  * On failure *out is NULL and the message names the cause (e.g. the missing data file).
  *
  * Distributed: when MPI is initialized, the trainer spans MPI_COMM_WORLD and every function
@@ -79,7 +83,7 @@ typedef struct het_trainer het_trainer;
 int het_trainer_create(het_trainer **out, const het_train_config *cfg);
 void het_trainer_free(het_trainer *t);
 
-/* The whole run: resume (if asked), print the configuration, then for each remaining epoch:
+/* The whole run: resume (if asked), then for each remaining epoch:
  * train, evaluate, print one line, append metrics, checkpoint when due; finally export
  * safetensors if asked. Prints through het_log (rank 0). On resume the metrics file keeps its
  * lines up to the checkpoint's epoch and continues after them; elapsed_s restarts at 0. */

@@ -19,7 +19,12 @@ int cli_train(const het_train_config *c) {
 
 int cli_eval(const het_train_config *c) {
     het_trainer *t;
-    if (het_trainer_create(&t, c)) return cli_fail();
+    /* eval prints one line: not the training header that het_trainer_create prints */
+    het_log_level level = het_log_get_level();
+    het_log_set_level(HET_LOG_QUIET);
+    int created = het_trainer_create(&t, c);
+    het_log_set_level(level);
+    if (created) return cli_fail();
     double loss, acc;
     int st = cli_agree(het_checkpoint_load_weights(het_trainer_model(t), c->model,
                                                    c->checkpoint));

@@ -155,7 +155,8 @@ static void print_command_help(const command *cmd) {
     }
     free(defs);
     printf("  %-26s %s\n  %-26s %s\n", "--config FILE",
-           "read options from FILE: 'key = value' lines, # comments (the command line wins)",
+           "read options from FILE (once): 'key = value' lines, each key once, # comments; the "
+           "command line wins",
            "-h, --help", "this help");
     if (strcmp(cmd->name, "train") == 0)
         printf("\nThreads: --threads N runs N worker threads per model and OpenBLAS with 1 "
@@ -218,6 +219,11 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
             value = argv[++i];
         }
         if (is_config) {
+            if (*config_file) { /* one file: several would raise the question which wins */
+                usage_error(cmd->name, "--config given twice ('%s', then '%s'), expected one "
+                            "config file", *config_file, value);
+                return -1;
+            }
             *config_file = value;
             continue;
         }

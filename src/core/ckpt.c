@@ -10,14 +10,18 @@
  * then fsyncs, renames over <path> and fsyncs the directory: a crash leaves either the old
  * checkpoint or the new one, never half of one.
  *
- * The reader loads the whole file (checkpoints are a few MB) and checks, in order: size, magic,
- * version, the end section, the CRC, then the framing of every section; a section is then
- * copied out only when its length is exactly what the caller expects. */
+ * The reader refuses what is not a regular file (a folder, /dev/zero, a FIFO), then checks the
+ * magic, version, size (fstat, at most HET_CKPT_MAX_BYTES) and the end section from the first
+ * 16 and the last 28 bytes, so a file that is no checkpoint is refused without reading it; only
+ * then it loads the whole file (checkpoints are a few MB) and checks the CRC and the framing of
+ * every section. A section is copied out only when its length is exactly what the caller
+ * expects. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hetrain/ckpt.h"
@@ -216,42 +220,36 @@ static int bad(const het_ckpt_reader *r, uint64_t off, const char *fmt, ...) {
                          msg);
 }
 
-static int read_file(het_ckpt_reader *r) {
-    FILE *f = fopen(r->path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", r->path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return het_error_set(HET_ENOMEM, "%s: out of memory reading the checkpoint", r->path);
-        }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        uint8_t *nb = realloc(buf, cap * 2);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
+static const uint8_t end_hdr[SEC_HDR_BYTES] = {'e', 'n', 'd', 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                               0,   0,   0,   0, 4, 0, 0, 0, 0, 0, 0, 0};
+
+/* Reads n bytes at file offset off into dst (pread, retried); *got < n at end of file. */
+static int read_at(const het_ckpt_reader *r, int fd, uint64_t off, uint8_t *dst, size_t n,
+                   size_t *got) {
+    *got = 0;
+    while (*got < n) {
+        size_t ask = n - *got < ((size_t)1 << 30) ? n - *got : (size_t)1 << 30;
+        ssize_t k = pread(fd, dst + *got, ask, (off_t)(off + *got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0)
+            return het_error_set(HET_EIO, "%s: offset %llu: read error: %s", r->path,
+                                 (unsigned long long)(off + *got), strerror(errno));
+        if (k == 0) break;
+        *got += (size_t)k;
     }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return het_error_set(HET_EIO, "%s: read error", r->path);
-    }
-    r->buf = buf;
-    r->size = n;
     return HET_OK;
 }
 
-static int parse(het_ckpt_reader *r) {
-    const uint8_t *b = r->buf;
-    size_t size = r->size;
+/* The checks that need only the header (the first min(size, 16) bytes in b), the size and the
+ * last END_BYTES bytes (tail, or NULL when the file is shorter): magic, version, size limit,
+ * the end section. */
+static int check_frame(const het_ckpt_reader *r, const uint8_t *b, uint64_t size,
+                       const uint8_t *tail) {
     char shown[80];
     if (size < 8) {
-        show_bytes(shown, sizeof shown, b, size);
-        return bad(r, 0, "file of %zu bytes \"%s\", expected the magic \"%s\"", size, shown,
-                   HET_CKPT_MAGIC);
+        show_bytes(shown, sizeof shown, b, (size_t)size);
+        return bad(r, 0, "file of %llu bytes \"%s\", expected the magic \"%s\"",
+                   (unsigned long long)size, shown, HET_CKPT_MAGIC);
     }
     if (memcmp(b, HET_CKPT_MAGIC, 8) != 0) {
         show_bytes(shown, sizeof shown, b, 8);
@@ -263,11 +261,57 @@ static int parse(het_ckpt_reader *r) {
     uint32_t version = het_get_u32(b + 8);
     if (version != HET_CKPT_VERSION)
         return bad(r, 8, "format version %u, expected %u", version, HET_CKPT_VERSION);
-    static const uint8_t end_hdr[SEC_HDR_BYTES] = {'e', 'n', 'd', 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                   0,   0,   0,   0, 4, 0, 0, 0, 0, 0, 0, 0};
-    if (size < HDR_BYTES + END_BYTES || memcmp(b + size - END_BYTES, end_hdr, SEC_HDR_BYTES))
+    if (size > HET_CKPT_MAX_BYTES)
+        return bad(r, HET_CKPT_MAX_BYTES, "file of %llu bytes, expected at most %llu",
+                   (unsigned long long)size, (unsigned long long)HET_CKPT_MAX_BYTES);
+    if (!tail || memcmp(tail, end_hdr, SEC_HDR_BYTES) != 0)
         return bad(r, size, "end of file without the 'end' section, expected it there (file "
                    "truncated?)");
+    return HET_OK;
+}
+
+/* Opens the file (without blocking on a FIFO), refuses what is not a regular file, checks the
+ * header, size and end section from their own bytes, and only then reads the whole file, of
+ * the size fstat gave. */
+static int read_file(het_ckpt_reader *r) {
+    int fd = open(r->path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return het_error_set(HET_EIO, "%s: cannot open: %s", r->path, strerror(errno));
+    struct stat sb;
+    int st = HET_OK;
+    if (fstat(fd, &sb) != 0)
+        st = het_error_set(HET_EIO, "%s: cannot stat: %s", r->path, strerror(errno));
+    else if (S_ISDIR(sb.st_mode))
+        st = het_error_set(HET_EIO, "%s: is a directory, expected a checkpoint file", r->path);
+    else if (!S_ISREG(sb.st_mode))
+        st = het_error_set(HET_EIO, "%s: not a regular file (a device, pipe or socket), "
+                           "expected a checkpoint file", r->path);
+    uint64_t size = st ? 0 : (uint64_t)sb.st_size;
+    uint8_t hdr[HDR_BYTES], tail[END_BYTES];
+    size_t got = 0, want = size < HDR_BYTES ? (size_t)size : HDR_BYTES;
+    if (!st) st = read_at(r, fd, 0, hdr, want, &got);
+    if (!st && got < want) size = got; /* shrank under us: judge what is there */
+    int have_tail = size >= HDR_BYTES + END_BYTES;
+    if (!st && have_tail) st = read_at(r, fd, size - END_BYTES, tail, END_BYTES, &got);
+    if (!st && have_tail && got < END_BYTES) have_tail = 0;
+    if (!st) st = check_frame(r, hdr, size, have_tail ? tail : NULL);
+    if (!st && !(r->buf = malloc((size_t)size)))
+        st = het_error_set(HET_ENOMEM, "%s: out of memory for the checkpoint's %llu bytes",
+                           r->path, (unsigned long long)size);
+    if (!st) st = read_at(r, fd, 0, r->buf, (size_t)size, &got);
+    if (!st && got < size)
+        st = het_error_set(HET_EIO, "%s: offset %llu: end of file, expected %llu bytes (the "
+                           "file shrank while being read)", r->path, (unsigned long long)got,
+                           (unsigned long long)size);
+    close(fd);
+    r->size = (size_t)size;
+    return st;
+}
+
+/* The CRC, then the framing of every section (read_file checked header, size and end). */
+static int parse(het_ckpt_reader *r) {
+    const uint8_t *b = r->buf;
+    size_t size = r->size;
+    char shown[80];
     uint32_t stored = het_get_u32(b + size - 4);
     uint32_t crc = het_crc32(0, b, size - 4);
     if (stored != crc)

@@ -1,5 +1,6 @@
 /* Status codes and the per-thread error message. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "hetrain/core.h"
@@ -18,11 +19,22 @@ const char *het_strerror(int status) {
     }
 }
 
+/* The message is one line whatever it quotes from a file: control characters (a newline in a
+ * model name read from a checkpoint, an escape sequence) are written as \xNN. */
 int het_error_set(int status, const char *fmt, ...) {
+    char raw[sizeof het_err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(het_err_buf, sizeof het_err_buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+        int ctl = *p < 0x20 || *p == 0x7f;
+        if (o + (ctl ? 4 : 1) >= sizeof het_err_buf) break;
+        if (ctl) o += (size_t)snprintf(het_err_buf + o, 5, "\\x%02x", *p);
+        else het_err_buf[o++] = (char)*p;
+    }
+    het_err_buf[o] = '\0';
     return status;
 }
 

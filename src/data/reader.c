@@ -139,16 +139,17 @@ int het_reader_read(het_reader *r, void *buf, size_t n, size_t *got) {
     return r->gz ? read_gz(r, buf, n, got) : read_raw(r, buf, n, got);
 }
 
-int het_reader_drain(het_reader *r, uint64_t *n) {
+int het_reader_drain(het_reader *r, uint64_t limit, uint64_t *n) {
     unsigned char tmp[4096];
     *n = 0;
-    for (;;) {
-        size_t got;
-        int st = het_reader_read(r, tmp, sizeof tmp, &got);
+    while (*n < limit) {
+        size_t got, ask = limit - *n < sizeof tmp ? (size_t)(limit - *n) : sizeof tmp;
+        int st = het_reader_read(r, tmp, ask, &got);
         if (st) return st;
         *n += got;
-        if (got < sizeof tmp) return HET_OK;
+        if (got < ask) break;
     }
+    return HET_OK;
 }
 
 void het_reader_close(het_reader *r) {

@@ -30,6 +30,8 @@ typedef struct het_reader {
 } het_reader;
 
 #define HET_READER_CHUNK ((size_t)1 << 16)
+/* Bytes past the expected end that a reader looks at before it reports trailing data. */
+#define HET_READER_TAIL ((uint64_t)1 << 16)
 
 /* Opens `path` (borrowed for the reader's life) and sniffs gzip or raw. HET_EIO with
  * "<path>: <strerror>" if it cannot be opened or read, HET_ENOMEM. Always leaves `r` safe to
@@ -38,8 +40,10 @@ int het_reader_open(het_reader *r, const char *path);
 /* Reads up to n bytes; *got < n only at the clean end of the stream. HET_EIO on a read error,
  * HET_EFORMAT on a corrupt or truncated gzip stream, with the message set. */
 int het_reader_read(het_reader *r, void *buf, size_t n, size_t *got);
-/* Counts the bytes left in the stream (reading and discarding them) into *n. */
-int het_reader_drain(het_reader *r, uint64_t *n);
+/* Reads and discards what is left of the stream, at most `limit` bytes, their count into *n
+ * (*n == limit: perhaps more). The limit bounds the work whatever the file inflates to: a small
+ * .gz can hold gigabytes of zeros after the expected end. Errors as het_reader_read. */
+int het_reader_drain(het_reader *r, uint64_t limit, uint64_t *n);
 void het_reader_close(het_reader *r);
 
 /* Shared by the loaders (dataset.c): per-channel mean and std of d's bytes scaled to [0, 1],

@@ -29,7 +29,7 @@ typedef enum {
     K_PROGRESS, /* het_progress */
     K_STRATEGY, /* char[32], a strategy name */
     K_SLOWDOWN, /* char[256], "f0,f1,..." factors >= 1 */
-    K_RATE,     /* double bytes/s >= 0, suffixes k M G (powers of 1000) */
+    K_RATE,     /* double bytes/s, 0 (off) or in [lo, hi], suffixes k M G T (powers of 1000) */
     K_WORD,     /* int: index of the value in key_def.words */
     K_SPEEDS,   /* char[256], "auto" or "s0,s1,..." speeds > 0 */
     K_SLOWAT,   /* char[256], "E:R:F,..." slowdown changes; repeated settings append */
@@ -125,10 +125,12 @@ static const key_def keys[] = {
       ">1 node)"}, K_WORD, OFF(allreduce_algo), 4, 0, 0},
     {{"slowdown", "LIST", "emulated slowdown factor >= 1 per rank, e.g. 1,1,2,4"}, K_SLOWDOWN,
      OFF(slowdown), 0, 0, 0},
-    {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, e.g. 1e9 or 10G (0: off)"}, K_RATE,
-     OFF(net_bw), 0, 0, 0},
-    {{"net-lat", "SECONDS", "emulated cross-node latency per message, e.g. 50e-6 (0: off)"},
-     K_FLOAT, OFF(net_lat), 0, 1e3, 0},
+    /* bounds: one transfer of the zoo's largest model (cifar-cnn, 4.5 MB) takes at most 7.5
+     * minutes, plus at most 10 s of latency per message */
+    {{"net-bw", "BYTES/S", "emulated cross-node bandwidth, 10k..1000T, e.g. 1e9 or 10G (0: "
+      "off)"}, K_RATE, OFF(net_bw), 1e4, 1e15, 0},
+    {{"net-lat", "SECONDS", "emulated cross-node latency per message, 0..10, e.g. 50e-6 (0: "
+      "off)"}, K_FLOAT, OFF(net_lat), 0, 10, 0},
     {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
      OFF(trace), 0, 0, F_RUN},
     {{"stall-warn", "S", "name the ranks missing from a collective waited on S s (0: off)"},
@@ -171,6 +173,7 @@ static const key_def keys[] = {
     {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
+_Static_assert(N_KEYS <= HET_CONFIG_MAX_KEYS, "raise HET_CONFIG_MAX_KEYS (train/internal.h)");
 
 het_train_config het_train_config_defaults(void) {
     het_train_config c;
@@ -221,6 +224,15 @@ static const key_def *find_key(const char *key) {
         if (key_eq(keys[i].pub.key, key)) return &keys[i];
     return NULL;
 }
+
+int het_config_key_index(const char *key) {
+    const key_def *k = find_key(key);
+    return k ? (int)(k - keys) : -1;
+}
+
+const char *het_config_key_name(int index) { return keys[index].pub.key; }
+
+int het_config_key_appends(int index) { return keys[index].type == K_SLOWAT; }
 
 static int parse_bool(const char *v, int *out) {
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
@@ -282,9 +294,12 @@ static int set_number(const key_def *k, char *field, const char *v) {
     if (k->type == K_FLOAT) {
         double x = strtod(v, &end);
         if (*end || isnan(x)) goto not_number;
-        int lo_ok = (k->flags & F_LO_OPEN) ? x > k->lo : x >= k->lo;
-        int hi_ok = (k->flags & F_HI_OPEN) ? x < k->hi : x <= k->hi;
-        if (!isfinite(x) || !lo_ok || !hi_ok || fabs(x) > 3.0e38) return range_error(k, v);
+        if (!isfinite(x) || fabs(x) > 3.0e38) return range_error(k, v);
+        /* the range holds for the float stored (1e-50 becomes 0, 0.9999999999 becomes 1) */
+        double f = (double)(float)x;
+        int lo_ok = (k->flags & F_LO_OPEN) ? f > k->lo : f >= k->lo;
+        int hi_ok = (k->flags & F_HI_OPEN) ? f < k->hi : f <= k->hi;
+        if (!lo_ok || !hi_ok) return range_error(k, v);
         *(float *)field = (float)x;
         return HET_OK;
     }
@@ -299,7 +314,7 @@ not_number:
                          k->type == K_FLOAT ? "a number" : "an integer");
 }
 
-/* K_RATE: bytes/s with an optional k, M, G or T suffix (powers of 1000). */
+/* K_RATE: bytes/s with an optional k, M, G or T suffix (powers of 1000): 0 or in [lo, hi]. */
 static int set_rate(const key_def *k, char *field, const char *v) {
     char *end = NULL;
     double x = isspace((unsigned char)*v) ? NAN : strtod(v, &end);
@@ -313,8 +328,9 @@ static int set_rate(const key_def *k, char *field, const char *v) {
         return het_error_set(HET_EINVAL, "%s: '%s' is not a rate, expected bytes/s such as "
                              "1e9, 100M or 10G", k->pub.key, v);
     x *= mul;
-    if (!isfinite(x) || x < 0)
-        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected >= 0", k->pub.key, v);
+    if (!isfinite(x) || (x != 0 && (x < k->lo || x > k->hi)))
+        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected 0 (off) or %g..%g "
+                             "bytes/s", k->pub.key, v, k->lo, k->hi);
     *(double *)field = x;
     return HET_OK;
 }
@@ -412,109 +428,6 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
     case K_SLOWAT: return set_list(k, field, v, 1);
     }
     return het_error_set(HET_EINVAL, "%s: unsupported key type", k->pub.key);
-}
-
-/* Strips leading and trailing white space in place. */
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
-    return s;
-}
-
-/* Applies config lines from text[0..n). from_ckpt 0: a config file (errors "FILE:LINE: ...",
- * unknown keys refused); 1: a checkpoint's config section at file offset `off` (errors
- * "FILE: offset N: ...", unknown keys ignored). */
-static int apply_lines(het_train_config *c, const char *text, size_t n, const char *path,
-                       int from_ckpt, uint64_t off) {
-    char line[4096];
-    int lineno = 0;
-    size_t pos = 0;
-    while (pos < n) {
-        size_t len = 0;
-        while (pos + len < n && text[pos + len] != '\n') len++;
-        size_t line_off = pos;
-        pos += len + 1;
-        lineno++;
-        char where[HET_PATH_LEN + 64];
-        if (from_ckpt)
-            snprintf(where, sizeof where, "%s: offset %llu", path,
-                     (unsigned long long)(off + line_off));
-        else
-            snprintf(where, sizeof where, "%s:%d", path, lineno);
-        if (len >= sizeof line)
-            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: line of %zu bytes, "
-                                 "expected at most %zu", where, len, sizeof line - 1);
-        memcpy(line, text + line_off, len);
-        line[len] = '\0';
-        if (memchr(line, '\0', len))
-            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: NUL byte in a "
-                                 "line, expected text", where);
-        /* '#' at the start or after white space begins a comment */
-        for (char *p = line; *p; p++)
-            if (*p == '#' && (p == line || isspace((unsigned char)p[-1]))) {
-                *p = '\0';
-                break;
-            }
-        char *s = trim(line);
-        if (!*s) continue;
-        char *key = s, *val = NULL;
-        size_t kn = strcspn(s, " \t=");
-        if (s[kn]) {
-            char *rest = s + kn;
-            int had_eq = *rest == '=';
-            *rest = '\0';
-            rest = trim(rest + 1); /* after the key: blanks, at most one '=', the value */
-            if (!had_eq && *rest == '=') rest = trim(rest + 1);
-            val = rest;
-        }
-        if (!find_key(key)) {
-            if (from_ckpt) continue;
-            return het_error_set(HET_EINVAL, "%s: unknown key '%s'", where, key);
-        }
-        if (het_train_config_set(c, key, val)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", het_error_msg());
-            return het_error_set(from_ckpt ? HET_EFORMAT : HET_EINVAL, "%s: %s", where, msg);
-        }
-    }
-    return HET_OK;
-}
-
-int het_train_config_load(het_train_config *c, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = NULL;
-    for (;;) {
-        char *nb = realloc(buf, cap);
-        if (!nb) {
-            free(buf);
-            fclose(f);
-            return het_error_set(HET_ENOMEM, "%s: out of memory", path);
-        }
-        buf = nb;
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (cap >= (1u << 24)) {
-            free(buf);
-            fclose(f);
-            return het_error_set(HET_EINVAL, "%s: larger than 16 MiB, expected a config file",
-                                 path);
-        }
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    int st = err ? het_error_set(HET_EIO, "%s: read error", path)
-                 : apply_lines(c, buf, n, path, 0, 0);
-    free(buf);
-    return st;
-}
-
-int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t off,
-                                const void *text, size_t n) {
-    return apply_lines(c, text, n, path, 1, off);
 }
 
 size_t het_train_config_format(const het_train_config *c, int run_keys, char *buf, size_t n) {

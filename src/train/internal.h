@@ -29,6 +29,15 @@ static inline const char *het_path_dir(const char *path, char *dir, size_t n) {
     return slash ? slash + 1 : path;
 }
 
+/* ---- config.c: the table of keys, for config_file.c ---- */
+#define HET_CONFIG_MAX_KEYS 128
+/* Index of `key` in the table ('-' and '_' equal), or -1 if unknown. */
+int het_config_key_index(const char *key);
+/* The key's name as documented ("train-limit"). */
+const char *het_config_key_name(int index);
+/* 1 if a repeated setting of the key appends to it (slowdown-at) instead of replacing it. */
+int het_config_key_appends(int index);
+
 /* ---- metrics.c: JSON Lines ---- */
 typedef struct het_metrics_file het_metrics_file;
 /* Opens path for writing. keep_epochs < 0 truncates it; otherwise (resume) keeps the lines of

@@ -40,6 +40,20 @@ void het_trainer_print_config(const het_trainer *t) {
     }
     free(line);
     free(text);
+    if (t->mpi) {
+        char topo[256];
+        het_topo_describe(&t->topo, topo, sizeof topo);
+        het_log(HET_LOG_INFO, "ranks: %s; strategy %s, global batch %d", topo, c->strategy,
+                c->batch);
+        if (t->strat->world_grads && t->size > 1)
+            het_log(HET_LOG_INFO, ", all-reduce %s", het_allreduce_algo_name(
+                        het_comm_allreduce_algo(t->comm, (het_allreduce_algo)c->allreduce_algo)));
+        if (c->slowdown[0]) het_log(HET_LOG_INFO, ", slowdown %s", c->slowdown);
+        if (c->net_bw > 0 || c->net_lat > 0)
+            het_log(HET_LOG_INFO, ", emulated network %.3g B/s %.3g s", c->net_bw,
+                    (double)c->net_lat);
+        het_log(HET_LOG_INFO, "\n");
+    }
 }
 
 /* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" */

@@ -198,6 +198,8 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     }
     if (!st) st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
     if ((st = het_trainer_agree(t, st))) goto fail;
+    /* the header before the first transfer, which the emulated network may make slow */
+    het_trainer_print_config(t);
     if (t->size > 1) { /* every replica starts from rank 0's weights */
         het_model *m = t->model;
         st = het_comm_bcast(t->comm, HET_COMM_WORLD, het_model_params(m),
@@ -427,21 +429,6 @@ int het_trainer_run(het_trainer *t) {
     const het_train_config *c = &t->cfg;
     int st;
     if (c->resume && (st = het_trainer_load(t, c->checkpoint))) return st;
-    het_trainer_print_config(t);
-    if (t->mpi) {
-        char topo[256];
-        het_topo_describe(&t->topo, topo, sizeof topo);
-        het_log(HET_LOG_INFO, "ranks: %s; strategy %s, global batch %d", topo, c->strategy,
-                c->batch);
-        if (t->strat->world_grads && t->size > 1)
-            het_log(HET_LOG_INFO, ", all-reduce %s", het_allreduce_algo_name(
-                        het_comm_allreduce_algo(t->comm, (het_allreduce_algo)c->allreduce_algo)));
-        if (c->slowdown[0]) het_log(HET_LOG_INFO, ", slowdown %s", c->slowdown);
-        if (c->net_bw > 0 || c->net_lat > 0)
-            het_log(HET_LOG_INFO, ", emulated network %.3g B/s %.3g s", c->net_bw,
-                    (double)c->net_lat);
-        het_log(HET_LOG_INFO, "\n");
-    }
     if (c->resume)
         het_log(HET_LOG_INFO, "resumed from %s after epoch %d (step %lld)\n", c->checkpoint,
                 t->epoch, (long long)t->ctx.step);

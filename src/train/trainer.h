@@ -62,7 +62,8 @@ int het_trainer_compare_checkpoint(const het_trainer *t, uint64_t epoch, uint64_
                                    const uint32_t crc[3]);
 
 /* report.c */
-/* Prints the resolved configuration (rank 0). */
+/* Prints the run's header (rank 0): data, model, the resolved configuration and, under MPI,
+ * the ranks and their emulation. het_trainer_create calls it before the first transfer. */
 void het_trainer_print_config(const het_trainer *t);
 /* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" into buf
  * (empty on one rank or on ranks other than 0). */

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Writes the seed corpora of the fuzz targets into fuzz/corpus/<target>/: small valid files and
+# a few invalid ones (the committed seeds were made by this script; run it again only to change
+# them). A real checkpoint comes from `hetrain train`; its config and meta sections are copied
+# into small containers (CRC-32 from gzip's trailer, the same polynomial as zlib's crc32).
+# Usage: bash fuzz/mkcorpus.sh BUILD_DIR (a normal build, for build/hetrain)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+H=$(cd "${1:?usage: mkcorpus.sh BUILD_DIR}" && pwd)/hetrain
+C=$here/corpus
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+mkdir -p "$C"/{idx,cifar,config,ckpt}
+# u32be / u64le as printf escapes
+be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
+le64() { local i s=""; for i in 0 1 2 3 4 5 6 7; do s+=$(printf '\\x%02x' $(($1 >> (8 * i) & 255))); done; printf '%s' "$s"; }
+
+# ---- idx: the first byte picks the file (0 images, 1 labels); see fuzz_idx.c ----
+{ printf '\x00'; printf "\\x00\\x00\\x08\\x03$(be32 2)$(be32 2)$(be32 3)"; printf '\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c'; } >"$C/idx/images-ok"
+{ printf '\x01'; printf "\\x00\\x00\\x08\\x01$(be32 2)"; printf '\x03\x07'; } >"$C/idx/labels-ok"
+{ printf '\x00'; tail -c +2 "$C/idx/images-ok" | gzip -9n; } >"$C/idx/images-ok-gz"
+{ printf '\x01'; tail -c +2 "$C/idx/labels-ok" | gzip -9n; } >"$C/idx/labels-ok-gz"
+{ printf '\x00'; printf "\\x00\\x00\\x08\\x03$(be32 2)$(be32 2)$(be32 3)"; printf '\x01\x02\x03'; } >"$C/idx/images-short"
+{ printf '\x01'; printf "\\x00\\x00\\x08\\x01$(be32 2)"; printf '\x03\x0c\x00'; } >"$C/idx/labels-bad-trailing"
+{ printf '\x00'; printf "\\x00\\x00\\x08\\x03$(be32 4294967295)$(be32 65536)$(be32 65536)"; } >"$C/idx/images-huge"
+{ printf '\x00'; { tail -c +2 "$C/idx/images-ok"; } | gzip -9n; printf 'x' | gzip -9n; } >"$C/idx/images-two-members"
+
+# ---- cifar: records of 1 label byte + 3072 pixels ----
+rec() { printf "\\x$(printf %02x "$1")"; head -c 3072 /dev/zero | tr '\0' "\\$(printf %03o "$2")"; }
+rec 3 17 >"$C/cifar/one"
+{ rec 0 1; rec 9 200; } | gzip -9n >"$C/cifar/two-gz"
+rec 10 5 >"$C/cifar/bad-label"
+{ rec 1 2; head -c 100 /dev/zero; } >"$C/cifar/ragged"
+
+# ---- config files ----
+printf 'model = lenet5\ndata synthetic\n# a comment\nepochs=2  # trailing comment\nlr = 0.01\nnesterov\nmomentum = 0.9\nnet-bw 100M\nslowdown-at 2:0:3\nslowdown_at = 3:0:1\n' >"$C/config/ok"
+printf 'batch = 32\nbatch = 16\n' >"$C/config/dup"
+printf 'lr = fast\nwarp = 9\n' >"$C/config/bad"
+printf 'schedule cosine\nwarmup-epochs 0.5\nstrategy hgc\nspeeds 0.5,0.25,0.25\ndaso-wire fp16\nseed 18446744073709551615\n' >"$C/config/many"
+
+# ---- checkpoints: the first byte 1 = fix the CRC up before reading (fuzz_ckpt.c) ----
+(cd "$w" && "$H" train --model mlp --data synthetic --train-limit 64 --test-limit 64 --epochs 1 \
+    --progress off --quiet --checkpoint real.ckpt)
+sec_len() { od -An -t u8 -j "$2" -N 8 "$1" | tr -d ' '; }
+# section TAG FILE: the section's bytes (tag, length, data) copied from the real checkpoint
+section() {
+    local off=16 tag len
+    while :; do
+        tag=$(dd if="$w/real.ckpt" bs=1 skip=$off count=16 2>/dev/null | tr -d '\0')
+        len=$(sec_len "$w/real.ckpt" $((off + 16)))
+        if [ "$tag" = "$1" ]; then
+            dd if="$w/real.ckpt" bs=1 skip=$off count=$((24 + len)) 2>/dev/null
+            return
+        fi
+        off=$((off + 24 + len))
+    done
+}
+# container FILE SECTIONS...: magic, version, the sections, the end section with the CRC
+container() {
+    local out=$1; shift
+    { printf 'HETCKPT1\x01\x00\x00\x00\x00\x00\x00\x00'; cat "$@"
+      printf 'end\0\0\0\0\0\0\0\0\0\0\0\0\0'; printf "$(le64 4)"; } >"$w/body"
+    local crc
+    crc=$(gzip -c "$w/body" | tail -c 8 | head -c 4 | od -An -t x1 | tr -d ' \n')
+    { printf '\x00'; cat "$w/body"; printf "\\x${crc:0:2}\\x${crc:2:2}\\x${crc:4:2}\\x${crc:6:2}"; } >"$out"
+}
+section config >"$w/config"
+section meta >"$w/meta"
+{ printf 'params\0\0\0\0\0\0\0\0\0\0'; printf "$(le64 8)"; printf '\0\0\x80\x3f\0\0\0\x40'; } >"$w/params"
+container "$C/ckpt/config-meta" "$w/config" "$w/meta"
+container "$C/ckpt/config-meta-params" "$w/config" "$w/meta" "$w/params"
+container "$C/ckpt/empty" /dev/null
+{ printf '\x01'; tail -c +2 "$C/ckpt/config-meta"; } >"$C/ckpt/config-meta-fixcrc"
+printf '\x00HETCKPT1\x02\x00\x00\x00\x00\x00\x00\x00' >"$C/ckpt/version-2"
+printf '\x00NOTACKPT' >"$C/ckpt/bad-magic"
+ls -l "$C"/*
