@@ -5,9 +5,11 @@
  * it as a 1-rank singleton; test_comm_mpi.sh runs it under mpirun with 2, 3 and 4 ranks. Every
  * rank checks; the failure count is summed over ranks so that all exit with the same code, and
  * rank 0 prints the summary. White box where it must be: comm/internal.h shows the scratch. */
+#define _POSIX_C_SOURCE 200809L
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/internal.h"
 #include "test.h"
@@ -536,6 +538,69 @@ static void test_netem(void) {
     free(buf);
 }
 
+/* A straggler that moves between ranks (shared FINDINGS D9): on 2 emulated nodes, 100 MB/s and
+ * 1 ms, N all-reduces of lenet5's gradient with one rank J = 3 ms late each time, rank 0 on even
+ * iterations and rank 1 on odd ones. A synchronous collective cannot end before the last rank
+ * joined + the modeled time M, so the loop takes at least N (J + M) (it took N (M + J/2) when
+ * each rank's delay ran from its own start), and every rank books M per call as delay (the early
+ * rank booked part of it as comm). Blocking and non-blocking; within 5 %, up to 3 attempts. */
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static void test_straggler(void) {
+    if (g_size != 2) return;
+    het_netem ne = {1e-3, 100e6};
+    het_topo t;
+    het_comm *c = NULL;
+    CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
+    CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
+    enum { N = 200, n = 61706 };
+    float *buf = calloc(n, sizeof *buf);
+    double J = 3e-3, M = het_netem_allreduce_s(ne, n * sizeof(float), 2);
+    for (int mode = 0; mode < 2 && c && buf; mode++) {
+        double el = 0.0, delay = 0.0, miss = 1.0;
+        for (int attempt = 0; attempt < 3 && miss > 0.05; attempt++) {
+            het_comm_reset_stats(c);
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = het_now();
+            for (int i = 0; i < N; i++) {
+                if (i % 2 == g_rank) sleep_s(J);
+                if (mode == 0) {
+                    het_comm_allreduce_sum(c, HET_COMM_WORLD, buf, n);
+                } else {
+                    het_req r;
+                    het_comm_iallreduce_sum(c, HET_COMM_WORLD, buf, n, &r);
+                    het_comm_wait(c, &r);
+                }
+            }
+            el = het_now() - t0;
+            MPI_Allreduce(MPI_IN_PLACE, &el, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            delay = het_comm_get_stats(c).delay_s;
+            double d_miss = fabs(delay - N * M) / (N * M);
+            miss = fabs(el - N * (J + M)) / (N * (J + M));
+            if (d_miss > miss) miss = d_miss;
+            MPI_Allreduce(MPI_IN_PLACE, &miss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        }
+        if (g_rank == 0)
+            printf("straggler (%s): %d all-reduces in %.3f s, N (J + M) = %.3f s; delay %.3f s, "
+                   "N M = %.3f s\n", mode ? "non-blocking" : "blocking", N, el, N * (J + M),
+                   delay, N * M);
+        if (het_test_timing()) {
+            CHECK(el >= 0.95 * N * (J + M) && el <= 1.05 * N * (J + M),
+                  "%s: %.3f s, expected N (J + M) = %.3f s within 5 %%", mode ? "non-blocking" :
+                  "blocking", el, N * (J + M));
+            CHECK(fabs(delay - N * M) <= 0.05 * N * M,
+                  "rank %d: %s: delay %.3f s, expected N M = %.3f s within 5 %%", g_rank,
+                  mode ? "non-blocking" : "blocking", delay, N * M);
+        }
+    }
+    free(buf);
+    het_comm_free(c);
+    het_topo_free(&t);
+}
+
 /* ---- requests: inline up to HET_REQ_INLINE chunks, allocated beyond; copies ---- */
 
 static void test_requests(const het_topo *t) {
@@ -994,6 +1059,7 @@ int main(int argc, char **argv) {
     test_groups();
     test_thread_level();
     test_netem();
+    test_straggler();
     test_agree();
     int failed = het_test_failures;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

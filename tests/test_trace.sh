@@ -51,6 +51,10 @@ if het_mpi_found && het_mpi_np_ok 3; then
         fail "no slowdown events of rank 2"
     grep -q '"name":"slowdown (emulated)","ph":"X","pid":0' three.json &&
         fail "slowdown events on rank 0 (factor 1)"
+    # rank 0 waits for the slow rank 2 where the last bucket completes, inside backward: an
+    # event of its own on the compute thread (shared FINDINGS D10)
+    grep -q '"name":"all-reduce in backward","ph":"X","pid":0,"tid":0' three.json ||
+        fail "no 'all-reduce in backward' event of rank 0"
     grep -q '"compute_s":\[[0-9.e-]*,[0-9.e-]*,[0-9.e-]*\],"comm_s":\[.*\],"wait_s":\[.*\],"delay_s":\[' three.jsonl ||
         fail "metrics without per-rank time split: $(head -1 three.jsonl)"
     grep -q 'compute [0-9]*% comm [0-9]*% wait [0-9]*% delay [0-9]*%.*slowest rank 2' three.out ||

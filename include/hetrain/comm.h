@@ -216,6 +216,9 @@ typedef struct het_req {
     int mpi_done;       /* all MPI requests completed */
     MPI_Comm comm;      /* where they run, and their collective's number (het_stall_post) */
     long long seq;
+    int t_slot;         /* emulated network: the comm's slot receiving the last rank's start */
+    MPI_Request t_req;  /* its all-reduce (MAX), MPI_REQUEST_NULL when none is in flight */
+    long long t_seq;    /* and that all-reduce's collective number */
     MPI_Request inline_reqs[HET_REQ_INLINE]; /* the requests when n_reqs <= HET_REQ_INLINE */
 } het_req;
 /* Fails as het_comm_allreduce_sum, or HET_ENOMEM for more than HET_REQ_INLINE chunks; after

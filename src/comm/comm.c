@@ -9,12 +9,19 @@
  * MPI are ints and large buffers never overflow them. A non-blocking all-reduce posts one
  * MPI_Iallreduce per chunk; all ranks post the same chunks in the same order.
  *
- * Emulated network: when the model is on and the scope spans several nodes, an operation that
- * started at t0 completes no earlier than t0 + modeled time. A blocking call measures itself
- * and sleeps the rest; het_comm_test reports done only once MPI completed and that time has
- * passed; het_comm_wait completes MPI then sleeps the rest. The time slept is `delay_s`; time
- * inside MPI calls is `comm_s`. The real (shared-memory) MPI time overlaps the modeled time
- * rather than adding to it, so the model holds as long as MPI is faster than the network.
+ * Emulated network: when the model is on and the scope spans several nodes, an operation
+ * completes no earlier than the LAST rank's start + the modeled time: a synchronous collective
+ * cannot end before every rank joined, whichever rank is late (with each rank's own start, an
+ * early rank finished before a late one had joined: a straggler moving between ranks was
+ * charged up to 18 % too little). The ranks exchange their start times in an all-reduce (MAX)
+ * posted before the operation's own calls: a blocking call completes it after them and sleeps
+ * until the end; a non-blocking one keeps it in its request (the start lands in a slot of the
+ * comm, as a het_req may be copied while in flight), het_comm_test reports done once both
+ * completed and the end has passed, het_comm_wait completes both and sleeps the rest. So every
+ * rank books the modeled time as `delay_s` (the time slept), whatever the arrival order, and
+ * waiting for a late rank as `comm_s` (time inside MPI calls). Start times compare across
+ * processes because het_now is CLOCK_MONOTONIC: the emulation is for the ranks of one machine.
+ * The real (shared-memory) MPI time overlaps the modeled time rather than adding to it.
  *
  * Statistics: each operation counts once, when it is started (count_op), in the totals and in
  * the cross-node or node-local pair chosen by the span of its scope.
@@ -57,6 +64,35 @@ static double sleep_until(double until) {
         now = het_now();
     }
     return now - t0;
+}
+
+/* The last start of an emulated blocking operation: its exchange and the value. */
+typedef struct arrival {
+    double t;
+    MPI_Request req;
+} arrival;
+
+/* Posts the exchange of this rank's start t0 (MAX over comm) when the model is on. */
+static int arrival_post(MPI_Comm comm, double t0, double model, arrival *a) {
+    a->t = t0;
+    a->req = MPI_REQUEST_NULL;
+    if (!(model > 0.0)) return HET_OK;
+    int err = MPI_Iallreduce(MPI_IN_PLACE, &a->t, 1, MPI_DOUBLE, MPI_MAX, comm, &a->req);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
+}
+
+/* Completes the exchange (time in MPI: comm_s) and sleeps until the last start + model (the
+ * time slept: delay_s). */
+static int arrival_end(het_comm *c, MPI_Comm comm, double model, arrival *a) {
+    if (!(model > 0.0)) return HET_OK;
+    if (a->req != MPI_REQUEST_NULL) {
+        double t1 = het_now();
+        int err = het_stall_collective(comm, "start times", &a->req);
+        c->st.comm_s += het_now() - t1;
+        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
+    }
+    c->st.delay_s += sleep_until(a->t + model);
+    return HET_OK;
 }
 
 /* Open MPI's MPI_Iallreduce (libnbc) uses a binomial reduce + broadcast for fewer than 4
@@ -229,11 +265,12 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
+    double model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    arrival a;
+    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;
-    double model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
-    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
-    return HET_OK;
+    return arrival_end(c, comm, model, &a);
 }
 
 /* A request with nothing in flight, started now. */
@@ -245,6 +282,30 @@ static void req_begin(het_req *r) {
     r->mpi_done = 1;
     r->comm = MPI_COMM_NULL;
     r->seq = 0;
+    r->t_slot = -1;
+    r->t_req = MPI_REQUEST_NULL;
+    r->t_seq = 0;
+}
+
+/* Posts the exchange of r's start (MAX over comm) into a slot of c when the model is on. */
+static int req_arrival_post(het_comm *c, MPI_Comm comm, het_req *r) {
+    if (!(r->t_model > 0.0)) return HET_OK;
+    r->t_slot = c->arrive_next;
+    c->arrive_next = (c->arrive_next + 1) % HET_ARRIVE_SLOTS;
+    c->arrive[r->t_slot] = r->t_start;
+    r->comm = comm;
+    r->t_seq = het_stall_post(comm);
+    int err = MPI_Iallreduce(MPI_IN_PLACE, &c->arrive[r->t_slot], 1, MPI_DOUBLE, MPI_MAX, comm,
+                             &r->t_req);
+    if (err == MPI_SUCCESS) return HET_OK;
+    r->t_slot = -1;
+    r->t_req = MPI_REQUEST_NULL;
+    return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
+}
+
+/* When r's emulated delay ends: the last rank's start (own start until known) + model. */
+static double req_end(const het_comm *c, const het_req *r) {
+    return (r->t_slot >= 0 ? c->arrive[r->t_slot] : r->t_start) + r->t_model;
 }
 
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
@@ -254,6 +315,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    if ((rc = req_arrival_post(c, comm, r)) != HET_OK) return rc;
     return allreduce_mpi(c, s, comm, buf, n, r->t_start);
 }
 
@@ -269,6 +331,10 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     size_t chunk = c->chunk * sizeof(float); /* same chunking in bytes as the float calls */
     if (chunk > (size_t)INT_MAX) chunk = (size_t)INT_MAX;
     double t0 = het_now();
+    int span = het_comm_span(c, s);
+    double model = het_netem_bcast_s(c->ne, bytes, span);
+    arrival a;
+    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t cnt = bytes - off < chunk ? bytes - off : chunk;
         MPI_Request req;
@@ -280,11 +346,8 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
         }
     }
     c->st.comm_s += het_now() - t0;
-    int span = het_comm_span(c, s);
     count_op(c, span, bytes);
-    double model = het_netem_bcast_s(c->ne, bytes, span);
-    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
-    return HET_OK;
+    return arrival_end(c, comm, model, &a);
 }
 
 /* The requests of r: inline up to HET_REQ_INLINE, else the heap array. Chosen from n_reqs on
@@ -314,6 +377,11 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     int span = het_comm_span(c, s);
     r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), span);
     double t0 = r->t_start;
+    if ((rc = req_arrival_post(c, comm, r)) != HET_OK) {
+        r->n_reqs = 0;
+        r->mpi_done = 1;
+        return rc;
+    }
     r->comm = comm;
     for (size_t i = 0; i < n_chunks; i++) {
         size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
@@ -357,7 +425,11 @@ int het_comm_test(het_comm *c, het_req *r, int *done) {
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
         if (flag) req_release(r); /* the requests are MPI_REQUEST_NULL now */
     }
-    *done = r->mpi_done && het_now() >= r->t_start + r->t_model;
+    if (r->t_req != MPI_REQUEST_NULL) {
+        int flag = 0, err = het_mpi_testall(1, &r->t_req, &flag);
+        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Test(start times)");
+    }
+    *done = r->mpi_done && r->t_req == MPI_REQUEST_NULL && het_now() >= req_end(c, r);
     return HET_OK;
 }
 
@@ -370,7 +442,13 @@ int het_comm_wait(het_comm *c, het_req *r) {
         req_release(r);
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testall");
     }
-    if (r->t_model > 0.0) c->st.delay_s += sleep_until(r->t_start + r->t_model);
+    if (r->t_req != MPI_REQUEST_NULL) {
+        double t0 = het_now();
+        int err = het_stall_wait(r->comm, r->t_seq, "start times", 1, &r->t_req);
+        c->st.comm_s += het_now() - t0;
+        if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
+    }
+    if (r->t_model > 0.0) c->st.delay_s += sleep_until(req_end(c, r));
     return HET_OK;
 }
 
@@ -412,6 +490,11 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
     if ((rc = wire_op(c, w, &op)) != HET_OK) return rc;
     if ((rc = wire_reserve(c, n < c->chunk ? n : c->chunk)) != HET_OK) return rc;
     double t0 = het_now(), t_mpi = 0.0;
+    int span = het_comm_span(c, s);
+    size_t bytes = n * het_wire_bytes(w);
+    double model = het_netem_allreduce_s(c->ne, bytes, span);
+    arrival a;
+    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         het_wire_pack(w, buf + off, c->wire_buf, cnt);
@@ -433,12 +516,8 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
         het_wire_unpack(w, c->wire_buf, buf + off, cnt);
     }
     c->st.comm_s += t_mpi;
-    int span = het_comm_span(c, s);
-    size_t bytes = n * het_wire_bytes(w);
     count_op(c, span, bytes);
-    double model = het_netem_allreduce_s(c->ne, bytes, span);
-    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
-    return HET_OK;
+    return arrival_end(c, comm, model, &a);
 }
 
 /* ---- doubles ---- */
@@ -464,6 +543,10 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
         c->f64_cap = need;
     }
     double t0 = het_now();
+    int span = het_comm_span(c, s);
+    double model = het_netem_allreduce_s(c->ne, n * sizeof(double), span);
+    arrival a;
+    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += step) {
         size_t cnt = n - off < step ? n - off : step;
         MPI_Request req;
@@ -481,9 +564,6 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
         }
     }
     c->st.comm_s += het_now() - t0;
-    int span = het_comm_span(c, s);
     count_op(c, span, (uint64_t)n * sizeof(double));
-    double model = het_netem_allreduce_s(c->ne, n * sizeof(double), span);
-    if (model > 0.0) c->st.delay_s += sleep_until(t0 + model);
-    return HET_OK;
+    return arrival_end(c, comm, model, &a);
 }

@@ -30,7 +30,9 @@
  * non-blocking one on another rank. Every stage is chunked like the flat
  * all-reduce (c->chunk elements per MPI call). The emulated delay lies in the leaders' stage
  * (its request is not complete before the modeled time), so a broadcast starts only after it;
- * the other ranks of the node wait for it inside the broadcast (their 'comm' time). */
+ * the other ranks of the node wait for it inside the broadcast, and book that wait, up to the
+ * leaders' modeled time, as delay too: every rank's split shows the network, whatever its role
+ * (waiting beyond that, for a late leader, stays 'comm'). */
 #include <limits.h>
 #include <stdlib.h>
 
@@ -87,6 +89,9 @@ static void req_empty(het_req *r) {
     r->t_start = het_now();
     r->t_model = 0.0;
     r->mpi_done = 1;
+    r->t_slot = -1;
+    r->t_req = MPI_REQUEST_NULL;
+    r->t_seq = 0;
 }
 
 /* Counts a node-local operation of `bytes` (as the comm layer counts one on a node scope). */
@@ -140,8 +145,22 @@ static int post_node(het_comm *c, het_hier *h, int stage) {
     return HET_OK;
 }
 
+/* On a rank other than its node's leader whose broadcast stage completed: the time it waited
+ * in it (comm_s since the post), up to the leaders' modeled time, moves from comm to delay. */
+static void book_leaders_delay(het_comm *c, const het_hier *h) {
+    const het_topo *t = c->topo;
+    if (t->local_rank == 0 || t->n_nodes < 2) return;
+    double m = het_netem_allreduce_s(c->ne, h->n * sizeof(float), t->n_nodes);
+    double w = c->st.comm_s - h->comm_mark, x = w < m ? w : m;
+    if (x <= 0.0) return;
+    c->st.comm_s -= x;
+    c->st.delay_s += x;
+}
+
 /* Posts stage s of h non-blocking. */
 static int post_stage(het_comm *c, het_hier *h, int s) {
+    if (h->stage == HET_HIER_BCAST && s == HET_HIER_DONE) book_leaders_delay(c, h);
+    if (s == HET_HIER_BCAST) h->comm_mark = c->st.comm_s;
     h->stage = s;
     if (s == HET_HIER_CROSS)
         return het_comm_iallreduce_sum(c, c->hier_leaders, h->buf, h->n, &h->req);

@@ -6,6 +6,9 @@
 
 /* The first scope id of a group made by het_comm_split. */
 #define HET_COMM_FIRST_GROUP 3
+/* Emulated requests in flight at once whose last start is exchanged (het_req.t_slot): slots
+ * are taken round-robin; buckets and chunks in flight stay far below this. */
+#define HET_ARRIVE_SLOTS 512
 
 /* A group made by het_comm_split. */
 typedef struct het_comm_group {
@@ -28,6 +31,8 @@ struct het_comm {
     int hier_ready;                                /* the two-level groups below exist */
     het_comm_scope hier_reduce, hier_bcast;        /* node groups of its first, last stage */
     het_comm_scope hier_leaders;                   /* the node leaders; NONE on other ranks */
+    double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
+    int arrive_next;                               /* the slot the next one takes */
 };
 
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
@@ -48,6 +53,7 @@ typedef struct het_hier {
     size_t n;
     int stage;   /* HET_HIER_*: posted (in flight or complete), or DONE */
     het_req req; /* its MPI requests; empty after a blocking stage */
+    double comm_mark; /* comm_s when the broadcast stage was posted */
 } het_hier;
 
 /* Makes the two-level groups once (later calls return at once); collective over the world the

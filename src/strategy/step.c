@@ -91,6 +91,11 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     int k = het_buckets_bucket_of(r->buckets, off);
     if (!st) st = het_buckets_ready(r->buckets, off, count);
     if (st) r->hook_failed = st;
+    /* MPI inside backward: posting buckets, progressing them, and completing the last one at
+     * once (waiting for the other ranks): its own event, not hidden in forward+backward */
+    double t2 = het_now();
+    if (t2 - t1 >= 10e-6)
+        het_trace_add(ctx->trace, "all-reduce in backward", HET_TID_COMPUTE, layer, t1, t2);
     if (k >= 0) r->bucket_t0[k] = t1; /* hooks run backwards: the last one starts it */
     het_pace_skip(&ctx->pace); /* the time in MPI is not compute */
 }
