@@ -94,5 +94,19 @@ d=$(sed -n 's/.*"delay_s":\[\([0-9.e,-]*\)\].*/\1/p' net.jsonl | tail -1)
 echo "$d" | awk -F, '{ exit !($1 > 0 && $2 > 0 && $3 > 0 && $4 > 0) }' ||
     fail "emulated delay per rank '$d': expected > 0 on every rank"
 
+# ---- --placement cyclic: rank r on emulated node r mod 2 (as mpirun --map-by node); the
+# same sums as block placement, to float rounding ----
+mpi 4 train "${COMMON[@]}" --epochs 1 --ranks-per-node 2 --placement cyclic --metrics cy.jsonl \
+    >cy.out 2>cy.err || fail "cyclic placement: $(cat cy.err)"
+grep -q '^ranks: 4 ranks on 2 nodes (2 ranks per node, emulated), placed cyclically' cy.out ||
+    fail "cyclic placement not in the ranks line: $(grep '^ranks' cy.out)"
+mpi 4 train "${COMMON[@]}" --epochs 1 --ranks-per-node 2 --metrics bl.jsonl >bl.out 2>bl.err ||
+    fail "block placement: $(cat bl.err)"
+lc=$(loss_of cy.jsonl); lb=$(loss_of bl.jsonl)
+awk -v a="$lc" -v b="$lb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-5 * b) }' ||
+    fail "cyclic vs block placement: test loss $lc vs $lb"
+"$HETRAIN" train "${COMMON[@]}" --placement ring >pr.out 2>pr.err
+[ $? -eq 2 ] && grep -q "placement" pr.err || fail "--placement ring: $(cat pr.err)"
+
 [ $failures -eq 0 ] && echo "test_cli_hier: passed"
 exit $((failures > 0))

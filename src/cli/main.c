@@ -52,9 +52,9 @@ static const char *const compare_keys[] = {
     "model", "data", "data-dir", "epochs", "batch", "lr", "schedule", "warmup-epochs",
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
-    "test-limit", "ranks-per-node", "bucket-mb", "allreduce-algo", "slowdown", "slowdown-at",
-    "net-bw", "net-lat", "speeds", "speeds-file", "calibrate-steps", "batching", "weighting",
-    "rebalance", "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs",
+    "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
+    "slowdown-at", "net-bw", "net-lat", "speeds", "speeds-file", "calibrate-steps", "batching",
+    "weighting", "rebalance", "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs",
     "daso-cooldown-epochs", "daso-max-global-skips", "daso-chunk", "daso-wire",
     "daso-plateau-threshold", "daso-patience", "on-nan", NULL};
 

@@ -51,8 +51,9 @@ static const char *const weighting_words[] = {"sample", "rank", NULL};
 static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_wire order */
 static const char *const nan_words[] = {"stop", "skip-step", NULL};
 static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_allreduce_algo */
+static const char *const placement_words[] = {"block", "cyclic", NULL};
 static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
-                                                nan_words, algo_words};
+                                                nan_words, algo_words, placement_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -119,6 +120,8 @@ static const key_def keys[] = {
      OFF(strategy), 0, 0, 0},
     {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,
      OFF(ranks_per_node), 0, 1e6, 0},
+    {{"placement", "MODE", "emulated nodes: block (ranks 0..N-1 on node 0, ...) | cyclic (rank "
+      "r on node r mod nodes, as mpirun --map-by node)"}, K_WORD, OFF(placement), 5, 0, 0},
     {{"bucket-mb", "X", "gradient all-reduce bucket size in MiB (0: one flat all-reduce)"},
      K_FLOAT, OFF(bucket_mb), 0, 1e6, 0},
     {{"allreduce-algo", "ALGO", "gradient all-reduce: flat | hier (two-level) | auto (hier on "

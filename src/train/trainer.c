@@ -81,7 +81,13 @@ static int create_mpi(het_trainer *t) {
         t->n_changes = n;
     }
     if (!t->mpi) return HET_OK;
-    int st = het_topo_init(&t->topo, MPI_COMM_WORLD, cfg->ranks_per_node);
+    int st;
+    if (cfg->ranks_per_node > 0 && cfg->placement == 1) { /* cyclic: rank r on node r mod N */
+        int nodes = (t->size + cfg->ranks_per_node - 1) / cfg->ranks_per_node;
+        st = het_topo_init_nodes(&t->topo, MPI_COMM_WORLD, t->rank % nodes);
+    } else {
+        st = het_topo_init(&t->topo, MPI_COMM_WORLD, cfg->ranks_per_node);
+    }
     t->have_topo = st == HET_OK;
     if ((st = het_trainer_agree(t, st))) return st;
     het_netem ne = {cfg->net_lat, cfg->net_bw};
