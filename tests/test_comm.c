@@ -462,6 +462,19 @@ static void test_netem(void) {
     CHECK_CLOSE(het_netem_bcast_s(ne, 1000, 5), 3 * (2e-3 + 1000 / 50e6), 1e-12, "bcast 5");
     CHECK_CLOSE(het_netem_bcast_s(ne, 1000, 4), 2 * (2e-3 + 1000 / 50e6), 1e-12, "bcast 4");
     CHECK(het_netem_bcast_s(ne, 1000, 1) == 0.0, "bcast 1 node");
+    /* the ring over p ranks and their nodes: edges leaving one node, at most */
+    int block[4] = {0, 0, 1, 1}, cyclic[4] = {0, 1, 0, 1}, one[2] = {0, 0}, uneven[3] = {0, 0, 1};
+    CHECK(het_netem_ring_crossings(block, 4) == 1, "2 + 2 in block order cross once per node");
+    CHECK(het_netem_ring_crossings(cyclic, 4) == 2, "interleaved: twice per node");
+    CHECK(het_netem_ring_crossings(one, 2) == 0, "one node: no crossing");
+    CHECK(het_netem_ring_crossings(uneven, 3) == 1, "2 + 1: once per node");
+    CHECK_CLOSE(het_netem_ring_allreduce_s(ne, mib, 4, 2), 6 * 2e-3 + 3.0 * (double)mib / 50e6,
+                1e-12, "ring of 4, interleaved");
+    CHECK_CLOSE(het_netem_ring_allreduce_s(ne, mib, 4, 1), 6 * 2e-3 + 1.5 * (double)mib / 50e6,
+                1e-12, "ring of 4, block");
+    CHECK_CLOSE(het_netem_ring_allreduce_s(ne, mib, 2, 1), het_netem_allreduce_s(ne, mib, 2),
+                1e-15, "one rank per node: the node ring");
+    CHECK(het_netem_ring_allreduce_s(ne, mib, 4, 0) == 0.0, "no crossing: no delay");
     CHECK_CLOSE(het_netem_p2p_s(ne, 1000), 2e-3 + 1000 / 50e6, 1e-12, "p2p");
     CHECK(het_netem_p2p_s(off, 1000) == 0.0, "p2p off");
 

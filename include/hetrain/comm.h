@@ -54,6 +54,16 @@ typedef struct het_netem {
 /* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
  * bytes/N each way): 2(N-1) lat + 2(N-1)/N bytes/bw. 0 when n_nodes <= 1 or the model is off. */
 double het_netem_allreduce_s(het_netem ne, size_t bytes, int n_nodes);
+/* Modeled time of a ring all-reduce over p ranks in their order on the ring (what MPI runs for
+ * these sizes), of which at most `crossings` ring edges leave any one node: 2(p-1) steps, each
+ * rank sending bytes/p to the next, so a node's link carries crossings x bytes/p a step (full
+ * duplex): 2(p-1) lat + 2(p-1)/p crossings bytes/bw. One rank per node (p = N, crossings 1) is
+ * het_netem_allreduce_s; 2 + 2 ranks in block order cross once per node, interleaved twice.
+ * 0 when p <= 1, crossings <= 0 or the model is off. */
+double het_netem_ring_allreduce_s(het_netem ne, size_t bytes, int p, int crossings);
+/* At most how many edges of the ring node[0] -> node[1] -> ... -> node[n-1] -> node[0] leave
+ * one node (node ids of the members in ring order, 0 <= id < n). */
+int het_netem_ring_crossings(const int *node, int n);
 /* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
 double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
@@ -97,7 +107,8 @@ int  het_comm_check_thread_level(int required);
 /* The communication context of one rank: topology + emulated network + statistics + groups.
  * Borrows `topo` (must outlive the context). Fails with HET_EINVAL on a missing topology or a
  * bad network model, HET_EMPI when MPI runs below MPI_THREAD_FUNNELED (see
- * het_comm_check_thread_level), HET_ENOMEM. Local: no communication. */
+ * het_comm_check_thread_level), HET_ENOMEM. Local, except with the network model on: then
+ * collective over the world (every rank's node, for the all-reduce model). */
 int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
 /* Frees the context, its groups (MPI_Comm_free), its reduction operators and scratch. Call it
  * before MPI_Finalize; NULL is a no-op. */
@@ -131,8 +142,8 @@ void het_comm_reset_stats(het_comm *c);
 void het_comm_set_chunk(het_comm *c, size_t elements);
 
 /* Blocking in-place sum all-reduce of n floats, chunked. With the emulated network on and a
- * scope spanning several nodes, returns no earlier than het_netem_allreduce_s after it
- * started. */
+ * scope spanning several nodes, returns no earlier than the last rank's start + the modeled
+ * time (het_netem_ring_allreduce_s over the scope's ranks and their nodes). */
 int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n);
 /* Blocking in-place sum all-reduce of n doubles, chunked, with statistics (8 bytes per
  * element) and the emulated delay as het_comm_allreduce_sum. Every rank adds the ranks' values

@@ -46,6 +46,7 @@ typedef struct het_train_config {
     /* distributed runs (mpirun / srun); ignored by a single process without MPI */
     char strategy[32];          /* how ranks cooperate: allreduce (see het_strategy_names) */
     int ranks_per_node;         /* emulated node size; 0 = the real nodes */
+    int placement;              /* emulated nodes: 0 block (consecutive ranks), 1 cyclic */
     float bucket_mb;            /* gradient all-reduce bucket size in MiB; 0 = one flat buffer */
     int allreduce_algo;         /* het_allreduce_algo: 0 auto (hier on > 1 node), 1 flat, 2 hier */
     char slowdown[256];         /* "" or one factor >= 1 per rank: "1,1,2,4" (emulation) */

@@ -157,6 +157,17 @@ int het_comm_check_thread_level(int required) {
     return HET_OK;
 }
 
+/* With the network model on: how many edges of the world ring leave one node, from every
+ * rank's node (an all-gather over the world). */
+static int gather_world_ring(het_comm *c) {
+    int p = c->topo->size, *nodes = malloc((size_t)p * sizeof *nodes);
+    if (!nodes) return het_error_set(HET_ENOMEM, "comm: out of memory for %d node ids", p);
+    int err = MPI_Allgather(&c->topo->node_id, 1, MPI_INT, nodes, 1, MPI_INT, c->topo->world);
+    if (err == MPI_SUCCESS) c->world_ring_c = het_netem_ring_crossings(nodes, p);
+    free(nodes);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "comm: MPI_Allgather(nodes)");
+}
+
 int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     if (!out) return het_error_set(HET_EINVAL, "comm: NULL output");
     *out = NULL;
@@ -176,6 +187,10 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     c->chunk = HET_COMM_DEFAULT_CHUNK;
     for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
         c->wire_op[i] = MPI_OP_NULL;
+    if ((ne.lat_s > 0.0 || ne.bw_bytes_per_s > 0.0) && (rc = gather_world_ring(c)) != HET_OK) {
+        free(c);
+        return rc;
+    }
     *out = c;
     return HET_OK;
 }
@@ -265,7 +280,7 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
-    double model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    double model = het_comm_allreduce_model(c, s, n * sizeof(float));
     arrival a;
     if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
@@ -314,7 +329,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
-    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), het_comm_span(c, s));
+    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float));
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) return rc;
     return allreduce_mpi(c, s, comm, buf, n, r->t_start);
 }
@@ -375,7 +390,7 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     r->n_reqs = (int)n_chunks; /* selects the array; lowered below if a post fails */
     r->mpi_done = 0;
     int span = het_comm_span(c, s);
-    r->t_model = het_netem_allreduce_s(c->ne, n * sizeof(float), span);
+    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float));
     double t0 = r->t_start;
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) {
         r->n_reqs = 0;
@@ -492,7 +507,7 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
     double t0 = het_now(), t_mpi = 0.0;
     int span = het_comm_span(c, s);
     size_t bytes = n * het_wire_bytes(w);
-    double model = het_netem_allreduce_s(c->ne, bytes, span);
+    double model = het_comm_allreduce_model(c, s, bytes);
     arrival a;
     if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += c->chunk) {
@@ -544,7 +559,7 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
     }
     double t0 = het_now();
     int span = het_comm_span(c, s);
-    double model = het_netem_allreduce_s(c->ne, n * sizeof(double), span);
+    double model = het_comm_allreduce_model(c, s, n * sizeof(double));
     arrival a;
     if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += step) {

@@ -51,6 +51,16 @@ int het_comm_span(const het_comm *c, het_comm_scope s) {
     return g ? g->span : 1;
 }
 
+double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes) {
+    int span = het_comm_span(c, s);
+    if (span <= 1) return 0.0;
+    int p = het_comm_scope_size(c, s), crossings = 1; /* CROSS: one rank per node */
+    if (s == HET_COMM_WORLD) crossings = c->world_ring_c;
+    else if (s != HET_COMM_CROSS) crossings = group_of(c, s) ? group_of(c, s)->ring_c : 1;
+    if (crossings <= 0) return het_netem_allreduce_s(c->ne, bytes, span); /* not gathered */
+    return het_netem_ring_allreduce_s(c->ne, bytes, p, crossings);
+}
+
 int het_comm_scope_size(const het_comm *c, het_comm_scope s) {
     if (!c) return het_error_set(HET_EINVAL, "scope size: NULL comm");
     if (s == HET_COMM_NONE) return 0;
@@ -120,6 +130,7 @@ int het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
     }
     het_comm_group *g = &c->group[c->n_groups];
     g->comm = nc;
+    g->ring_c = het_netem_ring_crossings(nodes, gsize); /* before count_distinct sorts them */
     g->span = count_distinct(nodes, gsize);
     free(nodes);
     *out = (het_comm_scope)(HET_COMM_FIRST_GROUP + c->n_groups);

@@ -14,6 +14,7 @@
 typedef struct het_comm_group {
     MPI_Comm comm; /* owned; MPI_ERRORS_RETURN */
     int span;      /* distinct nodes among its members */
+    int ring_c;    /* ring edges (group rank order) leaving one node, at most */
 } het_comm_group;
 
 struct het_comm {
@@ -31,12 +32,17 @@ struct het_comm {
     int hier_ready;                                /* the two-level groups below exist */
     het_comm_scope hier_reduce, hier_bcast;        /* node groups of its first, last stage */
     het_comm_scope hier_leaders;                   /* the node leaders; NONE on other ranks */
+    int world_ring_c;                              /* ring edges (world order) leaving a node */
     double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
     int arrive_next;                               /* the slot the next one takes */
 };
 
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
 int het_comm_mpi_error(int err, const char *what);
+
+/* The modeled time of an all-reduce of `bytes` on scope s: a ring over the scope's ranks and
+ * their nodes (het_netem_ring_allreduce_s); 0 on one node or with the model off. */
+double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes);
 
 /* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
 void het_comm_groups_free(het_comm *c);
