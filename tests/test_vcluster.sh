@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The virtual cluster (tools/vcluster): 2 hosts (network namespaces, Open MPI over TCP, a
 # 1 Gbit/s link), 4 ranks placed across them (--map-by node: ranks 0, 2 on vh1, 1, 3 on vh2)
-# train 2 epochs, and the checkpoint equals the one of the same 4-rank run on one host; then the
+# train 2 epochs, and the checkpoint equals the one of the same 4-rank run on one host (flat
+# all-reduce), or on 2 emulated nodes of the same placement (two-level all-reduce); then the
 # cluster comes down and leaves nothing behind. `up` and `down` are idempotent; bad arguments
 # are refused. Skipped (exit 77, CTest shows it) where namespaces cannot be made (not root, no
 # iproute2, a container without CAP_SYS_ADMIN). Env: HETRAIN, HET_SOURCE_DIR.
@@ -39,13 +40,31 @@ grep -q "already up" up2.out || fail "second up did not say 'already up': $(cat 
 
 ARGS=(train --model lenet5 --data synthetic --epochs 2 --train-limit 1024 --test-limit 256
       --seed 3 --progress off --threads 1)
-timeout -k 5 240 "$VC" run -np 4 --map-by node "$HETRAIN" "${ARGS[@]}" --checkpoint "$T/vc.ckpt" \
-    >vc.out 2>&1 || fail "4 ranks on the virtual cluster: $(cat vc.out)"
-grep -q '^ranks: 4 ranks on 2 nodes' vc.out || fail "not 2 nodes: $(grep '^ranks' vc.out)"
-HET_MPI_TIMEOUT=240 het_mpirun 4 "$HETRAIN" "${ARGS[@]}" --checkpoint "$T/one.ckpt" \
-    >one.out 2>&1 || fail "4 ranks on one host: $(cat one.out)"
-cmp -s vc.ckpt one.ckpt ||
-    fail "the 2-host run differs from the 1-host run: $(grep '^done' vc.out) vs $(grep '^done' one.out)"
+# flat: the same ring over the 4 ranks on 2 hosts as on one; hier: the 2 real hosts against 2
+# emulated nodes of the same placement (--map-by node = --placement cyclic)
+export HET_MPI_TIMEOUT=240
+for algo in flat hier; do
+    timeout -k 5 240 "$VC" run -np 4 --map-by node "$HETRAIN" "${ARGS[@]}" --allreduce-algo $algo \
+        --checkpoint "$T/vc-$algo.ckpt" >vc-$algo.out 2>&1 ||
+        fail "4 ranks on the virtual cluster ($algo): $(cat vc-$algo.out)"
+    grep -q "^ranks: 4 ranks on 2 nodes.*all-reduce $algo" vc-$algo.out ||
+        fail "not 2 nodes, all-reduce $algo: $(grep '^ranks' vc-$algo.out)"
+done
+het_mpirun 4 "$HETRAIN" "${ARGS[@]}" --allreduce-algo flat --checkpoint "$T/one-flat.ckpt" \
+    >one-flat.out 2>&1 || fail "4 ranks on one host: $(cat one-flat.out)"
+het_mpirun 4 "$HETRAIN" "${ARGS[@]}" --allreduce-algo hier --ranks-per-node 2 --placement cyclic \
+    --checkpoint "$T/one-hier.ckpt" >one-hier.out 2>&1 || fail "4 ranks, 2 emulated nodes: $(cat one-hier.out)"
+# the weights (safetensors; the checkpoints also hold the options, which differ for hier)
+for algo in flat hier; do
+    for run in vc one; do
+        "$HETRAIN" export --checkpoint "$run-$algo.ckpt" --export-safetensors "$run-$algo.st" \
+            >/dev/null 2>&1 || fail "export $run-$algo.ckpt"
+    done
+    cmp -s vc-$algo.st one-$algo.st ||
+        fail "$algo: the 2-host run differs from the 1-host run: $(grep '^done' vc-$algo.out) vs" \
+             "$(grep '^done' one-$algo.out)"
+done
+cmp -s vc-flat.ckpt one-flat.ckpt || fail "flat: the checkpoints differ"
 
 "$VC" down >d.out 2>&1 || fail "down failed: $(cat d.out)"
 "$VC" down >d2.out 2>&1 || fail "second down failed: $(cat d2.out)"
