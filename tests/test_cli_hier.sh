@@ -91,8 +91,12 @@ grep -q 'all-reduce' daso.out && fail "daso names an all-reduce algorithm: $(gre
 mpi 4 train "${COMMON[@]}" --epochs 1 --ranks-per-node 2 --allreduce-algo hier \
     --net-bw 125M --net-lat 50e-6 --metrics net.jsonl >net.out 2>net.err || fail "net: $(cat net.err)"
 d=$(sed -n 's/.*"delay_s":\[\([0-9.e,-]*\)\].*/\1/p' net.jsonl | tail -1)
-echo "$d" | awk -F, '{ exit !($1 > 0 && $2 > 0 && $3 > 0 && $4 > 0) }' ||
-    fail "emulated delay per rank '$d': expected > 0 on every rank"
+# (a timing check: where the real MPI time exceeds the model, as under sanitizers, the
+# delay is 0; HET_TEST_NO_TIMING skips it)
+if [ -z "${HET_TEST_NO_TIMING:-}" ] || [ "$HET_TEST_NO_TIMING" = 0 ]; then
+    echo "$d" | awk -F, '{ exit !($1 > 0 && $2 > 0 && $3 > 0 && $4 > 0) }' ||
+        fail "emulated delay per rank '$d': expected > 0 on every rank"
+fi
 
 # ---- --placement cyclic: rank r on emulated node r mod 2 (as mpirun --map-by node); the
 # same sums as block placement, to float rounding ----

@@ -206,8 +206,10 @@ static void test_choice_and_delay(const het_topo *t) {
           el, model);
     if (t->n_nodes == 1)
         CHECK(s.delay_s == 0.0, "rank %d: delay %g on one node", g_rank, s.delay_s);
-    else /* booked on every rank; at most the model, give or take a late wake-up */
-        CHECK(s.delay_s > 0.0 && (!het_test_timing() || s.delay_s <= model * 1.5 + 10e-3),
+    else if (het_test_timing()) /* booked on every rank; at most the model, give or take a
+                                   * late wake-up; 0 where the real MPI time exceeds the model
+                                   * (as under sanitizers, which skip timing checks) */
+        CHECK(s.delay_s > 0.0 && s.delay_s <= model * 1.5 + 10e-3,
               "rank %d (local rank %d): delay %g s, the leaders' stage is modeled at %g s",
               g_rank, t->local_rank, s.delay_s, model);
     het_comm_free(c);

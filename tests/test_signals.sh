@@ -32,6 +32,9 @@ interrupt() {
         "$@" >"$name.out" 2>"$name.err" &
     local pid=$!
     pids+=("$pid")
+    # DELAY counts from the run's header (printed once the handler is in place): a slow start
+    # (sanitizers, a loaded machine) must not turn the test into one of the default action
+    for _ in $(seq 600); do grep -q '^config: ' "$name.out" 2>/dev/null && break; sleep 0.1; done
     sleep "$delay"
     kill -s "$sig" "$pid"
     wait "$pid"
