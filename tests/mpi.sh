@@ -8,6 +8,9 @@
 #   het_mpirun P CMD...  P ranks of CMD under `timeout ${HET_MPI_TIMEOUT:-120}`, with
 #                        HET_TEST_NP=P in their environment: a C test checks that its world
 #                        has P ranks (a launcher of another MPI starts P singletons)
+#   het_mpi_each NAME BIN P...  BIN (a C test program) on each rank count P the machine allows
+#                        (het_mpi_np_ok; the others are named as skipped), a FAIL line per
+#                        count that fails; returns 1 if any failed
 #   het_mpirun_bg P CMD...  the same in the background, its pid in het_mpi_pid: timeout's,
 #                        which passes SIGTERM / SIGINT on to the launcher (a backgrounded
 #                        function would be a subshell that does not)
@@ -33,4 +36,15 @@ het_mpirun_bg() {
     HET_TEST_NP=$p timeout -k 5 "${HET_MPI_TIMEOUT:-120}" \
         "$HET_MPIEXEC" "$HET_MPIEXEC_NUMPROC_FLAG" "$p" "${het_mpi_pre[@]}" "$@" &
     het_mpi_pid=$!
+}
+het_mpi_each() {
+    local name=$1 bin=$2 np fail=0
+    shift 2
+    [ -x "$bin" ] || { echo "FAIL: $bin not built" >&2; return 1; }
+    for np in "$@"; do
+        het_mpi_np_ok "$np" ||
+            { echo "$name: $np ranks skipped (more than the cores, $het_mpi_flavor)"; continue; }
+        het_mpirun "$np" "$bin" || { echo "FAIL: $name on $np ranks: exit $?" >&2; fail=1; }
+    done
+    return $fail
 }

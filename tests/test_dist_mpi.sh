@@ -10,12 +10,5 @@ if ! het_mpi_found; then
     echo "test_dist: $HET_MPIEXEC not found, skipped"
     exit 0
 fi
-failures=0
-for P in 1 2 3 4; do
-    het_mpi_np_ok "$P" || { echo "test_dist_mpi: $P ranks skipped (more than the cores, $het_mpi_flavor)"; continue; }
-    if ! het_mpirun "$P" "$BIN"; then
-        echo "FAIL: test_dist on $P ranks" >&2
-        failures=$((failures + 1))
-    fi
-done
-[ $failures -eq 0 ] && echo "test_dist_mpi: passed" || exit 1
+het_mpi_each test_dist_mpi "$BIN" 1 2 3 4 || exit 1
+echo "test_dist_mpi: passed"

@@ -14,19 +14,5 @@ if ! het_mpi_found; then
     echo "test_hier_mpi: $HET_MPIEXEC not found, skipped"
     exit 0
 fi
-if [ ! -x "$BIN" ]; then
-    echo "FAIL: $BIN not built" >&2
-    exit 1
-fi
-fail=0
-for np in 2 3 4; do
-    het_mpi_np_ok "$np" || { echo "test_hier_mpi: $np ranks skipped (more than the cores, $het_mpi_flavor)"; continue; }
-    het_mpirun "$np" "$BIN"
-    rc=$?
-    if [ $rc -ne 0 ]; then
-        echo "FAIL: mpirun -np $np test_hier: exit $rc" >&2
-        fail=1
-    fi
-done
-[ $fail -eq 0 ] && echo "test_hier_mpi: passed (2, 3, 4 ranks)"
-exit $fail
+het_mpi_each test_hier_mpi "$BIN" 2 3 4 || exit 1
+echo "test_hier_mpi: passed"
