@@ -73,6 +73,22 @@ static inline void bn_combine_moments(const double *all, size_t stride, int work
     *M = n, *mean = mu, *m2 = q;
 }
 
+/* Channel c of N samples: x_hat = (x - mean) * inv_std, y = g * x_hat + b (y may alias x). */
+static inline void bn_affine_channel(float *y, float *x_hat, const float *x, float g, float b,
+                                     float mean, float inv_std, int N, int C, int HW, int c) {
+    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
+    for (int n = 0; n < N; n++) {
+        const size_t off = (size_t)n * chw + (size_t)c * hw;
+        const float *xp = x + off;
+        float *hp = x_hat + off, *yp = y + off;
+        for (size_t i = 0; i < hw; i++) {
+            float h = (xp[i] - mean) * inv_std;
+            hp[i] = h;
+            yp[i] = g * h + b;
+        }
+    }
+}
+
 /* Normalizes channel c of this worker's N samples with the batch's mean and M2 over M values:
  * y = gamma * (x - mean) / sqrt(var + eps) + beta, var = M2 / M (biased). When run_mean is
  * not NULL, running = (1 - momentum) * running + momentum * batch, the running variance using
@@ -82,22 +98,12 @@ static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const fl
                                 const float *gamma, const float *beta, float *run_mean,
                                 float *run_var, int N, int C, int HW, int c, double M,
                                 double mean, double m2, float momentum, float eps) {
-    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     const double var = m2 / M;
     const double var_unbiased = M > 1 ? m2 / (M - 1) : var;
     const double is = 1.0 / sqrt(var + (double)eps);
-    const float fmean = (float)mean, fis = (float)is, g = gamma[c], b = beta[c];
+    const float fmean = (float)mean, fis = (float)is;
     inv_std[c] = fis;
-    for (int n = 0; n < N; n++) {
-        const size_t off = (size_t)n * chw + (size_t)c * hw;
-        const float *xp = x + off;
-        float *hp = x_hat + off, *yp = y + off;
-        for (size_t i = 0; i < hw; i++) {
-            float h = (xp[i] - fmean) * fis;
-            hp[i] = h;
-            yp[i] = g * h + b;
-        }
-    }
+    bn_affine_channel(y, x_hat, x, gamma[c], beta[c], fmean, fis, N, C, HW, c);
     if (!run_mean) return;
     run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * fmean;
     run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)var_unbiased;
@@ -138,21 +144,10 @@ static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, cons
 static inline void bn_forward_eval(float *y, float *x_hat, float *inv_std, const float *x,
                                    const float *gamma, const float *beta, const float *run_mean,
                                    const float *run_var, int N, int C, int HW, float eps) {
-    const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     for (int c = 0; c < C; c++) {
         const float fis = (float)(1.0 / sqrt((double)run_var[c] + (double)eps));
-        const float m = run_mean[c], g = gamma[c], b = beta[c];
         inv_std[c] = fis;
-        for (int n = 0; n < N; n++) {
-            const size_t off = (size_t)n * chw + (size_t)c * hw;
-            const float *xp = x + off;
-            float *hp = x_hat + off, *yp = y + off;
-            for (size_t i = 0; i < hw; i++) {
-                float h = (xp[i] - m) * fis;
-                hp[i] = h;
-                yp[i] = g * h + b;
-            }
-        }
+        bn_affine_channel(y, x_hat, x, gamma[c], beta[c], run_mean[c], fis, N, C, HW, c);
     }
 }
 
