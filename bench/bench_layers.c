@@ -4,7 +4,7 @@
  * repetitions (the machine is shared), microseconds per call and per sample. Run with
  * OPENBLAS_CORETYPE=SkylakeX (the program re-executes itself with it when needed).
  *
- *   bench_layers [--reps N] [--model lenet5|mlp|all]
+ *   bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all]  (all: lenet5, mlp)
  *
  * Prints one line per layer and batch: model, index, layer, batch, fwd_us, bwd_us, us/sample. */
 #include <stdio.h>
@@ -17,7 +17,7 @@
 typedef struct lrig {
     het_layer *l;
     het_layer_plan p;
-    float *params, *grads, *work, *in, *out, *dout, *din;
+    float *params, *grads, *state, *cache, *work, *in, *out, *dout, *din;
     het_exec ex;
 } lrig;
 
@@ -46,13 +46,15 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         size_t ni = het_shape_size(s) * (size_t)batch, no = het_shape_size(g.p.out) * (size_t)batch;
         g.params = rnd(g.p.n_params, &r);
         g.grads = rnd(g.p.n_params, &r);
+        g.state = rnd(g.p.n_state, &r);
+        g.cache = rnd(g.p.cache_per_sample * (size_t)batch, &r);
         g.work = rnd(g.p.work_per_sample * (size_t)batch + g.p.work_fixed, &r);
         g.in = rnd(ni, &r);
         g.out = rnd(no, &r);
         g.dout = rnd(no, &r);
         g.din = rnd(ni, &r);
-        if (g.l->ops->init) g.l->ops->init(g.l, g.params, NULL, &r);
-        g.ex = (het_exec){g.params, g.grads, NULL, NULL, g.work, &r, 1, NULL, 0};
+        if (g.l->ops->init) g.l->ops->init(g.l, g.params, g.state, &r);
+        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0};
         double bf = 1e30, bb = 1e30;
         float *din = (first_din_null && i == 0) ? NULL : g.din;
         for (int k = 0; k < reps; k++) {
@@ -69,7 +71,7 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         tot_f += bf;
         tot_b += bb;
         s = g.p.out;
-        het_free(g.params); het_free(g.grads); het_free(g.work); het_free(g.in);
+        het_free(g.params); het_free(g.grads); het_free(g.state); het_free(g.cache); het_free(g.work); het_free(g.in);
         het_free(g.out); het_free(g.dout); het_free(g.din);
     }
     printf("model=%s total batch=%d fwd_us=%.2f bwd_us=%.2f us_per_sample=%.3f img_per_s=%.0f\n",
@@ -102,15 +104,16 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|all]\n");
+            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all]\n");
             return 2;
         }
     }
     int st = 0;
     const int batches[3] = {16, 32, 64};
-    for (int b = 0; b < 3; b++) {
-        if (strcmp(model, "mlp") != 0) st |= run("lenet5", batches[b], reps);
-        if (strcmp(model, "lenet5") != 0) st |= run("mlp", batches[b], reps);
-    }
+    const char *const *names = het_zoo_names();
+    for (int b = 0; b < 3; b++)
+        for (int k = 0; names[k]; k++)
+            if (strcmp(model, names[k]) == 0 || (strcmp(model, "all") == 0 && k < 2))
+                st |= run(names[k], batches[b], reps);
     return st;
 }

@@ -55,15 +55,16 @@
 
 typedef struct bench_opts {
     const char *model, *data, *data_dir;
-    int threads, blas_threads, batch, epochs, warmup, peak;
+    int threads, blas_threads, batch, epochs, warmup, peak, limit;
     float lr;
     uint64_t seed;
 } bench_opts;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: bench_train [--model mlp|lenet5] [--threads N] [--batch 64] [--epochs 1]\n"
+    fprintf(f, "usage: bench_train [--model mlp|lenet5|cifar-cnn|resnet20] [--threads N] [--batch 64] [--epochs 1]\n"
                "                   [--data-dir DIR] [--data fashion-mnist] [--lr 0.05] [--seed 1]\n"
-               "                   [--warmup 20] [--blas-threads N] [--no-peak] [--blas-info]\n");
+               "                   [--warmup 20] [--blas-threads N] [--no-peak] [--blas-info]\n"
+               "                   [--limit N]  (train and test on the first N samples)\n");
 }
 
 static int parse_int(const char *s, int lo, int *out) {
@@ -99,6 +100,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (strcmp(a, "--blas-threads") == 0) bad = parse_int(v, 1, &o->blas_threads);
         else if (strcmp(a, "--batch") == 0) bad = parse_int(v, 1, &o->batch);
         else if (strcmp(a, "--epochs") == 0) bad = parse_int(v, 1, &o->epochs);
+        else if (strcmp(a, "--limit") == 0) bad = parse_int(v, 1, &o->limit);
         else if (strcmp(a, "--warmup") == 0) bad = parse_int(v, 0, &o->warmup);
         else if (strcmp(a, "--seed") == 0) {
             int s;
@@ -183,7 +185,7 @@ static double test_accuracy(het_model *m, const het_dataset *test, float *x, uin
 
 int main(int argc, char **argv) {
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
-    bench_opts o = {"mlp", "fashion-mnist", NULL, 1, 0, 64, 1, 20, 1, 0.05f, 1};
+    bench_opts o = {"mlp", "fashion-mnist", NULL, 1, 0, 64, 1, 20, 1, 0, 0.05f, 1};
     if (parse_args(argc, argv, &o) != 0) return 2;
 
     het_dataset train, test;
@@ -224,6 +226,8 @@ int main(int argc, char **argv) {
         st = HET_ENOMEM;
         goto fail;
     }
+    if (o.limit > 0 && o.limit < train.n) train.n = o.limit; /* the first N samples */
+    if (o.limit > 0 && o.limit < test.n) test.n = o.limit;
     st = het_sampler_init(&smp, train.n, o.seed, 1);
     if (st != HET_OK) goto fail;
 

@@ -53,6 +53,26 @@ def load(data_dir, split):
     return x.contiguous(), torch.from_numpy(y.astype(np.int64))
 
 
+class Block(nn.Module):
+    """ResNet basic block as src/nn/resblock.c: conv-BN-ReLU-conv-BN + shortcut, ReLU; option A
+    shortcut (x[:, :, ::s, ::s], zero channels split before and after)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.stride, self.lo, self.hi = stride, (cout - cin) // 2, cout - cin - (cout - cin) // 2
+
+    def forward(self, x):
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        sc = x
+        if self.stride != 1 or self.lo or self.hi:
+            sc = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.lo, self.hi))
+        return F.relu(y + sc)
+
+
 def build(name):
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
@@ -62,7 +82,23 @@ def build(name):
                              nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                              nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
                              nn.Linear(84, 10))
-    sys.exit(f"unknown model '{name}', expected mlp or lenet5")
+    if name == "cifar-cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Dropout(0.5),
+                             nn.Linear(256, 10))
+    if name == "resnet20":
+        layers = [nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU()]
+        cin = 16
+        for s, w in enumerate((16, 32, 64)):
+            for b in range(3):
+                layers.append(Block(cin, w, 2 if (s > 0 and b == 0) else 1))
+                cin = w
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+        return nn.Sequential(*layers)
+    sys.exit(f"unknown model '{name}', expected mlp, lenet5, cifar-cnn or resnet20")
 
 
 def flops(model):
@@ -96,6 +132,9 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--limit", type=int, default=0,
+                    help="train on the first N samples of each epoch's permutation and test on the "
+                         "first N test images (0: all)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     a = ap.parse_args()
 
@@ -133,10 +172,14 @@ def main():
     opt = sgd()
 
     n = xtr.shape[0]
+    if a.limit > 0:
+        n = min(n, a.limit)
+        xte, yte = xte[:a.limit], yte[:a.limit]
     images, loss_sum = 0, 0.0
     t0 = time.perf_counter()
     for e in range(a.epochs):
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 1000 + e))
+        perm = torch.randperm(xtr.shape[0],
+                              generator=torch.Generator().manual_seed(a.seed * 1000 + e))[:n]
         for s in range(0, n, a.batch):
             idx = perm[s:s + a.batch]
             xb, yb = xtr.index_select(0, idx), ytr.index_select(0, idx)

@@ -39,8 +39,43 @@ int het_blas_select_kernels(char **argv);
 /* The kernel set OpenBLAS is using (e.g. "SkylakeX", "Haswell", "Prescott"). */
 const char *het_blas_corename(void);
 
-/* Sets the BLAS thread count (OpenBLAS); returns the previous value or -1 if unknown. */
+/* Sets the BLAS thread count (OpenBLAS), which oneDNN's convolutions use too; returns the
+ * previous value or -1 if unknown. */
 int het_blas_set_threads(int n);
+
+/* ---- 2-D convolution through oneDNN (tensor/conv_dnnl.c) ----
+ * One handle per layer shape: input C x H x W, O output channels, k x k kernel, stride, zero
+ * padding, with or without a bias. Arrays are plain NCHW (x, y, dx, dy) and OIHW (w, dw). Every
+ * call takes `work`: het_dnnl_conv_work's per_sample * n + fixed floats, 64-byte aligned.
+ * Backward adds the weight (and bias, unless db is NULL) gradient onto dw (db) and writes dx (dx_add = 0) or adds
+ * onto it (dx_add = 1); dx == NULL skips the input gradient. Calls return HET_OK, or an error
+ * before writing anything when the primitives of a new batch size cannot be made (the caller
+ * then uses its own kernels); a failure of oneDNN while running ends the process with its
+ * message (outputs would be half written).
+ * het_dnnl_conv_new returns NULL when oneDNN is not built in, disabled, or refuses the shape. */
+typedef struct het_dnnl_conv het_dnnl_conv;
+int het_dnnl_available(void);
+het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad, int bias);
+void het_dnnl_conv_free(het_dnnl_conv *h);
+void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed);
+int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
+                          const float *b, float *y, float *work);
+int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
+                           const float *dy, float *dx, int dx_add, float *dw, float *db,
+                           float *work);
+/* Reference twins (naive, double sums): y = conv(x, w) + b over n samples; backward adds the
+ * weight gradient to dw, the bias gradient to db (when not NULL) and the input gradient to dx
+ * (when not NULL). */
+void het_conv2d_ref(float *y, const float *x, const float *w, const float *b, int n, int C, int H,
+                    int W, int O, int k, int stride, int pad);
+void het_conv2d_backward_ref(float *dx, float *dw, float *db, const float *x, const float *w,
+                             const float *dy, int n, int C, int H, int W, int O, int k,
+                             int stride, int pad);
+/* Threads of each call (het_blas_set_threads sets it too). */
+void het_dnnl_set_threads(int n);
+/* Tests: 1 makes het_dnnl_available() 0, so layers planned afterwards use their own kernels
+ * (HET_CONV=ref in the environment does the same for a run). */
+void het_dnnl_disable(int off);
 
 #ifdef __cplusplus
 }

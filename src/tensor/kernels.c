@@ -149,6 +149,7 @@ void het_vec_add(float *y, const float *x, size_t n) {
 int het_blas_set_threads(int n) {
     int prev = openblas_get_num_threads();
     openblas_set_num_threads(n < 1 ? 1 : n);
+    het_dnnl_set_threads(n);
     return prev;
 }
 

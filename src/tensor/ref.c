@@ -147,3 +147,79 @@ void het_conv_direct_dx_ref(float *din, const float *dcl, const float *wcl, int 
                 din[((size_t)c * (size_t)H + (size_t)Y) * (size_t)W + (size_t)X] = (float)s;
             }
 }
+
+/* The reference twin of tensor/conv_dnnl.c: NCHW convolution of n samples, any stride and zero
+ * padding, sums in double. */
+static double conv_at(const float *x, const float *w, int C, int H, int W, int k, int stride,
+                      int pad, int o, int y, int xo) {
+    double s = 0.0;
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < k; i++)
+            for (int j = 0; j < k; j++) {
+                int iy = y * stride - pad + i, ix = xo * stride - pad + j;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                s += (double)w[(((size_t)o * (size_t)C + (size_t)c) * (size_t)k + (size_t)i) * (size_t)k + (size_t)j] *
+                     (double)x[((size_t)c * (size_t)H + (size_t)iy) * (size_t)W + (size_t)ix];
+            }
+    return s;
+}
+
+void het_conv2d_ref(float *y, const float *x, const float *w, const float *b, int n, int C, int H,
+                    int W, int O, int k, int stride, int pad) {
+    int oh = (H + 2 * pad - k) / stride + 1, ow = (W + 2 * pad - k) / stride + 1;
+    size_t xs = (size_t)C * (size_t)H * (size_t)W, ys = (size_t)O * (size_t)oh * (size_t)ow;
+    for (int s = 0; s < n; s++)
+        for (int o = 0; o < O; o++)
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++)
+                    y[(size_t)s * ys + ((size_t)o * (size_t)oh + (size_t)oy) * (size_t)ow + (size_t)ox] =
+                        (float)((b ? b[o] : 0.0) +
+                                conv_at(x + (size_t)s * xs, w, C, H, W, k, stride, pad, o, oy, ox));
+}
+
+void het_conv2d_backward_ref(float *dx, float *dw, float *db, const float *x, const float *w,
+                             const float *dy, int n, int C, int H, int W, int O, int k,
+                             int stride, int pad) {
+    int oh = (H + 2 * pad - k) / stride + 1, ow = (W + 2 * pad - k) / stride + 1;
+    size_t xs = (size_t)C * (size_t)H * (size_t)W, ys = (size_t)O * (size_t)oh * (size_t)ow;
+    for (int o = 0; o < O; o++) {
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < k; j++) {
+                    double s = 0.0;
+                    for (int b = 0; b < n; b++)
+                        for (int oy = 0; oy < oh; oy++)
+                            for (int ox = 0; ox < ow; ox++) {
+                                int iy = oy * stride - pad + i, ix = ox * stride - pad + j;
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                s += (double)dy[(size_t)b * ys + ((size_t)o * (size_t)oh + (size_t)oy) * (size_t)ow + (size_t)ox] *
+                                     (double)x[(size_t)b * xs + ((size_t)c * (size_t)H + (size_t)iy) * (size_t)W + (size_t)ix];
+                            }
+                    dw[(((size_t)o * (size_t)C + (size_t)c) * (size_t)k + (size_t)i) * (size_t)k + (size_t)j] += (float)s;
+                }
+        if (db) {
+            double s = 0.0;
+            for (int b = 0; b < n; b++)
+                for (size_t p = 0; p < (size_t)oh * (size_t)ow; p++) s += dy[(size_t)b * ys + (size_t)o * (size_t)oh * (size_t)ow + p];
+            db[o] += (float)s;
+        }
+    }
+    if (!dx) return;
+    for (int b = 0; b < n; b++)
+        for (int c = 0; c < C; c++)
+            for (int iy = 0; iy < H; iy++)
+                for (int ix = 0; ix < W; ix++) {
+                    double s = 0.0;
+                    for (int o = 0; o < O; o++)
+                        for (int i = 0; i < k; i++)
+                            for (int j = 0; j < k; j++) {
+                                int ty = iy + pad - i, tx = ix + pad - j;
+                                if (ty < 0 || tx < 0 || ty % stride || tx % stride) continue;
+                                int oy = ty / stride, ox = tx / stride;
+                                if (oy >= oh || ox >= ow) continue;
+                                s += (double)w[(((size_t)o * (size_t)C + (size_t)c) * (size_t)k + (size_t)i) * (size_t)k + (size_t)j] *
+                                     (double)dy[(size_t)b * ys + ((size_t)o * (size_t)oh + (size_t)oy) * (size_t)ow + (size_t)ox];
+                            }
+                    dx[(size_t)b * xs + ((size_t)c * (size_t)H + (size_t)iy) * (size_t)W + (size_t)ix] += (float)s;
+                }
+}

@@ -1,0 +1,216 @@
+/* Convolution through oneDNN (tensor/conv_dnnl.c) against its naive double-precision twin
+ * (het_conv2d_ref / het_conv2d_backward_ref), and the layers that use it against their own
+ * kernels (het_dnnl_disable):
+ *  - odd shapes: channels not a multiple of 16 (1, 3, 5, 20, 24), batch 1 and ragged batches,
+ *    maps smaller than the kernel's blocks (1x1, 2x3, 5x5), strides 1 and 2, kernels 1, 3, 5,
+ *    padding 0-2, with and without bias; the same handle called with several batch sizes
+ *  - backward adds onto non-zero dw and db, writes dx (dx_add 0) or adds onto it (dx_add 1),
+ *    and skips dx when NULL
+ *  - conv2d and resblock layers (forward, din, parameter gradients) equal their own-kernel
+ *    path, several workers sharing one handle included (test_bn_workers, test_model and
+ *    test_layers cover gradients and workers on whichever path is built)
+ * Tolerance: 1e-5 relative to the sum of absolute terms (float rounding of a sum).
+ * Skips (exit 77) when hetrain is built without oneDNN. */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "hetrain/core.h"
+#include "hetrain/nn.h"
+#include "hetrain/tensor.h"
+#include "test.h"
+
+static het_rng rng;
+
+static float *rnd(size_t n) {
+    float *p = het_alloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = 2.0f * het_rng_uniform(&rng) - 1.0f;
+    return p;
+}
+
+static float *copy(const float *a, size_t n) {
+    float *p = het_alloc(sizeof(float) * (n ? n : 1));
+    memcpy(p, a, sizeof(float) * n);
+    return p;
+}
+
+/* max |a - b| / (1 + scale) over n, where scale is the magnitude of the operands' sums */
+static double err(const float *a, const float *b, size_t n, double scale) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / (1.0 + scale);
+        if (d > m || d != d) m = d != d ? INFINITY : d;
+    }
+    return m;
+}
+
+typedef struct shape {
+    int C, H, W, O, k, stride, pad, bias;
+} shape;
+
+static void check_shape(shape s, const int *batches, int nb) {
+    het_dnnl_conv *h = het_dnnl_conv_new(s.C, s.H, s.W, s.O, s.k, s.stride, s.pad, s.bias);
+    char what[160];
+    snprintf(what, sizeof what, "C%d %dx%d O%d k%d s%d p%d bias%d", s.C, s.H, s.W, s.O, s.k,
+             s.stride, s.pad, s.bias);
+    CHECK(h != NULL, "%s: oneDNN refused the shape: %s", what, het_error_msg());
+    if (!h) return;
+    int oh = (s.H + 2 * s.pad - s.k) / s.stride + 1, ow = (s.W + 2 * s.pad - s.k) / s.stride + 1;
+    size_t ps, fixed, xs = (size_t)s.C * s.H * s.W, ys = (size_t)s.O * oh * ow;
+    size_t ws = (size_t)s.O * s.C * s.k * s.k;
+    het_dnnl_conv_work(h, &ps, &fixed);
+    double scale = (double)s.C * s.k * s.k; /* terms of one output, each |.| <= 1 */
+    for (int bi = 0; bi < nb; bi++) {
+        int n = batches[bi];
+        float *x = rnd(xs * n), *w = rnd(ws), *b = rnd((size_t)s.O), *dy = rnd(ys * n);
+        float *y = rnd(ys * n), *yr = rnd(ys * n), *work = rnd(ps * n + fixed);
+        CHECK(het_dnnl_conv_forward(h, n, x, w, s.bias ? b : NULL, y, work) == HET_OK, "%s", what);
+        het_conv2d_ref(yr, x, w, s.bias ? b : NULL, n, s.C, s.H, s.W, s.O, s.k, s.stride, s.pad);
+        double e = err(y, yr, ys * n, scale);
+        CHECK(e <= 1e-5, "%s n%d forward: error %g", what, n, e);
+
+        /* backward: dw, db start non-zero (accumulation); dx written, then added */
+        float *dw0 = rnd(ws), *db0 = rnd((size_t)s.O), *dx0 = rnd(xs * n);
+        float *dw = copy(dw0, ws), *db = copy(db0, s.O), *dx = copy(dx0, xs * n);
+        float *dwr = copy(dw0, ws), *dbr = copy(db0, s.O), *dxr = rnd(xs * n);
+        memset(dxr, 0, sizeof(float) * xs * n);
+        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, dx, 0, dw, s.bias ? db : NULL, work) == HET_OK,
+              "%s", what);
+        het_conv2d_backward_ref(dxr, dwr, s.bias ? dbr : NULL, x, w, dy, n, s.C, s.H, s.W, s.O,
+                                s.k, s.stride, s.pad);
+        double sw = (double)n * oh * ow, sx = (double)s.O * s.k * s.k;
+        e = err(dw, dwr, ws, sw);
+        CHECK(e <= 1e-5, "%s n%d weight gradient: error %g", what, n, e);
+        e = err(db, dbr, s.O, sw);
+        CHECK(e <= 1e-5, "%s n%d bias gradient: error %g", what, n, e);
+        e = err(dx, dxr, xs * n, sx);
+        CHECK(e <= 1e-5, "%s n%d input gradient: error %g", what, n, e);
+        if (!s.bias) CHECK(memcmp(db, db0, sizeof(float) * s.O) == 0, "%s: db touched", what);
+
+        /* dx_add = 1 adds onto dx0; dx NULL leaves everything but dw alone */
+        memcpy(dx, dx0, sizeof(float) * xs * n);
+        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, dx, 1, dw, NULL, work) == HET_OK, "%s", what);
+        for (size_t i = 0; i < xs * n; i++) dxr[i] += dx0[i];
+        e = err(dx, dxr, xs * n, sx);
+        CHECK(e <= 1e-5, "%s n%d input gradient added: error %g", what, n, e);
+        memcpy(dx, dx0, sizeof(float) * xs * n);
+        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, NULL, 0, dw, NULL, work) == HET_OK, "%s", what);
+        CHECK(memcmp(dx, dx0, sizeof(float) * xs * n) == 0, "%s: dx touched", what);
+
+        float *bufs[] = {x, w, b, dy, y, yr, work, dw0, db0, dx0, dw, db, dx, dwr, dbr, dxr};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) het_free(bufs[i]);
+    }
+    het_dnnl_conv_free(h);
+}
+
+/* One layer on the oneDNN path and its twin on its own kernels: same output, din, gradients. */
+static void check_layer(const char *what, het_layer *a, het_layer *ref, het_shape in, int n,
+                        int planned_dn) {
+    het_layer_plan pa, pr;
+    het_dnnl_disable(!planned_dn);
+    CHECK(a->ops->plan(a, in, &pa) == HET_OK, "%s plan: %s", what, het_error_msg());
+    het_dnnl_disable(1);
+    CHECK(ref->ops->plan(ref, in, &pr) == HET_OK, "%s plan ref: %s", what, het_error_msg());
+    het_dnnl_disable(0);
+    a->in = ref->in = in;
+    a->out = pa.out;
+    ref->out = pr.out;
+    size_t xs = het_shape_size(in) * n, ys = het_shape_size(pa.out) * n;
+    float *params = rnd(pa.n_params), *state = rnd(pa.n_state + 1), *state2;
+    a->ops->init(a, params, state, &rng);
+    state2 = copy(state, pa.n_state + 1);
+    float *x = rnd(xs), *dy = rnd(ys), *y = rnd(ys), *y2 = rnd(ys), *dx = rnd(xs), *dx2 = rnd(xs);
+    float *g = rnd(pa.n_params), *g2 = copy(g, pa.n_params);
+    float *ca = rnd(pa.cache_per_sample * n + 1), *cr = rnd(pr.cache_per_sample * n + 1);
+    float *wa = rnd(pa.work_per_sample * n + pa.work_fixed), *wr = rnd(pr.work_per_sample * n + pr.work_fixed);
+    het_exec ea = {params, g, state, ca, wa, &rng, 1, NULL, 0};
+    het_exec er = {params, g2, state2, cr, wr, &rng, 1, NULL, 0};
+    a->ops->forward(a, &ea, x, y, n);
+    ref->ops->forward(ref, &er, x, y2, n);
+    CHECK(err(y, y2, ys, 100) <= 1e-5, "%s forward: error %g", what, err(y, y2, ys, 100));
+    a->ops->backward(a, &ea, x, y, dy, dx, n);
+    ref->ops->backward(ref, &er, x, y2, dy, dx2, n);
+    CHECK(err(dx, dx2, xs, 100) <= 1e-5, "%s din: error %g", what, err(dx, dx2, xs, 100));
+    CHECK(err(g, g2, pa.n_params, 1000) <= 1e-5, "%s gradients: error %g", what,
+          err(g, g2, pa.n_params, 1000));
+    float *bufs[] = {params, state, state2, x, dy, y, y2, dx, dx2, g, g2, ca, cr, wa, wr};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) het_free(bufs[i]);
+    a->ops->destroy(a);
+    ref->ops->destroy(ref);
+}
+
+/* Two threads running one handle at once, each with its own batch size and buffers. */
+typedef struct job {
+    het_dnnl_conv *h;
+    int n, ok;
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    het_rng r;
+    het_rng_seed(&r, (uint64_t)j->n);
+    size_t ps, fixed, xs = 16 * 9 * 9, ws = 16 * 16 * 9;
+    het_dnnl_conv_work(j->h, &ps, &fixed);
+    float *x = het_alloc(4 * xs * j->n), *y = het_alloc(4 * xs * j->n), *yr = het_alloc(4 * xs * j->n);
+    float *w = het_alloc(4 * ws), *work = het_alloc(4 * (ps * j->n + fixed));
+    for (size_t i = 0; i < xs * j->n; i++) x[i] = het_rng_uniform(&r) - 0.5f;
+    for (size_t i = 0; i < ws; i++) w[i] = het_rng_uniform(&r) - 0.5f;
+    het_conv2d_ref(yr, x, w, NULL, j->n, 16, 9, 9, 16, 3, 1, 1);
+    j->ok = 1;
+    for (int rep = 0; rep < 20; rep++) {
+        j->ok &= het_dnnl_conv_forward(j->h, j->n, x, w, NULL, y, work) == HET_OK;
+        j->ok &= err(y, yr, xs * j->n, 144) <= 1e-5;
+    }
+    het_free(x), het_free(y), het_free(yr), het_free(w), het_free(work);
+    return NULL;
+}
+
+int main(void) {
+    if (!het_dnnl_available()) {
+        printf("test_conv_dnnl: SKIP: hetrain was built without oneDNN (libdnnl-dev)\n");
+        return 77;
+    }
+    het_rng_seed(&rng, 20261130);
+    het_blas_set_threads(1);
+    const shape shapes[] = {
+        {1, 28, 28, 32, 3, 1, 1, 1},  /* cifar-cnn's first layer */
+        {32, 14, 14, 64, 3, 1, 1, 1}, /* and its third */
+        {16, 9, 9, 32, 3, 2, 1, 0},   /* ResNet's stride-2 convolution, odd map */
+        {3, 5, 5, 16, 3, 1, 1, 1},    {5, 2, 3, 16, 3, 1, 1, 0},  {20, 7, 6, 24, 3, 2, 1, 1},
+        {24, 1, 1, 16, 3, 1, 1, 0},   {16, 6, 6, 48, 1, 1, 0, 1}, {4, 11, 9, 32, 5, 1, 2, 1},
+        {17, 8, 8, 16, 5, 2, 0, 0},
+    };
+    const int batches[] = {1, 3, 16, 5};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_shape(shapes[i], batches, 4);
+
+    /* layers: conv2d of cifar-cnn's shapes, resblocks of ResNet-20 (stride 1 and 2) */
+    check_layer("conv2d 1->32", het_conv2d_new(32, 3, 1, 1), het_conv2d_new(32, 3, 1, 1),
+                (het_shape){1, 12, 12}, 5, 1);
+    check_layer("conv2d 32->64", het_conv2d_new(64, 3, 1, 1), het_conv2d_new(64, 3, 1, 1),
+                (het_shape){32, 7, 7}, 3, 1);
+    check_layer("resblock 16", het_resblock_new(16, 1), het_resblock_new(16, 1),
+                (het_shape){16, 8, 8}, 4, 1);
+    check_layer("resblock 16->32 s2", het_resblock_new(32, 2), het_resblock_new(32, 2),
+                (het_shape){16, 9, 9}, 3, 1);
+    /* the twin's path itself, so the comparison above is between two paths */
+    check_layer("resblock both own", het_resblock_new(16, 1), het_resblock_new(16, 1),
+                (het_shape){16, 5, 5}, 2, 0);
+
+    /* concurrent calls on one handle with different batch sizes */
+    het_dnnl_conv *h = het_dnnl_conv_new(16, 9, 9, 16, 3, 1, 1, 0);
+    CHECK(h != NULL, "handle: %s", het_error_msg());
+    if (h) {
+        job jobs[3] = {{h, 2, 0}, {h, 7, 0}, {h, 2, 0}};
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, run_job, &jobs[i]);
+        for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+        for (int i = 0; i < 3; i++) CHECK(jobs[i].ok, "thread %d (batch %d) wrong", i, jobs[i].n);
+        het_dnnl_conv_free(h);
+    }
+
+    /* disabled: no handle */
+    het_dnnl_disable(1);
+    CHECK(het_dnnl_conv_new(16, 8, 8, 16, 3, 1, 1, 0) == NULL, "disabled but made a handle");
+    het_dnnl_disable(0);
+    return het_test_finish("test_conv_dnnl");
+}
