@@ -6,7 +6,10 @@
  *
  *   bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all]  (all: lenet5, mlp)
  *
- * Prints one line per layer and batch: model, index, layer, batch, fwd_us, bwd_us, us/sample. */
+ * Prints one line per layer and batch: model, index, layer, batch, fwd_us, bwd_us (input and
+ * parameter gradients), its split din_us / dparam_us (dparam_us: backward with din NULL, which
+ * skips the input gradient; for a residual block the inner input gradients stay in it), and
+ * us/sample. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +58,7 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         g.din = rnd(ni, &r);
         if (g.l->ops->init) g.l->ops->init(g.l, g.params, g.state, &r);
         g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0};
-        double bf = 1e30, bb = 1e30;
+        double bf = 1e30, bb = 1e30, bw = 1e30;
         float *din = (first_din_null && i == 0) ? NULL : g.din;
         for (int k = 0; k < reps; k++) {
             double t0 = het_now();
@@ -63,11 +66,18 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
             double t1 = het_now();
             g.l->ops->backward(g.l, &g.ex, g.in, g.out, g.dout, din, batch);
             double t2 = het_now();
+            if (g.p.n_params > 0) /* parameter gradients alone: backward with din NULL */
+                g.l->ops->backward(g.l, &g.ex, g.in, g.out, g.dout, NULL, batch);
+            double t3 = het_now();
             if (t1 - t0 < bf) bf = t1 - t0;
             if (t2 - t1 < bb) bb = t2 - t1;
+            if (t3 - t2 < bw) bw = t3 - t2;
         }
-        printf("model=%s layer=%d name=%s batch=%d fwd_us=%.2f bwd_us=%.2f us_per_sample=%.3f\n",
-               name, i, g.l->ops->name, batch, bf * 1e6, bb * 1e6, (bf + bb) * 1e6 / batch);
+        if (g.p.n_params == 0 || !din) bw = din ? 0 : bb;
+        printf("model=%s layer=%d name=%s batch=%d fwd_us=%.2f bwd_us=%.2f din_us=%.2f "
+               "dparam_us=%.2f us_per_sample=%.3f\n",
+               name, i, g.l->ops->name, batch, bf * 1e6, bb * 1e6, (bb - bw) * 1e6, bw * 1e6,
+               (bf + bb) * 1e6 / batch);
         tot_f += bf;
         tot_b += bb;
         s = g.p.out;

@@ -20,6 +20,9 @@
  *                   (workers x BLAS threads), measured in this process just before training
  *                   (best of 5 timed groups of 8 calls)
  *   peak_frac       gflops / sgemm_gflops
+ *   fma_gflops      the fp32 peak of the same cores: independent 16-lane fused multiply-adds
+ *                   (AVX-512; AVX2 8-lane where there is no AVX-512), one thread a core, best of
+ *                   5 groups; fma_frac = gflops / fma_gflops
  *   rss_mb          peak resident set size of the process (getrusage ru_maxrss), MiB
  *   test_acc        test-set accuracy after the timed epochs
  *   exec            stack: the dense-stack executor (features split over workers, update folded
@@ -32,14 +35,18 @@
  *                   time taken out of seconds and img_per_s)
  *   scan_frac       scan time / the timed epochs' training time
  *
- * Usage: bench_train [--model mlp|lenet5] [--threads N] [--batch 64] [--epochs 1]
- *                    [--data-dir DIR] [--data NAME] [--lr 0.05] [--seed 1] [--warmup 20]
- *                    [--blas-threads N] [--no-peak] [--blas-info]
+ * Usage: bench_train [--model mlp|lenet5|cifar-cnn|resnet20] [--threads N] [--batch 64]
+ *                    [--epochs 1] [--data-dir DIR] [--data NAME] [--lr 0.05] [--seed 1]
+ *                    [--warmup 20] [--blas-threads N] [--no-peak] [--blas-info] [--limit N]
+ * --limit N trains on the first N samples of the training set and tests on the first N test
+ * images (the CNNs: an epoch of 60 000 takes minutes).
  * --blas-info prints blas_core=NAME (the OpenBLAS kernel set chosen at start-up) and exits.
  * --threads N runs N model workers; the BLAS runs 1 thread when N > 1 (so N cores in all) unless
  * --blas-threads overrides it (e.g. --threads 1 --blas-threads 2: one worker, threaded BLAS). */
 #include <cblas.h> /* openblas_get_corename: which kernels OpenBLAS picked for this CPU */
+#include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +163,53 @@ static double sgemm_peak(int n) {
     return best;
 }
 
+/* fp32 peak: 12 independent chains of fused multiply-adds per thread (enough to cover the FMA
+ * latency on two ports), `iters` rounds; the sum is returned so nothing is optimized away. */
+#define FMA_ITERS 20000000L
+__attribute__((target("avx512f"))) static float fma_chains512(long iters) {
+    __m512 a[12], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    for (long k = 0; k < iters; k++)
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    float s = 0;
+    for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(a[i]);
+    return s;
+}
+__attribute__((target("avx2,fma"))) static float fma_chains256(long iters) {
+    __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+    for (long k = 0; k < iters; k++)
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    float s = 0, v[8];
+    for (int i = 0; i < 12; i++) {
+        _mm256_storeu_ps(v, a[i]);
+        for (int j = 0; j < 8; j++) s += v[j];
+    }
+    return s;
+}
+static volatile float fma_sink;
+static void *fma_thread(void *arg) {
+    long iters = *(const long *)arg;
+    fma_sink = __builtin_cpu_supports("avx512f") ? fma_chains512(iters) : fma_chains256(iters);
+    return NULL;
+}
+/* Best GFLOP/s of `threads` threads running the chains at once. */
+static double fma_peak(int threads) {
+    int lanes = __builtin_cpu_supports("avx512f") ? 16 : 8;
+    long iters = FMA_ITERS / 8;
+    double best = 0;
+    for (int g = 0; g < 5; g++) {
+        pthread_t t[64];
+        int n = threads < 64 ? threads : 64;
+        double t0 = het_now();
+        for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, fma_thread, &iters);
+        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        double rate = (double)n * (double)iters * 12.0 * lanes * 2.0 / (het_now() - t0) / 1e9;
+        if (rate > best) best = rate;
+    }
+    return best;
+}
+
 /* Forward FLOPs per sample of the first layer with parameters, counted as
  * het_model_flops_per_sample counts them (2 x parameters x output positions). */
 static double first_weight_layer_flops(const het_model *m) {
@@ -207,10 +261,11 @@ int main(int argc, char **argv) {
 
     /* sgemm ceiling with as many BLAS threads as cores this run uses */
     int cores = workers * blas_threads;
-    double peak = 0;
+    double peak = 0, fpeak = 0;
     if (o.peak) {
         het_blas_set_threads(cores);
         peak = sgemm_peak(1024);
+        fpeak = fma_peak(cores);
     }
     het_blas_set_threads(blas_threads);
 
@@ -288,10 +343,11 @@ int main(int argc, char **argv) {
     double gflops = train_flop * ips / 1e9;
     printf("impl=hetrain model=%s threads=%d workers=%d blas_threads=%d batch=%d epochs=%d "
            "images=%lld seconds=%.3f img_per_s=%.0f train_flop=%.0f gflops=%.2f "
-           "sgemm_gflops=%.1f peak_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "
+           "sgemm_gflops=%.1f peak_frac=%.4f fma_gflops=%.1f fma_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "
            "train_loss=%.4f exec=%s blas_core=%s finite=%d scan_us=%.2f scan_frac=%.5f\n",
            o.model, o.threads, workers, blas_threads, o.batch, o.epochs, (long long)images, secs,
-           ips, train_flop, gflops, peak, peak > 0 ? gflops / peak : 0.0,
+           ips, train_flop, gflops, peak, peak > 0 ? gflops / peak : 0.0, fpeak,
+           fpeak > 0 ? gflops / fpeak : 0.0,
            (double)ru.ru_maxrss / 1024.0, (double)het_model_bytes(m) / (1024.0 * 1024.0), acc,
            loss_sum / (double)images, strncmp(het_model_executor(m), "dense", 5) ? "batch" : "stack",
            openblas_get_corename(), finite, 1e6 * scan_s / (double)(t > 0 ? t : 1),

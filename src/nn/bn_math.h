@@ -2,7 +2,8 @@
  *
  * Layout: x is N x C x HW (NCHW with the spatial dims flattened; a flat feature vector is
  * HW = 1). Statistics are per channel over the M = N * HW values of that channel, accumulated
- * in double in a fixed order (n, then hw) so results are deterministic.
+ * in double in a fixed order (samples in order; within a plane the 8 lanes of tensor/vec.c) so
+ * results are deterministic and the plane loops vectorize.
  *
  * Several workers (team != NULL, nn/team.h): each holds N of the batch's samples. In forward
  * each computes its samples' count, mean and M2 (sum of squared deviations from that mean) per
@@ -25,6 +26,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "hetrain/tensor.h"
 #include "nn/team.h"
 
 #define BN_TEAM_DOUBLES(C) (2 * (size_t)(C) + 1)
@@ -35,19 +37,10 @@ static inline void bn_moments(const float *x, int N, int C, int HW, int c, doubl
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     const double M = (double)N * (double)HW;
     double sum = 0;
-    for (int n = 0; n < N; n++) {
-        const float *xp = x + (size_t)n * chw + (size_t)c * hw;
-        for (size_t i = 0; i < hw; i++) sum += xp[i];
-    }
+    for (int n = 0; n < N; n++) sum += het_vsum(x + (size_t)n * chw + (size_t)c * hw, hw);
     const double mu = sum / M;
     double ss = 0;
-    for (int n = 0; n < N; n++) {
-        const float *xp = x + (size_t)n * chw + (size_t)c * hw;
-        for (size_t i = 0; i < hw; i++) {
-            double d = (double)xp[i] - mu;
-            ss += d * d;
-        }
-    }
+    for (int n = 0; n < N; n++) ss += het_vsum_sqdev(x + (size_t)n * chw + (size_t)c * hw, hw, mu);
     *mean = mu;
     *m2 = ss;
 }
@@ -79,13 +72,7 @@ static inline void bn_affine_channel(float *y, float *x_hat, const float *x, flo
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
-        const float *xp = x + off;
-        float *hp = x_hat + off, *yp = y + off;
-        for (size_t i = 0; i < hw; i++) {
-            float h = (xp[i] - mean) * inv_std;
-            hp[i] = h;
-            yp[i] = g * h + b;
-        }
+        het_vaffine(y + off, x_hat + off, x + off, hw, mean, inv_std, g, b);
     }
 }
 
@@ -158,11 +145,9 @@ static inline void bn_grad_sums(const float *dy, const float *x_hat, int N, int 
     double s = 0, sh = 0;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
-        const float *dp = dy + off, *hp = x_hat + off;
-        for (size_t i = 0; i < hw; i++) {
-            s += dp[i];
-            sh += (double)dp[i] * hp[i];
-        }
+        double a, b;
+        het_vsum_dot(dy + off, x_hat + off, hw, &a, &b);
+        s += a, sh += b;
     }
     *sdy = s, *sdyh = sh;
 }
@@ -177,9 +162,7 @@ static inline void bn_dx(float *dx, const float *dy, const float *x_hat, const f
     const float mdyh = train ? (float)(sdyh / M) : 0.0f;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
-        const float *dp = dy + off, *hp = x_hat + off;
-        float *xp = dx + off;
-        for (size_t i = 0; i < hw; i++) xp[i] = k * (dp[i] - mdy - hp[i] * mdyh);
+        het_vbn_dx(dx + off, dy + off, x_hat + off, hw, k, mdy, mdyh);
     }
 }
 

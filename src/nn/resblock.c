@@ -165,10 +165,6 @@ static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx
     }
 }
 
-static void relu_inplace(float *v, size_t n) {
-    for (size_t i = 0; i < n; i++) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
-}
-
 static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     const het_resblock *r = (const het_resblock *)l;
     const int C = r->cout, HW = (int)r->P;
@@ -185,7 +181,7 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
                          RB_EPS, x->team, x->worker);
     else
         bn_forward_eval(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS);
-    relu_inplace(r1, BS);
+    het_vrelu(r1, BS);
 
     rb_conv(r, r->dn2, A, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
     if (x->train)
@@ -205,7 +201,7 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
                     yp[(size_t)oy * r->OW + ox] += xp[(size_t)(oy * s) * r->W + (size_t)(ox * s)];
         }
     }
-    relu_inplace(out, BS);
+    het_vrelu(out, BS);
 }
 
 static void rb_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
@@ -220,7 +216,7 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     float *G = x->work, *D = G + BS, *col = D + BS, *dcol = col + r->kmax * r->P;
 
     /* through the final ReLU; G is the gradient of both the bn2 output and the shortcut */
-    for (size_t i = 0; i < BS; i++) G[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    het_vrelu_mask(G, out, dout, BS);
     if (din) { /* shortcut adjoint: gather back to the strided positions, zero elsewhere */
         const int s = r->stride;
         memset(din, 0, sizeof(float) * (size_t)batch * r->in_size);
@@ -239,7 +235,7 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     /* conv2 (input r1) */
     memset(D, 0, sizeof(float) * BS);
     rb_conv_backward(r, r->dn2, D, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
-    for (size_t i = 0; i < BS; i++) D[i] = r1[i] > 0.0f ? D[i] : 0.0f;
+    het_vrelu_mask(D, r1, D, BS);
     bn_backward(D, g.g1, g.b1, D, x_hat1, inv1, v.g1, batch, C, HW, x->train, x->team, x->worker);
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */

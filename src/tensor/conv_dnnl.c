@@ -5,8 +5,8 @@
  * (nChw16c and blocked weights); on the plain NCHW layout every layer of hetrain uses it falls
  * back to im2col + its own GEMM, slower than ours. So each call reorders its operands into the
  * layouts the primitive picked ("any"), runs it, and reorders the result back, as PyTorch does.
- * Measured on this machine (Xeon, AVX-512, 2.3 GHz nominal, one thread, batch 32, us per call,
- * /tmp prototype recorded in docs/KERNELS.md):
+ * Measured on this machine (Xeon, AVX-512, 2.3 GHz nominal, one thread, batch 32, us per call;
+ * the whole table and the choice in docs/KERNELS.md):
  *   32->32 at 28x28, stride 1:  plain NCHW 8333 / 12264 / 11704 (fwd / input grad / weight grad),
  *                               blocked 2815 / 2954 / 2993 (164 GFLOP/s),
  *   hetrain's im2col + OpenBLAS: 7162 forward, 13162 for both gradients.

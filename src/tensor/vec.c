@@ -1,0 +1,98 @@
+/* Vector loops of batch normalization and of the residual block's element-wise steps, on one
+ * plane (contiguous floats) at a time.
+ *
+ * DESIGN. The sums accumulate in double in 8 fixed lanes (element i goes to lane i % 8), then
+ * the lanes are added in order: the compiler vectorizes that (8 doubles per AVX-512 register)
+ * without reassociating anything, so every instruction-set variant gives the same bits, and the
+ * result does not depend on the machine. The scalar double sums they replace made batch norm
+ * and the block's element-wise code about a third of ResNet-20's step once the convolutions ran
+ * through oneDNN (perf, one thread). Compiled for AVX-512 / AVX2 / baseline and picked at run
+ * time (not under ThreadSanitizer: see optim.c). */
+#include <stddef.h>
+
+#include "hetrain/tensor.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+#define HET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HET_CLONES
+#endif
+
+#define LANES 8
+
+static double lanes_total(const double *l) {
+    double s = 0;
+    for (int i = 0; i < LANES; i++) s += l[i];
+    return s;
+}
+
+HET_CLONES
+double het_vsum(const float *restrict x, size_t n) {
+    double l[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) l[j] += (double)x[i + j];
+    for (; i < n; i++) l[i % LANES] += (double)x[i];
+    return lanes_total(l);
+}
+
+HET_CLONES
+double het_vsum_sqdev(const float *restrict x, size_t n, double mu) {
+    double l[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double d = (double)x[i + j] - mu;
+            l[j] += d * d;
+        }
+    for (; i < n; i++) {
+        double d = (double)x[i] - mu;
+        l[i % LANES] += d * d;
+    }
+    return lanes_total(l);
+}
+
+HET_CLONES
+void het_vsum_dot(const float *restrict a, const float *restrict b, size_t n, double *sa,
+                  double *sab) {
+    double l[LANES] = {0}, m[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            l[j] += (double)a[i + j];
+            m[j] += (double)a[i + j] * (double)b[i + j];
+        }
+    for (; i < n; i++) {
+        l[i % LANES] += (double)a[i];
+        m[i % LANES] += (double)a[i] * (double)b[i];
+    }
+    *sa = lanes_total(l);
+    *sab = lanes_total(m);
+}
+
+HET_CLONES
+void het_vaffine(float *y, float *restrict h, const float *x, size_t n, float mean, float inv,
+                 float g, float b) {
+    for (size_t i = 0; i < n; i++) {
+        float v = (x[i] - mean) * inv;
+        h[i] = v;
+        y[i] = g * v + b;
+    }
+}
+
+HET_CLONES
+void het_vbn_dx(float *dx, const float *dy, const float *restrict h, size_t n, float k, float mdy,
+                float mdyh) {
+    for (size_t i = 0; i < n; i++) dx[i] = k * (dy[i] - mdy - h[i] * mdyh);
+}
+
+HET_CLONES
+void het_vrelu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+HET_CLONES
+void het_vrelu_mask(float *g, const float *restrict y, const float *d, size_t n) {
+    for (size_t i = 0; i < n; i++) g[i] = y[i] > 0.0f ? d[i] : 0.0f;
+}
