@@ -61,10 +61,10 @@ static void bn_forward(het_layer *l, const het_exec *x, const float *in, float *
     float *inv_std = x->cache + (size_t)batch * (size_t)C * (size_t)b->HW;
     if (x->train)
         bn_forward_train(out, x_hat, inv_std, in, x->params, x->params + C, x->state,
-                         x->state + C, batch, C, b->HW, b->momentum, b->eps, x->team, x->worker);
+                         x->state + C, batch, C, b->HW, b->momentum, b->eps, x->team, x->worker, 0);
     else
         bn_forward_eval(out, x_hat, inv_std, in, x->params, x->params + C, x->state,
-                        x->state + C, batch, C, b->HW, b->eps);
+                        x->state + C, batch, C, b->HW, b->eps, 0);
 }
 
 static void bn_backward_op(het_layer *l, const het_exec *x, const float *in, const float *out,

@@ -31,18 +31,27 @@
 
 #define BN_TEAM_DOUBLES(C) (2 * (size_t)(C) + 1)
 
-/* Mean and M2 of channel c of x (N >= 1 samples), in double. */
+/* Mean and M2 of channel c of x (N >= 1 samples), in double: each plane's in two passes over
+ * it while it is in L1 (het_vmoments), the planes combined in order (Chan et al., below), so
+ * the channel is read from memory once. */
 static inline void bn_moments(const float *x, int N, int C, int HW, int c, double *mean,
                               double *m2) {
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
-    const double M = (double)N * (double)HW;
-    double sum = 0;
-    for (int n = 0; n < N; n++) sum += het_vsum(x + (size_t)n * chw + (size_t)c * hw, hw);
-    const double mu = sum / M;
-    double ss = 0;
-    for (int n = 0; n < N; n++) ss += het_vsum_sqdev(x + (size_t)n * chw + (size_t)c * hw, hw, mu);
+    double n = 0, mu = 0, q = 0;
+    for (int s = 0; s < N; s++) {
+        double mb, qb;
+        het_vmoments(x + (size_t)s * chw + (size_t)c * hw, hw, &mb, &qb);
+        if (s == 0) {
+            n = (double)hw, mu = mb, q = qb;
+            continue;
+        }
+        const double nb = (double)hw, nn = n + nb, d = mb - mu;
+        mu += d * (nb / nn);
+        q += qb + d * d * (n * nb / nn);
+        n = nn;
+    }
     *mean = mu;
-    *m2 = ss;
+    *m2 = q;
 }
 
 /* Channel c's whole-batch count M, mean and M2 from the parts of `workers` workers, combined
@@ -66,13 +75,15 @@ static inline void bn_combine_moments(const double *all, size_t stride, int work
     *M = n, *mean = mu, *m2 = q;
 }
 
-/* Channel c of N samples: x_hat = (x - mean) * inv_std, y = g * x_hat + b (y may alias x). */
+/* Channel c of N samples: x_hat = (x - mean) * inv_std, y = g * x_hat + b, then max(y, 0)
+ * when relu (y may alias x). */
 static inline void bn_affine_channel(float *y, float *x_hat, const float *x, float g, float b,
-                                     float mean, float inv_std, int N, int C, int HW, int c) {
+                                     float mean, float inv_std, int N, int C, int HW, int c,
+                                     int relu) {
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
-        het_vaffine(y + off, x_hat + off, x + off, hw, mean, inv_std, g, b);
+        het_vaffine(y + off, x_hat + off, x + off, hw, mean, inv_std, g, b, relu);
     }
 }
 
@@ -80,17 +91,17 @@ static inline void bn_affine_channel(float *y, float *x_hat, const float *x, flo
  * y = gamma * (x - mean) / sqrt(var + eps) + beta, var = M2 / M (biased). When run_mean is
  * not NULL, running = (1 - momentum) * running + momentum * batch, the running variance using
  * the unbiased M2 / (M - 1) (PyTorch); with M = 1 that is undefined (PyTorch refuses) and the
- * biased one (0) is used instead. y may alias x. */
+ * biased one (0) is used instead. With relu, y = max(y, 0) in the same pass. y may alias x. */
 static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const float *x,
                                 const float *gamma, const float *beta, float *run_mean,
                                 float *run_var, int N, int C, int HW, int c, double M,
-                                double mean, double m2, float momentum, float eps) {
+                                double mean, double m2, float momentum, float eps, int relu) {
     const double var = m2 / M;
     const double var_unbiased = M > 1 ? m2 / (M - 1) : var;
     const double is = 1.0 / sqrt(var + (double)eps);
     const float fmean = (float)mean, fis = (float)is;
     inv_std[c] = fis;
-    bn_affine_channel(y, x_hat, x, gamma[c], beta[c], fmean, fis, N, C, HW, c);
+    bn_affine_channel(y, x_hat, x, gamma[c], beta[c], fmean, fis, N, C, HW, c, relu);
     if (!run_mean) return;
     run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * fmean;
     run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)var_unbiased;
@@ -98,18 +109,18 @@ static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const fl
 
 /* Train mode: normalizes with the statistics of the batch, i.e. of this worker's N >= 1
  * samples (team NULL) or of all the team's (worker widx; see the top), and updates the running
- * statistics (worker 0 only). y may alias x. */
+ * statistics (worker 0 only). relu: y = max(y, 0) in the same pass. y may alias x. */
 static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, const float *x,
                                     const float *gamma, const float *beta, float *run_mean,
                                     float *run_var, int N, int C, int HW, float momentum,
-                                    float eps, het_team *team, int widx) {
+                                    float eps, het_team *team, int widx, int relu) {
     if (!team) {
         const double M = (double)N * (double)HW;
         for (int c = 0; c < C; c++) {
             double mean, m2;
             bn_moments(x, N, C, HW, c, &mean, &m2);
             bn_normalize(y, x_hat, inv_std, x, gamma, beta, run_mean, run_var, N, C, HW, c, M,
-                         mean, m2, momentum, eps);
+                         mean, m2, momentum, eps, relu);
         }
         return;
     }
@@ -123,18 +134,20 @@ static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, cons
         double M, mean, m2;
         bn_combine_moments(all, stride, workers, C, c, &M, &mean, &m2);
         bn_normalize(y, x_hat, inv_std, x, gamma, beta, widx == 0 ? run_mean : NULL,
-                     widx == 0 ? run_var : NULL, N, C, HW, c, M, mean, m2, momentum, eps);
+                     widx == 0 ? run_var : NULL, N, C, HW, c, M, mean, m2, momentum, eps, relu);
     }
 }
 
-/* Eval mode: the same affine map with the running statistics; state is not touched. */
+/* Eval mode: the same affine map with the running statistics (and relu); state is not
+ * touched. */
 static inline void bn_forward_eval(float *y, float *x_hat, float *inv_std, const float *x,
                                    const float *gamma, const float *beta, const float *run_mean,
-                                   const float *run_var, int N, int C, int HW, float eps) {
+                                   const float *run_var, int N, int C, int HW, float eps,
+                                   int relu) {
     for (int c = 0; c < C; c++) {
         const float fis = (float)(1.0 / sqrt((double)run_var[c] + (double)eps));
         inv_std[c] = fis;
-        bn_affine_channel(y, x_hat, x, gamma[c], beta[c], run_mean[c], fis, N, C, HW, c);
+        bn_affine_channel(y, x_hat, x, gamma[c], beta[c], run_mean[c], fis, N, C, HW, c, relu);
     }
 }
 

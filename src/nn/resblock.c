@@ -146,13 +146,16 @@ static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const fl
     }
 }
 
-/* dw += sum_n dy[n] . im2col(x[n])^T and, when dx != NULL, dx[n] += col2im(W^T . dy[n]);
- * through oneDNN when dn is not NULL (col is then its work memory). */
-static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx, float *dw,
-                             const float *dy, const float *x, const float *w, float *col,
-                             float *dcol, int cin, int H, int W, int stride, int K, int batch) {
-    if (dn && het_dnnl_conv_backward(dn, batch, x, w, dy, dx, 1, dw, NULL, col) == HET_OK) return;
+/* dw += sum_n dy[n] . im2col(x[n])^T and, when dx != NULL, dx[n] = (or += when dx_add)
+ * col2im(W^T . dy[n]); through oneDNN when dn is not NULL (col is then its work memory). */
+static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx, int dx_add,
+                             float *dw, const float *dy, const float *x, const float *w,
+                             float *col, float *dcol, int cin, int H, int W, int stride, int K,
+                             int batch) {
+    if (dn && het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col) == HET_OK)
+        return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
+    if (dx && !dx_add) memset(dx, 0, sizeof(float) * xs * (size_t)batch);
     const int P = (int)r->P;
     for (int n = 0; n < batch; n++) {
         const float *dyn = dy + (size_t)n * r->S;
@@ -178,17 +181,16 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     rb_conv(r, r->dn1, A, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch);
     if (x->train)
         bn_forward_train(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_MOMENTUM,
-                         RB_EPS, x->team, x->worker);
+                         RB_EPS, x->team, x->worker, 1);
     else
-        bn_forward_eval(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS);
-    het_vrelu(r1, BS);
+        bn_forward_eval(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS, 1);
 
     rb_conv(r, r->dn2, A, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
     if (x->train)
         bn_forward_train(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_MOMENTUM,
-                         RB_EPS, x->team, x->worker);
+                         RB_EPS, x->team, x->worker, 0);
     else
-        bn_forward_eval(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS);
+        bn_forward_eval(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS, 0);
 
     /* shortcut: out[n][ci + pad_lo][oy][ox] += in[n][ci][oy * s][ox * s] */
     const int s = r->stride;
@@ -233,13 +235,12 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     bn_backward(G, g.g2, g.b2, G, x_hat2, inv2, v.g2, batch, C, HW, x->train, x->team, x->worker);
 
     /* conv2 (input r1) */
-    memset(D, 0, sizeof(float) * BS);
-    rb_conv_backward(r, r->dn2, D, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
+    rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
     het_vrelu_mask(D, r1, D, BS);
     bn_backward(D, g.g1, g.b1, D, x_hat1, inv1, v.g1, batch, C, HW, x->train, x->team, x->worker);
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
-    rb_conv_backward(r, r->dn1, din, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W, r->stride, r->K1,
+    rb_conv_backward(r, r->dn1, din, 1, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W, r->stride, r->K1,
                      batch);
 }
 

@@ -72,8 +72,38 @@ void het_vsum_dot(const float *restrict a, const float *restrict b, size_t n, do
 }
 
 HET_CLONES
+void het_vmoments(const float *restrict x, size_t n, double *mean, double *m2) {
+    double l[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) l[j] += (double)x[i + j];
+    for (; i < n; i++) l[i % LANES] += (double)x[i];
+    const double mu = n ? lanes_total(l) / (double)n : 0.0;
+    double q[LANES] = {0};
+    for (i = 0; i + LANES <= n; i += LANES) /* the plane is in L1 now */
+        for (int j = 0; j < LANES; j++) {
+            double d = (double)x[i + j] - mu;
+            q[j] += d * d;
+        }
+    for (; i < n; i++) {
+        double d = (double)x[i] - mu;
+        q[i % LANES] += d * d;
+    }
+    *mean = mu;
+    *m2 = lanes_total(q);
+}
+
+HET_CLONES
 void het_vaffine(float *y, float *restrict h, const float *x, size_t n, float mean, float inv,
-                 float g, float b) {
+                 float g, float b, int relu) {
+    if (relu) {
+        for (size_t i = 0; i < n; i++) {
+            float v = (x[i] - mean) * inv, o = g * v + b;
+            h[i] = v;
+            y[i] = o > 0.0f ? o : 0.0f;
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         float v = (x[i] - mean) * inv;
         h[i] = v;
