@@ -1,4 +1,5 @@
-/* Reference test against PyTorch (the llm.c test_gpt2.c idea): for "mlp" and "lenet5", load the
+/* Reference test against PyTorch (the llm.c test_gpt2.c idea): for "mlp", "lenet5" and
+ * "resblock" (two ResNet basic blocks with batch norm, see build()), load the
  * parameters, batch, logits, loss, gradients and 10 SGD-momentum losses that
  * tools/make_fixtures.py computed with torch (float64 math from float32 parameters and inputs),
  * run hetrain on the same numbers and compare.
@@ -56,6 +57,21 @@ static void fused_steps(const char *name, const float *params, size_t n, const f
                         const uint8_t *y, const float *grads_ref, const float *losses_ref,
                         const float *sgd);
 
+/* The zoo model `name`, or "resblock": tools/make_fixtures.py's stem (conv 16 with bias, batch
+ * norm, ReLU) and two ResNet basic blocks (16 channels stride 1; 32 channels stride 2 with the
+ * option-A shortcut), global average pool, fc 10. */
+static int build(het_model **m, const char *name, int workers) {
+    if (strcmp(name, "resblock") != 0)
+        return het_zoo_build(m, name, (het_shape){1, 28, 28}, CLASSES, B, workers);
+    het_layer *L[8] = {het_conv2d_new(16, 3, 1, 1), het_batchnorm_new(0.1f, 1e-5f),
+                       het_relu_new(),               het_resblock_new(16, 1),
+                       het_resblock_new(32, 2),      het_avgpool_new(0, 0),
+                       het_dense_new(CLASSES)};
+    int rc = het_model_create(m, (het_shape){1, 28, 28}, L, 7, B, workers);
+    if (rc == HET_OK) het_model_init_params(*m, 1);
+    return rc;
+}
+
 static void run_model(const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/ref_%s.bin", HET_SOURCE_DIR, name);
@@ -83,7 +99,7 @@ static void run_model(const char *name) {
     }
     het_model *m = NULL;
     if (ok) {
-        int rc = het_zoo_build(&m, name, (het_shape){1, 28, 28}, CLASSES, B, 1);
+        int rc = build(&m, name, 1);
         CHECK(rc == HET_OK && m, "%s: het_zoo_build: %s", name, het_error_msg());
         if (rc != HET_OK) m = NULL;
     }
@@ -97,7 +113,7 @@ static void run_model(const char *name) {
     float *P = het_model_params(m);
     memcpy(P, params, n * sizeof *P);
 
-    /* logits (train mode: these models have no dropout or batch norm) */
+    /* logits (train mode: no model here has dropout; batch norm uses the batch's statistics) */
     const float *logits = het_model_forward(m, x, B, 1, SEED);
     CHECK(logits != NULL, "%s: forward: %s", name, het_error_msg());
     if (!logits) goto done;
@@ -179,7 +195,7 @@ static void fused_steps(const char *name, const float *params, size_t n, const f
                         const uint8_t *y, const float *grads_ref, const float *losses_ref,
                         const float *sgd) {
     het_model *m = NULL;
-    int rc = het_zoo_build(&m, name, (het_shape){1, 28, 28}, CLASSES, B, 2);
+    int rc = build(&m, name, 2);
     CHECK(rc == HET_OK && m, "%s: het_zoo_build: %s", name, het_error_msg());
     if (!m) return;
     het_optim_config oc = het_optim_defaults();
@@ -211,5 +227,6 @@ static void fused_steps(const char *name, const float *params, size_t n, const f
 int main(void) {
     run_model("mlp");
     run_model("lenet5");
+    run_model("resblock");
     return het_test_finish("test_reference");
 }

@@ -4,7 +4,8 @@
     /usr/bin/python3 tools/make_fixtures.py [OUTDIR]      # default: tests/fixtures
 
 Files
-  ref_mlp.bin, ref_lenet5.bin   model reference (read by tests/test_reference.c)
+  ref_mlp.bin, ref_lenet5.bin, ref_resblock.bin   model reference (tests/test_reference.c;
+  resblock: a stem and two ResNet basic blocks, stride 1 and 2 with the option-A shortcut)
   optim_ref.bin                 optimizer steps and lr schedules (read by tests/test_optim.c)
 
 Format (all little-endian; read by tests/fixtures/fixture.h):
@@ -48,6 +49,7 @@ import zlib
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 MAGIC = 0x58494648
 VERSION = 1
@@ -71,7 +73,31 @@ def write_fixture(path, entries):
     print(f"{path}: {len(entries)} entries, {len(out)} bytes")
 
 
+class Block(nn.Module):
+    """ResNet basic block as src/nn/resblock.c: conv-BN-ReLU-conv-BN + shortcut, ReLU, without
+    conv biases; option A shortcut (x[:, :, ::s, ::s], zero channels split before and after)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.stride, self.lo, self.hi = stride, (cout - cin) // 2, cout - cin - (cout - cin) // 2
+
+    def forward(self, x):
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        sc = x
+        if self.stride != 1 or self.lo or self.hi:
+            sc = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.lo, self.hi))
+        return F.relu(y + sc)
+
+
 def make_model(name):
+    if name == "resblock":  # tests/test_reference.c builds the same layers (not a zoo model)
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                             Block(16, 16, 1), Block(16, 32, 2), nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Linear(32, 10))
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
                              nn.ReLU(), nn.Linear(128, 10))
@@ -193,7 +219,7 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "tests", "fixtures")
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(1)
-    for i, name in enumerate(["mlp", "lenet5"]):
+    for i, name in enumerate(["mlp", "lenet5", "resblock"]):
         model_fixture(outdir, i, name)
     optim_fixture(outdir)
 
