@@ -75,6 +75,9 @@ int het_blas_set_threads(int n);
  * het_dnnl_conv_new returns NULL when oneDNN is not built in, disabled, or refuses the shape. */
 typedef struct het_dnnl_conv het_dnnl_conv;
 int het_dnnl_available(void);
+/* What runs convolutions, for the startup line, e.g. "oneDNN 2.6.3 (AVX-512) where channels
+ * are multiples of 16". */
+const char *het_dnnl_describe(void);
 het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad, int bias);
 void het_dnnl_conv_free(het_dnnl_conv *h);
 void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed);

@@ -39,6 +39,7 @@ void het_dnnl_disable(int off) { dnnl_disabled = off; }
 #ifndef HET_HAVE_DNNL
 
 int het_dnnl_available(void) { return 0; }
+const char *het_dnnl_describe(void) { return "hetrain's own (built without oneDNN)"; }
 het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad,
                                  int bias) {
     (void)C, (void)H, (void)W, (void)O, (void)k, (void)stride, (void)pad, (void)bias;
@@ -115,6 +116,19 @@ int het_dnnl_available(void) {
 /* This thread's OpenMP thread count, which oneDNN reads when it makes and runs a primitive. */
 static void use_threads(void) {
     if (omp_get_max_threads() != dnnl_threads) omp_set_num_threads(dnnl_threads);
+}
+
+const char *het_dnnl_describe(void) {
+    static char text[96];
+    if (!het_dnnl_available()) return "hetrain's own (oneDNN disabled: HET_CONV=ref)";
+    const dnnl_version_t *v = dnnl_version();
+    /* the ISA values are cumulative bit sets: a newer one holds an older one's bits */
+    const unsigned e = (unsigned)dnnl_get_effective_cpu_isa();
+    const unsigned a512 = (unsigned)dnnl_cpu_isa_avx512_core, a2 = (unsigned)dnnl_cpu_isa_avx2;
+    const char *isa = (e & a512) == a512 ?  " (AVX-512)" : (e & a2) == a2 ? " (AVX2)" : "";
+    snprintf(text, sizeof text, "oneDNN %d.%d.%d%s where channels are multiples of 16",
+             v->major, v->minor, v->patch, isa);
+    return text;
 }
 
 static int fail(dnnl_status_t s, const char *what) {

@@ -18,10 +18,10 @@ void het_trainer_print_config(const het_trainer *t) {
     const char *ex = t->size <= 1 ? het_model_executor(m)
                                   : "generic: samples split over workers, then summed";
     het_log(HET_LOG_INFO, "model: %zu parameters, %.4g MFLOP/sample forward, %d worker "
-            "thread%s (%s), %.1f MiB; OpenBLAS kernels %s\n", het_model_n_params(m),
-            het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
+            "thread%s (%s), %.1f MiB; OpenBLAS kernels %s; convolutions: %s\n",
+            het_model_n_params(m), het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
             het_model_workers(m) == 1 ? "" : "s", ex, (double)het_model_bytes(m) / 1048576.0,
-            het_blas_corename());
+            het_blas_corename(), het_dnnl_describe());
     size_t len = het_train_config_format(c, 1, NULL, 0);
     char *text = malloc(len + 1);
     if (!text) return;
