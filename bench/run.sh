@@ -17,7 +17,7 @@ build=${1:-build}
 mode=${2:-speed}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh" # data_dir, py, het_bench_blas_kernels
-models=${MODELS:-mlp lenet5}
+models=${MODELS:-mlp lenet5 cifar-cnn resnet20}
 bt="$build/bench_train"
 
 [ -x "$bt" ] || { echo "run.sh: $bt not found; build first (make build)" >&2; exit 1; }

@@ -39,7 +39,8 @@ int het_all_finite(const float *a, size_t n);
  *   het_vaffine: h = (x - mean) * inv, y = g * h + b, or max(g * h + b, 0) when relu (y may
  *   alias x)
  *   het_vbn_dx: dx = k * (dy - mdy - h * mdyh) (dx may alias dy)
- *   het_vrelu: x = max(x, 0) in place; het_vrelu_mask: g = y > 0 ? d : 0 (g may alias d) */
+ *   het_vrelu: x = max(x, 0) in place; het_vrelu_mask: g = y > 0 ? d : 0 (g may alias d)
+ *   het_vadd_relu: y = max(y + x, 0) in place (a residual add and its ReLU) */
 double het_vsum(const float *x, size_t n);
 double het_vsum_sqdev(const float *x, size_t n, double mu);
 void het_vsum_dot(const float *a, const float *b, size_t n, double *sa, double *sab);
@@ -50,6 +51,7 @@ void het_vbn_dx(float *dx, const float *dy, const float *h, size_t n, float k, f
                 float mdyh);
 void het_vrelu(float *x, size_t n);
 void het_vrelu_mask(float *g, const float *y, const float *d, size_t n);
+void het_vadd_relu(float *y, const float *x, size_t n);
 
 /* Re-executes the program (argv as given to main) with OPENBLAS_CORETYPE set when OpenBLAS
  * fell back to its generic kernels on a CPU with AVX-512 or AVX2 (see blas_select.c). Call it

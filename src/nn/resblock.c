@@ -192,6 +192,10 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     else
         bn_forward_eval(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS, 0);
 
+    if (r->stride == 1 && r->cin == C) { /* identity shortcut: add and ReLU in one pass */
+        het_vadd_relu(out, in, BS);
+        return;
+    }
     /* shortcut: out[n][ci + pad_lo][oy][ox] += in[n][ci][oy * s][ox * s] */
     const int s = r->stride;
     for (int n = 0; n < batch; n++) {
@@ -219,7 +223,9 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
 
     /* through the final ReLU; G is the gradient of both the bn2 output and the shortcut */
     het_vrelu_mask(G, out, dout, BS);
-    if (din) { /* shortcut adjoint: gather back to the strided positions, zero elsewhere */
+    if (din && r->stride == 1 && r->cin == C) { /* identity shortcut: its gradient is G */
+        memcpy(din, G, sizeof(float) * BS);
+    } else if (din) { /* shortcut adjoint: gather back to the strided positions, zero elsewhere */
         const int s = r->stride;
         memset(din, 0, sizeof(float) * (size_t)batch * r->in_size);
         for (int n = 0; n < batch; n++) {

@@ -126,3 +126,11 @@ HET_CLONES
 void het_vrelu_mask(float *g, const float *restrict y, const float *d, size_t n) {
     for (size_t i = 0; i < n; i++) g[i] = y[i] > 0.0f ? d[i] : 0.0f;
 }
+
+HET_CLONES
+void het_vadd_relu(float *y, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = y[i] + x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
