@@ -4,6 +4,7 @@
  *  - odd shapes: channels not a multiple of 16 (1, 3, 5, 20, 24), batch 1 and ragged batches,
  *    maps smaller than the kernel's blocks (1x1, 2x3, 5x5), strides 1 and 2, kernels 1, 3, 5,
  *    padding 0-2, with and without bias; the same handle called with several batch sizes
+ *    (20 on one handle)
  *  - backward adds onto non-zero dw and db, writes dx (dx_add 0) or adds onto it (dx_add 1),
  *    and skips dx when NULL
  *  - conv2d and resblock layers (forward, din, parameter gradients) equal their own-kernel
@@ -207,6 +208,10 @@ int main(void) {
         for (int i = 0; i < 3; i++) CHECK(jobs[i].ok, "thread %d (batch %d) wrong", i, jobs[i].n);
         het_dnnl_conv_free(h);
     }
+
+    /* many batch sizes on one handle (each keeps its own primitives) */
+    const int many[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+    check_shape((shape){16, 3, 3, 16, 3, 1, 1, 1}, many, 20);
 
     /* disabled: no handle */
     het_dnnl_disable(1);

@@ -69,7 +69,6 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
 #include <omp.h>
 #include <pthread.h>
 
-#define MAX_SETS 16 /* batch sizes kept per handle; more are made and dropped per call */
 
 /* A reorder from one layout to another, NULL when the two are the same. */
 typedef struct reorder {
@@ -94,8 +93,9 @@ struct het_dnnl_conv {
     int C, H, W, O, k, stride, pad, bias, oh, ow;
     size_t per_sample, fixed; /* work floats, from the batch-1 set */
     pthread_mutex_t mu;
-    prim_set *sets[MAX_SETS];
-    int n_sets;
+    prim_set **sets; /* one per (batch, threads) seen, kept until the handle goes: a few per
+                        layer (a worker's chunk, a ragged last chunk, evaluation's batch) */
+    int n_sets, cap_sets;
 };
 
 static dnnl_engine_t engine;
@@ -278,6 +278,19 @@ static void set_sizes(const prim_set *s, size_t *act, size_t *fixed) {
     *fixed = wf > wb ? wf : wb;
 }
 
+/* Appends s to h's sets (h's mutex held, or h not yet shared); 0 when out of memory. */
+static int keep_set(het_dnnl_conv *h, prim_set *s) {
+    if (h->n_sets == h->cap_sets) {
+        int cap = h->cap_sets ? 2 * h->cap_sets : 4;
+        prim_set **p = realloc(h->sets, (size_t)cap * sizeof *p);
+        if (!p) return het_error_set(HET_ENOMEM, "oneDNN: out of memory"), 0;
+        h->sets = p;
+        h->cap_sets = cap;
+    }
+    h->sets[h->n_sets++] = s;
+    return 1;
+}
+
 het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad,
                                  int bias) {
     if (!het_dnnl_available()) return NULL;
@@ -296,13 +309,18 @@ het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, 
         return NULL;
     }
     set_sizes(s, &h->per_sample, &h->fixed);
-    h->sets[h->n_sets++] = s;
+    if (!keep_set(h, s)) {
+        set_free(s);
+        het_dnnl_conv_free(h);
+        return NULL;
+    }
     return h;
 }
 
 void het_dnnl_conv_free(het_dnnl_conv *h) {
     if (!h) return;
     for (int i = 0; i < h->n_sets; i++) set_free(h->sets[i]);
+    free(h->sets);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -310,6 +328,31 @@ void het_dnnl_conv_free(het_dnnl_conv *h) {
 void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed) {
     *per_sample = h->per_sample;
     *fixed = h->fixed;
+}
+
+/* Makes and keeps the set of batch n (h's mutex held); NULL with the error set on failure. */
+static prim_set *set_new(het_dnnl_conv *h, int n) {
+    prim_set *s = calloc(1, sizeof *s);
+    if (!s) {
+        het_error_set(HET_ENOMEM, "oneDNN: out of memory");
+        return NULL;
+    }
+    if (set_build(h, n, s) != HET_OK) {
+        set_free(s);
+        return NULL;
+    }
+    size_t act, fixed;
+    set_sizes(s, &act, &fixed);
+    if (act > h->per_sample * (size_t)n + h->fixed || fixed > h->fixed) {
+        het_error_set(HET_EINVAL, "oneDNN: batch %d needs more work memory than planned", n);
+        set_free(s);
+        return NULL;
+    }
+    if (!keep_set(h, s)) {
+        set_free(s);
+        return NULL;
+    }
+    return s;
 }
 
 /* The set of batch n and the current thread count (made on first use); NULL with the error set
@@ -320,22 +363,7 @@ static prim_set *set_for(het_dnnl_conv *h, int n) {
     prim_set *s = NULL;
     for (int i = 0; i < h->n_sets && !s; i++)
         if (h->sets[i]->n == n && h->sets[i]->threads == dnnl_threads) s = h->sets[i];
-    if (!s && h->n_sets < MAX_SETS && (s = calloc(1, sizeof *s)) != NULL) {
-        if (set_build(h, n, s) == HET_OK) {
-            size_t act, fixed;
-            set_sizes(s, &act, &fixed);
-            if (act <= h->per_sample * (size_t)n + h->fixed && fixed <= h->fixed) {
-                h->sets[h->n_sets++] = s;
-            } else {
-                het_error_set(HET_EINVAL, "oneDNN: batch %d needs more work memory than planned", n);
-                set_free(s);
-                s = NULL;
-            }
-        } else {
-            set_free(s);
-            s = NULL;
-        }
-    }
+    if (!s) s = set_new(h, n);
     pthread_mutex_unlock(&h->mu);
     return s;
 }
