@@ -8,8 +8,8 @@
  * eval mode uses the running statistics. Batch-coupled: samples interact in forward; with
  * several workers on a batch the statistics are the whole batch's (bn_math.h).
  *
- * Cache: x_hat (batch x C x H x W) followed by inv_std (C). cache_per_sample reserves C extra
- * floats per sample, so the tail always fits for batch >= 1. */
+ * Cache: mean (C) and inv_std (C) of the forward pass (backward recomputes x_hat from the layer's
+ * input, bn_math.h); cache_per_sample is 2C, so they fit for batch >= 1. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -36,7 +36,7 @@ static int bn_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->out = in;
     p->n_params = 2 * (size_t)in.c;
     p->n_state = 2 * (size_t)in.c;
-    p->cache_per_sample = het_shape_size(in) + (size_t)in.c;
+    p->cache_per_sample = 2 * (size_t)in.c;
     p->work_per_sample = 0;
     p->work_fixed = 0;
     p->team_doubles = BN_TEAM_DOUBLES(in.c);
@@ -57,25 +57,22 @@ static void bn_init(het_layer *l, float *params, float *state, het_rng *rng) {
 static void bn_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     const het_batchnorm *b = (const het_batchnorm *)l;
     const int C = b->C;
-    float *x_hat = x->cache;
-    float *inv_std = x->cache + (size_t)batch * (size_t)C * (size_t)b->HW;
+    float *mean = x->cache, *inv_std = x->cache + C;
     if (x->train)
-        bn_forward_train(out, x_hat, inv_std, in, x->params, x->params + C, x->state,
+        bn_forward_train(out, mean, inv_std, in, x->params, x->params + C, x->state,
                          x->state + C, batch, C, b->HW, b->momentum, b->eps, x->team, x->worker, 0);
     else
-        bn_forward_eval(out, x_hat, inv_std, in, x->params, x->params + C, x->state,
+        bn_forward_eval(out, mean, inv_std, in, x->params, x->params + C, x->state,
                         x->state + C, batch, C, b->HW, b->eps, 0);
 }
 
 static void bn_backward_op(het_layer *l, const het_exec *x, const float *in, const float *out,
                            const float *dout, float *din, int batch) {
-    (void)in;
     (void)out;
     const het_batchnorm *b = (const het_batchnorm *)l;
     const int C = b->C;
-    const float *x_hat = x->cache;
-    const float *inv_std = x->cache + (size_t)batch * (size_t)C * (size_t)b->HW;
-    bn_backward(din, x->grads, x->grads + C, dout, x_hat, inv_std, x->params, batch, C, b->HW,
+    const float *mean = x->cache, *inv_std = x->cache + C;
+    bn_backward(din, x->grads, x->grads + C, dout, in, mean, inv_std, x->params, batch, C, b->HW,
                 x->train, x->team, x->worker);
 }
 

@@ -18,8 +18,11 @@
  * dy * x_hat (plain sums in double, added in worker order). Part layout: [count, C means or
  * sums of dy, C M2s or sums of dy * x_hat]: BN_TEAM_DOUBLES(C).
  *
- * Forward stores x_hat (N x C x HW) and inv_std (C) for backward; in eval mode they are the
- * values computed from the running statistics, so backward works in both modes. */
+ * Forward stores the mean (C) and inv_std (C) it normalized with; backward recomputes
+ * x_hat = (x - mean) * inv_std from forward's input x, which the caller keeps (tensor/vec.c:
+ * the same float operations, so the same values as a stored x_hat, with one stream of writes
+ * less in forward). In eval mode they are the running statistics, so backward works in both
+ * modes. */
 #ifndef HET_NN_BN_MATH_H
 #define HET_NN_BN_MATH_H
 
@@ -75,15 +78,13 @@ static inline void bn_combine_moments(const double *all, size_t stride, int work
     *M = n, *mean = mu, *m2 = q;
 }
 
-/* Channel c of N samples: x_hat = (x - mean) * inv_std, y = g * x_hat + b, then max(y, 0)
- * when relu (y may alias x). */
-static inline void bn_affine_channel(float *y, float *x_hat, const float *x, float g, float b,
-                                     float mean, float inv_std, int N, int C, int HW, int c,
-                                     int relu) {
+/* Channel c of N samples: y = g * (x - mean) * inv_std + b, then max(y, 0) when relu. */
+static inline void bn_affine_channel(float *y, const float *x, float g, float b, float mean,
+                                     float inv_std, int N, int C, int HW, int c, int relu) {
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
-        het_vaffine(y + off, x_hat + off, x + off, hw, mean, inv_std, g, b, relu);
+        het_vaffine(y + off, x + off, hw, mean, inv_std, g, b, relu);
     }
 }
 
@@ -91,8 +92,9 @@ static inline void bn_affine_channel(float *y, float *x_hat, const float *x, flo
  * y = gamma * (x - mean) / sqrt(var + eps) + beta, var = M2 / M (biased). When run_mean is
  * not NULL, running = (1 - momentum) * running + momentum * batch, the running variance using
  * the unbiased M2 / (M - 1) (PyTorch); with M = 1 that is undefined (PyTorch refuses) and the
- * biased one (0) is used instead. With relu, y = max(y, 0) in the same pass. y may alias x. */
-static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const float *x,
+ * biased one (0) is used instead. With relu, y = max(y, 0) in the same pass. Stores the mean
+ * and inv_std of channel c for backward. */
+static inline void bn_normalize(float *y, float *mean_out, float *inv_std, const float *x,
                                 const float *gamma, const float *beta, float *run_mean,
                                 float *run_var, int N, int C, int HW, int c, double M,
                                 double mean, double m2, float momentum, float eps, int relu) {
@@ -100,8 +102,9 @@ static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const fl
     const double var_unbiased = M > 1 ? m2 / (M - 1) : var;
     const double is = 1.0 / sqrt(var + (double)eps);
     const float fmean = (float)mean, fis = (float)is;
+    mean_out[c] = fmean;
     inv_std[c] = fis;
-    bn_affine_channel(y, x_hat, x, gamma[c], beta[c], fmean, fis, N, C, HW, c, relu);
+    bn_affine_channel(y, x, gamma[c], beta[c], fmean, fis, N, C, HW, c, relu);
     if (!run_mean) return;
     run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * fmean;
     run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)var_unbiased;
@@ -109,8 +112,9 @@ static inline void bn_normalize(float *y, float *x_hat, float *inv_std, const fl
 
 /* Train mode: normalizes with the statistics of the batch, i.e. of this worker's N >= 1
  * samples (team NULL) or of all the team's (worker widx; see the top), and updates the running
- * statistics (worker 0 only). relu: y = max(y, 0) in the same pass. y may alias x. */
-static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, const float *x,
+ * statistics (worker 0 only). relu: y = max(y, 0) in the same pass. y must not alias x: backward
+ * reads x, with the mean and inv_std stored here. */
+static inline void bn_forward_train(float *y, float *mean_out, float *inv_std, const float *x,
                                     const float *gamma, const float *beta, float *run_mean,
                                     float *run_var, int N, int C, int HW, float momentum,
                                     float eps, het_team *team, int widx, int relu) {
@@ -119,7 +123,7 @@ static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, cons
         for (int c = 0; c < C; c++) {
             double mean, m2;
             bn_moments(x, N, C, HW, c, &mean, &m2);
-            bn_normalize(y, x_hat, inv_std, x, gamma, beta, run_mean, run_var, N, C, HW, c, M,
+            bn_normalize(y, mean_out, inv_std, x, gamma, beta, run_mean, run_var, N, C, HW, c, M,
                          mean, m2, momentum, eps, relu);
         }
         return;
@@ -133,49 +137,52 @@ static inline void bn_forward_train(float *y, float *x_hat, float *inv_std, cons
     for (int c = 0; c < C; c++) {
         double M, mean, m2;
         bn_combine_moments(all, stride, workers, C, c, &M, &mean, &m2);
-        bn_normalize(y, x_hat, inv_std, x, gamma, beta, widx == 0 ? run_mean : NULL,
+        bn_normalize(y, mean_out, inv_std, x, gamma, beta, widx == 0 ? run_mean : NULL,
                      widx == 0 ? run_var : NULL, N, C, HW, c, M, mean, m2, momentum, eps, relu);
     }
 }
 
 /* Eval mode: the same affine map with the running statistics (and relu); state is not
  * touched. */
-static inline void bn_forward_eval(float *y, float *x_hat, float *inv_std, const float *x,
+static inline void bn_forward_eval(float *y, float *mean_out, float *inv_std, const float *x,
                                    const float *gamma, const float *beta, const float *run_mean,
                                    const float *run_var, int N, int C, int HW, float eps,
                                    int relu) {
     for (int c = 0; c < C; c++) {
         const float fis = (float)(1.0 / sqrt((double)run_var[c] + (double)eps));
+        mean_out[c] = run_mean[c];
         inv_std[c] = fis;
-        bn_affine_channel(y, x_hat, x, gamma[c], beta[c], run_mean[c], fis, N, C, HW, c, relu);
+        bn_affine_channel(y, x, gamma[c], beta[c], run_mean[c], fis, N, C, HW, c, relu);
     }
 }
 
-/* Channel c's sums of dy and dy * x_hat over this worker's N samples, in double. */
-static inline void bn_grad_sums(const float *dy, const float *x_hat, int N, int C, int HW, int c,
-                                double *sdy, double *sdyh) {
+/* Channel c's sums of dy and dy * x_hat over this worker's N samples, in double (x_hat from x,
+ * mean and inv_std as forward computed it). */
+static inline void bn_grad_sums(const float *dy, const float *x, const float *mean,
+                                const float *inv_std, int N, int C, int HW, int c, double *sdy,
+                                double *sdyh) {
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     double s = 0, sh = 0;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
         double a, b;
-        het_vsum_dot(dy + off, x_hat + off, hw, &a, &b);
+        het_vbn_sums(dy + off, x + off, hw, mean[c], inv_std[c], &a, &b);
         s += a, sh += b;
     }
     *sdy = s, *sdyh = sh;
 }
 
 /* Channel c of dx from the batch's sums over M values (see bn_backward). */
-static inline void bn_dx(float *dx, const float *dy, const float *x_hat, const float *inv_std,
-                         const float *gamma, int N, int C, int HW, int c, double M, double sdy,
-                         double sdyh, int train) {
+static inline void bn_dx(float *dx, const float *dy, const float *x, const float *mean,
+                         const float *inv_std, const float *gamma, int N, int C, int HW, int c,
+                         double M, double sdy, double sdyh, int train) {
     const size_t chw = (size_t)C * (size_t)HW, hw = (size_t)HW;
     const float k = gamma[c] * inv_std[c];
     const float mdy = train ? (float)(sdy / M) : 0.0f;
     const float mdyh = train ? (float)(sdyh / M) : 0.0f;
     for (int n = 0; n < N; n++) {
         const size_t off = (size_t)n * chw + (size_t)c * hw;
-        het_vbn_dx(dx + off, dy + off, x_hat + off, hw, k, mdy, mdyh);
+        het_vbn_dx(dx + off, dy + off, x + off, hw, k, mdy, mdyh, mean[c], inv_std[c]);
     }
 }
 
@@ -183,26 +190,28 @@ static inline void bn_dx(float *dx, const float *dy, const float *x_hat, const f
  * when dx != NULL it is WRITTEN: train mode (batch statistics, the sums over the whole batch:
  * the team's when team != NULL)
  *     dx = gamma * inv_std / M * (M * dy - sum(dy) - x_hat * sum(dy * x_hat)),
- * eval mode (constant statistics; team must be NULL) dx = gamma * inv_std * dy. dx may alias
- * dy (in place). */
+ * eval mode (constant statistics; team must be NULL) dx = gamma * inv_std * dy, where
+ * x_hat = (x - mean) * inv_std from forward's input x and its stored mean and inv_std. dx may
+ * alias dy (in place), not x. */
 static inline void bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
-                               const float *x_hat, const float *inv_std, const float *gamma,
-                               int N, int C, int HW, int train, het_team *team, int widx) {
+                               const float *x, const float *mean, const float *inv_std,
+                               const float *gamma, int N, int C, int HW, int train,
+                               het_team *team, int widx) {
     if (!team) {
         const double M = (double)N * (double)HW;
         for (int c = 0; c < C; c++) {
             double sdy, sdyh;
-            bn_grad_sums(dy, x_hat, N, C, HW, c, &sdy, &sdyh);
+            bn_grad_sums(dy, x, mean, inv_std, N, C, HW, c, &sdy, &sdyh);
             dgamma[c] += (float)sdyh;
             dbeta[c] += (float)sdy;
-            if (dx) bn_dx(dx, dy, x_hat, inv_std, gamma, N, C, HW, c, M, sdy, sdyh, train);
+            if (dx) bn_dx(dx, dy, x, mean, inv_std, gamma, N, C, HW, c, M, sdy, sdyh, train);
         }
         return;
     }
     double *part = het_team_part(team, widx);
     part[0] = (double)N * (double)HW;
     for (int c = 0; c < C; c++) {
-        bn_grad_sums(dy, x_hat, N, C, HW, c, &part[1 + c], &part[1 + C + c]);
+        bn_grad_sums(dy, x, mean, inv_std, N, C, HW, c, &part[1 + c], &part[1 + C + c]);
         dgamma[c] += (float)part[1 + C + c];
         dbeta[c] += (float)part[1 + c];
     }
@@ -216,7 +225,7 @@ static inline void bn_backward(float *dx, float *dgamma, float *dbeta, const flo
             const double *p = all + (size_t)w * stride;
             M += p[0], sdy += p[1 + c], sdyh += p[1 + C + c];
         }
-        bn_dx(dx, dy, x_hat, inv_std, gamma, N, C, HW, c, M, sdy, sdyh, train);
+        bn_dx(dx, dy, x, mean, inv_std, gamma, N, C, HW, c, M, sdy, sdyh, train);
     }
 }
 

@@ -19,10 +19,10 @@
  *
  * Params: [conv1.w (out_c x in_c x 3 x 3), bn1.gamma, bn1.beta, conv2.w, bn2.gamma, bn2.beta].
  * State:  [bn1.running_mean, bn1.running_var, bn2.running_mean, bn2.running_var].
- * Cache (S = out_c * oh * ow per sample): x_hat1 (B x S), r1 = relu(bn1) (B x S),
- *         x_hat2 (B x S), then inv_std1 (out_c), inv_std2 (out_c).
- * Work:   A (B x S: conv outputs in forward, the gradient at bn2 in backward), D (B x S: the
- *         gradient at bn1), then either col and dcol (the im2col buffer and its gradient, one
+ * Cache (S = out_c * oh * ow per sample): A1 = conv1(x) (B x S), r1 = relu(bn1(A1)) (B x S),
+ *         A2 = conv2(r1) (B x S), then mean1, inv_std1, mean2, inv_std2 (out_c each): batch
+ *         norm's backward recomputes x_hat from its input (bn_math.h).
+ * Work:   G (B x S: the gradient at bn2, backward), D (B x S: the gradient at bn1), then either col and dcol (the im2col buffer and its gradient, one
  *         sample) or oneDNN's blocked copies (per sample and fixed). */
 #include <math.h>
 #include <stdlib.h>
@@ -91,7 +91,7 @@ static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->out = (het_shape){r->cout, r->OH, r->OW};
     p->n_params = (size_t)r->cout * (size_t)(r->K1 + r->K2) + 4 * (size_t)r->cout;
     p->n_state = 4 * (size_t)r->cout;
-    p->cache_per_sample = 3 * r->S + 2 * (size_t)r->cout;
+    p->cache_per_sample = 3 * r->S + 4 * (size_t)r->cout;
     p->work_per_sample = 2 * r->S;
     p->work_fixed = 2 * r->kmax * r->P;
     het_dnnl_conv_free(r->dn1);
@@ -173,24 +173,24 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     const int C = r->cout, HW = (int)r->P;
     const size_t BS = (size_t)batch * r->S;
     rb_views v = rb_split(r, x->params);
-    float *x_hat1 = x->cache, *r1 = x_hat1 + BS, *x_hat2 = r1 + BS;
-    float *inv1 = x_hat2 + BS, *inv2 = inv1 + C;
-    float *A = x->work, *col = x->work + 2 * BS;
+    float *A1 = x->cache, *r1 = A1 + BS, *A2 = r1 + BS;
+    float *mean1 = A2 + BS, *inv1 = mean1 + C, *mean2 = inv1 + C, *inv2 = mean2 + C;
+    float *col = x->work + 2 * BS;
     float *rm1 = x->state, *rv1 = rm1 + C, *rm2 = rv1 + C, *rv2 = rm2 + C;
 
-    rb_conv(r, r->dn1, A, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch);
+    rb_conv(r, r->dn1, A1, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch);
     if (x->train)
-        bn_forward_train(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_MOMENTUM,
+        bn_forward_train(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_MOMENTUM,
                          RB_EPS, x->team, x->worker, 1);
     else
-        bn_forward_eval(r1, x_hat1, inv1, A, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS, 1);
+        bn_forward_eval(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS, 1);
 
-    rb_conv(r, r->dn2, A, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
+    rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
     if (x->train)
-        bn_forward_train(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_MOMENTUM,
+        bn_forward_train(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_MOMENTUM,
                          RB_EPS, x->team, x->worker, 0);
     else
-        bn_forward_eval(out, x_hat2, inv2, A, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS, 0);
+        bn_forward_eval(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS, 0);
 
     if (r->stride == 1 && r->cin == C) { /* identity shortcut: add and ReLU in one pass */
         het_vadd_relu(out, in, BS);
@@ -217,8 +217,8 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     const size_t BS = (size_t)batch * r->S;
     rb_views v = rb_split(r, x->params);
     rb_views g = rb_split(r, x->grads);
-    const float *x_hat1 = x->cache, *r1 = x_hat1 + BS, *x_hat2 = r1 + BS;
-    const float *inv1 = x_hat2 + BS, *inv2 = inv1 + C;
+    const float *A1 = x->cache, *r1 = A1 + BS, *A2 = r1 + BS;
+    const float *mean1 = A2 + BS, *inv1 = mean1 + C, *mean2 = inv1 + C, *inv2 = mean2 + C;
     float *G = x->work, *D = G + BS, *col = D + BS, *dcol = col + r->kmax * r->P;
 
     /* through the final ReLU; G is the gradient of both the bn2 output and the shortcut */
@@ -238,12 +238,14 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
             }
         }
     }
-    bn_backward(G, g.g2, g.b2, G, x_hat2, inv2, v.g2, batch, C, HW, x->train, x->team, x->worker);
+    bn_backward(G, g.g2, g.b2, G, A2, mean2, inv2, v.g2, batch, C, HW, x->train, x->team,
+                x->worker);
 
     /* conv2 (input r1) */
     rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
     het_vrelu_mask(D, r1, D, BS);
-    bn_backward(D, g.g1, g.b1, D, x_hat1, inv1, v.g1, batch, C, HW, x->train, x->team, x->worker);
+    bn_backward(D, g.g1, g.b1, D, A1, mean1, inv1, v.g1, batch, C, HW, x->train, x->team,
+                x->worker);
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
     rb_conv_backward(r, r->dn1, din, 1, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W, r->stride, r->K1,
