@@ -105,10 +105,15 @@ static void engine_make(void) {
     if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
 }
 
-int het_dnnl_available(void) {
+/* Whether oneDNN may be used at all (not disabled, not HET_CONV=ref), without starting it. */
+static int dnnl_allowed(void) {
     if (dnnl_disabled) return 0;
     const char *e = getenv("HET_CONV");
-    if (e && strcmp(e, "ref") == 0) return 0;
+    return !(e && strcmp(e, "ref") == 0);
+}
+
+int het_dnnl_available(void) {
+    if (!dnnl_allowed()) return 0;
     pthread_once(&engine_once, engine_make);
     return engine != NULL;
 }
@@ -120,7 +125,9 @@ static void use_threads(void) {
 
 const char *het_dnnl_describe(void) {
     static char text[96];
-    if (!het_dnnl_available()) return "hetrain's own (oneDNN disabled: HET_CONV=ref)";
+    /* the engine starts with the first layer that uses it: models without one (mlp, lenet5)
+     * never start oneDNN */
+    if (!dnnl_allowed()) return "hetrain's own (oneDNN disabled: HET_CONV=ref)";
     const dnnl_version_t *v = dnnl_version();
     /* the ISA values are cumulative bit sets: a newer one holds an older one's bits */
     const unsigned e = (unsigned)dnnl_get_effective_cpu_isa();
