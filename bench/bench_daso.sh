@@ -11,7 +11,8 @@
 #       than 5 % slower.
 #
 # Env: EPOCHS (default 12: daso's 4 warm-up, 4 cycling and 4 cool-down epochs), TRAIN_LIMIT
-# (default 15000 samples per epoch), MODEL (default lenet5), HET_DATA_DIR, BLAS_CORETYPE.
+# (default 15000 samples per epoch), TEST_LIMIT (test images, default 0 = all 10 000), MODEL
+# (default lenet5), HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,11 +23,13 @@ export OPENBLAS_NUM_THREADS=1
 het_bench_blas_kernels "$build/bench_train"
 epochs=${EPOCHS:-12}
 limit=${TRAIN_LIMIT:-15000}
+test_limit=${TEST_LIMIT:-0}
 model=${MODEL:-lenet5}
 out=$(mktemp -d /tmp/het_bench_daso_XXXXXX)
 trap 'rm -rf "$out"' EXIT
 common=(train --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64
-        --progress off --threads 1 --epochs "$epochs" --train-limit "$limit" --lr 0.02
+        --progress off --threads 1 --epochs "$epochs" --train-limit "$limit"
+        --test-limit "$test_limit" --lr 0.02
         --schedule cosine --momentum 0.9 --seed 1 --ranks-per-node 2)
 # sum over epochs of samples / samples_per_s (training only), final accuracy, mean bytes
 summary() {
