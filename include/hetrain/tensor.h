@@ -34,7 +34,6 @@ int het_all_finite(const float *a, size_t n);
 /* Plane loops of batch norm and element-wise steps (tensor/vec.c). Sums are in double over 8
  * fixed lanes (element i in lane i % 8, lanes added in order): the same bits on every CPU.
  * x_hat = (x - mean) * inv is computed in float, the same way in every function.
- *   het_vsum: sum x; het_vsum_sqdev: sum (x - mu)^2
  *   het_vmoments: mean and M2 (sum of squared deviations from it) of one plane, two passes
  *   over it (the second from L1), in double
  *   het_vaffine: y = g * x_hat + b, or max(g * x_hat + b, 0) when relu (y must not alias x)
@@ -42,8 +41,6 @@ int het_all_finite(const float *a, size_t n);
  *   het_vbn_dx: dx = k * (dy - mdy - x_hat * mdyh) (dx may alias dy, not x)
  *   het_vrelu: x = max(x, 0) in place; het_vrelu_mask: g = y > 0 ? d : 0 (g may alias d)
  *   het_vadd_relu: y = max(y + x, 0) in place (a residual add and its ReLU) */
-double het_vsum(const float *x, size_t n);
-double het_vsum_sqdev(const float *x, size_t n, double mu);
 void het_vmoments(const float *x, size_t n, double *mean, double *m2);
 void het_vaffine(float *y, const float *x, size_t n, float mean, float inv, float g, float b,
                  int relu);

@@ -34,6 +34,21 @@
 
 #define BN_TEAM_DOUBLES(C) (2 * (size_t)(C) + 1)
 
+/* Adds a part of nb values with mean mb and M2 qb to the running (*n, *mu, *q), Chan et al.'s
+ * update (see the top); an empty part changes nothing, the first one is taken as it is. */
+static inline void bn_chan_merge(double *n, double *mu, double *q, double nb, double mb,
+                                 double qb) {
+    if (nb == 0) return;
+    if (*n == 0) {
+        *n = nb, *mu = mb, *q = qb;
+        return;
+    }
+    const double nn = *n + nb, d = mb - *mu;
+    *mu += d * (nb / nn);
+    *q += qb + d * d * (*n * nb / nn);
+    *n = nn;
+}
+
 /* Mean and M2 of channel c of x (N >= 1 samples), in double: each plane's in two passes over
  * it while it is in L1 (het_vmoments), the planes combined in order (Chan et al., below), so
  * the channel is read from memory once. */
@@ -44,14 +59,7 @@ static inline void bn_moments(const float *x, int N, int C, int HW, int c, doubl
     for (int s = 0; s < N; s++) {
         double mb, qb;
         het_vmoments(x + (size_t)s * chw + (size_t)c * hw, hw, &mb, &qb);
-        if (s == 0) {
-            n = (double)hw, mu = mb, q = qb;
-            continue;
-        }
-        const double nb = (double)hw, nn = n + nb, d = mb - mu;
-        mu += d * (nb / nn);
-        q += qb + d * d * (n * nb / nn);
-        n = nn;
+        bn_chan_merge(&n, &mu, &q, (double)hw, mb, qb);
     }
     *mean = mu;
     *m2 = q;
@@ -64,16 +72,7 @@ static inline void bn_combine_moments(const double *all, size_t stride, int work
     double n = 0, mu = 0, q = 0;
     for (int w = 0; w < workers; w++) {
         const double *p = all + (size_t)w * stride;
-        const double nb = p[0], mb = p[1 + c], qb = p[1 + C + c];
-        if (nb == 0) continue;
-        if (n == 0) {
-            n = nb, mu = mb, q = qb;
-            continue;
-        }
-        const double nn = n + nb, d = mb - mu;
-        mu += d * (nb / nn);
-        q += qb + d * d * (n * nb / nn);
-        n = nn;
+        bn_chan_merge(&n, &mu, &q, p[0], p[1 + c], p[1 + C + c]);
     }
     *M = n, *mean = mu, *m2 = q;
 }

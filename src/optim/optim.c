@@ -14,6 +14,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "core/clones.h"
 #include "hetrain/optim.h"
 
 het_optim_config het_optim_defaults(void) {
@@ -72,15 +73,8 @@ size_t het_optim_state_floats(const het_optim_config *c, size_t n) {
 
 /* One fused pass per element (gradient, momentum buffer, parameter): the arithmetic is torch's,
  * element by element, so the result does not depend on the pass structure. Compiled for
- * AVX-512 / AVX2 / baseline and picked at run time; without -ffast-math and with C11's
- * -ffp-contract=off every variant gives the same bits. (Not under ThreadSanitizer: its
- * instrumented ifunc resolver would run before the sanitizer is set up, and crash.) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-#define HET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HET_CLONES
-#endif
+ * AVX-512 / AVX2 / baseline and picked at run time (core/clones.h): every variant gives the
+ * same bits. */
 
 /* Every variant also ORs "not finite" over the parameters it wrote (|p| <= FLT_MAX is false
  * for NaN and +-inf): a comparison in the same vectorized pass, no extra memory traffic. */

@@ -87,6 +87,7 @@ typedef struct prim_set {
     reorder f_src_in, f_w_in, f_dst_out;                 /* plain -> forward, back */
     reorder d_w_in, d_ddst_in, d_dsrc_out, d_dsrc_add;   /* _add: dst += reordered */
     reorder w_src_in, w_ddst_in, w_dw_add;
+    int ddst_shared; /* the two gradients take dy in the same layout: one reorder serves both */
 } prim_set;
 
 struct het_dnnl_conv {
@@ -263,6 +264,7 @@ static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
     if (fpd) dnnl_primitive_desc_destroy(fpd);
     if (bpd) dnnl_primitive_desc_destroy(bpd);
     if (wpd) dnnl_primitive_desc_destroy(wpd);
+    s->ddst_shared = dnnl_memory_desc_equal(&s->w_ddst, &s->d_ddst);
     s->n = n;
     s->threads = dnnl_threads;
     return rc;
@@ -466,7 +468,7 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
     dnnl_memory_t src = operand(&c, &s->w_src_in, &s->u_src, &s->w_src, x, &act, 1, &rc);
     dnnl_memory_t ddst_d = operand(&c, &s->d_ddst_in, &s->u_dst, &s->d_ddst, dy, &act, 1, &rc);
     dnnl_memory_t ddst_w = ddst_d;
-    if (!dnnl_memory_desc_equal(&s->w_ddst, &s->d_ddst))
+    if (!s->ddst_shared)
         ddst_w = operand(&c, &s->w_ddst_in, &s->u_dst, &s->w_ddst, dy, &act, 1, &rc);
     float *dwb = fix + fl(s->d_w_in.bytes), *dbb = dwb + fl(dnnl_memory_desc_get_size(&s->w_dw));
     dnnl_memory_t dwm = wrap(&c, &s->w_dw, dwb);

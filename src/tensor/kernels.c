@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/clones.h"
 #include "hetrain/tensor.h"
 #include "tensor/internal.h"
 
@@ -169,10 +170,7 @@ int het_simd_level(void) {
 
 /* |x| <= FLT_MAX is false for NaN and +-inf. Blocks of 256: the inner loop vectorizes (an OR of
  * comparisons) and a bad block ends the scan. Compiled for AVX-512 / AVX2 / baseline. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+HET_CLONES
 int het_all_finite(const float *a, size_t n) {
     for (size_t i = 0; i < n; i += 256) {
         size_t e = n - i < 256 ? n - i : 256;

@@ -7,7 +7,7 @@
  * result does not depend on the machine. The scalar double sums they replace made batch norm
  * and the block's element-wise code about a third of ResNet-20's step once the convolutions ran
  * through oneDNN (perf, one thread). Compiled for AVX-512 / AVX2 / baseline and picked at run
- * time (not under ThreadSanitizer: see optim.c).
+ * time (core/clones.h).
  *
  * Batch norm keeps its input, not x_hat: forward writes only y, and backward recomputes
  * x_hat = (x - mean) * inv_std with the same float operations, so the results are those of a
@@ -15,14 +15,9 @@
  * step, bound by memory). */
 #include <stddef.h>
 
+#include "core/clones.h"
 #include "hetrain/tensor.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-#define HET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HET_CLONES
-#endif
 
 #define LANES 8
 
@@ -32,8 +27,8 @@ static double lanes_total(const double *l) {
     return s;
 }
 
-HET_CLONES
-double het_vsum(const float *restrict x, size_t n) {
+/* sum x and sum (x - mu)^2 in the lanes; inlined into the clones of their callers */
+static inline double lanes_sum(const float *restrict x, size_t n) {
     double l[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES)
@@ -42,8 +37,7 @@ double het_vsum(const float *restrict x, size_t n) {
     return lanes_total(l);
 }
 
-HET_CLONES
-double het_vsum_sqdev(const float *restrict x, size_t n, double mu) {
+static inline double lanes_sqdev(const float *restrict x, size_t n, double mu) {
     double l[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES)
@@ -80,24 +74,9 @@ void het_vbn_sums(const float *restrict dy, const float *restrict x, size_t n, f
 
 HET_CLONES
 void het_vmoments(const float *restrict x, size_t n, double *mean, double *m2) {
-    double l[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) l[j] += (double)x[i + j];
-    for (; i < n; i++) l[i % LANES] += (double)x[i];
-    const double mu = n ? lanes_total(l) / (double)n : 0.0;
-    double q[LANES] = {0};
-    for (i = 0; i + LANES <= n; i += LANES) /* the plane is in L1 now */
-        for (int j = 0; j < LANES; j++) {
-            double d = (double)x[i + j] - mu;
-            q[j] += d * d;
-        }
-    for (; i < n; i++) {
-        double d = (double)x[i] - mu;
-        q[i % LANES] += d * d;
-    }
+    const double mu = n ? lanes_sum(x, n) / (double)n : 0.0;
     *mean = mu;
-    *m2 = lanes_total(q);
+    *m2 = lanes_sqdev(x, n, mu); /* the plane is in L1 now */
 }
 
 HET_CLONES
