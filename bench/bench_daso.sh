@@ -4,7 +4,7 @@
 # lr 0.02 cosine, the same epochs for both.
 #
 #   bash bench/bench_daso.sh BUILD
-#       with the emulated 1 Gbit/s link (--net-bw 125M --net-lat 50e-6) and with it off:
+#       with the emulated link (default 1 Gbit/s: --net-bw 125M --net-lat 50e-6) and with it off:
 #       total training time (sum of the epochs' training time), final test accuracy, bytes
 #       sent per rank per epoch (node-local, cross-node). Goals (issue): with the link daso
 #       >= 40 % less time than allreduce at accuracy within 0.5 point; with it off daso no more
@@ -12,7 +12,9 @@
 #
 # Env: EPOCHS (default 12: daso's 4 warm-up, 4 cycling and 4 cool-down epochs), TRAIN_LIMIT
 # (default 15000 samples per epoch), TEST_LIMIT (test images, default 0 = all 10 000), MODEL
-# (default lenet5), HET_DATA_DIR, BLAS_CORETYPE.
+# (default lenet5), NET_BW and NET_LAT (the emulated link: 125M bytes/s and 50e-6 s; the issue
+# asks for 1 Gbit/s or slower, e.g. NET_BW=12.5M for 100 Mbit/s), LINKS (default "on off"),
+# SEED (default 1), HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,12 +27,16 @@ epochs=${EPOCHS:-12}
 limit=${TRAIN_LIMIT:-15000}
 test_limit=${TEST_LIMIT:-0}
 model=${MODEL:-lenet5}
+net_bw=${NET_BW:-125M}
+net_lat=${NET_LAT:-50e-6}
+links=${LINKS:-on off}
+seed=${SEED:-1}
 out=$(mktemp -d /tmp/het_bench_daso_XXXXXX)
 trap 'rm -rf "$out"' EXIT
 common=(train --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64
         --progress off --threads 1 --epochs "$epochs" --train-limit "$limit"
         --test-limit "$test_limit" --lr 0.02
-        --schedule cosine --momentum 0.9 --seed 1 --ranks-per-node 2)
+        --schedule cosine --momentum 0.9 --seed "$seed" --ranks-per-node 2)
 # sum over epochs of samples / samples_per_s (training only), final accuracy, mean bytes
 summary() {
     awk -F'[:,\\[\\]]' '/"type":"epoch"/ {
@@ -47,13 +53,13 @@ summary() {
     END { printf "%.2f | %.4f | %.1f MB | %.1f MB", t, a, bn / e / 1e6, bc / e / 1e6 }' "$1"
 }
 echo "$model, Fashion-MNIST, $limit samples x $epochs epochs, 4 ranks (2 nodes x 2) on" \
-     "$(nproc) cores, OpenBLAS $blas_core"
+     "$(nproc) cores, OpenBLAS $blas_core; link on: --net-bw $net_bw --net-lat $net_lat; seed $seed"
 echo
 echo "| link | strategy | training s | final test acc | sent/rank/epoch node | cross |"
 echo "|---|---|---|---|---|---|"
-for link in on off; do
+for link in $links; do
     net=()
-    [ "$link" = on ] && net=(--net-bw 125M --net-lat 50e-6)
+    [ "$link" = on ] && net=(--net-bw "$net_bw" --net-lat "$net_lat")
     for s in allreduce daso; do
         mpirun --oversubscribe -np 4 "$het" "${common[@]}" "${net[@]}" --strategy "$s" \
             --metrics "$out/$s-$link.jsonl" >"$out/$s-$link.out"
