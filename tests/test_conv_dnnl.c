@@ -7,18 +7,26 @@
  *    (20 on one handle)
  *  - backward adds onto non-zero dw and db, writes dx (dx_add 0) or adds onto it (dx_add 1),
  *    and skips dx when NULL
+ *  - every call again with channel-blocked (nChw16c) activations on each side that allows
+ *    them, the results reordered back and checked the same way
  *  - conv2d and resblock layers (forward, din, parameter gradients) equal their own-kernel
  *    path, several workers sharing one handle included (test_bn_workers, test_model and
  *    test_layers cover gradients and workers on whichever path is built)
+ *  - the layers that take blocked activations (conv2d, resblock, batchnorm, maxpool, global
+ *    avgpool, flatten, relu) give, run blocked, what they give run plain
+ *  - whole models (cifar-cnn, resnet20) with their edges blocked equal HET_LAYOUT=plain:
+ *    logits and gradients, 1 and 2 workers
  * Tolerance: 1e-5 relative to the sum of absolute terms (float rounding of a sum).
  * Skips (exit 77) when hetrain is built without oneDNN. */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/core.h"
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
+#include "tensor/internal.h"
 #include "test.h"
 
 static het_rng rng;
@@ -45,15 +53,66 @@ static double err(const float *a, const float *b, size_t n, double scale) {
     return m;
 }
 
+/* Plain NCHW <-> channel-blocked nChw16c (nn.h) of n samples of C x hw, C a multiple of 16. */
+static float *to_blk(const float *a, int n, int C, size_t hw) {
+    float *b = het_alloc(sizeof(float) * (size_t)n * C * hw + 1);
+    for (int s = 0; s < n; s++)
+        for (int c = 0; c < C; c++)
+            for (size_t p = 0; p < hw; p++)
+                b[(size_t)s * C * hw + (size_t)(c / 16) * hw * 16 + p * 16 + c % 16] =
+                    a[((size_t)s * C + c) * hw + p];
+    return b;
+}
+
+static void from_blk(float *a, const float *b, int n, int C, size_t hw) {
+    for (int s = 0; s < n; s++)
+        for (int c = 0; c < C; c++)
+            for (size_t p = 0; p < hw; p++)
+                a[((size_t)s * C + c) * hw + p] =
+                    b[(size_t)s * C * hw + (size_t)(c / 16) * hw * 16 + p * 16 + c % 16];
+}
+
 typedef struct shape {
     int C, H, W, O, k, stride, pad, bias;
 } shape;
 
-static void check_shape(shape s, const int *batches, int nb) {
+/* Calls of handle h with the layouts of blk: the plain operands reordered in, the results out. */
+typedef struct blk_call {
+    het_dnnl_conv *h;
+    shape s;
+    int blk, n;
+    size_t hw, ohw;
+} blk_call;
+
+static int fwd(const blk_call *c, const float *x, const float *w, const float *b, float *y,
+               float *work) {
+    const int xb = c->blk & HET_DNNL_X_BLK, yb = c->blk & HET_DNNL_Y_BLK;
+    float *xx = xb ? to_blk(x, c->n, c->s.C, c->hw) : NULL;
+    float *yy = yb ? het_alloc(sizeof(float) * (size_t)c->n * c->s.O * c->ohw) : NULL;
+    int rc = het_dnnl_conv_forward(c->h, c->n, xb ? xx : x, w, b, yb ? yy : y, work, c->blk);
+    if (yb) from_blk(y, yy, c->n, c->s.O, c->ohw);
+    het_free(xx), het_free(yy);
+    return rc;
+}
+
+static int bwd(const blk_call *c, const float *x, const float *w, const float *dy, float *dx,
+               int dx_add, float *dw, float *db, float *work) {
+    const int xb = c->blk & HET_DNNL_X_BLK, yb = c->blk & HET_DNNL_Y_BLK;
+    float *xx = xb ? to_blk(x, c->n, c->s.C, c->hw) : NULL;
+    float *dxx = xb && dx ? to_blk(dx, c->n, c->s.C, c->hw) : NULL;
+    float *dyy = yb ? to_blk(dy, c->n, c->s.O, c->ohw) : NULL;
+    int rc = het_dnnl_conv_backward(c->h, c->n, xb ? xx : x, w, yb ? dyy : dy, xb ? dxx : dx,
+                                    dx_add, dw, db, work, c->blk);
+    if (dxx) from_blk(dx, dxx, c->n, c->s.C, c->hw);
+    het_free(xx), het_free(dxx), het_free(dyy);
+    return rc;
+}
+
+static void check_shape_blk(shape s, const int *batches, int nb, int blk) {
     het_dnnl_conv *h = het_dnnl_conv_new(s.C, s.H, s.W, s.O, s.k, s.stride, s.pad, s.bias);
     char what[160];
-    snprintf(what, sizeof what, "C%d %dx%d O%d k%d s%d p%d bias%d", s.C, s.H, s.W, s.O, s.k,
-             s.stride, s.pad, s.bias);
+    snprintf(what, sizeof what, "C%d %dx%d O%d k%d s%d p%d bias%d blk%d", s.C, s.H, s.W, s.O,
+             s.k, s.stride, s.pad, s.bias, blk);
     CHECK(h != NULL, "%s: oneDNN refused the shape: %s", what, het_error_msg());
     if (!h) return;
     int oh = (s.H + 2 * s.pad - s.k) / s.stride + 1, ow = (s.W + 2 * s.pad - s.k) / s.stride + 1;
@@ -65,7 +124,8 @@ static void check_shape(shape s, const int *batches, int nb) {
         int n = batches[bi];
         float *x = rnd(xs * n), *w = rnd(ws), *b = rnd((size_t)s.O), *dy = rnd(ys * n);
         float *y = rnd(ys * n), *yr = rnd(ys * n), *work = rnd(ps * n + fixed);
-        CHECK(het_dnnl_conv_forward(h, n, x, w, s.bias ? b : NULL, y, work) == HET_OK, "%s", what);
+        blk_call c = {h, s, blk, n, (size_t)s.H * s.W, (size_t)oh * ow};
+        CHECK(fwd(&c, x, w, s.bias ? b : NULL, y, work) == HET_OK, "%s", what);
         het_conv2d_ref(yr, x, w, s.bias ? b : NULL, n, s.C, s.H, s.W, s.O, s.k, s.stride, s.pad);
         double e = err(y, yr, ys * n, scale);
         CHECK(e <= 1e-5, "%s n%d forward: error %g", what, n, e);
@@ -75,8 +135,7 @@ static void check_shape(shape s, const int *batches, int nb) {
         float *dw = copy(dw0, ws), *db = copy(db0, s.O), *dx = copy(dx0, xs * n);
         float *dwr = copy(dw0, ws), *dbr = copy(db0, s.O), *dxr = rnd(xs * n);
         memset(dxr, 0, sizeof(float) * xs * n);
-        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, dx, 0, dw, s.bias ? db : NULL, work) == HET_OK,
-              "%s", what);
+        CHECK(bwd(&c, x, w, dy, dx, 0, dw, s.bias ? db : NULL, work) == HET_OK, "%s", what);
         het_conv2d_backward_ref(dxr, dwr, s.bias ? dbr : NULL, x, w, dy, n, s.C, s.H, s.W, s.O,
                                 s.k, s.stride, s.pad);
         double sw = (double)n * oh * ow, sx = (double)s.O * s.k * s.k;
@@ -90,18 +149,26 @@ static void check_shape(shape s, const int *batches, int nb) {
 
         /* dx_add = 1 adds onto dx0; dx NULL leaves everything but dw alone */
         memcpy(dx, dx0, sizeof(float) * xs * n);
-        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, dx, 1, dw, NULL, work) == HET_OK, "%s", what);
+        CHECK(bwd(&c, x, w, dy, dx, 1, dw, NULL, work) == HET_OK, "%s", what);
         for (size_t i = 0; i < xs * n; i++) dxr[i] += dx0[i];
         e = err(dx, dxr, xs * n, sx);
         CHECK(e <= 1e-5, "%s n%d input gradient added: error %g", what, n, e);
         memcpy(dx, dx0, sizeof(float) * xs * n);
-        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, NULL, 0, dw, NULL, work) == HET_OK, "%s", what);
+        CHECK(bwd(&c, x, w, dy, NULL, 0, dw, NULL, work) == HET_OK, "%s", what);
         CHECK(memcmp(dx, dx0, sizeof(float) * xs * n) == 0, "%s: dx touched", what);
 
         float *bufs[] = {x, w, b, dy, y, yr, work, dw0, db0, dx0, dw, db, dx, dwr, dbr, dxr};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) het_free(bufs[i]);
     }
     het_dnnl_conv_free(h);
+}
+
+/* Every layout the shape allows: plain, and each side blocked where its channels allow. */
+static void check_shape(shape s, const int *batches, int nb) {
+    for (int blk = 0; blk < 4; blk++) {
+        if (((blk & HET_DNNL_X_BLK) && s.C % 16) || ((blk & HET_DNNL_Y_BLK) && s.O % 16)) continue;
+        check_shape_blk(s, batches, nb, blk);
+    }
 }
 
 /* One layer on the oneDNN path and its twin on its own kernels: same output, din, gradients. */
@@ -140,6 +207,101 @@ static void check_layer(const char *what, het_layer *a, het_layer *ref, het_shap
     ref->ops->destroy(ref);
 }
 
+/* Layer l run plain and run with the layouts in_blk / out_blk (train or eval mode, one worker):
+ * the same output, din, parameter gradients and state, the blocked ones reordered back. */
+static void check_blk_layer(const char *what, het_layer *l, het_shape in, int n, int in_blk,
+                            int out_blk, int train) {
+    het_layer_plan p;
+    CHECK(l->ops->plan(l, in, &p) == HET_OK, "%s plan: %s", what, het_error_msg());
+    CHECK(!in_blk || (p.blk & HET_BLK_TAKE), "%s: does not take a blocked input", what);
+    CHECK(!out_blk || (p.blk & (HET_BLK_KEEP | HET_BLK_EMIT)), "%s: cannot write blocked", what);
+    l->in = in;
+    l->out = p.out;
+    const size_t hw = (size_t)in.h * in.w, ohw = (size_t)p.out.h * p.out.w;
+    const size_t xs = het_shape_size(in) * n, ys = het_shape_size(p.out) * n;
+    float *params = rnd(p.n_params + 1), *state = rnd(p.n_state + 1);
+    if (l->ops->init) l->ops->init(l, params, state, &rng);
+    float *state2 = copy(state, p.n_state + 1);
+    float *x = rnd(xs), *dy = rnd(ys);
+    float *xb = in_blk ? to_blk(x, n, in.c, hw) : copy(x, xs);
+    float *dyb = out_blk ? to_blk(dy, n, p.out.c, ohw) : copy(dy, ys);
+    float *y = rnd(ys), *yb = rnd(ys), *y2 = rnd(ys), *dx = rnd(xs), *dxb = rnd(xs), *dx2 = rnd(xs);
+    float *g = rnd(p.n_params + 1), *g2 = copy(g, p.n_params + 1);
+    float *ca = rnd(p.cache_per_sample * n + 1), *cb = rnd(p.cache_per_sample * n + 1);
+    float *wa = rnd(p.work_per_sample * n + p.work_fixed + 1);
+    float *wb = rnd(p.work_per_sample * n + p.work_fixed + 1);
+    het_exec ea = {params, g, state, ca, wa, &rng, train, NULL, 0};
+    het_exec eb = {params, g2, state2, cb, wb, &rng, train, NULL, 0};
+    l->in_blk = l->out_blk = 0;
+    l->ops->forward(l, &ea, x, y, n);
+    l->ops->backward(l, &ea, x, y, dy, dx, n);
+    l->in_blk = in_blk;
+    l->out_blk = out_blk;
+    l->ops->forward(l, &eb, xb, yb, n);
+    l->ops->backward(l, &eb, xb, yb, dyb, dxb, n);
+    if (out_blk) from_blk(y2, yb, n, p.out.c, ohw);
+    else memcpy(y2, yb, sizeof(float) * ys);
+    if (in_blk) from_blk(dx2, dxb, n, in.c, hw);
+    else memcpy(dx2, dxb, sizeof(float) * xs);
+    CHECK(err(y, y2, ys, 100) <= 1e-5, "%s forward: error %g", what, err(y, y2, ys, 100));
+    CHECK(err(dx, dx2, xs, 100) <= 1e-5, "%s din: error %g", what, err(dx, dx2, xs, 100));
+    CHECK(err(g, g2, p.n_params, 1000) <= 1e-5, "%s gradients: error %g", what,
+          err(g, g2, p.n_params, 1000));
+    CHECK(err(state, state2, p.n_state, 100) <= 1e-5, "%s state: error %g", what,
+          err(state, state2, p.n_state, 100));
+    float *bufs[] = {params, state, state2, x, dy, xb, dyb, y, yb, y2, dx, dxb, dx2,
+                     g, g2, ca, cb, wa, wb};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) het_free(bufs[i]);
+    l->ops->destroy(l);
+}
+
+/* A zoo model with its edges blocked against HET_LAYOUT=plain: loss, gradients and running
+ * statistics of one training batch, then eval logits; *blocked: how many edges were blocked. */
+static void check_model(const char *name, int workers, int *blocked) {
+    const int n = 6;
+    het_shape in = {1, 28, 28};
+    het_model *m[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) setenv("HET_LAYOUT", "plain", 1);
+        int st = het_zoo_build(&m[k], name, in, 10, n, workers);
+        unsetenv("HET_LAYOUT");
+        CHECK(st == HET_OK, "%s: %s", name, het_error_msg());
+        if (st != HET_OK) return;
+        het_model_init_params(m[k], 7);
+    }
+    *blocked = 0;
+    for (int i = 0; i < het_model_n_layers(m[1]); i++) {
+        *blocked += het_model_layer(m[1], i)->out_blk;
+        CHECK(het_model_layer(m[0], i)->in_blk == 0 && het_model_layer(m[0], i)->out_blk == 0,
+              "%s: HET_LAYOUT=plain left layer %d blocked", name, i);
+    }
+    float *x = rnd((size_t)n * 28 * 28);
+    uint8_t y[6] = {1, 2, 3, 4, 5, 6};
+    het_batch_result r[2];
+    for (int k = 0; k < 2; k++) {
+        het_model_zero_grads(m[k]);
+        CHECK(het_model_train_batch(m[k], x, y, n, 1.0f / n, 11, &r[k]) == HET_OK, "%s", name);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s, %d workers", name, workers);
+    CHECK(fabs(r[0].loss_sum - r[1].loss_sum) <= 1e-5 * n, "%s: loss %.9g vs %.9g", what,
+          r[0].loss_sum, r[1].loss_sum);
+    size_t np = het_model_n_params(m[0]), ns = het_model_n_state(m[0]);
+    double e = err(het_model_grads(m[0]), het_model_grads(m[1]), np, 100);
+    CHECK(e <= 1e-5, "%s gradients: error %g", what, e);
+    if (ns) {
+        e = err(het_model_state(m[0]), het_model_state(m[1]), ns, 100);
+        CHECK(e <= 1e-5, "%s running statistics: error %g", what, e);
+    }
+    float *lg = copy(het_model_forward(m[0], x, n, 0, 1), (size_t)n * 10);
+    e = err(lg, het_model_forward(m[1], x, n, 0, 1), (size_t)n * 10, 100);
+    CHECK(e <= 1e-5, "%s eval logits: error %g", what, e);
+    het_free(lg);
+    het_free(x);
+    het_model_free(m[0]);
+    het_model_free(m[1]);
+}
+
 /* Two threads running one handle at once, each with its own batch size and buffers. */
 typedef struct job {
     het_dnnl_conv *h;
@@ -159,7 +321,7 @@ static void *run_job(void *arg) {
     het_conv2d_ref(yr, x, w, NULL, j->n, 16, 9, 9, 16, 3, 1, 1);
     j->ok = 1;
     for (int rep = 0; rep < 20; rep++) {
-        j->ok &= het_dnnl_conv_forward(j->h, j->n, x, w, NULL, y, work) == HET_OK;
+        j->ok &= het_dnnl_conv_forward(j->h, j->n, x, w, NULL, y, work, 0) == HET_OK;
         j->ok &= err(y, yr, xs * j->n, 144) <= 1e-5;
     }
     het_free(x), het_free(y), het_free(yr), het_free(w), het_free(work);
@@ -196,6 +358,41 @@ int main(void) {
     /* the twin's path itself, so the comparison above is between two paths */
     check_layer("resblock both own", het_resblock_new(16, 1), het_resblock_new(16, 1),
                 (het_shape){16, 5, 5}, 2, 0);
+
+    /* channel-blocked layers against themselves run plain */
+    het_dnnl_conv *probe = het_dnnl_conv_new(16, 8, 8, 16, 3, 1, 1, 0);
+    int x_ok = 0, y_ok = 0;
+    if (probe) het_dnnl_conv_blocked(probe, &x_ok, &y_ok);
+    het_dnnl_conv_free(probe);
+    if (x_ok && y_ok) {
+        check_blk_layer("conv2d 32->64 blocked", het_conv2d_new(64, 3, 1, 1), (het_shape){32, 7, 7}, 3, 1, 1, 1);
+        check_blk_layer("conv2d 1->32 emits", het_conv2d_new(32, 3, 1, 1), (het_shape){1, 9, 9}, 2, 0, 1, 1);
+        check_blk_layer("conv2d 16->32 s2 takes", het_conv2d_new(32, 3, 2, 1), (het_shape){16, 9, 9}, 2, 1, 0, 1);
+        for (int train = 0; train < 2; train++) {
+            check_blk_layer("resblock 16", het_resblock_new(16, 1), (het_shape){16, 8, 8}, 4, 1, 1, train);
+            check_blk_layer("resblock 16->32 s2", het_resblock_new(32, 2), (het_shape){16, 9, 9}, 3, 1, 1, train);
+            check_blk_layer("resblock 32->64 s2", het_resblock_new(64, 2), (het_shape){32, 6, 6}, 2, 1, 1, train);
+            check_blk_layer("batchnorm 32", het_batchnorm_new(0.1f, 1e-5f), (het_shape){32, 5, 3}, 3, 1, 1, train);
+        }
+        check_blk_layer("maxpool 2 (32)", het_maxpool_new(2, 2), (het_shape){32, 6, 7}, 2, 1, 1, 1);
+        check_blk_layer("maxpool 3 s2 (16)", het_maxpool_new(3, 2), (het_shape){16, 7, 7}, 2, 1, 1, 1);
+        het_simd_force(HET_SIMD_PORTABLE); /* the loops that run without AVX-512 */
+        check_blk_layer("maxpool 2 portable", het_maxpool_new(2, 2), (het_shape){16, 4, 6}, 2, 1, 1, 1);
+        het_simd_force(-1);
+        check_blk_layer("avgpool global", het_avgpool_new(0, 0), (het_shape){48, 5, 4}, 3, 1, 0, 1);
+        check_blk_layer("flatten", het_flatten_new(), (het_shape){32, 3, 2}, 2, 1, 0, 1);
+        check_blk_layer("relu", het_relu_new(), (het_shape){16, 4, 4}, 2, 1, 1, 1);
+        /* whole models: edges blocked, results those of plain */
+        for (int workers = 1; workers <= 2; workers++) {
+            int b = 0;
+            check_model("resnet20", workers, &b);
+            CHECK(b >= 11, "resnet20: %d edges blocked, expected the stem's to the pool's", b);
+            check_model("cifar-cnn", workers, &b);
+            CHECK(b >= 8, "cifar-cnn: %d edges blocked, expected the convolutions' to flatten", b);
+        }
+    } else {
+        printf("test_conv_dnnl: oneDNN does not run on nChw16c here: blocked layers not checked\n");
+    }
 
     /* concurrent calls on one handle with different batch sizes */
     het_dnnl_conv *h = het_dnnl_conv_new(16, 9, 9, 16, 3, 1, 1, 0);

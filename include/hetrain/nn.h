@@ -1,7 +1,8 @@
 /* hetrain nn: layers behind one vtable, the model (planned in two passes, one flat buffer each
  * for parameters, gradients and non-trainable state), the loss and the model zoo.
  *
- * Layout: activations are batch-major, each sample C x H x W (NCHW), float32.
+ * Layout: activations are batch-major, each sample C x H x W (NCHW), float32; between layers
+ * that handle it, channel-blocked instead (HET_BLK_* below).
  * Backward ACCUMULATES (+=) into parameter gradients, so micro-batches add up for free.
  * nn/ never sees MPI. It depends on optim/ for one thing only: het_update (the optimizer
  * update of het_model_update and het_model_train_step) names het_optim_config. */
@@ -15,6 +16,19 @@
 extern "C" {
 #endif
 
+/* Activation layouts. Plain: each sample C x H x W (NCHW). Channel-blocked (nChw16c, for C a
+ * multiple of HET_BLK = 16): channel c at position p = h * W + w of a sample is element
+ * (c / 16) * H * W * 16 + p * 16 + c % 16 of it, the layout oneDNN's AVX-512 convolutions work
+ * in, so that consecutive convolutions, batch norms, ReLUs and pools pass their activations on
+ * without reordering them. A map of 1 x 1 is the same in both. A layer's plan() says in
+ * het_layer_plan.blk which layouts it handles; the model picks one per edge between layers
+ * (model.c: blocked where the producer can write it and every consumer up to the next layer
+ * that converts can read it, unless HET_LAYOUT=plain) and sets het_layer.in_blk / out_blk. The
+ * model's input and its logits are plain. Parameters are plain whatever the layout. */
+#define HET_BLK_TAKE 1 /* can read a blocked input (C a multiple of 16) */
+#define HET_BLK_EMIT 2 /* can write a blocked output, whatever its input */
+#define HET_BLK_KEEP 4 /* its output has its input's layout (with TAKE: either) */
+
 /* What a layer needs, computed by its plan() from the input shape. */
 typedef struct het_layer_plan {
     het_shape out;           /* output shape per sample */
@@ -25,6 +39,7 @@ typedef struct het_layer_plan {
     size_t work_fixed;       /* scratch floats independent of batch */
     size_t team_doubles;     /* batch-coupled layers: doubles one worker hands the others at a
                                 meeting (het_team_part in nn/team.h), 0 otherwise */
+    int blk;                 /* layouts it handles: HET_BLK_* bits; 0: plain only */
 } het_layer_plan;
 
 /* The workers that split one training batch, as batch-coupled layers see them (nn/team.h,
@@ -76,6 +91,8 @@ struct het_layer {
     int batch_coupled;       /* 1 if samples interact in forward (batch norm): a worker runs
                                 its whole share as one chunk, and in training the workers
                                 meet at the layer through het_exec.team */
+    int in_blk, out_blk;     /* the layouts of in and out: 1 channel-blocked, 0 plain; set by
+                                the model after plan() (0 for a layer used on its own) */
 };
 
 /* ---- layer constructors (each returns NULL on allocation failure) ---- */

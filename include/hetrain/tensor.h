@@ -52,6 +52,19 @@ void het_vrelu(float *x, size_t n);
 void het_vrelu_mask(float *g, const float *y, const float *d, size_t n);
 void het_vadd_relu(float *y, const float *x, size_t n);
 
+/* The same loops on HET_BLK channels at once, for the channel-blocked layout (nChw16c, nn.h):
+ * x holds n positions of HET_BLK channels (x[p * HET_BLK + j]: channel j at position p), and
+ * the per-channel arguments and results are arrays of HET_BLK. Sums are per channel, in double,
+ * over the positions in order. */
+#define HET_BLK 16
+void het_vmoments16(const float *x, size_t n, double *mean, double *m2);
+void het_vaffine16(float *y, const float *x, size_t n, const float *mean, const float *inv,
+                   const float *g, const float *b, int relu);
+void het_vbn_sums16(const float *dy, const float *x, size_t n, const float *mean,
+                    const float *inv, double *sdy, double *sdyh);
+void het_vbn_dx16(float *dx, const float *dy, const float *x, size_t n, const float *k,
+                  const float *mdy, const float *mdyh, const float *mean, const float *inv);
+
 /* Re-executes the program (argv as given to main) with OPENBLAS_CORETYPE set when OpenBLAS
  * fell back to its generic kernels on a CPU with AVX-512 or AVX2 (see blas_select.c). Call it
  * first thing in main, before any thread or MPI start. Returns only when nothing was done (0)
@@ -82,11 +95,21 @@ const char *het_dnnl_describe(void);
 het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad, int bias);
 void het_dnnl_conv_free(het_dnnl_conv *h);
 void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed);
+/* Layouts of a call's activations: `blk` holds HET_DNNL_X_BLK when x and dx are channel-blocked
+ * (nChw16c: channel c of sample s at position p = h * W + w is element
+ * s * C * H * W + (c / 16) * H * W * 16 + p * 16 + c % 16), HET_DNNL_Y_BLK when y and dy are;
+ * 0: all plain NCHW. A side may be blocked only where het_dnnl_conv_blocked says so. */
+#define HET_DNNL_X_BLK 1
+#define HET_DNNL_Y_BLK 2
+/* *x_ok (*y_ok): 1 when the input (output) side may be passed blocked, and its primitives run
+ * on nChw16c themselves, so a blocked operand needs no reorder: channels a multiple of 16 and
+ * oneDNN picked that layout (its AVX-512 kernels do). */
+void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok);
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
-                          const float *b, float *y, float *work);
+                          const float *b, float *y, float *work, int blk);
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
-                           float *work);
+                           float *work, int blk);
 /* Reference twins (naive, double sums): y = conv(x, w) + b over n samples; backward adds the
  * weight gradient to dw, the bias gradient to db (when not NULL) and the input gradient to dx
  * (when not NULL). */

@@ -1,10 +1,12 @@
 /* Average pooling, square window, no padding (PyTorch AvgPool2d; stride <= 0 means
  * stride = kernel). Kernel 0 is global average pooling over the whole H x W plane
- * (AdaptiveAvgPool2d(1)), output {C, 1, 1}. No cache: backward spreads dout / window. */
+ * (AdaptiveAvgPool2d(1)), output {C, 1, 1}, which also reads a channel-blocked input (nn.h).
+ * No cache: backward spreads dout / window. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/nn.h"
+#include "hetrain/tensor.h"
 
 typedef struct avgpool {
     het_layer base;
@@ -36,12 +38,46 @@ static int avgpool_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     a->ow = (in.w - a->kw) / a->sx + 1;
     memset(p, 0, sizeof *p);
     p->out = (het_shape){in.c, a->oh, a->ow};
+    if (a->k == 0) p->blk = HET_BLK_TAKE; /* global: a 1 x 1 output is the same in both */
     return HET_OK;
+}
+
+/* Global pooling of a channel-blocked input: the same sums, in the same order per channel. */
+static void global_blk_forward(const avgpool *a, const float *in, float *out, int batch) {
+    const size_t hw = (size_t)a->H * (size_t)a->W, per = hw * (size_t)a->C;
+    const float scale = 1.0f / (float)(a->kh * a->kw);
+    for (int n = 0; n < batch; n++)
+        for (int cb = 0; cb < a->C / HET_BLK; cb++) {
+            const float *xb = in + (size_t)n * per + (size_t)cb * hw * HET_BLK;
+            float acc[HET_BLK] = {0};
+            for (size_t p = 0; p < hw; p++)
+                for (int j = 0; j < HET_BLK; j++) acc[j] += xb[p * HET_BLK + j];
+            float *o = out + (size_t)n * (size_t)a->C + (size_t)cb * HET_BLK;
+            for (int j = 0; j < HET_BLK; j++) o[j] = acc[j] * scale;
+        }
+}
+
+static void global_blk_backward(const avgpool *a, const float *dout, float *din, int batch) {
+    const size_t hw = (size_t)a->H * (size_t)a->W, per = hw * (size_t)a->C;
+    const float scale = 1.0f / (float)(a->kh * a->kw);
+    for (int n = 0; n < batch; n++)
+        for (int cb = 0; cb < a->C / HET_BLK; cb++) {
+            float v[HET_BLK];
+            for (int j = 0; j < HET_BLK; j++)
+                v[j] = dout[(size_t)n * (size_t)a->C + (size_t)cb * HET_BLK + (size_t)j] * scale;
+            float *d = din + (size_t)n * per + (size_t)cb * hw * HET_BLK;
+            for (size_t p = 0; p < hw; p++)
+                for (int j = 0; j < HET_BLK; j++) d[p * HET_BLK + j] = v[j];
+        }
 }
 
 static void avgpool_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     (void)x;
     avgpool *a = (avgpool *)l;
+    if (l->in_blk) {
+        global_blk_forward(a, in, out, batch);
+        return;
+    }
     const size_t plane = (size_t)a->H * (size_t)a->W;
     const float scale = 1.0f / (float)(a->kh * a->kw);
     float *o = out;
@@ -65,6 +101,10 @@ static void avgpool_backward(het_layer *l, const het_exec *x, const float *in, c
     (void)out;
     if (!din) return;
     avgpool *a = (avgpool *)l;
+    if (l->in_blk) {
+        global_blk_backward(a, dout, din, batch);
+        return;
+    }
     const size_t plane = (size_t)a->H * (size_t)a->W;
     const float scale = 1.0f / (float)(a->kh * a->kw);
     memset(din, 0, sizeof(float) * plane * (size_t)a->C * (size_t)batch);

@@ -40,6 +40,7 @@ static int bn_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->work_per_sample = 0;
     p->work_fixed = 0;
     p->team_doubles = BN_TEAM_DOUBLES(in.c);
+    p->blk = HET_BLK_TAKE | HET_BLK_KEEP;
     return HET_OK;
 }
 
@@ -58,12 +59,13 @@ static void bn_forward(het_layer *l, const het_exec *x, const float *in, float *
     const het_batchnorm *b = (const het_batchnorm *)l;
     const int C = b->C;
     float *mean = x->cache, *inv_std = x->cache + C;
+    const bn_geom d = bn_geom_of(batch, C, b->HW, l->in_blk);
     if (x->train)
         bn_forward_train(out, mean, inv_std, in, x->params, x->params + C, x->state,
-                         x->state + C, batch, C, b->HW, b->momentum, b->eps, x->team, x->worker, 0);
+                         x->state + C, d, b->momentum, b->eps, x->team, x->worker, 0);
     else
         bn_forward_eval(out, mean, inv_std, in, x->params, x->params + C, x->state,
-                        x->state + C, batch, C, b->HW, b->eps, 0);
+                        x->state + C, d, b->eps, 0);
 }
 
 static void bn_backward_op(het_layer *l, const het_exec *x, const float *in, const float *out,
@@ -72,8 +74,8 @@ static void bn_backward_op(het_layer *l, const het_exec *x, const float *in, con
     const het_batchnorm *b = (const het_batchnorm *)l;
     const int C = b->C;
     const float *mean = x->cache, *inv_std = x->cache + C;
-    bn_backward(din, x->grads, x->grads + C, dout, in, mean, inv_std, x->params, batch, C, b->HW,
-                x->train, x->team, x->worker);
+    bn_backward(din, x->grads, x->grads + C, dout, in, mean, inv_std, x->params,
+                bn_geom_of(batch, C, b->HW, l->in_blk), x->train, x->team, x->worker);
 }
 
 static void bn_destroy(het_layer *l) { free(l); }

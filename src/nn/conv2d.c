@@ -32,8 +32,11 @@
  *    of 16 and whose input channels are too or at most 4 (cifar-cnn: 1->32, 32->32, 32->64,
  *    64->64): its blocked-layout kernels ran these 2.2-2.5x faster than the wide path (one
  *    thread, batch 32: 32->32 at 28x28 forward 7162 -> 2815 us). LeNet's 6 and 16 channels stay
- *    on the direct kernels. A call oneDNN refuses falls back to the paths above. */
+ *    on the direct kernels. A call oneDNN refuses falls back to the paths above. Where oneDNN
+ *    runs on channel-blocked activations itself, the layer reads and writes them blocked
+ *    (nn.h: HET_BLK_TAKE / EMIT), which spares the reorders between consecutive layers. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +174,9 @@ static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
         het_dnnl_conv_work(c->dn, &ps, &fixed);
         p->work_per_sample += ps;
         if (fixed > p->work_fixed) p->work_fixed = fixed;
+        int x_ok, y_ok; /* blocked activations where oneDNN runs on them itself */
+        het_dnnl_conv_blocked(c->dn, &x_ok, &y_ok);
+        p->blk = (x_ok ? HET_BLK_TAKE : 0) | (y_ok ? HET_BLK_EMIT : 0);
     }
     return HET_OK;
 }
@@ -373,11 +379,26 @@ static void conv_backward_direct(conv2d *c, const het_exec *x, const float *in, 
     }
 }
 
+/* The layouts of this layer's oneDNN calls; a blocked layer has no other path, so a call
+ * oneDNN refuses (the primitives of a new batch size; it took batch 1 at plan time) ends the
+ * process with the message. */
+static int conv_blk(const het_layer *l) {
+    return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0);
+}
+
+static int dnnl_done(const het_layer *l, int rc) {
+    if (rc != HET_OK && conv_blk(l)) {
+        fprintf(stderr, "hetrain: conv2d: %s\n", het_error_msg());
+        abort();
+    }
+    return rc == HET_OK;
+}
+
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
-    if (c->dn && het_dnnl_conv_forward(c->dn, batch, in, x->params,
-                                       x->params + (size_t)c->oc * (size_t)c->ckk, out,
-                                       x->work) == HET_OK)
+    if (c->dn && dnnl_done(l, het_dnnl_conv_forward(c->dn, batch, in, x->params,
+                                                    x->params + (size_t)c->oc * (size_t)c->ckk,
+                                                    out, x->work, conv_blk(l))))
         return;
     if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
         conv_forward_direct(c, x, in, out, batch);
@@ -405,9 +426,10 @@ static void conv_backward(het_layer *l, const het_exec *x, const float *in, cons
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
-    if (c->dn && het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0, x->grads,
-                                        x->grads + (size_t)c->oc * (size_t)c->ckk,
-                                        x->work) == HET_OK)
+    if (c->dn && dnnl_done(l, het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0,
+                                                     x->grads,
+                                                     x->grads + (size_t)c->oc * (size_t)c->ckk,
+                                                     x->work, conv_blk(l))))
         return;
     if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
         conv_backward_direct(c, x, in, dout, din, batch);

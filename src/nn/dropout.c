@@ -23,6 +23,7 @@ static int dropout_plan(het_layer *l, het_shape in, het_layer_plan *p) {
         return het_error_set(HET_EINVAL, "dropout: p = %g outside [0, 1]", (double)d->p);
     d->size = het_shape_size(in);
     p->out = in;
+    p->blk = HET_BLK_TAKE | HET_BLK_KEEP; /* element-wise: the mask follows the layout */
     p->n_params = 0;
     p->n_state = 0;
     p->cache_per_sample = het_shape_size(in);

@@ -1,9 +1,11 @@
-/* Flatten: {c, h, w} -> {c*h*w, 1, 1}. The memory layout does not change, so forward and
- * backward are copies (skipped when the model passes the same buffer both ways). */
+/* Flatten: {c, h, w} -> {c*h*w, 1, 1}, in NCHW order. From a plain input the memory layout does
+ * not change, so forward and backward are copies (skipped when the model passes the same buffer
+ * both ways); from a channel-blocked one (nn.h) they reorder it to NCHW and back. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/nn.h"
+#include "hetrain/tensor.h"
 #include "nn/layer_kinds.h"
 
 static int flatten_plan(het_layer *l, het_shape in, het_layer_plan *p) {
@@ -11,13 +13,34 @@ static int flatten_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     size_t n = het_shape_size(in);
     if (n < 1 || n > (size_t)1 << 30)
         return het_error_set(HET_ESHAPE, "flatten: input %dx%dx%d", in.c, in.h, in.w);
-    *p = (het_layer_plan){.out = {(int)n, 1, 1}};
+    *p = (het_layer_plan){.out = {(int)n, 1, 1}, .blk = HET_BLK_TAKE};
     return HET_OK;
+}
+
+/* Between NCHW (plain) and nChw16c (blk), one sample after another; to_blk picks the way. */
+static void reblock(float *dst, const float *src, het_shape s, int batch, int to_blk) {
+    const size_t hw = (size_t)s.h * (size_t)s.w, per = het_shape_size(s);
+    for (int n = 0; n < batch; n++) {
+        const float *a = src + (size_t)n * per;
+        float *b = dst + (size_t)n * per;
+        for (int c = 0; c < s.c; c++) {
+            const size_t blk = (size_t)(c / HET_BLK) * hw * HET_BLK + (size_t)(c % HET_BLK);
+            for (size_t p = 0; p < hw; p++) {
+                if (to_blk)
+                    b[blk + p * HET_BLK] = a[(size_t)c * hw + p];
+                else
+                    b[(size_t)c * hw + p] = a[blk + p * HET_BLK];
+            }
+        }
+    }
 }
 
 static void flatten_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     (void)x;
-    if (out != in) memcpy(out, in, sizeof(float) * het_shape_size(l->in) * (size_t)batch);
+    if (l->in_blk)
+        reblock(out, in, l->in, batch, 0);
+    else if (out != in)
+        memcpy(out, in, sizeof(float) * het_shape_size(l->in) * (size_t)batch);
 }
 
 static void flatten_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
@@ -25,7 +48,10 @@ static void flatten_backward(het_layer *l, const het_exec *x, const float *in, c
     (void)x;
     (void)in;
     (void)out;
-    if (din && din != dout) memcpy(din, dout, sizeof(float) * het_shape_size(l->in) * (size_t)batch);
+    if (din && l->in_blk)
+        reblock(din, dout, l->in, batch, 1);
+    else if (din && din != dout)
+        memcpy(din, dout, sizeof(float) * het_shape_size(l->in) * (size_t)batch);
 }
 
 static void flatten_destroy(het_layer *l) { free(l); }

@@ -14,14 +14,21 @@
  * step instead, even / odd columns split by two-source permutes, the row end masked (for rows
  * of at least POOL_AVX512_MIN_OW outputs): 2.2x faster on LeNet's first pool (17 -> 7.8 us per
  * 16 samples). An AVX-512 backward measured no faster than the SSE2 one (16.5 vs 18.7 us: it
- * is bound by the writes of din, not by instructions), so there is none. */
+ * is bound by the writes of din, not by instructions), so there is none.
+ *
+ * A channel-blocked input (nn.h) runs the same rules 16 channels at a time: each window
+ * position is a vector of 16 channels, so forward is a max of whole vectors and backward a
+ * masked pass, with no shuffles (pool_blk_forward / pool_blk_backward). */
 #include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "core/clones.h"
+#include "core/vectors.h"
 #include "hetrain/nn.h"
+#include "hetrain/tensor.h"
 #include "tensor/internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -83,6 +90,7 @@ static int maxpool_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     memset(p, 0, sizeof *p);
     p->out = (het_shape){in.c, m->oh, m->ow};
     p->work_fixed = (size_t)in.w; /* one row for the 2x2 path */
+    p->blk = HET_BLK_TAKE | HET_BLK_KEEP;
     return HET_OK;
 }
 
@@ -164,8 +172,85 @@ static void pool2_row(float *restrict o, float *restrict t, const float *restric
     for (; x < ow; x++) o[x] = max_nan(t[2 * x], t[2 * x + 1]);
 }
 
+/* Channel-blocked forward: every sample's blocks of 16 channels, window elements in row-major
+ * order (the first is taken again: harmless for a max); the 16 lanes of a position as one
+ * AVX-512 vector where the CPU has it (GCC's generic vectors compiled max_nan's NaN test to
+ * scalar code in a target_clones function), else a loop over them. */
+#define POOL_BLK_WINDOWS(...)                                                                    \
+    const size_t W = (size_t)m->W, hw = (size_t)m->H * W, ohw = (size_t)m->oh * (size_t)m->ow; \
+    for (size_t b = 0; b < (size_t)batch * (size_t)(m->C / HET_BLK); b++)                      \
+        for (int oy = 0; oy < m->oh; oy++)                                                     \
+            for (int ox = 0; ox < m->ow; ox++) {                                               \
+                const float *w = in + b * hw * HET_BLK +                                       \
+                                 ((size_t)(oy * m->stride) * W + (size_t)(ox * m->stride)) * HET_BLK; \
+                float *o = out + (b * ohw + (size_t)oy * (size_t)m->ow + (size_t)ox) * HET_BLK; \
+                __VA_ARGS__                                                                    \
+            }
+
+#ifdef POOL_AVX512
+AVX512 static void pool_blk_forward_avx512(const maxpool *m, const float *in, float *out,
+                                           int batch) {
+    POOL_BLK_WINDOWS({
+        __m512 best = _mm512_loadu_ps(w);
+        for (int ki = 0; ki < m->k; ki++)
+            for (int kj = 0; kj < m->k; kj++)
+                best = max_nan16(best, _mm512_loadu_ps(w + ((size_t)ki * W + (size_t)kj) * HET_BLK));
+        _mm512_storeu_ps(o, best);
+    })
+}
+#endif
+
+static void pool_blk_forward(const maxpool *m, const float *in, float *out, int batch) {
+#ifdef POOL_AVX512
+    if (het_simd_level() >= HET_SIMD_AVX512) {
+        pool_blk_forward_avx512(m, in, out, batch);
+        return;
+    }
+#endif
+    POOL_BLK_WINDOWS({
+        for (int j = 0; j < HET_BLK; j++) o[j] = w[j];
+        for (int ki = 0; ki < m->k; ki++)
+            for (int kj = 0; kj < m->k; kj++)
+                for (int j = 0; j < HET_BLK; j++)
+                    o[j] = max_nan(o[j], w[((size_t)ki * W + (size_t)kj) * HET_BLK + (size_t)j]);
+    })
+}
+
+/* Channel-blocked backward: din is cleared, then each window's first maximum per channel gets
+ * the output's gradient (added: windows may overlap). */
+HET_CLONES
+static void pool_blk_backward(const maxpool *m, const float *in, const float *out,
+                              const float *dout, float *din, int batch) {
+    const size_t W = (size_t)m->W, hw = (size_t)m->H * W, ohw = (size_t)m->oh * (size_t)m->ow;
+    const het_v16f z = {0};
+    memset(din, 0, sizeof(float) * hw * (size_t)m->C * (size_t)batch);
+    for (size_t b = 0; b < (size_t)batch * (size_t)(m->C / HET_BLK); b++) {
+        const float *xb = in + b * hw * HET_BLK;
+        float *db = din + b * hw * HET_BLK;
+        for (int oy = 0; oy < m->oh; oy++)
+            for (int ox = 0; ox < m->ow; ox++) {
+                const size_t o = (b * ohw + (size_t)oy * (size_t)m->ow + (size_t)ox) * HET_BLK;
+                const size_t base = ((size_t)(oy * m->stride) * W + (size_t)(ox * m->stride)) * HET_BLK;
+                const het_v16f mv = HET_LD16(out + o);
+                het_v16f gv = HET_LD16(dout + o);
+                for (int ki = 0; ki < m->k; ki++)
+                    for (int kj = 0; kj < m->k; kj++) {
+                        float *d = db + base + ((size_t)ki * W + (size_t)kj) * HET_BLK;
+                        const het_v16f v = HET_LD16(xb + (d - db));
+                        const het_v16i e = ~(v < mv); /* is_max; taken: later maxima get 0 */
+                        HET_ST16(d, HET_LD16(d) + HET_SEL16(e, gv, z));
+                        gv = HET_SEL16(e, z, gv);
+                    }
+            }
+    }
+}
+
 static void maxpool_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     maxpool *m = (maxpool *)l;
+    if (l->in_blk) {
+        pool_blk_forward(m, in, out, batch);
+        return;
+    }
     const size_t plane = (size_t)m->H * (size_t)m->W, oplane = (size_t)m->oh * (size_t)m->ow;
     for (int sc = 0; sc < batch * m->C; sc++) { /* every (sample, channel) plane */
         const float *xp = in + (size_t)sc * plane;
@@ -200,6 +285,10 @@ static void maxpool_backward(het_layer *l, const het_exec *x, const float *in, c
     (void)x;
     if (!din) return;
     maxpool *m = (maxpool *)l;
+    if (l->in_blk) {
+        pool_blk_backward(m, in, out, dout, din, batch);
+        return;
+    }
     const size_t W = (size_t)m->W, plane = (size_t)m->H * W, oplane = (size_t)m->oh * (size_t)m->ow;
     for (int sc = 0; sc < batch * m->C; sc++) {
         const float *xp = in + (size_t)sc * plane, *op = out + (size_t)sc * oplane;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hetrain/tensor.h"
 #include "nn/model_internal.h"
 
 /* ---------------------------------------------------------------- create / free */
@@ -91,6 +92,36 @@ static int plan_layers(het_model *m) {
         if (het_shape_size(s) > m->max_io) m->max_io = het_shape_size(s);
     }
     m->classes = (int)het_shape_size(s);
+    return HET_OK;
+}
+
+/* The layout of every edge between layers (nn.h: HET_BLK_*): blocked where the producer can
+ * write it and every layer up to the next one that converts can read it, with 16 | C on each
+ * edge; the model's input and output stay plain; HET_LAYOUT=plain keeps every edge plain (for
+ * comparisons). take[i]: layer i's input may be blocked. The sizes do not depend on the
+ * layout (no padding with 16 | C), so nothing else changes. */
+static int plan_layouts(het_model *m) {
+    const char *e = getenv("HET_LAYOUT");
+    const int allow = !(e && strcmp(e, "plain") == 0);
+    const int n = m->n_layers;
+    int *take = calloc((size_t)n + 1, sizeof *take);
+    if (!take) return het_error_set(HET_ENOMEM, "out of memory for the model plan");
+    for (int i = n - 1; i >= 0; i--) {
+        const het_layer *l = m->layers[i];
+        const int blk = m->plans[i].blk;
+        const int can = allow && (blk & HET_BLK_TAKE) && l->in.c % HET_BLK == 0;
+        take[i] = (blk & HET_BLK_KEEP) ? can && take[i + 1] : can;
+    }
+    int cur = 0; /* the model's input is plain */
+    for (int i = 0; i < n; i++) {
+        het_layer *l = m->layers[i];
+        const int blk = m->plans[i].blk;
+        l->in_blk = cur;
+        if (!(blk & HET_BLK_KEEP))
+            cur = allow && (blk & HET_BLK_EMIT) && l->out.c % HET_BLK == 0 && take[i + 1];
+        l->out_blk = cur; /* a KEEP layer's blocked input implies take[i + 1] */
+    }
+    free(take);
     return HET_OK;
 }
 
@@ -190,6 +221,7 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
     for (int i = 0; i < n_layers && st == HET_OK; i++)
         if (!layers[i]) st = het_error_set(HET_ENOMEM, "out of memory creating layer %d", i);
     if (st == HET_OK) st = plan_layers(m);
+    if (st == HET_OK) st = plan_layouts(m);
     if (st == HET_OK) {
         size_chunks(m, workers);
         st = alloc_buffers(m);

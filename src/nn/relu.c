@@ -44,7 +44,7 @@ static int relu_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     (void)l;
     if (het_shape_size(in) < 1)
         return het_error_set(HET_ESHAPE, "relu: empty input %dx%dx%d", in.c, in.h, in.w);
-    *p = (het_layer_plan){.out = in};
+    *p = (het_layer_plan){.out = in, .blk = HET_BLK_TAKE | HET_BLK_KEEP}; /* element-wise */
     return HET_OK;
 }
 

@@ -23,9 +23,15 @@
  *         A2 = conv2(r1) (B x S), then mean1, inv_std1, mean2, inv_std2 (out_c each): batch
  *         norm's backward recomputes x_hat from its input (bn_math.h).
  * Work:   G (B x S: the gradient at bn2, backward), D (B x S: the gradient at bn1), then either col and dcol (the im2col buffer and its gradient, one
- *         sample) or oneDNN's blocked copies (per sample and fixed). */
+ *         sample) or oneDNN's blocked copies (per sample and fixed).
+ *
+ * Channel-blocked (nn.h): when both convolutions run on oneDNN's nChw16c themselves, the block
+ * takes and gives blocked activations (HET_BLK_TAKE | KEEP) and keeps A1, r1 and A2 blocked
+ * too, so it reorders nothing; batch norm then runs on 16 channels at a time (bn_math.h) and the
+ * option-A shortcut indexes the blocked layout (sc_index). */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "hetrain/nn.h"
@@ -46,6 +52,7 @@ typedef struct het_resblock {
     int K1, K2;      /* im2col rows: cin * 9, cout * 9 */
     size_t kmax;     /* max(K1, K2) */
     het_dnnl_conv *dn1, *dn2; /* oneDNN handles of conv1 and conv2, or NULL */
+    int blk_ok;               /* both run on blocked activations themselves */
 } het_resblock;
 
 /* Offsets into params. */
@@ -108,6 +115,11 @@ static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
         p->work_per_sample += ps1 > ps2 ? ps1 : ps2;
         if (f1 > p->work_fixed) p->work_fixed = f1;
         if (f2 > p->work_fixed) p->work_fixed = f2;
+        int x1, y1, x2, y2;
+        het_dnnl_conv_blocked(r->dn1, &x1, &y1);
+        het_dnnl_conv_blocked(r->dn2, &x2, &y2);
+        r->blk_ok = x1 && y1 && x2 && y2;
+        if (r->blk_ok) p->blk = HET_BLK_TAKE | HET_BLK_KEEP;
     }
     p->team_doubles = BN_TEAM_DOUBLES(r->cout);
     return HET_OK;
@@ -132,12 +144,29 @@ static void rb_init(het_layer *l, float *params, float *state, het_rng *rng) {
     }
 }
 
+/* A oneDNN call's result: 1 done, 0 refused (the caller's kernels take over); refused with
+ * blocked operands, which only oneDNN reads, ends the process with the message. */
+static int rb_dnnl_done(int rc, int blk) {
+    if (rc != HET_OK && blk) {
+        fprintf(stderr, "hetrain: resblock: %s\n", het_error_msg());
+        abort();
+    }
+    return rc == HET_OK;
+}
+
+/* Offset of channel c at position p (of P) in a sample, plain or channel-blocked. */
+static inline size_t sc_index(int blk, size_t P, int c, size_t p) {
+    if (!blk) return (size_t)c * P + p;
+    return (size_t)(c / HET_BLK) * P * HET_BLK + p * HET_BLK + (size_t)(c % HET_BLK);
+}
+
 /* y[n] = W (cout x K) . im2col(x[n]) for each sample: 3x3 convolution, pad 1, no bias; through
- * oneDNN when dn is not NULL (col is then its work memory). */
+ * oneDNN when dn is not NULL (col is then its work memory), on blocked x and y when blk. */
 static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const float *x,
                     const float *w, float *col, int cin, int H, int W, int stride, int K,
-                    int batch) {
-    if (dn && het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col) == HET_OK) return;
+                    int batch, int blk) {
+    const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
+    if (dn && rb_dnnl_done(het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl), blk)) return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     const int P = (int)r->P;
     for (int n = 0; n < batch; n++) {
@@ -151,8 +180,11 @@ static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const fl
 static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx, int dx_add,
                              float *dw, const float *dy, const float *x, const float *w,
                              float *col, float *dcol, int cin, int H, int W, int stride, int K,
-                             int batch) {
-    if (dn && het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col) == HET_OK)
+                             int batch, int blk) {
+    const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
+    if (dn && rb_dnnl_done(het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col,
+                                                  fl),
+                           blk))
         return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     if (dx && !dx_add) memset(dx, 0, sizeof(float) * xs * (size_t)batch);
@@ -177,20 +209,22 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     float *mean1 = A2 + BS, *inv1 = mean1 + C, *mean2 = inv1 + C, *inv2 = mean2 + C;
     float *col = x->work + 2 * BS;
     float *rm1 = x->state, *rv1 = rm1 + C, *rm2 = rv1 + C, *rv2 = rm2 + C;
+    const int blk = l->in_blk; /* then out and the cached activations are blocked too */
+    const bn_geom d = bn_geom_of(batch, C, HW, blk);
 
-    rb_conv(r, r->dn1, A1, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch);
+    rb_conv(r, r->dn1, A1, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch, blk);
     if (x->train)
-        bn_forward_train(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_MOMENTUM,
-                         RB_EPS, x->team, x->worker, 1);
+        bn_forward_train(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_MOMENTUM, RB_EPS,
+                         x->team, x->worker, 1);
     else
-        bn_forward_eval(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, batch, C, HW, RB_EPS, 1);
+        bn_forward_eval(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_EPS, 1);
 
-    rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch);
+    rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch, blk);
     if (x->train)
-        bn_forward_train(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_MOMENTUM,
-                         RB_EPS, x->team, x->worker, 0);
+        bn_forward_train(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, d, RB_MOMENTUM, RB_EPS,
+                         x->team, x->worker, 0);
     else
-        bn_forward_eval(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, batch, C, HW, RB_EPS, 0);
+        bn_forward_eval(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, d, RB_EPS, 0);
 
     if (r->stride == 1 && r->cin == C) { /* identity shortcut: add and ReLU in one pass */
         het_vadd_relu(out, in, BS);
@@ -198,14 +232,15 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     }
     /* shortcut: out[n][ci + pad_lo][oy][ox] += in[n][ci][oy * s][ox * s] */
     const int s = r->stride;
+    const size_t HWin = (size_t)r->H * (size_t)r->W;
     for (int n = 0; n < batch; n++) {
-        for (int ci = 0; ci < r->cin; ci++) {
-            const float *xp = in + (size_t)n * r->in_size + (size_t)ci * (size_t)r->H * r->W;
-            float *yp = out + (size_t)n * r->S + (size_t)(ci + r->pad_lo) * r->P;
+        const float *xn = in + (size_t)n * r->in_size;
+        float *yn = out + (size_t)n * r->S;
+        for (int ci = 0; ci < r->cin; ci++)
             for (int oy = 0; oy < r->OH; oy++)
                 for (int ox = 0; ox < r->OW; ox++)
-                    yp[(size_t)oy * r->OW + ox] += xp[(size_t)(oy * s) * r->W + (size_t)(ox * s)];
-        }
+                    yn[sc_index(blk, r->P, ci + r->pad_lo, (size_t)oy * r->OW + (size_t)ox)] +=
+                        xn[sc_index(blk, HWin, ci, (size_t)(oy * s) * r->W + (size_t)(ox * s))];
     }
     het_vrelu(out, BS);
 }
@@ -220,6 +255,8 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     const float *A1 = x->cache, *r1 = A1 + BS, *A2 = r1 + BS;
     const float *mean1 = A2 + BS, *inv1 = mean1 + C, *mean2 = inv1 + C, *inv2 = mean2 + C;
     float *G = x->work, *D = G + BS, *col = D + BS, *dcol = col + r->kmax * r->P;
+    const int blk = l->in_blk;
+    const bn_geom d = bn_geom_of(batch, C, HW, blk);
 
     /* through the final ReLU; G is the gradient of both the bn2 output and the shortcut */
     het_vrelu_mask(G, out, dout, BS);
@@ -227,29 +264,29 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
         memcpy(din, G, sizeof(float) * BS);
     } else if (din) { /* shortcut adjoint: gather back to the strided positions, zero elsewhere */
         const int s = r->stride;
+        const size_t HWin = (size_t)r->H * (size_t)r->W;
         memset(din, 0, sizeof(float) * (size_t)batch * r->in_size);
         for (int n = 0; n < batch; n++) {
-            for (int ci = 0; ci < r->cin; ci++) {
-                float *xp = din + (size_t)n * r->in_size + (size_t)ci * (size_t)r->H * r->W;
-                const float *gp = G + (size_t)n * r->S + (size_t)(ci + r->pad_lo) * r->P;
+            float *xn = din + (size_t)n * r->in_size;
+            const float *gn = G + (size_t)n * r->S;
+            for (int ci = 0; ci < r->cin; ci++)
                 for (int oy = 0; oy < r->OH; oy++)
                     for (int ox = 0; ox < r->OW; ox++)
-                        xp[(size_t)(oy * s) * r->W + (size_t)(ox * s)] = gp[(size_t)oy * r->OW + ox];
-            }
+                        xn[sc_index(blk, HWin, ci, (size_t)(oy * s) * r->W + (size_t)(ox * s))] =
+                            gn[sc_index(blk, r->P, ci + r->pad_lo, (size_t)oy * r->OW + (size_t)ox)];
         }
     }
-    bn_backward(G, g.g2, g.b2, G, A2, mean2, inv2, v.g2, batch, C, HW, x->train, x->team,
-                x->worker);
+    bn_backward(G, g.g2, g.b2, G, A2, mean2, inv2, v.g2, d, x->train, x->team, x->worker);
 
     /* conv2 (input r1) */
-    rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2, batch);
+    rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2,
+                     batch, blk);
     het_vrelu_mask(D, r1, D, BS);
-    bn_backward(D, g.g1, g.b1, D, A1, mean1, inv1, v.g1, batch, C, HW, x->train, x->team,
-                x->worker);
+    bn_backward(D, g.g1, g.b1, D, A1, mean1, inv1, v.g1, d, x->train, x->team, x->worker);
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
-    rb_conv_backward(r, r->dn1, din, 1, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W, r->stride, r->K1,
-                     batch);
+    rb_conv_backward(r, r->dn1, din, 1, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W,
+                     r->stride, r->K1, batch, blk);
 }
 
 static void rb_destroy(het_layer *l) {

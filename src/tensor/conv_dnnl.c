@@ -10,7 +10,11 @@
  *   32->32 at 28x28, stride 1:  plain NCHW 8333 / 12264 / 11704 (fwd / input grad / weight grad),
  *                               blocked 2815 / 2954 / 2993 (164 GFLOP/s),
  *   hetrain's im2col + OpenBLAS: 7162 forward, 13162 for both gradients.
- * Reorders cost a pass over memory each; they are small beside that factor.
+ * Reorders cost a pass over memory each; they are small beside that factor, but not nothing
+ * (about a sixth of ResNet-20's step): a caller whose activations are already channel-blocked
+ * (nChw16c, the layout the AVX-512 kernels pick; het_dnnl_conv_blocked says so) passes them as
+ * they are (HET_DNNL_X_BLK / Y_BLK), and then only the small weights are reordered. The model
+ * keeps activations blocked between the layers that handle it (nn.h).
  *
  * Primitives depend on the batch of the call (a worker's chunk, a ragged last chunk), so a
  * handle keeps one set per batch size, made on first use under a mutex and reused; oneDNN's
@@ -19,8 +23,8 @@
  * set by het_blas_set_threads (model workers call with 1), applied through OpenMP, which Debian's
  * oneDNN is built on.
  *
- * Operands are plain float arrays: x [n x C x H x W], w [O x C x k x k], b [O], y [n x O x oh x
- * ow]. Blocked copies live in the caller's work buffer, het_dnnl_conv_work() floats per sample
+ * Operands are float arrays: x [n x C x H x W], w [O x C x k x k], b [O], y [n x O x oh x ow],
+ * activations plain (NCHW) or blocked, weights always plain. Blocked copies live in the caller's work buffer, het_dnnl_conv_work() floats per sample
  * plus a fixed part. Without oneDNN (HET_HAVE_DNNL undefined) het_dnnl_conv_new returns NULL and
  * callers use their own kernels. */
 #include <stdio.h>
@@ -50,16 +54,20 @@ void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixe
     (void)h;
     *per_sample = *fixed = 0;
 }
+void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) {
+    (void)h;
+    *x_ok = *y_ok = 0;
+}
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
-                          const float *b, float *y, float *work) {
-    (void)h, (void)n, (void)x, (void)w, (void)b, (void)y, (void)work;
+                          const float *b, float *y, float *work, int blk) {
+    (void)h, (void)n, (void)x, (void)w, (void)b, (void)y, (void)work, (void)blk;
     return HET_EINVAL;
 }
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
-                           float *work) {
+                           float *work, int blk) {
     (void)h, (void)n, (void)x, (void)w, (void)dy, (void)dx, (void)dx_add, (void)dw, (void)db;
-    (void)work;
+    (void)work, (void)blk;
     return HET_EINVAL;
 }
 
@@ -76,22 +84,27 @@ typedef struct reorder {
     size_t bytes; /* of the larger of its two sides (blocked layouts may pad channels) */
 } reorder;
 
-/* Everything one batch size needs. */
+/* Everything one batch size needs. Activation sides come in the caller's two layouts, [0]
+ * plain (nchw) and [1] channel-blocked (nChw16c, only where the channels are a multiple of
+ * 16); each has its reorders to and from the layouts the primitives picked. */
 typedef struct prim_set {
     int n, threads; /* oneDNN fixes a primitive's thread count when it makes it */
-    dnnl_memory_desc_t u_src, u_dst, u_w, u_b;           /* plain: nchw, oihw, x */
+    dnnl_memory_desc_t u_src[2], u_dst[2], u_w, u_b;     /* the caller's: nchw / nChw16c, oihw, x */
     dnnl_memory_desc_t f_src, f_w, f_dst;                /* forward's layouts */
     dnnl_memory_desc_t d_dsrc, d_w, d_ddst;              /* input gradient's */
     dnnl_memory_desc_t w_src, w_dw, w_ddst;              /* weight gradient's */
     dnnl_primitive_t fwd, bwd_d, bwd_w;
-    reorder f_src_in, f_w_in, f_dst_out;                 /* plain -> forward, back */
-    reorder d_w_in, d_ddst_in, d_dsrc_out, d_dsrc_add;   /* _add: dst += reordered */
-    reorder w_src_in, w_ddst_in, w_dw_add;
+    reorder f_w_in, d_w_in, w_dw_add;                    /* weights: plain -> picked, back */
+    reorder f_src_in[2], f_dst_out[2];                   /* caller's -> forward's, back */
+    reorder d_ddst_in[2], d_dsrc_out[2], d_dsrc_add[2];  /* _add: dst += reordered */
+    reorder w_src_in[2], w_ddst_in[2];
     int ddst_shared; /* the two gradients take dy in the same layout: one reorder serves both */
 } prim_set;
 
 struct het_dnnl_conv {
     int C, H, W, O, k, stride, pad, bias, oh, ow;
+    int x_blk, y_blk; /* which sides have a blocked variant; which need no reorder (_ok) */
+    int x_ok, y_ok;
     size_t per_sample, fixed; /* work floats, from the batch-1 set */
     pthread_mutex_t mu;
     prim_set **sets; /* one per (batch, threads) seen, kept until the handle goes: a few per
@@ -185,9 +198,13 @@ static void set_free(prim_set *s) {
     dnnl_primitive_t *ps[] = {&s->fwd, &s->bwd_d, &s->bwd_w};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (*ps[i]) dnnl_primitive_destroy(*ps[i]);
-    reorder *rs[] = {&s->f_src_in, &s->f_w_in,     &s->f_dst_out,  &s->d_w_in, &s->d_ddst_in,
-                     &s->d_dsrc_out, &s->d_dsrc_add, &s->w_src_in, &s->w_ddst_in, &s->w_dw_add};
+    reorder *rs[] = {&s->f_w_in, &s->d_w_in, &s->w_dw_add};
     for (size_t i = 0; i < sizeof rs / sizeof *rs; i++) drop_reorder(rs[i]);
+    for (int l = 0; l < 2; l++) {
+        reorder *ls[] = {&s->f_src_in[l],  &s->f_dst_out[l], &s->d_ddst_in[l], &s->d_dsrc_out[l],
+                         &s->d_dsrc_add[l], &s->w_src_in[l], &s->w_ddst_in[l]};
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) drop_reorder(ls[i]);
+    }
     free(s);
 }
 
@@ -206,6 +223,21 @@ static int make_prim(dnnl_primitive_t *p, const_dnnl_primitive_desc_t pd) {
     return HET_OK;
 }
 
+/* The reorders between the caller's layout l and the primitives' picks. */
+static int side_reorders(prim_set *s, int l, int x_side, int y_side) {
+    int rc = HET_OK;
+    if (x_side && ((rc = make_reorder(&s->f_src_in[l], &s->u_src[l], &s->f_src, 0)) ||
+                   (rc = make_reorder(&s->d_dsrc_out[l], &s->d_dsrc, &s->u_src[l], 0)) ||
+                   (rc = make_reorder(&s->d_dsrc_add[l], &s->d_dsrc, &s->u_src[l], 1)) ||
+                   (rc = make_reorder(&s->w_src_in[l], &s->u_src[l], &s->w_src, 0))))
+        return rc;
+    if (y_side && ((rc = make_reorder(&s->f_dst_out[l], &s->f_dst, &s->u_dst[l], 0)) ||
+                   (rc = make_reorder(&s->d_ddst_in[l], &s->u_dst[l], &s->d_ddst, 0)) ||
+                   (rc = make_reorder(&s->w_ddst_in[l], &s->u_dst[l], &s->w_ddst, 0))))
+        return rc;
+    return HET_OK;
+}
+
 /* Builds the primitives and reorders of batch size n. */
 static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
     dnnl_dims_t ds = {n, h->C, h->H, h->W}, dw = {h->O, h->C, h->k, h->k}, db = {h->O};
@@ -215,8 +247,12 @@ static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
                       (h->ow - 1) * h->stride + h->k - h->W - h->pad};
     dnnl_memory_desc_t a_src, a_w, a_dst;
     int rc = HET_OK;
-    if ((rc = md_init(&s->u_src, 4, ds, dnnl_nchw)) || (rc = md_init(&s->u_w, 4, dw, dnnl_oihw)) ||
-        (rc = md_init(&s->u_dst, 4, dd, dnnl_nchw)) || (rc = md_init(&s->u_b, 1, db, dnnl_x)) ||
+    if ((rc = md_init(&s->u_src[0], 4, ds, dnnl_nchw)) ||
+        (rc = md_init(&s->u_src[1], 4, ds, dnnl_nChw16c)) ||
+        (rc = md_init(&s->u_w, 4, dw, dnnl_oihw)) ||
+        (rc = md_init(&s->u_dst[0], 4, dd, dnnl_nchw)) ||
+        (rc = md_init(&s->u_dst[1], 4, dd, dnnl_nChw16c)) ||
+        (rc = md_init(&s->u_b, 1, db, dnnl_x)) ||
         (rc = md_init(&a_src, 4, ds, dnnl_format_tag_any)) ||
         (rc = md_init(&a_w, 4, dw, dnnl_format_tag_any)) ||
         (rc = md_init(&a_dst, 4, dd, dnnl_format_tag_any)))
@@ -250,16 +286,11 @@ static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
         picked(&s->w_ddst, wpd, dnnl_query_diff_dst_md);
         if (!(rc = make_prim(&s->fwd, fpd)) && !(rc = make_prim(&s->bwd_d, bpd)) &&
             !(rc = make_prim(&s->bwd_w, wpd)) &&
-            !(rc = make_reorder(&s->f_src_in, &s->u_src, &s->f_src, 0)) &&
             !(rc = make_reorder(&s->f_w_in, &s->u_w, &s->f_w, 0)) &&
-            !(rc = make_reorder(&s->f_dst_out, &s->f_dst, &s->u_dst, 0)) &&
             !(rc = make_reorder(&s->d_w_in, &s->u_w, &s->d_w, 0)) &&
-            !(rc = make_reorder(&s->d_ddst_in, &s->u_dst, &s->d_ddst, 0)) &&
-            !(rc = make_reorder(&s->d_dsrc_out, &s->d_dsrc, &s->u_src, 0)) &&
-            !(rc = make_reorder(&s->d_dsrc_add, &s->d_dsrc, &s->u_src, 1)) &&
-            !(rc = make_reorder(&s->w_src_in, &s->u_src, &s->w_src, 0)) &&
-            !(rc = make_reorder(&s->w_ddst_in, &s->u_dst, &s->w_ddst, 0)))
-            rc = make_reorder(&s->w_dw_add, &s->w_dw, &s->u_w, 1);
+            !(rc = make_reorder(&s->w_dw_add, &s->w_dw, &s->u_w, 1)) &&
+            !(rc = side_reorders(s, 0, 1, 1)))
+            rc = side_reorders(s, 1, h->x_blk, h->y_blk);
     }
     if (fpd) dnnl_primitive_desc_destroy(fpd);
     if (bpd) dnnl_primitive_desc_destroy(bpd);
@@ -277,9 +308,10 @@ static size_t fl(size_t bytes) { return ((bytes + 63) / 64) * 16; }
  * weights. Backward: src (weight gradient's), ddst (input gradient's), ddst (weight
  * gradient's, when another layout), dsrc, weights, dweights, dbias. */
 static void set_sizes(const prim_set *s, size_t *act, size_t *fixed) {
-    size_t f = fl(s->f_src_in.bytes) + fl(s->f_dst_out.bytes);
-    size_t b = fl(s->w_src_in.bytes) + fl(s->d_ddst_in.bytes) + fl(s->w_ddst_in.bytes) +
-               fl(s->d_dsrc_out.bytes);
+    /* the plain side's copies are the largest a call can need */
+    size_t f = fl(s->f_src_in[0].bytes) + fl(s->f_dst_out[0].bytes);
+    size_t b = fl(s->w_src_in[0].bytes) + fl(s->d_ddst_in[0].bytes) + fl(s->w_ddst_in[0].bytes) +
+               fl(s->d_dsrc_out[0].bytes);
     *act = f > b ? f : b;
     size_t wf = fl(s->f_w_in.bytes);
     size_t wb = fl(s->d_w_in.bytes) + fl(dnnl_memory_desc_get_size(&s->w_dw)) +
@@ -309,6 +341,8 @@ het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, 
                          .bias = bias};
     h->oh = (H + 2 * pad - k) / stride + 1;
     h->ow = (W + 2 * pad - k) / stride + 1;
+    h->x_blk = C % 16 == 0;
+    h->y_blk = O % 16 == 0;
     pthread_mutex_init(&h->mu, NULL);
     use_threads();
     prim_set *s = calloc(1, sizeof *s);
@@ -318,6 +352,8 @@ het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, 
         return NULL;
     }
     set_sizes(s, &h->per_sample, &h->fixed);
+    h->x_ok = h->x_blk && !s->f_src_in[1].p && !s->w_src_in[1].p && !s->d_dsrc_out[1].p;
+    h->y_ok = h->y_blk && !s->f_dst_out[1].p && !s->d_ddst_in[1].p && !s->w_ddst_in[1].p;
     if (!keep_set(h, s)) {
         set_free(s);
         het_dnnl_conv_free(h);
@@ -337,6 +373,21 @@ void het_dnnl_conv_free(het_dnnl_conv *h) {
 void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed) {
     *per_sample = h->per_sample;
     *fixed = h->fixed;
+}
+
+void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) {
+    *x_ok = h->x_ok;
+    *y_ok = h->y_ok;
+}
+
+/* The layouts of a call: 0 plain, 1 blocked, per side; HET_EINVAL for a side without one. */
+static int sides(const het_dnnl_conv *h, int blk, int *lx, int *ly) {
+    *lx = (blk & HET_DNNL_X_BLK) != 0;
+    *ly = (blk & HET_DNNL_Y_BLK) != 0;
+    if ((*lx && !h->x_blk) || (*ly && !h->y_blk))
+        return het_error_set(HET_EINVAL, "oneDNN: a blocked operand with channels %d -> %d",
+                             h->C, h->O);
+    return HET_OK;
 }
 
 /* Makes and keeps the set of batch n (h's mutex held); NULL with the error set on failure. */
@@ -440,36 +491,42 @@ static int run(call *c, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *ar
 }
 
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
-                          const float *b, float *y, float *work) {
+                          const float *b, float *y, float *work, int blk) {
+    int lx, ly;
+    if (sides(h, blk, &lx, &ly) != HET_OK) return HET_EINVAL;
     prim_set *s = set_for(h, n);
     if (!s) return HET_EINVAL;
     call c;
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
-    dnnl_memory_t src = operand(&c, &s->f_src_in, &s->u_src, &s->f_src, x, &act, 1, &rc);
-    dnnl_memory_t dst = operand(&c, &s->f_dst_out, &s->u_dst, &s->f_dst, y, &act, 0, &rc);
+    const reorder *yo = &s->f_dst_out[ly];
+    dnnl_memory_t src = operand(&c, &s->f_src_in[lx], &s->u_src[lx], &s->f_src, x, &act, 1, &rc);
+    dnnl_memory_t dst = operand(&c, yo, &s->u_dst[ly], &s->f_dst, y, &act, 0, &rc);
     dnnl_memory_t wm = operand(&c, &s->f_w_in, &s->u_w, &s->f_w, w, &fix, 1, &rc);
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst},
                             {DNNL_ARG_BIAS, h->bias ? wrap(&c, &s->u_b, b) : NULL}};
     if (rc == HET_OK) rc = run(&c, s->fwd, h->bias ? 4 : 3, a);
-    if (rc == HET_OK && s->f_dst_out.p) rc = exec2(&c, &s->f_dst_out, dst, wrap(&c, &s->u_dst, y));
+    if (rc == HET_OK && yo->p) rc = exec2(&c, yo, dst, wrap(&c, &s->u_dst[ly], y));
     return call_end(&c, rc);
 }
 
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
-                           float *work) {
+                           float *work, int blk) {
+    int lx, ly;
+    if (sides(h, blk, &lx, &ly) != HET_OK) return HET_EINVAL;
     prim_set *s = set_for(h, n);
     if (!s) return HET_EINVAL;
     call c;
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
+    const dnnl_memory_desc_t *ux = &s->u_src[lx], *uy = &s->u_dst[ly];
     /* weight gradient: into the primitive's layout, then added to dw (and db) */
-    dnnl_memory_t src = operand(&c, &s->w_src_in, &s->u_src, &s->w_src, x, &act, 1, &rc);
-    dnnl_memory_t ddst_d = operand(&c, &s->d_ddst_in, &s->u_dst, &s->d_ddst, dy, &act, 1, &rc);
+    dnnl_memory_t src = operand(&c, &s->w_src_in[lx], ux, &s->w_src, x, &act, 1, &rc);
+    dnnl_memory_t ddst_d = operand(&c, &s->d_ddst_in[ly], uy, &s->d_ddst, dy, &act, 1, &rc);
     dnnl_memory_t ddst_w = ddst_d;
     if (!s->ddst_shared)
-        ddst_w = operand(&c, &s->w_ddst_in, &s->u_dst, &s->w_ddst, dy, &act, 1, &rc);
+        ddst_w = operand(&c, &s->w_ddst_in[ly], uy, &s->w_ddst, dy, &act, 1, &rc);
     float *dwb = fix + fl(s->d_w_in.bytes), *dbb = dwb + fl(dnnl_memory_desc_get_size(&s->w_dw));
     dnnl_memory_t dwm = wrap(&c, &s->w_dw, dwb);
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst_w},
@@ -481,13 +538,13 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
         for (int o = 0; o < h->O; o++) db[o] += dbb[o];
     /* input gradient */
     if (dx && rc == HET_OK) {
-        const reorder *out = dx_add ? &s->d_dsrc_add : &s->d_dsrc_out;
+        const reorder *out = dx_add ? &s->d_dsrc_add[lx] : &s->d_dsrc_out[lx];
         dnnl_memory_t wm = operand(&c, &s->d_w_in, &s->u_w, &s->d_w, w, &fix, 1, &rc);
-        dnnl_memory_t dsrc = out->p ? wrap(&c, &s->d_dsrc, act) : wrap(&c, &s->u_src, dx);
+        dnnl_memory_t dsrc = out->p ? wrap(&c, &s->d_dsrc, act) : wrap(&c, ux, dx);
         dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, ddst_d}, {DNNL_ARG_WEIGHTS, wm},
                                 {DNNL_ARG_DIFF_SRC, dsrc}};
         if (rc == HET_OK) rc = run(&c, s->bwd_d, 3, b);
-        if (rc == HET_OK && out->p) rc = exec2(&c, out, dsrc, wrap(&c, &s->u_src, dx));
+        if (rc == HET_OK && out->p) rc = exec2(&c, out, dsrc, wrap(&c, ux, dx));
     }
     return call_end(&c, rc);
 }
