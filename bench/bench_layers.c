@@ -9,7 +9,9 @@
  * Prints one line per layer and batch: model, index, layer, batch, fwd_us, bwd_us (input and
  * parameter gradients), its split din_us / dparam_us (dparam_us: backward with din NULL, which
  * skips the input gradient; for a residual block the inner input gradients stay in it), and
- * us/sample. */
+ * us/sample. Layers run in the layouts and fusions a model picks for them (nn.h:
+ * het_layers_choose_layouts; a ReLU fused into the convolution before it shows 0 forward);
+ * HET_LAYOUT=plain runs them all on NCHW, unfused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,16 +38,28 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
     het_rng_seed(&r, 7);
     het_shape s = in;
     double tot_f = 0, tot_b = 0;
+    /* plan every layer, then the layouts and fusions a model would choose (nn.h) */
+    het_layer_plan *plans = calloc((size_t)n, sizeof *plans);
+    if (!plans) return 1;
+    for (int i = 0; i < n; i++) {
+        if (L[i]->ops->plan(L[i], s, &plans[i]) != HET_OK) {
+            fprintf(stderr, "plan %s: %s\n", L[i]->ops->name, het_error_msg());
+            free(plans);
+            return 1;
+        }
+        L[i]->in = s;
+        L[i]->out = s = plans[i].out;
+    }
+    if (het_layers_choose_layouts(L, plans, n) != HET_OK) {
+        free(plans);
+        return 1;
+    }
+    s = in;
     for (int i = 0; i < n; i++) {
         lrig g;
         memset(&g, 0, sizeof g);
         g.l = L[i];
-        if (g.l->ops->plan(g.l, s, &g.p) != HET_OK) {
-            fprintf(stderr, "plan %s: %s\n", g.l->ops->name, het_error_msg());
-            return 1;
-        }
-        g.l->in = s;
-        g.l->out = g.p.out;
+        g.p = plans[i];
         size_t ni = het_shape_size(s) * (size_t)batch, no = het_shape_size(g.p.out) * (size_t)batch;
         g.params = rnd(g.p.n_params, &r);
         g.grads = rnd(g.p.n_params, &r);
@@ -84,6 +98,7 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         het_free(g.params); het_free(g.grads); het_free(g.state); het_free(g.cache); het_free(g.work); het_free(g.in);
         het_free(g.out); het_free(g.dout); het_free(g.din);
     }
+    free(plans);
     printf("model=%s total batch=%d fwd_us=%.2f bwd_us=%.2f us_per_sample=%.3f img_per_s=%.0f\n",
            name, batch, tot_f * 1e6, tot_b * 1e6, (tot_f + tot_b) * 1e6 / batch,
            batch / (tot_f + tot_b));

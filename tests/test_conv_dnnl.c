@@ -14,8 +14,9 @@
  *    test_layers cover gradients and workers on whichever path is built)
  *  - the layers that take blocked activations (conv2d, resblock, batchnorm, maxpool, global
  *    avgpool, flatten, relu) give, run blocked, what they give run plain
- *  - whole models (cifar-cnn, resnet20) with their edges blocked equal HET_LAYOUT=plain:
- *    logits and gradients, 1 and 2 workers
+ *  - whole models (cifar-cnn, resnet20) with their edges blocked and cifar-cnn's four ReLUs
+ *    fused into its convolutions equal HET_LAYOUT=plain: loss, gradients, running statistics
+ *    and eval logits, 1 and 2 workers
  * Tolerance: 1e-5 relative to the sum of absolute terms (float rounding of a sum).
  * Skips (exit 77) when hetrain is built without oneDNN. */
 #include <math.h>
@@ -255,9 +256,10 @@ static void check_blk_layer(const char *what, het_layer *l, het_shape in, int n,
     l->ops->destroy(l);
 }
 
-/* A zoo model with its edges blocked against HET_LAYOUT=plain: loss, gradients and running
- * statistics of one training batch, then eval logits; *blocked: how many edges were blocked. */
-static void check_model(const char *name, int workers, int *blocked) {
+/* A zoo model with its edges blocked and its ReLUs fused against HET_LAYOUT=plain: loss,
+ * gradients and running statistics of one training batch, then eval logits; *blocked: how many
+ * edges were blocked, *fused: how many ReLUs the layer before applied. */
+static void check_model(const char *name, int workers, int *blocked, int *fused) {
     const int n = 6;
     het_shape in = {1, 28, 28};
     het_model *m[2] = {NULL, NULL};
@@ -269,11 +271,15 @@ static void check_model(const char *name, int workers, int *blocked) {
         if (st != HET_OK) return;
         het_model_init_params(m[k], 7);
     }
-    *blocked = 0;
+    *blocked = *fused = 0;
     for (int i = 0; i < het_model_n_layers(m[1]); i++) {
-        *blocked += het_model_layer(m[1], i)->out_blk;
-        CHECK(het_model_layer(m[0], i)->in_blk == 0 && het_model_layer(m[0], i)->out_blk == 0,
-              "%s: HET_LAYOUT=plain left layer %d blocked", name, i);
+        const het_layer *a = het_model_layer(m[0], i), *b = het_model_layer(m[1], i);
+        *blocked += b->out_blk;
+        *fused += b->fused_away;
+        CHECK(b->fused_away == (i > 0 && het_model_layer(m[1], i - 1)->relu_out),
+              "%s: layer %d fused on one side only", name, i);
+        CHECK(a->in_blk == 0 && a->out_blk == 0 && a->fused_away == 0 && a->relu_out == 0,
+              "%s: HET_LAYOUT=plain left layer %d blocked or fused", name, i);
     }
     float *x = rnd((size_t)n * 28 * 28);
     uint8_t y[6] = {1, 2, 3, 4, 5, 6};
@@ -384,11 +390,12 @@ int main(void) {
         check_blk_layer("relu", het_relu_new(), (het_shape){16, 4, 4}, 2, 1, 1, 1);
         /* whole models: edges blocked, results those of plain */
         for (int workers = 1; workers <= 2; workers++) {
-            int b = 0;
-            check_model("resnet20", workers, &b);
+            int b = 0, f = 0;
+            check_model("resnet20", workers, &b, &f);
             CHECK(b >= 11, "resnet20: %d edges blocked, expected the stem's to the pool's", b);
-            check_model("cifar-cnn", workers, &b);
+            check_model("cifar-cnn", workers, &b, &f);
             CHECK(b >= 8, "cifar-cnn: %d edges blocked, expected the convolutions' to flatten", b);
+            CHECK(f == 4, "cifar-cnn: %d ReLUs fused into their convolutions, expected 4", f);
         }
     } else {
         printf("test_conv_dnnl: oneDNN does not run on nChw16c here: blocked layers not checked\n");

@@ -40,6 +40,8 @@ typedef struct het_layer_plan {
     size_t team_doubles;     /* batch-coupled layers: doubles one worker hands the others at a
                                 meeting (het_team_part in nn/team.h), 0 otherwise */
     int blk;                 /* layouts it handles: HET_BLK_* bits; 0: plain only */
+    int fuse_relu;           /* 1: it can apply a ReLU that follows it to its own output (a
+                                convolution through oneDNN, as a post-op) */
 } het_layer_plan;
 
 /* The workers that split one training batch, as batch-coupled layers see them (nn/team.h,
@@ -93,6 +95,9 @@ struct het_layer {
                                 meet at the layer through het_exec.team */
     int in_blk, out_blk;     /* the layouts of in and out: 1 channel-blocked, 0 plain; set by
                                 the model after plan() (0 for a layer used on its own) */
+    int relu_out;            /* set by the model: apply the next layer's ReLU to the output */
+    int fused_away;          /* set by the model: a ReLU the previous layer applies; its output
+                                is that layer's (the same buffer), forward does nothing */
 };
 
 /* ---- layer constructors (each returns NULL on allocation failure) ---- */
@@ -120,6 +125,13 @@ void het_softmax_ce_backward(float *dlogits, const float *probs, const uint8_t *
 
 /* ---- model ---- */
 typedef struct het_model het_model;
+
+/* The model's choice of layouts and fusions (HET_BLK_*, het_layer_plan.fuse_relu; model.c) for
+ * n layers already planned in sequence (l->in, l->out set, plans[i] their plans): sets every
+ * layer's in_blk, out_blk, relu_out and fused_away. het_model_create calls it; tools that run
+ * the zoo's layers on their own (bench/bench_layers.c) call it to run them as a model does.
+ * HET_ENOMEM on failure. */
+int het_layers_choose_layouts(het_layer **layers, const het_layer_plan *plans, int n);
 
 typedef struct het_batch_result {
     double loss_sum;  /* sum over samples of the per-sample loss */

@@ -101,6 +101,9 @@ void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixe
  * 0: all plain NCHW. A side may be blocked only where het_dnnl_conv_blocked says so. */
 #define HET_DNNL_X_BLK 1
 #define HET_DNNL_Y_BLK 2
+/* In `blk` too: forward applies y = max(y, 0) itself (a oneDNN post-op: a ReLU layer after the
+ * convolution then has nothing left to do). Pass it to backward as well (the same primitives). */
+#define HET_DNNL_RELU 4
 /* *x_ok (*y_ok): 1 when the input (output) side may be passed blocked, and its primitives run
  * on nChw16c themselves, so a blocked operand needs no reorder: channels a multiple of 16 and
  * oneDNN picked that layout (its AVX-512 kernels do). */

@@ -177,6 +177,7 @@ static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
         int x_ok, y_ok; /* blocked activations where oneDNN runs on them itself */
         het_dnnl_conv_blocked(c->dn, &x_ok, &y_ok);
         p->blk = (x_ok ? HET_BLK_TAKE : 0) | (y_ok ? HET_BLK_EMIT : 0);
+        p->fuse_relu = 1; /* a post-op of oneDNN's forward */
     }
     return HET_OK;
 }
@@ -379,27 +380,8 @@ static void conv_backward_direct(conv2d *c, const het_exec *x, const float *in, 
     }
 }
 
-/* The layouts of this layer's oneDNN calls; a blocked layer has no other path, so a call
- * oneDNN refuses (the primitives of a new batch size; it took batch 1 at plan time) ends the
- * process with the message. */
-static int conv_blk(const het_layer *l) {
-    return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0);
-}
-
-static int dnnl_done(const het_layer *l, int rc) {
-    if (rc != HET_OK && conv_blk(l)) {
-        fprintf(stderr, "hetrain: conv2d: %s\n", het_error_msg());
-        abort();
-    }
-    return rc == HET_OK;
-}
-
-static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
-    conv2d *c = (conv2d *)l;
-    if (c->dn && dnnl_done(l, het_dnnl_conv_forward(c->dn, batch, in, x->params,
-                                                    x->params + (size_t)c->oc * (size_t)c->ckk,
-                                                    out, x->work, conv_blk(l))))
-        return;
+/* hetrain's own kernels: direct, wide, or im2col + GEMM */
+static void conv_forward_own(conv2d *c, const het_exec *x, const float *in, float *out, int batch) {
     if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
         conv_forward_direct(c, x, in, out, batch);
         return;
@@ -421,6 +403,33 @@ static void conv_forward(het_layer *l, const het_exec *x, const float *in, float
         het_gemm(0, 0, c->oc, (int)P, c->ckk, 1.0f, Wt, c->ckk, col, (int)P, 1.0f, os, (int)P);
     }
 }
+
+/* The layouts of this layer's oneDNN calls; a blocked layer has no other path, so a call
+ * oneDNN refuses (the primitives of a new batch size; it took batch 1 at plan time) ends the
+ * process with the message. */
+static int conv_blk(const het_layer *l) {
+    return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0) |
+           (l->relu_out ? HET_DNNL_RELU : 0);
+}
+
+static int dnnl_done(const het_layer *l, int rc) {
+    if (rc != HET_OK && (l->in_blk || l->out_blk)) {
+        fprintf(stderr, "hetrain: conv2d: %s\n", het_error_msg());
+        abort();
+    }
+    return rc == HET_OK;
+}
+
+static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
+    conv2d *c = (conv2d *)l;
+    if (c->dn && dnnl_done(l, het_dnnl_conv_forward(c->dn, batch, in, x->params,
+                                                    x->params + (size_t)c->oc * (size_t)c->ckk,
+                                                    out, x->work, conv_blk(l))))
+        return;
+    conv_forward_own(c, x, in, out, batch);
+    if (l->relu_out) het_vrelu(out, het_shape_size(l->out) * (size_t)batch);
+}
+
 
 static void conv_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
                           const float *dout, float *din, int batch) {

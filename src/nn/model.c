@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "hetrain/tensor.h"
+#include "nn/layer_kinds.h"
 #include "nn/model_internal.h"
 
 /* ---------------------------------------------------------------- create / free */
@@ -97,31 +98,38 @@ static int plan_layers(het_model *m) {
 
 /* The layout of every edge between layers (nn.h: HET_BLK_*): blocked where the producer can
  * write it and every layer up to the next one that converts can read it, with 16 | C on each
- * edge; the model's input and output stay plain; HET_LAYOUT=plain keeps every edge plain (for
- * comparisons). take[i]: layer i's input may be blocked. The sizes do not depend on the
- * layout (no padding with 16 | C), so nothing else changes. */
-static int plan_layouts(het_model *m) {
+ * edge; the model's input and output stay plain. take[i]: layer i's input may be blocked. The
+ * sizes do not depend on the layout (no padding with 16 | C), so nothing else changes. Then
+ * fusion: a ReLU after a layer that can apply it (het_layer_plan.fuse_relu) is applied there,
+ * and the ReLU layer shares that layer's output buffer (size_chunks) and does nothing in
+ * forward; its backward is unchanged (it masks by its output, which is that buffer).
+ * HET_LAYOUT=plain keeps every edge plain and fuses nothing (the reference execution, for
+ * comparisons). */
+int het_layers_choose_layouts(het_layer **layers, const het_layer_plan *plans, int n) {
     const char *e = getenv("HET_LAYOUT");
     const int allow = !(e && strcmp(e, "plain") == 0);
-    const int n = m->n_layers;
     int *take = calloc((size_t)n + 1, sizeof *take);
     if (!take) return het_error_set(HET_ENOMEM, "out of memory for the model plan");
     for (int i = n - 1; i >= 0; i--) {
-        const het_layer *l = m->layers[i];
-        const int blk = m->plans[i].blk;
+        const het_layer *l = layers[i];
+        const int blk = plans[i].blk;
         const int can = allow && (blk & HET_BLK_TAKE) && l->in.c % HET_BLK == 0;
         take[i] = (blk & HET_BLK_KEEP) ? can && take[i + 1] : can;
     }
     int cur = 0; /* the model's input is plain */
     for (int i = 0; i < n; i++) {
-        het_layer *l = m->layers[i];
-        const int blk = m->plans[i].blk;
+        het_layer *l = layers[i];
+        const int blk = plans[i].blk;
         l->in_blk = cur;
         if (!(blk & HET_BLK_KEEP))
             cur = allow && (blk & HET_BLK_EMIT) && l->out.c % HET_BLK == 0 && take[i + 1];
         l->out_blk = cur; /* a KEEP layer's blocked input implies take[i + 1] */
     }
     free(take);
+    for (int i = 0; i < n; i++) layers[i]->relu_out = layers[i]->fused_away = 0;
+    for (int i = 0; i + 1 < n; i++)
+        if (allow && plans[i].fuse_relu && het_nn_is_relu(layers[i + 1]) && !layers[i]->fused_away)
+            layers[i]->relu_out = layers[i + 1]->fused_away = 1;
     return HET_OK;
 }
 
@@ -143,9 +151,13 @@ static void size_chunks(het_model *m, int workers) {
     size_t sub = (size_t)m->chunk;
     for (int i = 0; i < m->n_layers; i++) {
         het_layer_plan *p = &m->plans[i];
-        m->act_off[i] = m->act_floats;
         m->cache_off[i] = m->cache_floats;
-        m->act_floats += het_shape_size(p->out) * sub;
+        if (m->layers[i]->fused_away) { /* a fused ReLU: its output is its input's buffer */
+            m->act_off[i] = m->act_off[i - 1];
+        } else {
+            m->act_off[i] = m->act_floats;
+            m->act_floats += het_shape_size(p->out) * sub;
+        }
         m->cache_floats += p->cache_per_sample * sub;
         size_t wf = p->work_per_sample * sub + p->work_fixed;
         if (wf > m->work_floats) m->work_floats = wf;
@@ -221,7 +233,7 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
     for (int i = 0; i < n_layers && st == HET_OK; i++)
         if (!layers[i]) st = het_error_set(HET_ENOMEM, "out of memory creating layer %d", i);
     if (st == HET_OK) st = plan_layers(m);
-    if (st == HET_OK) st = plan_layouts(m);
+    if (st == HET_OK) st = het_layers_choose_layouts(m->layers, m->plans, m->n_layers);
     if (st == HET_OK) {
         size_chunks(m, workers);
         st = alloc_buffers(m);

@@ -50,6 +50,7 @@ static int relu_plan(het_layer *l, het_shape in, het_layer_plan *p) {
 
 static void relu_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     (void)x;
+    if (l->fused_away) return; /* the previous layer applied it; out is its output (model.c) */
     size_t n = het_shape_size(l->in) * (size_t)batch, i = 0;
 #ifdef RELU_AVX512
     if (het_simd_level() >= HET_SIMD_AVX512) {

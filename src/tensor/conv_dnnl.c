@@ -89,6 +89,7 @@ typedef struct reorder {
  * 16); each has its reorders to and from the layouts the primitives picked. */
 typedef struct prim_set {
     int n, threads; /* oneDNN fixes a primitive's thread count when it makes it */
+    int relu;       /* forward applies a ReLU to its result (a post-op) */
     dnnl_memory_desc_t u_src[2], u_dst[2], u_w, u_b;     /* the caller's: nchw / nChw16c, oihw, x */
     dnnl_memory_desc_t f_src, f_w, f_dst;                /* forward's layouts */
     dnnl_memory_desc_t d_dsrc, d_w, d_ddst;              /* input gradient's */
@@ -238,8 +239,21 @@ static int side_reorders(prim_set *s, int l, int x_side, int y_side) {
     return HET_OK;
 }
 
-/* Builds the primitives and reorders of batch size n. */
-static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
+/* The attributes of a forward with a fused ReLU (*attr NULL without). */
+static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
+    *attr = NULL;
+    if (!relu) return dnnl_success;
+    dnnl_post_ops_t ops = NULL;
+    dnnl_status_t e = dnnl_primitive_attr_create(attr);
+    if (e == dnnl_success) e = dnnl_post_ops_create(&ops);
+    if (e == dnnl_success) e = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    if (e == dnnl_success) e = dnnl_primitive_attr_set_post_ops(*attr, ops);
+    if (ops) dnnl_post_ops_destroy(ops);
+    return e;
+}
+
+/* Builds the primitives and reorders of batch size n (forward with a ReLU when relu). */
+static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
     dnnl_dims_t ds = {n, h->C, h->H, h->W}, dw = {h->O, h->C, h->k, h->k}, db = {h->O};
     dnnl_dims_t dd = {n, h->O, h->oh, h->ow};
     dnnl_dims_t st = {h->stride, h->stride}, pl = {h->pad, h->pad};
@@ -260,10 +274,13 @@ static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
     const dnnl_memory_desc_t *bias = h->bias ? &s->u_b : NULL;
     dnnl_convolution_desc_t fd, bd, wd;
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
     dnnl_status_t e = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
                                                          dnnl_convolution_direct, &a_src, &a_w,
                                                          bias, &a_dst, st, pl, pr);
-    if (e == dnnl_success) e = dnnl_primitive_desc_create(&fpd, &fd, NULL, engine, NULL);
+    if (e == dnnl_success) e = relu_attr(relu, &attr);
+    if (e == dnnl_success) e = dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
     if (e == dnnl_success)
         e = dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &a_src, &a_w,
                                                      &a_dst, st, pl, pr);
@@ -297,6 +314,7 @@ static int set_build(const het_dnnl_conv *h, int n, prim_set *s) {
     if (wpd) dnnl_primitive_desc_destroy(wpd);
     s->ddst_shared = dnnl_memory_desc_equal(&s->w_ddst, &s->d_ddst);
     s->n = n;
+    s->relu = relu;
     s->threads = dnnl_threads;
     return rc;
 }
@@ -346,7 +364,7 @@ het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, 
     pthread_mutex_init(&h->mu, NULL);
     use_threads();
     prim_set *s = calloc(1, sizeof *s);
-    if (!s || set_build(h, 1, s) != HET_OK) {
+    if (!s || set_build(h, 1, 0, s) != HET_OK) {
         set_free(s);
         het_dnnl_conv_free(h);
         return NULL;
@@ -391,13 +409,13 @@ static int sides(const het_dnnl_conv *h, int blk, int *lx, int *ly) {
 }
 
 /* Makes and keeps the set of batch n (h's mutex held); NULL with the error set on failure. */
-static prim_set *set_new(het_dnnl_conv *h, int n) {
+static prim_set *set_new(het_dnnl_conv *h, int n, int relu) {
     prim_set *s = calloc(1, sizeof *s);
     if (!s) {
         het_error_set(HET_ENOMEM, "oneDNN: out of memory");
         return NULL;
     }
-    if (set_build(h, n, s) != HET_OK) {
+    if (set_build(h, n, relu, s) != HET_OK) {
         set_free(s);
         return NULL;
     }
@@ -417,13 +435,14 @@ static prim_set *set_new(het_dnnl_conv *h, int n) {
 
 /* The set of batch n and the current thread count (made on first use); NULL with the error set
  * on failure. */
-static prim_set *set_for(het_dnnl_conv *h, int n) {
+static prim_set *set_for(het_dnnl_conv *h, int n, int relu) {
     use_threads();
     pthread_mutex_lock(&h->mu);
     prim_set *s = NULL;
     for (int i = 0; i < h->n_sets && !s; i++)
-        if (h->sets[i]->n == n && h->sets[i]->threads == dnnl_threads) s = h->sets[i];
-    if (!s) s = set_new(h, n);
+        if (h->sets[i]->n == n && h->sets[i]->threads == dnnl_threads && h->sets[i]->relu == relu)
+            s = h->sets[i];
+    if (!s) s = set_new(h, n, relu);
     pthread_mutex_unlock(&h->mu);
     return s;
 }
@@ -494,7 +513,7 @@ int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *
                           const float *b, float *y, float *work, int blk) {
     int lx, ly;
     if (sides(h, blk, &lx, &ly) != HET_OK) return HET_EINVAL;
-    prim_set *s = set_for(h, n);
+    prim_set *s = set_for(h, n, (blk & HET_DNNL_RELU) != 0);
     if (!s) return HET_EINVAL;
     call c;
     int rc = call_begin(&c);
@@ -515,7 +534,7 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
                            float *work, int blk) {
     int lx, ly;
     if (sides(h, blk, &lx, &ly) != HET_OK) return HET_EINVAL;
-    prim_set *s = set_for(h, n);
+    prim_set *s = set_for(h, n, (blk & HET_DNNL_RELU) != 0);
     if (!s) return HET_EINVAL;
     call c;
     int rc = call_begin(&c);
