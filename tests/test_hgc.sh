@@ -28,10 +28,11 @@ within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a / b - 1; exit !(d <=
 mpi() { local P=$1; shift; het_mpirun "$P" "$HETRAIN" "$@"; }
 COMMON=(--model lenet5 --data synthetic --test-limit 128 --seed 5 --progress off)
 
-# ---- calibration: 2:1 within 15 % (up to five tries: on 2 cores single runs measured 1.5-2.8
-# for 2 and 3.1-4.1 for 3 below, 2026-11-30, on an otherwise idle machine) ----
+# ---- calibration: 2:1 within 15 % (up to eight tries: on 2 cores single runs measured 1.5-2.8
+# for 2 and 3.1-4.1 for 3 below, 2026-11-30, on an otherwise idle machine; five tries all
+# missed once in a full make test) ----
 ok=0
-for try in 1 2 3 4 5; do
+for try in 1 2 3 4 5 6 7 8; do
     mpi 2 calibrate "${COMMON[@]}" --slowdown 1,2 --out speeds.txt >cal.out 2>&1 ||
         { fail "calibrate exited $?: $(cat cal.out)"; break; }
     s0=$(grep -v '^#' speeds.txt | sed -n 1p)
@@ -45,12 +46,12 @@ mpi 2 train "${COMMON[@]}" --strategy hgc --speeds-file speeds.txt --epochs 1 \
     --train-limit 256 >f.out 2>&1 || fail "hgc with --speeds-file: $(cat f.out)"
 grep -q "^hgc: file speeds" f.out || fail "no speeds line: $(cat f.out)"
 
-# ---- re-balancing after a slowdown mid-run (up to five tries, as above) ----
+# ---- re-balancing after a slowdown mid-run (up to eight tries, as above) ----
 speeds() { # epoch file -> "s0 s1" from the metrics file
     grep "\"type\":\"epoch\",\"epoch\":$1," "$2" | sed 's/.*"speed":\[\([^]]*\)\].*/\1/' | tr ',' ' '
 }
 ok=0
-for try in 1 2 3 4 5; do
+for try in 1 2 3 4 5 6 7 8; do
     mpi 2 train "${COMMON[@]}" --strategy hgc --speeds 1,1 --rebalance --slowdown 2,2 \
         --slowdown-at 2:1:6 --epochs 4 --train-limit 4096 --batch 256 --metrics rb.jsonl \
         >rb.out 2>&1 ||
