@@ -57,6 +57,12 @@ void het_vadd_relu(float *y, const float *x, size_t n);
  * the per-channel arguments and results are arrays of HET_BLK. Sums are per channel, in double,
  * over the positions in order. */
 #define HET_BLK 16
+/* Offset of channel c at position p (of hw) within one sample: plain c * hw + p, or
+ * channel-blocked (blk). */
+static inline size_t het_act_offset(int blk, size_t hw, int c, size_t p) {
+    if (!blk) return (size_t)c * hw + p;
+    return (size_t)(c / HET_BLK) * hw * HET_BLK + p * HET_BLK + (size_t)(c % HET_BLK);
+}
 void het_vmoments16(const float *x, size_t n, double *mean, double *m2);
 void het_vaffine16(float *y, const float *x, size_t n, const float *mean, const float *inv,
                    const float *g, const float *b, int relu);
@@ -98,7 +104,9 @@ void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixe
 /* Layouts of a call's activations: `blk` holds HET_DNNL_X_BLK when x and dx are channel-blocked
  * (nChw16c: channel c of sample s at position p = h * W + w is element
  * s * C * H * W + (c / 16) * H * W * 16 + p * 16 + c % 16), HET_DNNL_Y_BLK when y and dy are;
- * 0: all plain NCHW. A side may be blocked only where het_dnnl_conv_blocked says so. */
+ * 0: all plain NCHW. A side may be blocked only where het_dnnl_conv_blocked says so. A call
+ * with a blocked side that oneDNN refuses ends the process with the message (no caller has
+ * another path for that layout). */
 #define HET_DNNL_X_BLK 1
 #define HET_DNNL_Y_BLK 2
 /* In `blk` too: forward applies y = max(y, 0) itself (a oneDNN post-op: a ReLU layer after the

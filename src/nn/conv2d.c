@@ -36,7 +36,6 @@
  *    runs on channel-blocked activations itself, the layer reads and writes them blocked
  *    (nn.h: HET_BLK_TAKE / EMIT), which spares the reorders between consecutive layers. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -404,41 +403,30 @@ static void conv_forward_own(conv2d *c, const het_exec *x, const float *in, floa
     }
 }
 
-/* The layouts of this layer's oneDNN calls; a blocked layer has no other path, so a call
- * oneDNN refuses (the primitives of a new batch size; it took batch 1 at plan time) ends the
- * process with the message. */
+/* The layouts and fusion of this layer's oneDNN calls (a blocked call oneDNN refuses ends the
+ * process there: this layer has no other path for that layout). */
 static int conv_blk(const het_layer *l) {
     return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0) |
            (l->relu_out ? HET_DNNL_RELU : 0);
 }
 
-static int dnnl_done(const het_layer *l, int rc) {
-    if (rc != HET_OK && (l->in_blk || l->out_blk)) {
-        fprintf(stderr, "hetrain: conv2d: %s\n", het_error_msg());
-        abort();
-    }
-    return rc == HET_OK;
-}
-
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
-    if (c->dn && dnnl_done(l, het_dnnl_conv_forward(c->dn, batch, in, x->params,
-                                                    x->params + (size_t)c->oc * (size_t)c->ckk,
-                                                    out, x->work, conv_blk(l))))
+    if (c->dn && het_dnnl_conv_forward(c->dn, batch, in, x->params,
+                                       x->params + (size_t)c->oc * (size_t)c->ckk, out,
+                                       x->work, conv_blk(l)) == HET_OK)
         return;
     conv_forward_own(c, x, in, out, batch);
     if (l->relu_out) het_vrelu(out, het_shape_size(l->out) * (size_t)batch);
 }
 
-
 static void conv_backward(het_layer *l, const het_exec *x, const float *in, const float *out,
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
-    if (c->dn && dnnl_done(l, het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0,
-                                                     x->grads,
-                                                     x->grads + (size_t)c->oc * (size_t)c->ckk,
-                                                     x->work, conv_blk(l))))
+    if (c->dn && het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0, x->grads,
+                                        x->grads + (size_t)c->oc * (size_t)c->ckk, x->work,
+                                        conv_blk(l)) == HET_OK)
         return;
     if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
         conv_backward_direct(c, x, in, dout, din, batch);

@@ -20,19 +20,11 @@ static int flatten_plan(het_layer *l, het_shape in, het_layer_plan *p) {
 /* Between NCHW (plain) and nChw16c (blk), one sample after another; to_blk picks the way. */
 static void reblock(float *dst, const float *src, het_shape s, int batch, int to_blk) {
     const size_t hw = (size_t)s.h * (size_t)s.w, per = het_shape_size(s);
-    for (int n = 0; n < batch; n++) {
-        const float *a = src + (size_t)n * per;
-        float *b = dst + (size_t)n * per;
-        for (int c = 0; c < s.c; c++) {
-            const size_t blk = (size_t)(c / HET_BLK) * hw * HET_BLK + (size_t)(c % HET_BLK);
-            for (size_t p = 0; p < hw; p++) {
-                if (to_blk)
-                    b[blk + p * HET_BLK] = a[(size_t)c * hw + p];
-                else
-                    b[(size_t)c * hw + p] = a[blk + p * HET_BLK];
-            }
-        }
-    }
+    for (size_t n = 0; n < (size_t)batch; n++)
+        for (int c = 0; c < s.c; c++)
+            for (size_t p = 0; p < hw; p++)
+                dst[n * per + het_act_offset(to_blk, hw, c, p)] =
+                    src[n * per + het_act_offset(!to_blk, hw, c, p)];
 }
 
 static void flatten_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {

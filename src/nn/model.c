@@ -128,7 +128,7 @@ int het_layers_choose_layouts(het_layer **layers, const het_layer_plan *plans, i
     free(take);
     for (int i = 0; i < n; i++) layers[i]->relu_out = layers[i]->fused_away = 0;
     for (int i = 0; i + 1 < n; i++)
-        if (allow && plans[i].fuse_relu && het_nn_is_relu(layers[i + 1]) && !layers[i]->fused_away)
+        if (allow && plans[i].fuse_relu && het_nn_is_relu(layers[i + 1]))
             layers[i]->relu_out = layers[i + 1]->fused_away = 1;
     return HET_OK;
 }

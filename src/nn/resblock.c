@@ -28,10 +28,9 @@
  * Channel-blocked (nn.h): when both convolutions run on oneDNN's nChw16c themselves, the block
  * takes and gives blocked activations (HET_BLK_TAKE | KEEP) and keeps A1, r1 and A2 blocked
  * too, so it reorders nothing; batch norm then runs on 16 channels at a time (bn_math.h) and the
- * option-A shortcut indexes the blocked layout (sc_index). */
+ * option-A shortcut indexes the blocked layout (het_act_offset). */
 #include <math.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "hetrain/nn.h"
@@ -52,7 +51,6 @@ typedef struct het_resblock {
     int K1, K2;      /* im2col rows: cin * 9, cout * 9 */
     size_t kmax;     /* max(K1, K2) */
     het_dnnl_conv *dn1, *dn2; /* oneDNN handles of conv1 and conv2, or NULL */
-    int blk_ok;               /* both run on blocked activations themselves */
 } het_resblock;
 
 /* Offsets into params. */
@@ -118,8 +116,7 @@ static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
         int x1, y1, x2, y2;
         het_dnnl_conv_blocked(r->dn1, &x1, &y1);
         het_dnnl_conv_blocked(r->dn2, &x2, &y2);
-        r->blk_ok = x1 && y1 && x2 && y2;
-        if (r->blk_ok) p->blk = HET_BLK_TAKE | HET_BLK_KEEP;
+        if (x1 && y1 && x2 && y2) p->blk = HET_BLK_TAKE | HET_BLK_KEEP; /* both run on it */
     }
     p->team_doubles = BN_TEAM_DOUBLES(r->cout);
     return HET_OK;
@@ -144,29 +141,13 @@ static void rb_init(het_layer *l, float *params, float *state, het_rng *rng) {
     }
 }
 
-/* A oneDNN call's result: 1 done, 0 refused (the caller's kernels take over); refused with
- * blocked operands, which only oneDNN reads, ends the process with the message. */
-static int rb_dnnl_done(int rc, int blk) {
-    if (rc != HET_OK && blk) {
-        fprintf(stderr, "hetrain: resblock: %s\n", het_error_msg());
-        abort();
-    }
-    return rc == HET_OK;
-}
-
-/* Offset of channel c at position p (of P) in a sample, plain or channel-blocked. */
-static inline size_t sc_index(int blk, size_t P, int c, size_t p) {
-    if (!blk) return (size_t)c * P + p;
-    return (size_t)(c / HET_BLK) * P * HET_BLK + p * HET_BLK + (size_t)(c % HET_BLK);
-}
-
 /* y[n] = W (cout x K) . im2col(x[n]) for each sample: 3x3 convolution, pad 1, no bias; through
  * oneDNN when dn is not NULL (col is then its work memory), on blocked x and y when blk. */
 static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const float *x,
                     const float *w, float *col, int cin, int H, int W, int stride, int K,
                     int batch, int blk) {
     const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
-    if (dn && rb_dnnl_done(het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl), blk)) return;
+    if (dn && het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl) == HET_OK) return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     const int P = (int)r->P;
     for (int n = 0; n < batch; n++) {
@@ -182,9 +163,7 @@ static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx
                              float *col, float *dcol, int cin, int H, int W, int stride, int K,
                              int batch, int blk) {
     const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
-    if (dn && rb_dnnl_done(het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col,
-                                                  fl),
-                           blk))
+    if (dn && het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col, fl) == HET_OK)
         return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     if (dx && !dx_add) memset(dx, 0, sizeof(float) * xs * (size_t)batch);
@@ -239,8 +218,8 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
         for (int ci = 0; ci < r->cin; ci++)
             for (int oy = 0; oy < r->OH; oy++)
                 for (int ox = 0; ox < r->OW; ox++)
-                    yn[sc_index(blk, r->P, ci + r->pad_lo, (size_t)oy * r->OW + (size_t)ox)] +=
-                        xn[sc_index(blk, HWin, ci, (size_t)(oy * s) * r->W + (size_t)(ox * s))];
+                    yn[het_act_offset(blk, r->P, ci + r->pad_lo, (size_t)oy * r->OW + (size_t)ox)] +=
+                        xn[het_act_offset(blk, HWin, ci, (size_t)(oy * s) * r->W + (size_t)(ox * s))];
     }
     het_vrelu(out, BS);
 }
@@ -272,8 +251,8 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
             for (int ci = 0; ci < r->cin; ci++)
                 for (int oy = 0; oy < r->OH; oy++)
                     for (int ox = 0; ox < r->OW; ox++)
-                        xn[sc_index(blk, HWin, ci, (size_t)(oy * s) * r->W + (size_t)(ox * s))] =
-                            gn[sc_index(blk, r->P, ci + r->pad_lo, (size_t)oy * r->OW + (size_t)ox)];
+                        xn[het_act_offset(blk, HWin, ci, (size_t)(oy * s) * r->W + (size_t)(ox * s))] =
+                            gn[het_act_offset(blk, r->P, ci + r->pad_lo, (size_t)oy * r->OW + (size_t)ox)];
         }
     }
     bn_backward(G, g.g2, g.b2, G, A2, mean2, inv2, v.g2, d, x->train, x->team, x->worker);

@@ -24,8 +24,8 @@
  * oneDNN is built on.
  *
  * Operands are float arrays: x [n x C x H x W], w [O x C x k x k], b [O], y [n x O x oh x ow],
- * activations plain (NCHW) or blocked, weights always plain. Blocked copies live in the caller's work buffer, het_dnnl_conv_work() floats per sample
- * plus a fixed part. Without oneDNN (HET_HAVE_DNNL undefined) het_dnnl_conv_new returns NULL and
+ * activations plain (NCHW) or blocked, weights always plain. Blocked copies live in the
+ * caller's work buffer, het_dnnl_conv_work() floats per sample plus a fixed part. Without oneDNN (HET_HAVE_DNNL undefined) het_dnnl_conv_new returns NULL and
  * callers use their own kernels. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,16 +398,6 @@ void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) {
     *y_ok = h->y_ok;
 }
 
-/* The layouts of a call: 0 plain, 1 blocked, per side; HET_EINVAL for a side without one. */
-static int sides(const het_dnnl_conv *h, int blk, int *lx, int *ly) {
-    *lx = (blk & HET_DNNL_X_BLK) != 0;
-    *ly = (blk & HET_DNNL_Y_BLK) != 0;
-    if ((*lx && !h->x_blk) || (*ly && !h->y_blk))
-        return het_error_set(HET_EINVAL, "oneDNN: a blocked operand with channels %d -> %d",
-                             h->C, h->O);
-    return HET_OK;
-}
-
 /* Makes and keeps the set of batch n (h's mutex held); NULL with the error set on failure. */
 static prim_set *set_new(het_dnnl_conv *h, int n, int relu) {
     prim_set *s = calloc(1, sizeof *s);
@@ -444,6 +434,25 @@ static prim_set *set_for(het_dnnl_conv *h, int n, int relu) {
             s = h->sets[i];
     if (!s) s = set_new(h, n, relu);
     pthread_mutex_unlock(&h->mu);
+    return s;
+}
+
+/* The layouts of a call (0 plain, 1 blocked, per side) and the set of batch n; NULL with the
+ * error set when oneDNN refuses. Blocked operands have no other path (only oneDNN and the
+ * layers that keep them read that layout), so a refusal then ends the process with the
+ * message, as a failure while running does (call_end). */
+static prim_set *call_set(het_dnnl_conv *h, int n, int blk, int *lx, int *ly) {
+    *lx = (blk & HET_DNNL_X_BLK) != 0;
+    *ly = (blk & HET_DNNL_Y_BLK) != 0;
+    prim_set *s = NULL;
+    if ((*lx && !h->x_blk) || (*ly && !h->y_blk))
+        het_error_set(HET_EINVAL, "oneDNN: a blocked operand with channels %d -> %d", h->C, h->O);
+    else
+        s = set_for(h, n, (blk & HET_DNNL_RELU) != 0);
+    if (!s && (*lx || *ly)) {
+        fprintf(stderr, "hetrain: %s\n", het_error_msg());
+        abort();
+    }
     return s;
 }
 
@@ -512,8 +521,7 @@ static int run(call *c, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *ar
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
                           const float *b, float *y, float *work, int blk) {
     int lx, ly;
-    if (sides(h, blk, &lx, &ly) != HET_OK) return HET_EINVAL;
-    prim_set *s = set_for(h, n, (blk & HET_DNNL_RELU) != 0);
+    prim_set *s = call_set(h, n, blk, &lx, &ly);
     if (!s) return HET_EINVAL;
     call c;
     int rc = call_begin(&c);
@@ -533,8 +541,7 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
                            float *work, int blk) {
     int lx, ly;
-    if (sides(h, blk, &lx, &ly) != HET_OK) return HET_EINVAL;
-    prim_set *s = set_for(h, n, (blk & HET_DNNL_RELU) != 0);
+    prim_set *s = call_set(h, n, blk, &lx, &ly);
     if (!s) return HET_EINVAL;
     call c;
     int rc = call_begin(&c);
