@@ -11,7 +11,8 @@
 #       than 5 % slower.
 #
 # Env: EPOCHS (default 12: daso's 4 warm-up, 4 cycling and 4 cool-down epochs), TRAIN_LIMIT
-# (default 15000 samples per epoch), TEST_LIMIT (test images, default 0 = all 10 000), MODEL
+# (default 15000 samples per epoch; 0 = all 60 000), TEST_LIMIT (test images, default 0 = all
+# 10 000), MODEL
 # (default lenet5), NET_BW and NET_LAT (the emulated link: 125M bytes/s and 50e-6 s; the issue
 # asks for 1 Gbit/s or slower, e.g. NET_BW=12.5M for 100 Mbit/s), LINKS (default "on off"),
 # SEED (default 1), HET_DATA_DIR, BLAS_CORETYPE.

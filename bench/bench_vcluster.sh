@@ -7,7 +7,9 @@
 # training seconds of one epoch (samples / samples_per_s from --metrics: evaluation excluded),
 # the median of ROUNDS runs taken in turn, and emulated / real.
 # Needs root (tools/vcluster). usage: bash bench/bench_vcluster.sh [BUILD]
-#   env: ROUNDS (3), TRAIN_LIMIT (12800), MODELS (lenet5 mlp)
+#   env: ROUNDS (3), TRAIN_LIMIT (12800), MODELS (lenet5 mlp), ALGOS (flat hier), EXTRA (more
+#   hetrain arguments for both runs, e.g. "--stall-warn 0": the blocking MPI_Allreduce, whose
+#   algorithm is Open MPI's own choice, instead of libnbc's ring)
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +19,8 @@ H=$(cd "$build" && pwd)/hetrain
 VC="$here/../tools/vcluster"
 rounds=${ROUNDS:-3}
 read -r -a models <<<"${MODELS:-lenet5 mlp}"
+read -r -a algos <<<"${ALGOS:-flat hier}"
+read -r -a extra <<<"${EXTRA:-}"
 w=$(mktemp -d)
 export VCLUSTER_DIR=/run/hetrain-vcluster-bench
 trap '"$VC" down >/dev/null 2>&1; rm -rf "$w"' EXIT
@@ -31,7 +35,8 @@ run_one() { # kind model placement algo -> seconds
     local kind=$1 m=$2 pl=$3 algo=$4 f="$w/m.jsonl"
     local args=(train --model "$m" --data fashion-mnist --data-dir "$data_dir" --epochs 1
                 --train-limit "${TRAIN_LIMIT:-12800}" --test-limit 500 --batch 64 --threads 1
-                --progress off --quiet --allreduce-algo "$algo" --metrics "$f" --seed 1)
+                --progress off --quiet --allreduce-algo "$algo" --metrics "$f" --seed 1
+                ${extra[@]+"${extra[@]}"})
     rm -f "$f"
     if [ "$kind" = real ]; then
         local map=slot; [ "$pl" = cyclic ] && map=node
@@ -48,7 +53,7 @@ run_one() { # kind model placement algo -> seconds
 printf '%-7s %-7s %-5s %10s %10s %9s\n' model place algo real_s emul_s emul/real
 for m in "${models[@]}"; do
     for pl in block cyclic; do
-        for algo in flat hier; do
+        for algo in "${algos[@]}"; do
             : >"$w/real"; : >"$w/emul"
             for _ in $(seq "$rounds"); do
                 run_one real "$m" "$pl" "$algo" >>"$w/real"
@@ -61,4 +66,4 @@ for m in "${models[@]}"; do
     done
 done
 echo "(training seconds of 1 epoch, median of $rounds; real: tools/vcluster, 2 hosts, 1 Gbit/s tbf;" \
-     "emul: one host, --ranks-per-node 2 --placement P --net-bw 125M --net-lat 50e-6)"
+     "emul: one host, --ranks-per-node 2 --placement P --net-bw 125M --net-lat 50e-6)${EXTRA:+; both with $EXTRA}"

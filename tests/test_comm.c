@@ -7,6 +7,7 @@
  * rank 0 prints the summary. White box where it must be: comm/internal.h shows the scratch. */
 #define _POSIX_C_SOURCE 200809L
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -475,6 +476,43 @@ static void test_netem(void) {
     CHECK_CLOSE(het_netem_ring_allreduce_s(ne, mib, 2, 1), het_netem_allreduce_s(ne, mib, 2),
                 1e-15, "one rank per node: the node ring");
     CHECK(het_netem_ring_allreduce_s(ne, mib, 4, 0) == 0.0, "no crossing: no delay");
+    /* every algorithm step by step (hand-derived: steps that cross, busiest link in buffers) */
+    struct { const int *node; int p; het_ar_algo a; double steps, load; const char *what; } k[] = {
+        {block, 4, HET_AR_RING, 6, 1.5, "ring, 2 + 2 block"},
+        {cyclic, 4, HET_AR_RING, 6, 3.0, "ring, interleaved"},
+        {block, 4, HET_AR_RSAG, 2, 1.0, "Rabenseifner, block: only distance 2 crosses, 1/4 x 2"},
+        {cyclic, 4, HET_AR_RSAG, 2, 2.0, "Rabenseifner, interleaved: distance 1, 1/2 x 2"},
+        {block, 4, HET_AR_RDBL, 1, 2.0, "recursive doubling, block: one step, 2 buffers"},
+        {cyclic, 4, HET_AR_RDBL, 1, 2.0, "recursive doubling, interleaved"},
+        {uneven, 3, HET_AR_RSAG, 2, 1.0, "Rabenseifner, 3 ranks: 0 folds into 1 (same node)"},
+        {uneven, 3, HET_AR_RDBL, 1, 1.0, "recursive doubling, 3 ranks"},
+        {one, 2, HET_AR_RSAG, 0, 0.0, "one node: free"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        het_netem_cost x = het_netem_allreduce_cost(k[i].node, k[i].p, k[i].a);
+        CHECK(x.steps == k[i].steps && fabs(x.load - k[i].load) < 1e-12,
+              "%s: %g steps, %g buffers, expected %g, %g", k[i].what, x.steps, x.load,
+              k[i].steps, k[i].load);
+    }
+    int pair[2] = {0, 1}, odd[3] = {0, 1, 2};
+    for (int a = 0; a < HET_AR_N; a++) /* two nodes, one rank each: one buffer each way */
+        CHECK(fabs(het_netem_allreduce_cost(pair, 2, (het_ar_algo)a).load - 1.0) < 1e-12,
+              "algorithm %d on 2 ranks carries one buffer", a);
+    het_netem_cost f = het_netem_allreduce_cost(odd, 3, HET_AR_RSAG);
+    CHECK(f.steps == 4 && fabs(f.load - 3.0) < 1e-12, "3 nodes: fold, 2 halving steps, unfold "
+          "(%g steps, %g)", f.steps, f.load);
+    het_netem_cost rb = het_netem_allreduce_cost(block, 4, HET_AR_RSAG);
+    CHECK_CLOSE(het_netem_cost_s(ne, rb, mib), 2 * 2e-3 + (double)mib / 50e6, 1e-12,
+                "cost in seconds");
+    CHECK(het_netem_cost_s(off, f, mib) == 0.0, "cost, model off");
+#if defined(OPEN_MPI)
+    CHECK(het_netem_mpi_allreduce_algo(4, 65536, 0) == HET_AR_RING,
+          "Open MPI: MPI_Iallreduce is libnbc's ring");
+#endif
+    CHECK(het_netem_mpi_allreduce_algo(4, 65536, 1) == HET_AR_RSAG, "4 ranks, 64 KiB, blocking: "
+          "Rabenseifner");
+    CHECK(het_netem_mpi_allreduce_algo(4, 1024, 1) == HET_AR_RDBL, "4 ranks, 1 KiB: recursive "
+          "doubling");
     CHECK_CLOSE(het_netem_p2p_s(ne, 1000), 2e-3 + 1000 / 50e6, 1e-12, "p2p");
     CHECK(het_netem_p2p_s(off, 1000) == 0.0, "p2p off");
 
@@ -490,7 +528,15 @@ static void test_netem(void) {
     if (g_size >= 2) {
         /* one rank per node: every all-reduce takes the modeled time */
         const char *names[3] = {"blocking", "non-blocking wait", "non-blocking test"};
+        /* with the stall inspector off the blocking call is MPI_Allreduce (its own algorithm) */
+        double model_nb = model;
+        CHECK_CLOSE(het_comm_allreduce_model(c, HET_COMM_WORLD, mib, 0), model_nb, 1e-12,
+                    "the non-blocking all-reduce is a ring over one rank per node");
         for (int mode = 0; mode < 3; mode++) {
+            model = mode == 0 ? het_comm_allreduce_model(c, HET_COMM_WORLD, mib, !het_stall_on())
+                              : model_nb;
+            if (mode == 0 && g_size == 2)
+                CHECK_CLOSE(model, model_nb, 1e-12, "2 ranks: every algorithm sends a buffer");
             double med = 0.0;
             het_comm_stats st;
             /* Timing on a shared machine: another process can take the core of a rank and
@@ -995,7 +1041,12 @@ static void test_groups(void) {
     CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK &&
           het_comm_split(c, HET_COMM_WORLD, g_rank / 2, g_rank, &pair) == HET_OK, "%s",
           het_error_msg());
-    double model = het_netem_allreduce_s(ne, 16, members), t0 = het_now();
+    int *ids = malloc((size_t)members * sizeof *ids);
+    for (int i = 0; ids && i < members; i++) ids[i] = i; /* rank r % 2 of `par`: own node */
+    het_ar_algo algo = het_netem_mpi_allreduce_algo(members, 16, !het_stall_on());
+    double model = ids ? het_netem_cost_s(ne, het_netem_allreduce_cost(ids, members, algo), 16)
+                       : 1e9, t0 = het_now();
+    free(ids);
     CHECK(het_comm_allreduce_sum(c, par, v, 4) == HET_OK, "%s", het_error_msg());
     double dt = het_now() - t0;
     CHECK(dt >= model, "rank %d: group of span %d returned after %.3f ms, model %.3f ms",

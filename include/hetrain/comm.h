@@ -64,6 +64,30 @@ double het_netem_ring_allreduce_s(het_netem ne, size_t bytes, int p, int crossin
 /* At most how many edges of the ring node[0] -> node[1] -> ... -> node[n-1] -> node[0] leave
  * one node (node ids of the members in ring order, 0 <= id < n). */
 int het_netem_ring_crossings(const int *node, int n);
+/* The all-reduce algorithms MPI libraries run, as the model charges them: the ring
+ * (reduce-scatter + all-gather around the ranks in order; also the segmented ring), Rabenseifner's
+ * recursive halving + doubling (reduce-scatter, then all-gather, partners at distance 1, 2, 4 ...
+ * then back) and recursive doubling (whole buffers, partners at distance 1, 2, 4 ...). For p not
+ * a power of two the last two first fold the p - 2^floor(log2 p) extra ranks in and send them
+ * the result at the end (modeled as rank 2i sending its whole buffer to 2i + 1, and back). */
+typedef enum { HET_AR_RING, HET_AR_RSAG, HET_AR_RDBL, HET_AR_N } het_ar_algo;
+/* An algorithm's cost over given ranks: `steps` in which some message crosses between nodes
+ * (each costs one latency) and `load`, the sum over those steps of the most any node's link
+ * carries in one direction, in buffers (full duplex; bytes between ranks of a node are free). */
+typedef struct het_netem_cost {
+    double steps, load;
+} het_netem_cost;
+/* The cost of algorithm a over p ranks, rank r on node node[r] (ids >= 0). */
+het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo a);
+/* Seconds of cost k for a buffer of `bytes`: steps lat + load bytes/bw; 0 with the model off. */
+double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
+/* The algorithm this MPI library runs for an all-reduce (SUM, commutative) of `bytes` over p
+ * ranks: blocking = MPI_Allreduce, else MPI_Iallreduce. Open MPI 4.1: the non-blocking one is
+ * libnbc's ring (comm.c selects it); the blocking one follows coll/tuned's fixed rules
+ * (p = 4..7: recursive doubling below 8 KiB, Rabenseifner from there; p = 2, 3: by the size
+ * table, Rabenseifner from 256 KiB; p >= 16: Rabenseifner from 4 KiB, recursive doubling below).
+ * MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
+het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
 /* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
 double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */

@@ -163,7 +163,7 @@ static int gather_world_ring(het_comm *c) {
     int p = c->topo->size, *nodes = malloc((size_t)p * sizeof *nodes);
     if (!nodes) return het_error_set(HET_ENOMEM, "comm: out of memory for %d node ids", p);
     int err = MPI_Allgather(&c->topo->node_id, 1, MPI_INT, nodes, 1, MPI_INT, c->topo->world);
-    if (err == MPI_SUCCESS) c->world_ring_c = het_netem_ring_crossings(nodes, p);
+    if (err == MPI_SUCCESS) het_comm_costs(c->world_cost, nodes, p);
     free(nodes);
     return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "comm: MPI_Allgather(nodes)");
 }
@@ -280,7 +280,7 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
-    double model = het_comm_allreduce_model(c, s, n * sizeof(float));
+    double model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
     arrival a;
     if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
@@ -329,7 +329,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
-    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float));
+    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) return rc;
     return allreduce_mpi(c, s, comm, buf, n, r->t_start);
 }
@@ -390,7 +390,7 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     r->n_reqs = (int)n_chunks; /* selects the array; lowered below if a post fails */
     r->mpi_done = 0;
     int span = het_comm_span(c, s);
-    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float));
+    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), 0);
     double t0 = r->t_start;
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) {
         r->n_reqs = 0;
@@ -507,7 +507,7 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
     double t0 = het_now(), t_mpi = 0.0;
     int span = het_comm_span(c, s);
     size_t bytes = n * het_wire_bytes(w);
-    double model = het_comm_allreduce_model(c, s, bytes);
+    double model = het_comm_allreduce_model(c, s, bytes, !het_stall_on());
     arrival a;
     if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += c->chunk) {
@@ -559,7 +559,7 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
     }
     double t0 = het_now();
     int span = het_comm_span(c, s);
-    double model = het_comm_allreduce_model(c, s, n * sizeof(double));
+    double model = het_comm_allreduce_model(c, s, n * sizeof(double), 0); /* an all-gather */
     arrival a;
     if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += step) {

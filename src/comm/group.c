@@ -51,14 +51,28 @@ int het_comm_span(const het_comm *c, het_comm_scope s) {
     return g ? g->span : 1;
 }
 
-double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes) {
+void het_comm_costs(het_netem_cost *k, const int *node, int p) {
+    for (int a = 0; a < HET_AR_N; a++) k[a] = het_netem_allreduce_cost(node, p, (het_ar_algo)a);
+}
+
+double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
     int span = het_comm_span(c, s);
     if (span <= 1) return 0.0;
-    int p = het_comm_scope_size(c, s), crossings = 1; /* CROSS: one rank per node */
-    if (s == HET_COMM_WORLD) crossings = c->world_ring_c;
-    else if (s != HET_COMM_CROSS) crossings = group_of(c, s) ? group_of(c, s)->ring_c : 1;
-    if (crossings <= 0) return het_netem_allreduce_s(c->ne, bytes, span); /* not gathered */
-    return het_netem_ring_allreduce_s(c->ne, bytes, p, crossings);
+    int p = het_comm_scope_size(c, s);
+    het_ar_algo a = het_netem_mpi_allreduce_algo(p, bytes, blocking);
+    const het_netem_cost *k = NULL;
+    if (s == HET_COMM_WORLD) k = c->world_cost;
+    else if (s != HET_COMM_CROSS && group_of(c, s)) k = group_of(c, s)->cost;
+    if (!k || !(k[HET_AR_RING].steps > 0.0)) { /* CROSS (one rank per node), or not gathered */
+        het_netem_cost x[HET_AR_N];
+        int *id = malloc((size_t)p * sizeof *id);
+        if (!id) return het_netem_allreduce_s(c->ne, bytes, span);
+        for (int r = 0; r < p; r++) id[r] = r;
+        het_comm_costs(x, id, p);
+        free(id);
+        return het_netem_cost_s(c->ne, x[a], bytes);
+    }
+    return het_netem_cost_s(c->ne, k[a], bytes);
 }
 
 int het_comm_scope_size(const het_comm *c, het_comm_scope s) {
@@ -130,7 +144,7 @@ int het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
     }
     het_comm_group *g = &c->group[c->n_groups];
     g->comm = nc;
-    g->ring_c = het_netem_ring_crossings(nodes, gsize); /* before count_distinct sorts them */
+    het_comm_costs(g->cost, nodes, gsize); /* before count_distinct sorts them */
     g->span = count_distinct(nodes, gsize);
     free(nodes);
     *out = (het_comm_scope)(HET_COMM_FIRST_GROUP + c->n_groups);

@@ -14,7 +14,7 @@
 typedef struct het_comm_group {
     MPI_Comm comm; /* owned; MPI_ERRORS_RETURN */
     int span;      /* distinct nodes among its members */
-    int ring_c;    /* ring edges (group rank order) leaving one node, at most */
+    het_netem_cost cost[HET_AR_N]; /* all-reduce over its members, by algorithm */
 } het_comm_group;
 
 struct het_comm {
@@ -32,7 +32,7 @@ struct het_comm {
     int hier_ready;                                /* the two-level groups below exist */
     het_comm_scope hier_reduce, hier_bcast;        /* node groups of its first, last stage */
     het_comm_scope hier_leaders;                   /* the node leaders; NONE on other ranks */
-    int world_ring_c;                              /* ring edges (world order) leaving a node */
+    het_netem_cost world_cost[HET_AR_N];           /* all-reduce over the world, by algorithm */
     double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
     int arrive_next;                               /* the slot the next one takes */
 };
@@ -40,9 +40,12 @@ struct het_comm {
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
 int het_comm_mpi_error(int err, const char *what);
 
-/* The modeled time of an all-reduce of `bytes` on scope s: a ring over the scope's ranks and
- * their nodes (het_netem_ring_allreduce_s); 0 on one node or with the model off. */
-double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes);
+/* The modeled time of an all-reduce of `bytes` on scope s: the algorithm MPI runs for it
+ * (blocking: MPI_Allreduce, else MPI_Iallreduce) over the scope's ranks and their nodes
+ * (het_netem_mpi_allreduce_algo, het_netem_allreduce_cost); 0 on one node or with the model off. */
+double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking);
+/* The costs of every all-reduce algorithm over ranks on nodes node[0..p-1] (k[HET_AR_N]). */
+void het_comm_costs(het_netem_cost *k, const int *node, int p);
 
 /* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
 void het_comm_groups_free(het_comm *c);
