@@ -88,6 +88,9 @@ double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
  * table, Rabenseifner from 256 KiB; p >= 16: Rabenseifner from 4 KiB, recursive doubling below).
  * MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
 het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
+/* Modeled time of the all-reduce MPI runs (het_netem_mpi_allreduce_algo) over n_nodes ranks,
+ * one per node: under Open MPI the non-blocking one is het_netem_allreduce_s. */
+double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking);
 /* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
 double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */

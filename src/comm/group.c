@@ -63,15 +63,8 @@ double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t byte
     const het_netem_cost *k = NULL;
     if (s == HET_COMM_WORLD) k = c->world_cost;
     else if (s != HET_COMM_CROSS && group_of(c, s)) k = group_of(c, s)->cost;
-    if (!k || !(k[HET_AR_RING].steps > 0.0)) { /* CROSS (one rank per node), or not gathered */
-        het_netem_cost x[HET_AR_N];
-        int *id = malloc((size_t)p * sizeof *id);
-        if (!id) return het_netem_allreduce_s(c->ne, bytes, span);
-        for (int r = 0; r < p; r++) id[r] = r;
-        het_comm_costs(x, id, p);
-        free(id);
-        return het_netem_cost_s(c->ne, x[a], bytes);
-    }
+    if (!k || !(k[HET_AR_RING].steps > 0.0)) /* CROSS (one rank per node), or not gathered */
+        return het_netem_nodes_allreduce_s(c->ne, bytes, span, blocking);
     return het_netem_cost_s(c->ne, k[a], bytes);
 }
 

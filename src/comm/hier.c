@@ -150,7 +150,7 @@ static int post_node(het_comm *c, het_hier *h, int stage) {
 static void book_leaders_delay(het_comm *c, const het_hier *h) {
     const het_topo *t = c->topo;
     if (t->local_rank == 0 || t->n_nodes < 2) return;
-    double m = het_netem_allreduce_s(c->ne, h->n * sizeof(float), t->n_nodes);
+    double m = het_netem_nodes_allreduce_s(c->ne, h->n * sizeof(float), t->n_nodes, 0);
     double w = c->st.comm_s - h->comm_mark, x = w < m ? w : m;
     if (x <= 0.0) return;
     c->st.comm_s -= x;

@@ -154,6 +154,17 @@ het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking) {
 #endif
 }
 
+double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking) {
+    if (n_nodes <= 1 || netem_off(ne)) return 0.0;
+    int *id = malloc((size_t)n_nodes * sizeof *id);
+    if (!id) return het_netem_allreduce_s(ne, bytes, n_nodes);
+    for (int r = 0; r < n_nodes; r++) id[r] = r;
+    het_ar_algo a = het_netem_mpi_allreduce_algo(n_nodes, bytes, blocking);
+    double t = het_netem_cost_s(ne, het_netem_allreduce_cost(id, n_nodes, a), bytes);
+    free(id);
+    return t;
+}
+
 double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes) {
     if (n_nodes <= 1 || netem_off(ne)) return 0.0;
     int rounds = 0;
