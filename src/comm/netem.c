@@ -84,14 +84,19 @@ static void end_step(step_acc *a) {
     memset(a->in, 0, (size_t)a->n_ids * sizeof *a->in);
 }
 
+/* The largest power of two <= p (p >= 1). */
+static int pof2_floor(int p) {
+    int q = 1;
+    while (2 * q <= p) q *= 2;
+    return q;
+}
+
 /* The world rank of virtual rank v once the first 2 rem ranks are folded into their odd half. */
 static int unfold(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
 
 /* Recursive halving + doubling (rsag) or recursive doubling over p ranks. */
 static void butterfly(step_acc *a, int p, int rsag) {
-    int pof2 = 1;
-    while (2 * pof2 <= p) pof2 *= 2;
-    int rem = p - pof2;
+    int pof2 = pof2_floor(p), rem = p - pof2;
     for (int i = 0; i < rem; i++) xfer(a, 2 * i, 2 * i + 1, 1.0);
     if (rem > 0) end_step(a);
     double f = 1.0;
@@ -148,9 +153,8 @@ het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking) {
     return bytes < 4096 ? HET_AR_RDBL : HET_AR_RSAG;
 #else
     (void)blocking;
-    int pof2 = 1;
-    while (2 * pof2 <= p) pof2 *= 2;
-    return bytes <= 2048 || bytes / sizeof(float) < (size_t)pof2 ? HET_AR_RDBL : HET_AR_RSAG;
+    return bytes <= 2048 || bytes / sizeof(float) < (size_t)pof2_floor(p) ? HET_AR_RDBL
+                                                                           : HET_AR_RSAG;
 #endif
 }
 
