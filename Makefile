@@ -71,7 +71,7 @@ test-tsan: deps
 FUZZ_SECONDS ?= 30
 fuzz: deps-fuzz
 	@CC=clang cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
-		-DHET_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+		-DHET_FUZZ=ON -DHET_DNNL=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_targets
 	@bash scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
 
