@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 
-.PHONY: all deps deps-fuzz build test test-asan test-tsan test-valgrind test-mpich fuzz demo bench install clean
+.PHONY: all deps deps-fuzz build test test-asan test-tsan test-valgrind test-mpich test-fresh fuzz demo bench install clean
 
 all: build
 
@@ -63,6 +63,12 @@ test-tsan: deps
 	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHET_TSAN=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
 	@cd $(BUILD)-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+# README's first commands, exactly as written there, on an empty Debian 12 root (mmdebstrap
+# --variant=minbase, the host's package source), from a clean clone of HEAD, as root: proves that
+# a new machine needs nothing that scripts/setup.sh does not install (scripts/fresh_machine.sh).
+test-fresh:
+	@bash scripts/fresh_machine.sh
 
 # libFuzzer targets (fuzz/) for the IDX, CIFAR, config and checkpoint readers, built with clang
 # and address + undefined sanitizers in $(BUILD)-fuzz, each run for FUZZ_SECONDS from the seeds

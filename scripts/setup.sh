@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages hetrain needs to build, test and run its demo, if missing.
+# Installs the Debian packages hetrain needs to build, test and run its demo, if missing: the
+# build's (cmake ... libdnnl-dev), the demo's data, and the tools the tests use beyond a minimal
+# Debian (xmllint, ip/tc, pgrep); make test-fresh proves the list complete on an empty root.
 # Usage: scripts/setup.sh [EXTRA...]  (as root, or with sudo available); EXTRA: what one make
 #        target needs beside these: package names (valgrind for make test-valgrind, mpich
 #        libmpich-dev for make test-mpich), or fuzz (clang and its libFuzzer runtime, make fuzz)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
-      libdnnl-dev dataset-fashion-mnist libxml2-utils iproute2)
+      libdnnl-dev dataset-fashion-mnist libxml2-utils iproute2 procps)
 for extra in "$@"; do
   if [ "$extra" = fuzz ]; then pkgs+=(clang libclang-rt-dev); else pkgs+=("$extra"); fi
 done
