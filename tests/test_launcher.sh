@@ -23,5 +23,5 @@ for launcher in mpirun.openmpi mpiexec.mpich; do
             [ "$n" -eq 2 ] || fail "$launcher with hetrain built on $lib: $n warnings (expected 2): $out" ;;
     esac
 done
-[ $ran -eq 1 ] || { echo "test_launcher: no launcher found, skipped"; exit 0; }
+[ $ran -eq 1 ] || { echo "FAIL: no launcher found (mpirun.openmpi, mpiexec.mpich)" >&2; exit 1; }
 [ $failures -eq 0 ] && echo "test_launcher: passed ($lib build)" || exit 1

@@ -4,8 +4,9 @@
 # train 2 epochs, and the checkpoint equals the one of the same 4-rank run on one host (flat
 # all-reduce), or on 2 emulated nodes of the same placement (two-level all-reduce); then the
 # cluster comes down and leaves nothing behind. `up` and `down` are idempotent; bad arguments
-# are refused. Skipped (exit 77, CTest shows it) where namespaces cannot be made (not root, no
-# iproute2, a container without CAP_SYS_ADMIN). Env: HETRAIN, HET_SOURCE_DIR.
+# are refused. Skipped (exit 77, CTest shows it) where namespaces cannot be made (not root, a
+# container without CAP_SYS_ADMIN); without iproute2's ip and tc it fails (setup.sh installs
+# them). Env: HETRAIN, HET_SOURCE_DIR.
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 VC=${HET_SOURCE_DIR:?}/tools/vcluster
@@ -13,7 +14,10 @@ VC=${HET_SOURCE_DIR:?}/tools/vcluster
 export VCLUSTER_DIR=/run/hetrain-vcluster-test
 skip() { echo "test_vcluster: SKIPPED: $*"; exit 77; }  # 77: CTest shows it as skipped
 [ "$(id -u)" -eq 0 ] || skip "not root"
-for t in ip tc unshare mpirun; do command -v $t >/dev/null 2>&1 || skip "'$t' not found"; done
+# ip and tc come with iproute2, which scripts/setup.sh installs: missing, they fail the test
+for t in ip tc unshare mpirun; do
+    command -v $t >/dev/null 2>&1 || { echo "FAIL: test_vcluster: '$t' not found" >&2; exit 1; }
+done
 [ "$het_mpi_flavor" = openmpi ] || skip "tools/vcluster runs Open MPI; this build's launcher is $HET_MPIEXEC"
 had_run_netns=0; [ -d /run/netns ] && had_run_netns=1
 if ! ip netns add hetrain-probe 2>/dev/null; then skip "cannot create a network namespace here"; fi
