@@ -322,6 +322,13 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
         }
         c = base;
     }
+    /* eval and export use the weights alone: how they were trained (strategy, ranks, their
+     * speeds and slowdowns, emulated nodes and network) stays with the checkpoint */
+    if (needs_ckpt) het_train_config_for_eval(&c);
+    if (het_train_check_paths(&c, config_file)) {
+        usage_error(cmd->name, "%s", het_error_msg());
+        return CLI_USAGE;
+    }
     if ((strcmp(cmd->name, "train") == 0 || strcmp(cmd->name, "calibrate") == 0) && c.slowdown[0]) {
         int nf = het_slowdown_parse(c.slowdown, NULL, 0);
         if (nf != g_size) {
