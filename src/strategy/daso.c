@@ -371,8 +371,9 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     d->send_mod = 0;
     /* the last batch was a global average: the same weights on every rank */
     if ((rc = het_step_check_params(ctx))) return rc;
-    rc = het_step_average_state(ctx, sums.samples / (double)n);
-    if (!rc) rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    /* weights: this rank's share of the samples that counted (skipped steps' do not) */
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    if (!rc) rc = het_step_average_state(ctx, sums.samples / (double)st->samples);
     if (rc) return rc;
     if (!isfinite(st->loss)) { /* the same on every rank: name the first event recorded */
         het_nonfinite e = {ctx->step, epoch + 1, HET_NF_LOSS, 0, ctx->rank, st->loss};

@@ -37,7 +37,7 @@
  *   across ranks (agreed_state), so ranks resuming their own copies cannot split differently.
  * - Batch norm with unequal local batches: statistics per local batch (no synchronized batch
  *   norm); the running statistics are averaged over ranks weighted by each rank's share of the
- *   epoch's samples.
+ *   epoch's samples (of the steps that were not skipped: the all-reduced count).
  * - On one rank hgc is allreduce (het_step_sync folds the update into the step). */
 #include <math.h>
 #include <stdio.h>
@@ -215,9 +215,10 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
             h->per_sample[h->n_steps++] = (ctx->pace.compute_s - c0) / (double)len;
         if ((rc = het_step_record(ctx, &sums, &mine, len, &r, Bs, 0, lr, ts))) return rc;
     }
-    /* running statistics averaged with each rank's share of the epoch's samples */
-    rc = het_step_average_state(ctx, sums.samples / (double)n);
-    return rc ? rc : het_step_epoch_figures(ctx, &sums, lr, st);
+    /* running statistics averaged with each rank's share of the epoch's samples that
+     * counted: skipped steps' (--on-nan skip-step) are not, so the weights sum to 1 */
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    return rc ? rc : het_step_average_state(ctx, sums.samples / (double)st->samples);
 }
 
 /* " | hgc batch 37/18/9 speed 0.57/0.29/0.14 idle 2%/3%/4%" and the same as JSON. */
