@@ -48,6 +48,9 @@ int het_train_config_check(const het_train_config *c) {
         return het_error_set(HET_EINVAL, "nesterov: applies to SGD only, not adam");
     if (c->resume && !c->checkpoint[0])
         return het_error_set(HET_EINVAL, "resume: needs --checkpoint FILE to resume from");
+    if (strcmp(c->speeds, "auto") != 0 && c->speeds_file[0])
+        return het_error_set(HET_EINVAL, "speeds: '%s' and speeds-file '%s' both give hgc's "
+                             "speeds; give one", c->speeds, c->speeds_file);
     if (c->metrics_steps && !c->metrics[0])
         return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
     if (het_train_check_paths(c, NULL)) return HET_EINVAL;
