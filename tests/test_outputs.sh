@@ -6,7 +6,7 @@
 #   "<path>.tmp"), is refused before any work on every rank with one line naming both, exit 2,
 #   and the input is unchanged: metrics through a link to the resumed checkpoint (A1, 2
 #   ranks), calibrate --out onto a data file (A2), the config file as metrics, a speeds file
-#   where the checkpoint's temporary goes;
+#   where the checkpoint's temporary goes, compare --out where a run's metrics would go;
 # - a run that fails before its first epoch leaves an existing metrics file as it was;
 # - allreduce, hgc (--slowdown 1,2,4, C1) and daso checkpoints of 2-4 ranks evaluate and
 #   export on one process, with the test accuracy the training run printed;
@@ -63,6 +63,13 @@ printf '1\n' >n.ckpt.tmp
     --checkpoint n.ckpt >o.txt 2>e.txt
 refused $? "speeds file as the checkpoint's temporary" "checkpoint (its temporary file): 'n.ckpt.tmp' is also the speeds-file"
 [ "$(cat n.ckpt.tmp)" = 1 ] || fail "the speeds file changed"
+# compare --out: a run's metrics file would replace the speeds file, before anything is run
+mkdir cmp && printf '1\n1\n' >cmp/hgc-seed1.jsonl
+"$HETRAIN" compare --strategies hgc --out cmp --speeds-file cmp/hgc-seed1.jsonl --model mlp \
+    --data synthetic --epochs 1 >o.txt 2>e.txt
+refused $? "compare --out over the speeds file" "out: 'cmp/hgc-seed1.jsonl' is also the speeds-file"
+[ "$(cat cmp/hgc-seed1.jsonl)" = "$(printf '1\n1')" ] && [ ! -e cmp/hgc-seed1.log ] ||
+    fail "compare: the speeds file changed or a run started"
 # a run that fails before its first epoch leaves the metrics file as it was
 printf '{"old":1}\n' >keep.jsonl
 "$HETRAIN" train --model lenet5 "${S[@]}" --epochs 1 --lr 1e30 --metrics keep.jsonl >o.txt 2>e.txt
