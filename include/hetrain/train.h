@@ -55,6 +55,10 @@ int het_train_config_check(const het_train_config *c);
  * paths, e.g. "metrics: 'm.jsonl' is also the checkpoint file 'c.ckpt'; give each its own
  * path". */
 int het_train_check_paths(const het_train_config *c, const char *config_file);
+/* The same check for n more outputs of option `what` (hetrain compare's files in --out DIR)
+ * against c's inputs (speeds-file, the dataset's files) and each other. */
+int het_train_check_outputs(const het_train_config *c, const char *what,
+                            const char *const *outputs, int n);
 
 /* Writes the configuration as "key = value" lines (a valid config file) into buf (always
  * NUL-terminated); returns the length it needed. `run_keys` 0 leaves out what does not change

@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/paths.h"
 #include "hetero/hetero.h"
 #include "strategy/strategy.h"
 
@@ -531,42 +530,26 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
     return st;
 }
 
-/* Nothing compare writes (tables, plots, their temporaries, every run's metrics and log) may
- * be an input of the runs (speeds file, data files): core/paths.c. CLI_USAGE with the line. */
+/* Nothing compare writes (tables, plots, their temporaries, each run's metrics and log) may be
+ * an input of the runs (het_train_check_outputs). CLI_USAGE with the line. */
 static int check_outputs(const plan *p, const het_train_config *c) {
-    int n_runs = p->n_strat * g_opt.seeds, cap = 8 + 2 * n_runs + 2 + HET_DATASET_MAX_FILES;
-    het_path_use *u = calloc((size_t)cap, sizeof *u);
-    char (*buf)[HET_PATH_LEN] = calloc((size_t)cap, HET_PATH_LEN);
-    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN];
-    int n = 0, st = u && buf ? HET_OK : het_error_set(HET_ENOMEM, "out of memory");
-    for (int i = 0; !st && i < 8; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s%s", outputs[i / 2], i % 2 ? ".tmp" : "");
-        join(buf[n], HET_PATH_LEN, g_opt.out, name);
-        u[n] = (het_path_use){"out", buf[n], HET_PATH_OUT};
-        n++;
-    }
-    for (int i = 0; !st && i < 2 * n_runs; i++) {
+    int n = 0, n_runs = p->n_strat * g_opt.seeds;
+    char (*path)[HET_PATH_LEN] = calloc((size_t)(8 + 2 * n_runs), HET_PATH_LEN);
+    const char **list = calloc((size_t)(8 + 2 * n_runs), sizeof *list);
+    int st = path && list ? HET_OK : het_error_set(HET_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < 8 + 2 * n_runs; i++, n++) {
         char name[96];
-        snprintf(name, sizeof name, "%s-seed%llu.%s", p->strat[i / 2 / g_opt.seeds],
-                 (unsigned long long)(c->seed + (uint64_t)(i / 2 % g_opt.seeds)),
-                 i % 2 ? "log" : "jsonl");
-        join(buf[n], HET_PATH_LEN, g_opt.out, name);
-        u[n] = (het_path_use){"out", buf[n], HET_PATH_OUT};
-        n++;
+        if (i < 8) snprintf(name, sizeof name, "%s%s", outputs[i / 2], i % 2 ? ".tmp" : "");
+        else snprintf(name, sizeof name, "%s-seed%llu.%s", p->strat[(i - 8) / 2 / g_opt.seeds],
+                      (unsigned long long)(c->seed + (uint64_t)((i - 8) / 2 % g_opt.seeds)),
+                      i % 2 ? "log" : "jsonl");
+        join(path[n], HET_PATH_LEN, g_opt.out, name);
+        list[n] = path[n];
     }
-    if (!st) {
-        u[n++] = (het_path_use){"speeds-file", c->speeds_file, HET_PATH_IN};
-        int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
-                                   HET_DATASET_MAX_FILES);
-        for (int i = 0; i < nd && i < HET_DATASET_MAX_FILES; i++)
-            u[n++] = (het_path_use){"data-dir", data[i], HET_PATH_IN};
-        st = het_paths_check(u, n);
-    }
-    free(u);
-    free(buf);
-    if (st == HET_EINVAL) return usage("%s", het_error_msg());
-    return st;
+    if (!st) st = het_train_check_outputs(c, "out", list, n);
+    free(path);
+    free(list);
+    return st == HET_EINVAL ? usage("%s", het_error_msg()) : st;
 }
 
 int cli_compare(const het_train_config *c) {

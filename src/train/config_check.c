@@ -2,6 +2,7 @@
  * (resume needs a checkpoint, no output may be another output or an input: core/paths.c, the
  * dataset and model exist), and the input shape of each dataset. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/paths.h"
@@ -38,6 +39,23 @@ int het_train_check_paths(const het_train_config *c, const char *config_file) {
     for (int i = 0; i < nd && i < HET_DATASET_MAX_FILES; i++)
         u[n++] = (het_path_use){"data-dir", data[i], HET_PATH_IN};
     return het_paths_check(u, n);
+}
+
+int het_train_check_outputs(const het_train_config *c, const char *what,
+                            const char *const *outputs, int n) {
+    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN];
+    het_path_use *u = calloc((size_t)n + 1 + HET_DATASET_MAX_FILES, sizeof *u);
+    if (!u) return het_error_set(HET_ENOMEM, "out of memory comparing paths");
+    int k = 0;
+    for (int i = 0; i < n; i++) u[k++] = (het_path_use){what, outputs[i], HET_PATH_OUT};
+    u[k++] = (het_path_use){"speeds-file", c->speeds_file, HET_PATH_IN};
+    int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
+                               HET_DATASET_MAX_FILES);
+    for (int i = 0; i < nd && i < HET_DATASET_MAX_FILES; i++)
+        u[k++] = (het_path_use){"data-dir", data[i], HET_PATH_IN};
+    int st = het_paths_check(u, k);
+    free(u);
+    return st;
 }
 
 int het_train_config_check(const het_train_config *c) {
