@@ -70,7 +70,8 @@ test-tsan: deps
 test-fresh:
 	@bash scripts/fresh_machine.sh
 
-# libFuzzer targets (fuzz/) for the IDX, CIFAR, config and checkpoint readers, built with clang
+# libFuzzer targets (fuzz/) for the IDX, CIFAR, config, checkpoint and speeds-file readers, built
+# with clang
 # and address + undefined sanitizers in $(BUILD)-fuzz, each run for FUZZ_SECONDS from the seeds
 # in fuzz/corpus/; fails on any crash (scripts/fuzz.sh). -O1, as libFuzzer suggests: -O3 with
 # the sanitizers took clang over 5 minutes on conv_direct.c alone.

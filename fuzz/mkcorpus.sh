@@ -10,7 +10,7 @@ H=$(cd "${1:?usage: mkcorpus.sh BUILD_DIR}" && pwd)/hetrain
 C=$here/corpus
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-mkdir -p "$C"/{idx,cifar,config,ckpt}
+mkdir -p "$C"/{idx,cifar,config,ckpt,speeds}
 # u32be / u64le as printf escapes
 be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
 le64() { local i s=""; for i in 0 1 2 3 4 5 6 7; do s+=$(printf '\\x%02x' $(($1 >> (8 * i) & 255))); done; printf '%s' "$s"; }
@@ -31,6 +31,16 @@ rec 3 17 >"$C/cifar/one"
 { rec 0 1; rec 9 200; } | gzip -9n >"$C/cifar/two-gz"
 rec 10 5 >"$C/cifar/bad-label"
 { rec 1 2; head -c 100 /dev/zero; } >"$C/cifar/ragged"
+
+# ---- speeds files: the first byte is the room for speeds (ranks); see fuzz_speeds.c ----
+printf '\x02# hetrain calibrate: lenet5 on fashion-mnist, batch 64, 2 ranks, slowdown 1,2\n0.666667\n0.333333\n' >"$C/speeds/two"
+printf '\x03 0.5 \n\n# comment\n0.25\t# trailing\n0.25\r\n' >"$C/speeds/three-blanks"
+printf '\x01fast\n' >"$C/speeds/bad-word"
+printf '\x020.5\n0\n' >"$C/speeds/zero"
+printf '\x04\n\n# only comments\n' >"$C/speeds/empty"
+printf '\x02 1e999\n-2\nnan\n' >"$C/speeds/out-of-range"
+printf '\x05%0300d\n' 1 >"$C/speeds/long-line"
+printf '\x030.4,0.4,0.2\n' >"$C/speeds/list"
 
 # ---- config files ----
 printf 'model = lenet5\ndata synthetic\n# a comment\nepochs=2  # trailing comment\nlr = 0.01\nnesterov\nmomentum = 0.9\nnet-bw 100M\nslowdown-at 2:0:3\nslowdown_at = 3:0:1\n' >"$C/config/ok"

@@ -5,7 +5,9 @@
 # runs 2 ranks that differ in one thing (node-local files simulated with a per-rank path, or
 # an MPMD command line) and must end within seconds, exit 1 on every rank, and print one line
 # (rank 0's) naming the rank and what differs: a stale checkpoint copy, config files that
-# differ, MPMD --batch, --epochs and --model, hgc speeds files. Ranks that agree still train.
+# differ, MPMD --batch, --epochs and --model, hgc speeds files, and a strategy's checkpointed
+# state (daso's schedule, hgc's speeds) in per-rank checkpoint copies. Ranks that agree still
+# train.
 # Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -72,6 +74,39 @@ printf '2\n1\n' >s1.txt
 run -np 2 bash -c "exec $HETRAIN train ${O[*]} --epochs 1 --strategy hgc \
     --speeds-file s$R.txt"
 expect_differ $? "speeds files" "rank 1 differs from rank 0: hgc speeds file (s0.txt on rank 0)"
+# ---- a strategy's checkpointed state (its agreed_state): each rank resumes its own copy ----
+# daso (FINDINGS-v3 B1): two runs that differ only in the plateau detector, blocking every
+# batch (all epochs cool-down), so weights and optimizer agree and only the schedule differs
+# (gs 1 after two plateaus vs 4); they entered other collectives (MPI_ERR_TRUNCATE, or a hang)
+D=(--model lenet5 --data synthetic --train-limit 640 --test-limit 64 --progress off --quiet
+   --strategy daso --ranks-per-node 2 --daso-warmup-epochs 0 --daso-cooldown-epochs 10)
+if het_mpi_np_ok 4; then
+    het_mpirun 4 "$HETRAIN" train "${D[@]}" --epochs 3 --daso-patience 0 \
+        --daso-plateau-threshold 0.99 --checkpoint ya.ckpt >/dev/null 2>&1 || fail "daso run a"
+    het_mpirun 4 "$HETRAIN" train "${D[@]}" --epochs 3 --checkpoint yb.ckpt >/dev/null 2>&1 ||
+        fail "daso run b"
+    for r in 0 2; do cp yb.ckpt "y$r.ckpt"; done
+    for r in 1 3; do cp ya.ckpt "y$r.ckpt"; done
+    run -np 4 bash -c "exec $HETRAIN train --resume --checkpoint y$R.ckpt --epochs 6 \
+        --daso-warmup-epochs 0 --daso-cooldown-epochs 0 --daso-patience 2 \
+        --daso-plateau-threshold 0.05 --progress off"
+    rc=$?
+    expect_differ $rc "daso schedule copies" "rank 1 and 1 other rank differ from rank 0: strategy state (daso schedule gs 1 vs 4 on rank 0)"
+    grep -q 'TRUNCATE\|^epoch' o.txt e.txt && fail "daso schedule copies: $(cat o.txt e.txt)"
+    cmp -s y0.ckpt yb.ckpt && cmp -s y1.ckpt ya.ckpt || fail "daso schedule copies: a checkpoint changed"
+fi
+# hgc: speeds calibrated under other slowdowns; weights kept equal (lr 1e-30, no momentum),
+# the configuration equal on resume (--slowdown given again): only the saved speeds differ
+H=(--model lenet5 --data synthetic --train-limit 256 --test-limit 64 --progress off --quiet
+   --strategy hgc --lr 1e-30 --momentum 0 --epochs 1)
+het_mpirun 2 "$HETRAIN" train "${H[@]}" --slowdown 1,3 --checkpoint ha.ckpt >/dev/null 2>&1 || fail "hgc run a"
+het_mpirun 2 "$HETRAIN" train "${H[@]}" --slowdown 3,1 --checkpoint hb.ckpt >/dev/null 2>&1 || fail "hgc run b"
+cp ha.ckpt h0.ckpt
+cp hb.ckpt h1.ckpt
+run -np 2 bash -c "exec $HETRAIN train --resume --checkpoint h$R.ckpt --epochs 2 \
+    --slowdown 1,1 --progress off"
+expect_differ $? "hgc speeds copies" "rank 1 differs from rank 0: strategy state (hgc speeds)"
+
 # paths that may differ per node (data-dir, metrics) and the worker threads do not count
 run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 --metrics m.jsonl : -np 1 "$HETRAIN" train \
     "${O[@]}" --epochs 1 --threads 2 --data-dir "$T"

@@ -8,7 +8,9 @@
  * - two reducers and a third hook client on one model: each armed reducer reduces only its
  *   own step, the third client sees every gradient range once per backward, in reverse order;
  * - het_step_sync over a one-rank reducer equals gradients + update;
- * - het_step_epoch_end settles the split: every rank has every rank's compute time. */
+ * - het_step_epoch_end settles the split: every rank has every rank's compute time;
+ * - hgc with a skipped step (--on-nan skip-step) averages the batch-norm running statistics
+ *   with weights that sum to 1. */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +366,84 @@ static void test_nonfinite(het_comm *comm, MPI_Comm world, int on_nan, int bad) 
     fixture_free(&f);
 }
 
+/* ---- hgc under --on-nan skip-step: the running statistics' weights sum to 1 ---- */
+
+typedef struct bn_spy {
+    het_strategy_ctx *ctx;
+    int64_t poison_at;   /* the step (completed steps before it) whose gradient is poisoned */
+    int64_t last;        /* the epoch's last step */
+    float *state_last;   /* this rank's model state after the last step, before averaging */
+} bn_spy;
+
+static void bn_poison_hook(void *user, int layer, size_t off, size_t count) {
+    bn_spy *p = user;
+    (void)count;
+    if (p->ctx->step == p->poison_at && g_rank == 0 && layer == first_param_layer(p->ctx->model))
+        het_model_grads(p->ctx->model)[off] = NAN;
+}
+
+static bn_spy *g_bn_spy;
+static int bn_on_step(het_strategy_ctx *ctx, const het_step_info *info) {
+    if (info->step == g_bn_spy->last)
+        memcpy(g_bn_spy->state_last, het_model_state(ctx->model),
+               het_model_n_state(ctx->model) * sizeof(float));
+    return 0;
+}
+
+/* hgc with equal speeds on every rank and one step skipped (a NaN gradient on rank 0): every
+ * rank counts the same samples, so the averaged running statistics are the plain mean of the
+ * ranks' statistics after the last step. (They were scaled by the share of the epoch's samples
+ * that counted: 3/4 of the mean here.) */
+static void test_hgc_skip_bn(het_comm *comm, MPI_Comm world) {
+    fixture f;
+    fixture_init(&f, comm, world);
+    het_model_free(f.model);
+    het_shape in = {1, 8, 8};
+    het_layer *L[4] = {het_dense_new(16), het_batchnorm_new(0.1f, 1e-5f), het_relu_new(),
+                       het_dense_new(10)};
+    CHECK(het_model_create(&f.model, in, L, 4, BATCH, 1) == HET_OK, "bn model: %s",
+          het_error_msg());
+    het_model_init_params(f.model, 3);
+    free(f.opt);
+    f.opt = calloc(het_optim_state_floats(&f.cfg.optim, het_model_n_params(f.model)) + 1,
+                   sizeof(float));
+    f.ctx.model = f.model;
+    f.ctx.opt_state = f.opt;
+    f.cfg.on_nan = HET_ON_NAN_SKIP_STEP;
+    char speeds[256] = "";
+    for (int r = 0; r < g_size; r++) strcat(speeds, r ? ",1" : "1");
+    snprintf(f.cfg.speeds, sizeof f.cfg.speeds, "%s", speeds);
+    snprintf(f.cfg.strategy, sizeof f.cfg.strategy, "hgc");
+    size_t ns = het_model_n_state(f.model);
+    bn_spy bs = {&f.ctx, 2, N_TRAIN / BATCH, calloc(ns, sizeof(float))};
+    g_bn_spy = &bs;
+    f.ctx.on_step = bn_on_step;
+    het_model_hook h = {bn_poison_hook, NULL, &bs};
+    CHECK(het_model_add_hook(f.model, &h) == HET_OK, "poison hook: %s", het_error_msg());
+    const het_strategy_ops *ops = &het_strategy_hgc;
+    CHECK(ops->init(&f.ctx) == HET_OK, "hgc init: %s", het_error_msg());
+    het_step_epoch_begin(&f.ctx);
+    het_epoch_stats es;
+    memset(&es, 0, sizeof es);
+    CHECK(ops->train_epoch(&f.ctx, 0, &es) == HET_OK, "hgc epoch: %s", het_error_msg());
+    CHECK(es.skipped == 1 && es.samples == N_TRAIN - BATCH, "hgc: %lld skipped, %lld samples; "
+          "expected 1 and %d", (long long)es.skipped, (long long)es.samples, N_TRAIN - BATCH);
+    MPI_Allreduce(MPI_IN_PLACE, bs.state_last, (int)ns, MPI_FLOAT, MPI_SUM, world);
+    double worst = 0.0, scale = 0.0;
+    const float *st = het_model_state(f.model);
+    for (size_t i = 0; i < ns; i++) {
+        double want = (double)bs.state_last[i] / g_size;
+        worst = fmax(worst, fabs((double)st[i] - want) / (1e-3 + fabs(want)));
+        scale += want != 0.0 ? (double)st[i] / want : 1.0;
+    }
+    CHECK(worst < 1e-5, "hgc skip-step: running statistics differ from the ranks' mean by %.3g "
+          "(relative; mean ratio %.4f, expected 1)", worst, scale / (double)ns);
+    het_model_remove_hook(f.model, &bs);
+    ops->free(&f.ctx);
+    free(bs.state_last);
+    fixture_free(&f);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -386,6 +466,7 @@ int main(int argc, char **argv) {
     if (g_size > 1) /* one rank folds the update into the step, which refuses grad hooks */
         test_nonfinite(comm, topo.world, HET_ON_NAN_STOP, POISON_GRAD);
     test_nonfinite(comm, topo.world, HET_ON_NAN_STOP, POISON_DATA);
+    if (g_size > 1) test_hgc_skip_bn(comm, topo.world);
     if (g_rank == 0) {
         test_nonfinite(NULL, MPI_COMM_NULL, HET_ON_NAN_STOP, POISON_DATA);
         test_nonfinite(NULL, MPI_COMM_NULL, HET_ON_NAN_SKIP_STEP, POISON_GRAD);

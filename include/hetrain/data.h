@@ -40,6 +40,12 @@ int het_dataset_synthetic(het_dataset *d, int64_t n, het_shape shape, int n_clas
 int het_dataset_load_named(het_dataset *train, het_dataset *test, const char *name,
                            const char *dir);
 void het_dataset_free(het_dataset *d);
+/* The files het_dataset_load_named(name, dir) may read, whether they exist or not (IDX: each
+ * file and its .gz; CIFAR-10: dir and dir/cifar-10-batches-bin), up to cap of them into
+ * paths; returns how many there are (0 for synthetic or an unknown name, or mnist and cifar10
+ * without a dir). For checks that no output is one of them. */
+#define HET_DATASET_MAX_FILES 12
+int het_dataset_files(const char *name, const char *dir, char (*paths)[HET_PATH_LEN], int cap);
 
 /* Gathers samples idx[0..count) into x (count x C*H*W floats, normalized) and y. */
 void het_dataset_gather(const het_dataset *d, const int64_t *idx, int count, float *x,

@@ -43,14 +43,33 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
  * "run.cfg:3: batch given twice (line 2)". */
 int het_train_config_load(het_train_config *c, const char *path);
 
-/* Cross-field checks (nesterov needs momentum, resume needs a checkpoint path, ...). */
+/* Cross-field checks (nesterov needs momentum, resume needs a checkpoint path, ...), and
+ * het_train_check_paths(c, NULL). */
 int het_train_config_check(const het_train_config *c);
+
+/* No output (checkpoint, metrics, trace, export-safetensors, out, and the "<path>.tmp" that
+ * each of them but metrics is written to first) may be the same file as another output or an
+ * input (speeds-file, the config file `config_file` (NULL: none), the dataset's files, a
+ * resumed checkpoint), by file identity: device and inode after links, or where a missing
+ * file would be created. Touches no file. HET_EINVAL with one line naming both options and
+ * paths, e.g. "metrics: 'm.jsonl' is also the checkpoint file 'c.ckpt'; give each its own
+ * path". */
+int het_train_check_paths(const het_train_config *c, const char *config_file);
+/* The same check for n more outputs of option `what` (hetrain compare's files in --out DIR)
+ * against c's inputs (speeds-file, the dataset's files) and each other. */
+int het_train_check_outputs(const het_train_config *c, const char *what,
+                            const char *const *outputs, int n);
 
 /* Writes the configuration as "key = value" lines (a valid config file) into buf (always
  * NUL-terminated); returns the length it needed. `run_keys` 0 leaves out what does not change
  * the trained result (paths of outputs, resume, progress, quiet); that form is what a
  * checkpoint stores. */
 size_t het_train_config_format(const het_train_config *c, int run_keys, char *buf, size_t n);
+
+/* Resets what only training uses to its default, for evaluating or exporting a checkpoint on
+ * any number of processes: the strategy (allreduce) and its options (speeds, speeds-file,
+ * rebalance), slowdown, slowdown-at, ranks-per-node, placement, the emulated network. */
+void het_train_config_for_eval(het_train_config *c);
 
 /* A key's description, for --help and docs. NULL-terminated table. */
 typedef struct het_config_key {

@@ -530,9 +530,32 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
     return st;
 }
 
+/* Nothing compare writes (tables, plots, their temporaries, each run's metrics and log) may be
+ * an input of the runs (het_train_check_outputs). CLI_USAGE with the line. */
+static int check_outputs(const plan *p, const het_train_config *c) {
+    int n = 0, n_runs = p->n_strat * g_opt.seeds;
+    char (*path)[HET_PATH_LEN] = calloc((size_t)(8 + 2 * n_runs), HET_PATH_LEN);
+    const char **list = calloc((size_t)(8 + 2 * n_runs), sizeof *list);
+    int st = path && list ? HET_OK : het_error_set(HET_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < 8 + 2 * n_runs; i++, n++) {
+        char name[96];
+        if (i < 8) snprintf(name, sizeof name, "%s%s", outputs[i / 2], i % 2 ? ".tmp" : "");
+        else snprintf(name, sizeof name, "%s-seed%llu.%s", p->strat[(i - 8) / 2 / g_opt.seeds],
+                      (unsigned long long)(c->seed + (uint64_t)((i - 8) / 2 % g_opt.seeds)),
+                      i % 2 ? "log" : "jsonl");
+        join(path[n], HET_PATH_LEN, g_opt.out, name);
+        list[n] = path[n];
+    }
+    if (!st) st = het_train_check_outputs(c, "out", list, n);
+    free(path);
+    free(list);
+    return st == HET_EINVAL ? usage("%s", het_error_msg()) : st;
+}
+
 int cli_compare(const het_train_config *c) {
     plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
+    if (!st) st = check_outputs(&p, c);
     if (st || (st = make_dirs(g_opt.out))) {
         fprintf(stderr, "%s\n", het_error_msg());
         return st == CLI_USAGE ? CLI_USAGE : CLI_FAIL;

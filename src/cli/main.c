@@ -1,6 +1,8 @@
 /* hetrain: the command line. Parses "hetrain <command> [options]", builds the configuration
  * (defaults < checkpoint's stored configuration for eval / export / --resume < --config FILE <
- * the command line) and runs the command. Only this file, commands.c and compare.c print to
+ * the command line; of hgc's --speeds and --speeds-file, the one a higher source gives wins,
+ * both from one source are refused, and a resumed hgc run refuses other speeds than its
+ * checkpoint's) and runs the command. Only this file, commands.c and compare.c print to
  * stderr and choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on
  * stderr, nothing on stdout).
  *
@@ -234,19 +236,65 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
     return 0;
 }
 
+/* hgc's speeds come from --speeds or from --speeds-file: a source (config file, command line)
+ * that gives one replaces the other from the sources below it; one source giving both is
+ * refused (checked by het_train_config_check). */
+static int gives_speeds(const het_train_config *c) { return strcmp(c->speeds, "auto") != 0; }
+
 /* Applies the config file and the command-line pairs on top of *c; prints the error. */
 static int apply(const command *cmd, het_train_config *c, const char *config_file,
                  const pair *pairs, int n_pairs) {
-    if (config_file && het_train_config_load(c, config_file)) {
-        usage_error(NULL, "%s", het_error_msg());
+    const het_train_config d = het_train_config_defaults();
+    if (config_file) {
+        het_train_config f = d; /* what the file alone says */
+        if (het_train_config_load(&f, config_file) || het_train_config_load(c, config_file)) {
+            usage_error(NULL, "%s", het_error_msg());
+            return -1;
+        }
+        if (gives_speeds(&f) && f.speeds_file[0]) {
+            usage_error(NULL, "%s: speeds '%s' and speeds-file '%s' both give hgc's speeds; "
+                        "give one", config_file, f.speeds, f.speeds_file);
+            return -1;
+        }
+        if (gives_speeds(&f)) memcpy(c->speeds_file, d.speeds_file, sizeof c->speeds_file);
+        if (f.speeds_file[0]) memcpy(c->speeds, d.speeds, sizeof c->speeds);
+    }
+    int speeds = -1, file = -1;
+    for (int i = 0; i < n_pairs; i++) {
+        if (strcmp(pairs[i].key, "speeds") == 0) speeds = i;
+        if (strcmp(pairs[i].key, "speeds-file") == 0) file = i;
+    }
+    if (speeds >= 0 && file >= 0) {
+        usage_error(cmd->name, "--speeds '%s' and --speeds-file '%s' both give hgc's speeds; "
+                    "give one", pairs[speeds].value, pairs[file].value);
         return -1;
     }
+    if (speeds >= 0) memcpy(c->speeds_file, d.speeds_file, sizeof c->speeds_file);
+    if (file >= 0) memcpy(c->speeds, d.speeds, sizeof c->speeds);
     for (int i = 0; i < n_pairs; i++)
         if (het_train_config_set(c, pairs[i].key, pairs[i].value)) {
             usage_error(cmd->name, "--%s", het_error_msg());
             return -1;
         }
     return 0;
+}
+
+/* A resumed hgc run continues with the speeds in its checkpoint's state (they may have been
+ * re-balanced): other speeds given now would be silently overridden, so they are refused.
+ * ck: the checkpoint's own configuration; c: the resolved one. */
+static int resume_speeds(const command *cmd, const het_train_config *ck,
+                         const het_train_config *c) {
+    if (!c->resume || strcmp(c->strategy, "hgc") != 0 || strcmp(ck->strategy, "hgc") != 0)
+        return 0;
+    if (strcmp(ck->speeds, c->speeds) == 0 && strcmp(ck->speeds_file, c->speeds_file) == 0)
+        return 0;
+    const int f = c->speeds_file[0] != 0;
+    usage_error(cmd->name, "--%s '%s': the checkpoint %s continues hgc with the speeds it "
+                "saved (trained with %s '%s'); resume without --speeds / --speeds-file",
+                f ? "speeds-file" : "speeds", f ? c->speeds_file : c->speeds, c->checkpoint,
+                ck->speeds_file[0] ? "speeds-file" : "speeds",
+                ck->speeds_file[0] ? ck->speeds_file : ck->speeds);
+    return -1;
 }
 
 /* Parses the command line into *out and *cmd_out; CLI_OK with *cmd_out NULL when there is
@@ -314,13 +362,22 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
         /* Second pass: the checkpoint's configuration underneath. */
         het_train_config base = het_train_config_defaults();
         if (het_train_config_from_checkpoint(&base, c.checkpoint)) return pre_fail();
+        const het_train_config ck = base;
         if (apply(cmd, &base, config_file, pairs, n_pairs)) return CLI_USAGE;
+        if (resume_speeds(cmd, &ck, &base)) return CLI_USAGE;
         if (strcmp(cmd->name, "train") != 0) base.resume = 0;
         if (het_train_config_check(&base)) {
             usage_error(cmd->name, "%s", het_error_msg());
             return CLI_USAGE;
         }
         c = base;
+    }
+    /* eval and export use the weights alone: how they were trained (strategy, ranks, their
+     * speeds and slowdowns, emulated nodes and network) stays with the checkpoint */
+    if (needs_ckpt) het_train_config_for_eval(&c);
+    if (het_train_check_paths(&c, config_file)) {
+        usage_error(cmd->name, "%s", het_error_msg());
+        return CLI_USAGE;
     }
     if ((strcmp(cmd->name, "train") == 0 || strcmp(cmd->name, "calibrate") == 0) && c.slowdown[0]) {
         int nf = het_slowdown_parse(c.slowdown, NULL, 0);

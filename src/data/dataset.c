@@ -1,5 +1,6 @@
 /* Datasets: named loading (with defaults and install hints), statistics, batch gathering. */
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,27 @@ static int load_named(het_dataset *train, het_dataset *test, const char *name,
     }
     return het_error_set(HET_EINVAL, "unknown dataset '%s', expected one of: fashion-mnist, "
                          "mnist, cifar10, synthetic", name);
+}
+
+int het_dataset_files(const char *name, const char *dir, char (*paths)[HET_PATH_LEN], int cap) {
+    static const char *const idx[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                       "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    static const char *const cifar[6] = {"data_batch_1.bin", "data_batch_2.bin",
+                                         "data_batch_3.bin", "data_batch_4.bin",
+                                         "data_batch_5.bin", "test_batch.bin"};
+    int n = 0;
+    if (!name) return 0;
+    if (strcmp(name, "fashion-mnist") == 0 || (strcmp(name, "mnist") == 0 && dir)) {
+        if (!dir) dir = FASHION_DEFAULT_DIR;
+        for (int i = 0; i < 8; i++, n++)
+            if (n < cap) snprintf(paths[n], HET_PATH_LEN, "%s/%s%s", dir, idx[i / 2],
+                                  i % 2 ? "" : ".gz");
+    } else if (strcmp(name, "cifar10") == 0 && dir) {
+        for (int i = 0; i < 12; i++, n++)
+            if (n < cap) snprintf(paths[n], HET_PATH_LEN, "%s/%s%s", dir,
+                                  i < 6 ? "" : "cifar-10-batches-bin/", cifar[i % 6]);
+    }
+    return n;
 }
 
 int het_dataset_load_named(het_dataset *train, het_dataset *test, const char *name,

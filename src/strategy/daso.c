@@ -14,7 +14,8 @@
  *   HET_COMM_CROSS of those ranks). On batches b % gs == 0, after the optimizer step, the
  *   ranks of group send_mod copy their parameters into a separate send buffer and start a
  *   non-blocking all-reduce (SUM) on their cross communicator, in chunks of --daso-chunk
- *   elements (10M); the other groups call nothing. send_mod then rotates (reset to 0 at each
+ *   elements (10M; raised so that there are at most 64 chunks: every test progresses every
+ *   chunk in flight, so the cost of n chunks grows as n^2); the other groups call nothing. send_mod then rotates (reset to 0 at each
  *   epoch's start). S' = min(S, last - b) batches later, after that batch's optimizer step,
  *   the group waits and merges theta <- (2S' theta + sum_n theta_n) / (2S' + N), and local
  *   rank send_mod broadcasts its parameters inside its node. Until then the request is
@@ -48,7 +49,9 @@
  *   merge formula is unchanged. Equal nodes send theta itself (w_n = 1/N exactly).
  * - Momentum differs between nodes: every rank's optimizer state is checkpointed (section
  *   s.daso.optim, per rank), with the schedule (s.daso.sched: gs, ls, S, the plateau detector,
- *   send_mod), so a resume continues bitwise.
+ *   send_mod), so a resume continues bitwise. The schedule read back is range-checked and
+ *   compared across ranks (agreed_state): ranks resuming their own copies with other
+ *   schedules would enter other collectives.
  * - No world call per step: the per-step figures are the rank's own (het_step_info.local);
  *   divergence is detected on the summed epoch loss, on every rank alike. Batch-norm
  *   statistics are averaged over ranks at the epoch's end, weighted by sample share. */
@@ -58,6 +61,9 @@
 
 #include "strategy/daso.h"
 #include "strategy/strategy.h"
+
+/* Non-blocking all-reduces of one global sync, at most (--daso-chunk is raised to fit). */
+#define DASO_MAX_CHUNKS 64
 
 typedef struct daso_sync {   /* one non-blocking global sync */
     float *buf;              /* the parameters sent, then their sum over the nodes */
@@ -160,7 +166,19 @@ static int daso_init(het_strategy_ctx *ctx) {
     d->sched = het_daso_sched_init(&d->par);
     d->ran = het_daso_sched_epoch(&d->par, &d->sched, 0);
     d->n = het_model_n_params(ctx->model);
+    /* at most DASO_MAX_CHUNKS requests per sync: each test of one progresses them all, so
+     * tiny chunks cost about the square of their count (--daso-chunk 1: 86 s for 0.03 s) */
     d->chunk = (size_t)c->daso_chunk;
+    size_t least = (d->n + DASO_MAX_CHUNKS - 1) / DASO_MAX_CHUNKS;
+    if (d->chunk < least) {
+        if (ctx->rank == 0)
+            het_log(HET_LOG_INFO, "daso: --daso-chunk %lld would make %zu chunks of the %zu "
+                    "parameters; %zu elements each instead (at most %d)\n",
+                    (long long)c->daso_chunk, (d->n + d->chunk - 1) / d->chunk, d->n, least,
+                    DASO_MAX_CHUNKS);
+        d->chunk = least;
+    }
+    if (d->chunk < 1) d->chunk = 1;
     d->n_chunks = (int)((d->n + d->chunk - 1) / d->chunk);
     if (c->batch < ctx->size)
         return het_error_set(HET_EINVAL, "daso: global batch %d is smaller than %d ranks: every "
@@ -353,8 +371,9 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     d->send_mod = 0;
     /* the last batch was a global average: the same weights on every rank */
     if ((rc = het_step_check_params(ctx))) return rc;
-    rc = het_step_average_state(ctx, sums.samples / (double)n);
-    if (!rc) rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    /* weights: this rank's share of the samples that counted (skipped steps' do not) */
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    if (!rc) rc = het_step_average_state(ctx, sums.samples / (double)st->samples);
     if (rc) return rc;
     if (!isfinite(st->loss)) { /* the same on every rank: name the first event recorded */
         het_nonfinite e = {ctx->step, epoch + 1, HET_NF_LOSS, 0, ctx->rank, st->loss};
@@ -424,9 +443,47 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              " expected version 1 and send_mod below %d",
                              het_ckpt_reader_path(r), (unsigned long long)off, s.version,
                              s.send_mod, d->min_G);
+    /* each value in the range its options allow (--daso-max-global-skips 1..65536,
+     * --daso-patience up to 1e6) */
+    const het_daso_sched *q = &s.sched;
+    const struct { const char *name; long long v, lo, hi; } f[] = {
+        {"gs", q->gs, 1, 65536}, {"ls", q->ls, 0, 65536}, {"S", q->S, 0, 65536},
+        {"bad", q->bad, 0, 1000001}, {"plateaus", q->plateaus, 0, 1000000000}, {"pad", q->pad, 0, 0}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule %s %lld, expected "
+                                 "%lld..%lld", het_ckpt_reader_path(r), (unsigned long long)off,
+                                 f[i].name, f[i].v, f[i].lo, f[i].hi);
+    if (isnan(q->best) || q->best == -HUGE_VAL)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule best loss %g, expected "
+                             "a number (or none yet)", het_ckpt_reader_path(r),
+                             (unsigned long long)off, q->best);
     d->sched = s.sched;
     d->send_mod = s.send_mod;
     return het_step_load_per_rank(ctx, r, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
+}
+
+/* The schedule and send_mod (s.daso.sched) decide which collectives every rank enters: the
+ * same on every rank. The optimizer state (s.daso.optim) is per rank. */
+static int daso_agreed_state(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
+    const daso *d = ctx->priv;
+    const het_daso_sched *q = &d->sched;
+    uint64_t best;
+    memcpy(&best, &q->best, sizeof best);
+    const het_agreed_value v[] = {
+        {"daso schedule gs", (uint64_t)q->gs, 1, HET_COMM_WORLD},
+        {"daso schedule ls", (uint64_t)q->ls, 1, HET_COMM_WORLD},
+        {"daso schedule S", (uint64_t)q->S, 1, HET_COMM_WORLD},
+        {"daso plateau detector: epochs without improvement", (uint64_t)q->bad, 1,
+         HET_COMM_WORLD},
+        {"daso plateau detector: best loss", best, 0, HET_COMM_WORLD},
+        {"daso plateaus", (uint64_t)q->plateaus, 1, HET_COMM_WORLD},
+        {"daso send_mod", (uint64_t)d->send_mod, 1, HET_COMM_WORLD},
+    };
+    int n = (int)(sizeof v / sizeof v[0]);
+    if (n > cap) n = cap;
+    memcpy(out, v, (size_t)n * sizeof *out);
+    return n;
 }
 
 static void daso_free(het_strategy_ctx *ctx) {
@@ -449,5 +506,5 @@ const het_strategy_ops het_strategy_daso = {
     "daso", "distributed asynchronous and selective optimization: node-local gradients, "
     "delayed global parameter averaging (Coquelin et al. 2022)",
     daso_init, daso_train_epoch, daso_model_for_eval, daso_save_state, daso_load_state,
-    daso_free, daso_report, 0 /* its own node + cross scheme */
+    daso_free, daso_report, 0 /* its own node + cross scheme */, daso_agreed_state,
 };

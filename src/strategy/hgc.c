@@ -32,10 +32,12 @@
  *   --rebalance-threshold (relative, default 0.1) the partition follows the new speeds. A
  *   slowdown that changes mid-run (--slowdown-at EPOCH:RANK:FACTOR) shows it.
  * - The speeds are checkpointed (section s.hgc.speeds): a resumed run continues with the
- *   partition it had (bitwise identical to an uninterrupted run for given speeds).
+ *   partition it had (bitwise identical to an uninterrupted run for given speeds). Read back,
+ *   each must be in (0, 1] and they sum to 1; the trainer compares speeds and partition
+ *   across ranks (agreed_state), so ranks resuming their own copies cannot split differently.
  * - Batch norm with unequal local batches: statistics per local batch (no synchronized batch
  *   norm); the running statistics are averaged over ranks weighted by each rank's share of the
- *   epoch's samples.
+ *   epoch's samples (of the steps that were not skipped: the all-reduced count).
  * - On one rank hgc is allreduce (het_step_sync folds the update into the step). */
 #include <math.h>
 #include <stdio.h>
@@ -213,9 +215,10 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
             h->per_sample[h->n_steps++] = (ctx->pace.compute_s - c0) / (double)len;
         if ((rc = het_step_record(ctx, &sums, &mine, len, &r, Bs, 0, lr, ts))) return rc;
     }
-    /* running statistics averaged with each rank's share of the epoch's samples */
-    rc = het_step_average_state(ctx, sums.samples / (double)n);
-    return rc ? rc : het_step_epoch_figures(ctx, &sums, lr, st);
+    /* running statistics averaged with each rank's share of the epoch's samples that
+     * counted: skipped steps' (--on-nan skip-step) are not, so the weights sum to 1 */
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    return rc ? rc : het_step_average_state(ctx, sums.samples / (double)st->samples);
 }
 
 /* " | hgc batch 37/18/9 speed 0.57/0.29/0.14 idle 2%/3%/4%" and the same as JSON. */
@@ -269,8 +272,37 @@ static int hgc_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              "%d (resume with the same number of ranks)",
                              het_ckpt_reader_path(r), (unsigned long long)off,
                              n / sizeof(double), ctx->size);
+    /* checked as --speeds is: every speed > 0; saved normalized (sum 1) */
+    const double *v = p;
+    double sum = 0.0;
+    for (int q = 0; q < ctx->size; q++) {
+        double x;
+        memcpy(&x, v + q, sizeof x);
+        if (!(isfinite(x) && x > 0.0 && x <= 1.0))
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: hgc speed of rank %d is %g, "
+                                 "expected a number in (0, 1]", het_ckpt_reader_path(r),
+                                 (unsigned long long)off + (unsigned long long)q * 8, q, x);
+        sum += x;
+    }
+    if (fabs(sum - 1.0) > 1e-6)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: hgc speeds sum to %.9g, expected 1",
+                             het_ckpt_reader_path(r), (unsigned long long)off, sum);
     memcpy(h->speeds, p, n);
     return HET_OK;
+}
+
+/* The speeds and the partition of a full step they give: the same on every rank. */
+static int hgc_agreed_state(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
+    hgc *h = ctx->priv;
+    int64_t lo, len;
+    float scale;
+    if (cap < 2) return 0;
+    partition(ctx, h, ctx->cfg->batch, &lo, &len, &scale);
+    out[0] = het_agreed_bytes("hgc speeds", h->speeds, (size_t)ctx->size * sizeof(double),
+                              HET_COMM_WORLD);
+    out[1] = het_agreed_bytes("hgc partition", h->sizes, (size_t)ctx->size * sizeof(int64_t),
+                              HET_COMM_WORLD);
+    return 2;
 }
 
 static void hgc_free(het_strategy_ctx *ctx) {
@@ -288,5 +320,5 @@ const het_strategy_ops het_strategy_hgc = {
     "hgc", "heterogeneous gradient computing: batches proportional to speed, gradients "
     "weighted by samples (Moreno-Alvarez et al. 2022)",
     hgc_init, hgc_train_epoch, hgc_model_for_eval, hgc_save_state, hgc_load_state, hgc_free,
-    hgc_report, 1,
+    hgc_report, 1, hgc_agreed_state,
 };

@@ -1,4 +1,5 @@
-/* The registry of strategies: --strategy NAME selects one. */
+/* The registry of strategies: --strategy NAME selects one; het_agreed_bytes for their
+ * agreed_state. */
 #include <string.h>
 
 #include "strategy/strategy.h"
@@ -27,4 +28,10 @@ const het_strategy_ops *het_strategy_find(const char *name) {
     het_error_set(HET_EINVAL, "strategy: unknown strategy '%s', expected one of: %s", name,
                   list);
     return NULL;
+}
+
+het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
+                                  het_comm_scope s) {
+    het_agreed_value v = {field, het_crc32(0, p, n), 0, s};
+    return v;
 }

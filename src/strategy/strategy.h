@@ -20,6 +20,9 @@
  *   (het_step_save_per_rank) and load_state gives each rank its part back.
  * - Epoch figures (samples, loss, train_acc, lr) are global, equal on every rank. Per-step
  *   figures passed to on_step may be local to the rank, and het_step_info.local says so.
+ * - Shared state. What every rank must hold alike beyond the weights (hgc's speeds, daso's
+ *   schedule) is listed by agreed_state and compared by the trainer at start and on resume;
+ *   load_state checks every value it reads as an option's value is checked (ranges, counts).
  * - --batch means the global batch for the data-parallel strategies (allreduce, hgc, daso) and
  *   the pipelines; a strategy where it means something else says so in its opening comment.
  * Internal to the library. */
@@ -113,6 +116,21 @@ struct het_strategy_ctx {
     void *priv;
 };
 
+/* A value of a strategy's state that ranks must hold alike (the start-up consistency check,
+ * train/consistency.c): a number, or a CRC-32 of bytes (het_agreed_bytes). */
+typedef struct het_agreed_value {
+    const char *field;     /* named in the message: "daso schedule gs", "hgc speeds" */
+    uint64_t value;
+    int shown;             /* 1: a number, shown in the message (that rank's vs the reference) */
+    het_comm_scope scope;  /* HET_COMM_WORLD: equal on every rank; HET_COMM_NODE: inside each
+                              node (the reference is the node's first rank) */
+} het_agreed_value;
+#define HET_AGREED_MAX 32
+
+/* A CRC-32 of n bytes at p as a value of scope s. */
+het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
+                                  het_comm_scope s);
+
 typedef struct het_strategy_ops {
     const char *name;
     const char *summary;   /* one line, for --help and docs */
@@ -138,6 +156,13 @@ typedef struct het_strategy_ops {
     /* 1: sums the world's gradients with a world reducer, so --allreduce-algo applies (the
      * trainer's 'ranks:' line names the algorithm); 0: a scheme of its own. */
     int world_grads;
+    /* Optional (NULL: none). The state that ranks must hold alike for their collectives to
+     * pair (speeds and partitions, schedules): up to cap values into out, the same count on
+     * every rank for a given configuration; returns the count. The trainer compares them
+     * after init and after load_state (a resume, where each rank may read its own copy), so a
+     * difference stops every rank with one line naming the rank and the field. Not
+     * collective. */
+    int (*agreed_state)(het_strategy_ctx *ctx, het_agreed_value *out, int cap);
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */

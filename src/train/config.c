@@ -206,6 +206,21 @@ het_train_config het_train_config_defaults(void) {
     return c;
 }
 
+void het_train_config_for_eval(het_train_config *c) {
+    const het_train_config d = het_train_config_defaults();
+    memcpy(c->strategy, d.strategy, sizeof c->strategy);
+    memcpy(c->speeds, d.speeds, sizeof c->speeds);
+    memcpy(c->speeds_file, d.speeds_file, sizeof c->speeds_file);
+    memcpy(c->slowdown, d.slowdown, sizeof c->slowdown);
+    memcpy(c->slowdown_at, d.slowdown_at, sizeof c->slowdown_at);
+    c->rebalance = d.rebalance;
+    c->ranks_per_node = d.ranks_per_node;
+    c->placement = d.placement;
+    c->allreduce_algo = d.allreduce_algo;
+    c->net_bw = d.net_bw;
+    c->net_lat = d.net_lat;
+}
+
 const het_config_key *het_train_config_keys(void) {
     static het_config_key pub[N_KEYS + 1];
     if (!pub[0].key)

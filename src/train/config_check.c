@@ -1,35 +1,61 @@
 /* Checks of a whole training configuration, across keys: what one key's range cannot say
- * (resume needs a checkpoint, no output path may be another output or an input, the dataset
- * and model exist), and the input shape of each dataset. */
-#define _XOPEN_SOURCE 700 /* realpath */
-#include <limits.h>
+ * (resume needs a checkpoint, no output may be another output or an input: core/paths.c, the
+ * dataset and model exist), and the input shape of each dataset. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/paths.h"
 #include "hetrain/train.h"
 #include "train/internal.h"
 
-/* a and b name the same file: the same text, or the same name in the same (resolved) folder. */
-static int same_file(const char *a, const char *b) {
-    if (strcmp(a, b) == 0) return 1;
-    char da[HET_PATH_LEN], db[HET_PATH_LEN], ra[PATH_MAX], rb[PATH_MAX];
-    if (strcmp(het_path_dir(a, da, sizeof da), het_path_dir(b, db, sizeof db)) != 0) return 0;
-    return realpath(da, ra) && realpath(db, rb) && strcmp(ra, rb) == 0;
+int het_train_check_paths(const het_train_config *c, const char *config_file) {
+    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN], tmp[4][HET_PATH_LEN + 8];
+    het_path_use u[16 + HET_DATASET_MAX_FILES];
+    int n = 0;
+    /* outputs; the checkpoint is read too when resumed (eval and export read it: an output
+     * there has no other output to meet but --export-safetensors, so the same check holds) */
+    u[n++] = (het_path_use){"checkpoint", c->checkpoint, HET_PATH_OUT | (c->resume ? HET_PATH_IN : 0)};
+    u[n++] = (het_path_use){"metrics", c->metrics, HET_PATH_OUT};
+    u[n++] = (het_path_use){"trace", c->trace, HET_PATH_OUT};
+    u[n++] = (het_path_use){"export-safetensors", c->export_safetensors, HET_PATH_OUT};
+    u[n++] = (het_path_use){"out", c->out, HET_PATH_OUT};
+    /* what is written first and renamed into place: "<path>.tmp" */
+    const char *tmp_of[4] = {c->checkpoint, c->trace, c->export_safetensors, c->out};
+    static const char *const tmp_what[4] = {"checkpoint (its temporary file)",
+                                            "trace (its temporary file)",
+                                            "export-safetensors (its temporary file)",
+                                            "out (its temporary file)"};
+    for (int i = 0; i < 4; i++)
+        if (tmp_of[i][0]) {
+            snprintf(tmp[i], sizeof tmp[i], "%s.tmp", tmp_of[i]);
+            u[n++] = (het_path_use){tmp_what[i], tmp[i], HET_PATH_OUT};
+        }
+    /* inputs */
+    u[n++] = (het_path_use){"speeds-file", c->speeds_file, HET_PATH_IN};
+    u[n++] = (het_path_use){"config", config_file, HET_PATH_IN};
+    int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
+                               HET_DATASET_MAX_FILES);
+    for (int i = 0; i < nd && i < HET_DATASET_MAX_FILES; i++)
+        u[n++] = (het_path_use){"data-dir", data[i], HET_PATH_IN};
+    return het_paths_check(u, n);
 }
 
-/* No output may overwrite another output or an input: --checkpoint, --metrics, --trace,
- * --export-safetensors and --out against each other and against --speeds-file. */
-static int check_paths(const het_train_config *c) {
-    const char *key[] = {"checkpoint", "metrics", "trace", "export-safetensors", "out",
-                         "speeds-file"};
-    const char *path[] = {c->checkpoint, c->metrics, c->trace, c->export_safetensors, c->out,
-                          c->speeds_file};
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 6; j++)
-            if (path[i][0] && path[j][0] && same_file(path[i], path[j]))
-                return het_error_set(HET_EINVAL, "%s: '%s' is also the %s file; give each its "
-                                     "own path", key[i], path[i], key[j]);
-    return HET_OK;
+int het_train_check_outputs(const het_train_config *c, const char *what,
+                            const char *const *outputs, int n) {
+    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN];
+    het_path_use *u = calloc((size_t)n + 1 + HET_DATASET_MAX_FILES, sizeof *u);
+    if (!u) return het_error_set(HET_ENOMEM, "out of memory comparing paths");
+    int k = 0;
+    for (int i = 0; i < n; i++) u[k++] = (het_path_use){what, outputs[i], HET_PATH_OUT};
+    u[k++] = (het_path_use){"speeds-file", c->speeds_file, HET_PATH_IN};
+    int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
+                               HET_DATASET_MAX_FILES);
+    for (int i = 0; i < nd && i < HET_DATASET_MAX_FILES; i++)
+        u[k++] = (het_path_use){"data-dir", data[i], HET_PATH_IN};
+    int st = het_paths_check(u, k);
+    free(u);
+    return st;
 }
 
 int het_train_config_check(const het_train_config *c) {
@@ -40,9 +66,12 @@ int het_train_config_check(const het_train_config *c) {
         return het_error_set(HET_EINVAL, "nesterov: applies to SGD only, not adam");
     if (c->resume && !c->checkpoint[0])
         return het_error_set(HET_EINVAL, "resume: needs --checkpoint FILE to resume from");
+    if (strcmp(c->speeds, "auto") != 0 && c->speeds_file[0])
+        return het_error_set(HET_EINVAL, "speeds: '%s' and speeds-file '%s' both give hgc's "
+                             "speeds; give one", c->speeds, c->speeds_file);
     if (c->metrics_steps && !c->metrics[0])
         return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
-    if (check_paths(c)) return HET_EINVAL;
+    if (het_train_check_paths(c, NULL)) return HET_EINVAL;
     het_shape sh;
     int classes;
     if (het_train_data_shape(c->data, &sh, &classes)) return HET_EINVAL;

@@ -15,7 +15,10 @@
  *                       counts: it decides collective calls, the path may differ.
  *   the dataset         training and test samples used, sample shape, classes;
  *   a checkpoint        (on resume) epoch and step, and CRC-32s of its parameters, state and
- *                       optimizer state.
+ *                       optimizer state;
+ *   the strategy        its agreed_state (strategy.h): after init, and after a resume's
+ *                       load_state (hgc's speeds and partition, daso's schedule), per value
+ *                       over the world or inside each node.
  * On a difference every rank returns HET_EINVAL with the same one-line message, e.g.
  * "rank 1 differs from rank 0: configuration (batch 32 vs 64 on rank 0)". */
 #include <stdio.h>
@@ -145,4 +148,55 @@ int het_trainer_compare_checkpoint(const het_trainer *t, uint64_t epoch, uint64_
     static const char *const what[] = {"checkpoint position", "checkpoint position",
                                        "checkpoint", "checkpoint", "checkpoint"};
     return compare_numbers(t, what, names, v, 5, 0x3);
+}
+
+/* Values of one scope: over the world (reference rank 0) or inside each node (reference the
+ * node's first rank; the world ranks are named). The message is this rank's own; the caller
+ * agrees over the world. */
+static int compare_scope(het_trainer *t, const het_agreed_value *a, int n, het_comm_scope s) {
+    uint64_t v[HET_AGREED_MAX];
+    int at[HET_AGREED_MAX], m = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i].scope == s) at[m] = i, v[m++] = a[i].value;
+    if (m == 0) return HET_OK;
+    MPI_Comm comm = s == HET_COMM_WORLD ? MPI_COMM_WORLD : het_comm_mpi(t->comm, s);
+    het_comm_diff d;
+    int st = het_comm_compare(comm, v, m, &d);
+    if (st || d.rank < 0) return st;
+    const het_agreed_value *x = &a[at[d.index]];
+    int ref = 0, who = d.rank;
+    if (s != HET_COMM_WORLD) { /* node ranks -> world ranks */
+        MPI_Group g, w;
+        int local[2] = {0, d.rank}, world[2] = {0, d.rank};
+        MPI_Comm_group(comm, &g);
+        MPI_Comm_group(MPI_COMM_WORLD, &w);
+        MPI_Group_translate_ranks(g, 2, local, w, world);
+        MPI_Group_free(&g);
+        MPI_Group_free(&w);
+        ref = world[0];
+        who = world[1];
+    }
+    char detail[200] = "";
+    if (x->shown)
+        snprintf(detail, sizeof detail, " (%s %llu vs %llu on rank %d)", x->field,
+                 (unsigned long long)d.theirs, (unsigned long long)d.mine, ref);
+    else
+        snprintf(detail, sizeof detail, " (%s)", x->field);
+    char others[48] = "";
+    if (d.n_ranks > 1)
+        snprintf(others, sizeof others, " and %d other rank%s", d.n_ranks - 1,
+                 d.n_ranks > 2 ? "s" : "");
+    return het_error_set(HET_EINVAL, "rank %d%s differ%s from rank %d: strategy state%s; every "
+                         "rank must run the same inputs (each rank's copy of a checkpoint "
+                         "included)", who, others, d.n_ranks > 1 ? "" : "s", ref, detail);
+}
+
+int het_trainer_compare_strategy(het_trainer *t) {
+    if (!t->mpi || t->size <= 1 || !t->strat->agreed_state) return HET_OK;
+    het_agreed_value a[HET_AGREED_MAX];
+    int n = t->strat->agreed_state(&t->ctx, a, HET_AGREED_MAX);
+    if (n > HET_AGREED_MAX) n = HET_AGREED_MAX;
+    int st = compare_scope(t, a, n, HET_COMM_WORLD);
+    if (!st) st = het_trainer_agree(t, compare_scope(t, a, n, HET_COMM_NODE));
+    return st;
 }

@@ -40,8 +40,11 @@ int het_config_key_appends(int index);
 
 /* ---- metrics.c: JSON Lines ---- */
 typedef struct het_metrics_file het_metrics_file;
-/* Opens path for writing. keep_epochs < 0 truncates it; otherwise (resume) keeps the lines of
- * the existing file whose "epoch" is <= keep_epochs and appends after them. */
+/* Opens path for writing, which changes nothing yet: the file is replaced at the first line
+ * written (created then if missing), so a run that fails before its first step or epoch
+ * leaves an existing file as it was. keep_epochs < 0 replaces it; otherwise (resume) keeps the
+ * lines of the existing file whose "epoch" is <= keep_epochs and appends after them.
+ * HET_EIO when an existing file cannot be opened for writing. */
 int het_metrics_open(het_metrics_file **out, const char *path, int keep_epochs);
 /* rank_times: NULL, or 4 doubles per rank (compute, comm, wait, delay) for n_ranks ranks,
  * written as per-rank arrays after the epoch's other timing fields; rank_bytes: NULL, or 2 per

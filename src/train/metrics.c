@@ -7,17 +7,24 @@
  *   {"type":"step","epoch":1,"step":7,"loss":..,"acc":..,"lr":..,"batch":64,"time_s":..}
  * Timing fields come last in each object. Non-finite numbers are written as null (JSON has no
  * NaN). On resume the file is continued: lines after the checkpoint's epoch (left by a run that
- * stopped later) are dropped, the rest kept. */
+ * stopped later) are dropped, the rest kept. Nothing in an existing file changes before the
+ * first line is written: a run that fails before it leaves the file as it was. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train/internal.h"
 
 struct het_metrics_file {
-    FILE *f;
+    FILE *f;        /* NULL until the first line (a file that did not exist) */
+    int started;    /* the first line was written: the old content is replaced */
     int failed;
+    int keep_epochs;
+    char *old;      /* the existing content (resume), until the first line */
+    size_t n_old;
     char path[HET_PATH_LEN];
 };
 
@@ -45,30 +52,53 @@ int het_metrics_open(het_metrics_file **out, const char *path, int keep_epochs) 
     het_metrics_file *m = calloc(1, sizeof *m);
     if (!m) return het_error_set(HET_ENOMEM, "out of memory opening %s", path);
     snprintf(m->path, sizeof m->path, "%s", path);
-    size_t n = 0;
-    char *old = keep_epochs >= 0 ? slurp(path, &n) : NULL;
-    m->f = fopen(path, "w");
-    if (!m->f) {
-        int st = het_error_set(HET_EIO, "%s: cannot create: %s", path, strerror(errno));
-        free(old);
+    m->keep_epochs = keep_epochs;
+    m->old = keep_epochs >= 0 ? slurp(path, &m->n_old) : NULL;
+    /* an existing file is opened without truncating it (that waits for the first line) */
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) m->f = fdopen(fd, "w");
+    if ((fd < 0 && errno != ENOENT) || (fd >= 0 && !m->f)) {
+        int st = het_error_set(HET_EIO, "%s: cannot write: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        free(m->old);
         free(m);
         return st;
     }
+    *out = m;
+    return HET_OK;
+}
+
+/* Before the first line: replaces the file's content by the lines kept (resume). */
+static int start(het_metrics_file *m) {
+    if (m->started) return m->failed ? HET_EIO : HET_OK;
+    m->started = 1;
+    if (!m->f) m->f = fopen(m->path, "w");
+    else if (ftruncate(fileno(m->f), 0) != 0) {
+        fclose(m->f);
+        m->f = NULL;
+    }
+    if (!m->f) {
+        m->failed = 1;
+        free(m->old);
+        m->old = NULL;
+        return het_error_set(HET_EIO, "%s: cannot create: %s", m->path, strerror(errno));
+    }
     /* keep complete lines whose epoch is <= keep_epochs */
-    for (size_t pos = 0; old && pos < n;) {
+    char *old = m->old;
+    for (size_t pos = 0, n = m->n_old; old && pos < n;) {
         char *nl = memchr(old + pos, '\n', n - pos);
         if (!nl) break;
         size_t len = (size_t)(nl - (old + pos)) + 1;
         *nl = '\0';
         const char *e = strstr(old + pos, "\"epoch\":");
-        if (e && atoi(e + 8) <= keep_epochs) {
+        if (e && atoi(e + 8) <= m->keep_epochs) {
             *nl = '\n';
             fwrite(old + pos, 1, len, m->f);
         }
         pos += len;
     }
     free(old);
-    *out = m;
+    m->old = NULL;
     return HET_OK;
 }
 
@@ -97,6 +127,7 @@ static int finish(het_metrics_file *m) {
 
 int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const double *rank_times,
                       const double *rank_bytes, int n_ranks, const char *extra_json) {
+    if (start(m)) return HET_EIO;
     fprintf(m->f, "{\"type\":\"epoch\",\"epoch\":%d", s->epoch);
     num(m->f, "loss", s->loss);
     num(m->f, "train_acc", s->train_acc);
@@ -127,6 +158,7 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
 
 int het_metrics_step(het_metrics_file *m, int epoch, int64_t step, double loss, double acc,
                      double lr, int batch, double secs) {
+    if (start(m)) return HET_EIO;
     fprintf(m->f, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld", epoch, (long long)step);
     num(m->f, "loss", loss);
     num(m->f, "acc", acc);
@@ -139,6 +171,7 @@ int het_metrics_step(het_metrics_file *m, int epoch, int64_t step, double loss, 
 void het_metrics_close(het_metrics_file *m) {
     if (!m) return;
     if (m->f) fclose(m->f);
+    free(m->old);
     free(m);
 }
 
@@ -146,7 +179,7 @@ int het_metrics_close_checked(het_metrics_file **pm) {
     het_metrics_file *m = *pm;
     *pm = NULL;
     if (!m) return HET_OK;
-    int closed = fclose(m->f);
+    int closed = m->f ? fclose(m->f) : 0;
     int bad = m->failed || closed != 0;
     m->f = NULL;
     int st = bad ? het_error_set(HET_EIO, "%s: write failed", m->path) : HET_OK;

@@ -197,7 +197,7 @@ static int load_check(het_trainer *t, const char *path, loaded *L);
 static int load_restore(het_trainer *t, loaded *L);
 
 /* Every rank reads the same file (or its own copy: the ranks then compare position and
- * contents); the strategy's sections are read last. Every step is agreed, so that a file that
+ * contents); the strategy's sections are read last and compared as its agreed_state. Every step is agreed, so that a file that
  * fails on one rank stops all. */
 int het_trainer_load(het_trainer *t, const char *path) {
     loaded L;
@@ -213,6 +213,7 @@ int het_trainer_load(het_trainer *t, const char *path) {
         st = het_trainer_compare_checkpoint(t, L.epoch, L.step, crc);
     }
     if (!st) st = het_trainer_agree(t, load_restore(t, &L));
+    if (!st) st = het_trainer_compare_strategy(t); /* the strategy's sections */
     het_ckpt_reader_close(L.r);
     return st;
 }

@@ -218,7 +218,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     het_strategy_ctx *c = strategy_ctx(t);
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
-    if (st) goto fail;
+    if (st || (st = het_trainer_compare_strategy(t))) goto fail;
     if (cfg->trace[0] && (st = het_trace_create_world(&c->trace, c->world))) goto fail;
     t->t_start = het_now();
     *out = t;

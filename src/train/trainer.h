@@ -60,6 +60,11 @@ int het_trainer_compare_config(const het_trainer *t);
 int het_trainer_compare_data(const het_trainer *t);
 int het_trainer_compare_checkpoint(const het_trainer *t, uint64_t epoch, uint64_t step,
                                    const uint32_t crc[3]);
+/* The strategy's state that ranks must share (its agreed_state, strategy.h): after init and
+ * after a resume's load_state. Values of scope world are compared with rank 0's, values of
+ * scope node with the node's first rank's; the message names the rank, the field and, for
+ * numbers, both values. */
+int het_trainer_compare_strategy(het_trainer *t);
 
 /* report.c */
 /* Prints the run's header (rank 0): data, model, the resolved configuration and, under MPI,
