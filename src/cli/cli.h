@@ -76,5 +76,12 @@ int cli_agree(int status);
  * as ending on its own with exit status `status` (a signal from then on exits quietly). */
 void cli_signals_setup(int rank, int size);
 void cli_signals_finish(int status);
+/* compare's side (no MPI): cli_signals_forward installs SIGINT / SIGTERM handlers that record
+ * the first signal (cli_signals_caught: its number, 0 for none) and pass every one on to the
+ * process group of the run in progress, set by cli_signals_job (0: none). HET_EIO when the
+ * handlers cannot be installed. */
+int cli_signals_forward(void);
+void cli_signals_job(int pgid);
+int cli_signals_caught(void);
 
 #endif

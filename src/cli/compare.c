@@ -13,11 +13,28 @@
  * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces and
  * followed by "-np P". Strategies: --strategies, else every registered strategy whose needs
  * (strategy_needs) the options meet. Seeds: --seed, --seed + 1, ... (--seeds N of them).
- * compare runs without MPI (main.c) and refuses to run under a launcher. */
+ * compare runs without MPI (main.c) and refuses to run under a launcher. --out is made (as
+ * mkdir -p) and checked to be a writable folder before anything runs.
+ *
+ * Signals. Each run starts in a session of its own (its process group too), so that a
+ * terminal's Ctrl-C reaches compare alone and the run's processes can be found afterwards by
+ * their session id, also those the launcher put in groups of their own (Open MPI's mpirun
+ * gives every rank one). SIGINT / SIGTERM to compare are recorded and passed on to the run's
+ * process group (cli_signals_forward: the launcher, which ends its ranks); compare then waits
+ * for the launcher (SIGKILL to the group after CMP_KILL_AFTER_S), and after every run, however
+ * it ended, ends what is left of its session (the signal, or SIGTERM, then SIGKILL after
+ * CMP_SWEEP_S), so that nothing of a run outlives it. compare then prints one line naming the
+ * run it stopped (strategy, seed, metrics and output files), writes no table and exits 128 +
+ * the signal, as `hetrain train` does. While the tables are written the signals wait; one that
+ * came meanwhile removes them. Found through /proc (Linux); elsewhere only the group is
+ * signalled. */
+#define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -36,6 +54,16 @@ extern char **environ;
 #define CMP_MAX_STRAT 16
 #define CMP_MAX_WORDS 32
 #define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
+#define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
+#define CMP_SWEEP_S 5.0       /* what is left of a run's session: its time to end, ditto */
+#define CMP_MAX_LEFT 256      /* leftover processes of a run signalled one by one */
+#ifdef POSIX_SPAWN_SETSID
+#define CMP_SPAWN_OWN POSIX_SPAWN_SETSID /* a session (and group) of its own */
+#define CMP_BY_SESSION 1
+#else
+#define CMP_SPAWN_OWN POSIX_SPAWN_SETPGROUP
+#define CMP_BY_SESSION 0
+#endif
 
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
  * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
@@ -232,8 +260,9 @@ static void join(char *dst, size_t n, const char *dir, const char *name) {
     if ((size_t)snprintf(dst, n, "%s/%s", dir, name) >= n) dst[0] = '\0';
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
+/* mkdir -p of --out, then checks that it is a folder compare can write in; HET_EIO with a
+ * line naming --out otherwise. */
+static int make_out(const char *path) {
     char buf[HET_PATH_LEN];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *s = buf + 1;; s++) {
@@ -241,11 +270,31 @@ static int make_dirs(const char *path) {
         if (ch != '/' && ch != '\0') continue;
         *s = '\0';
         if (mkdir(buf, 0777) && errno != EEXIST)
-            return het_error_set(HET_EIO, "hetrain compare: cannot create %s: %s", buf,
-                                 strerror(errno));
-        if (!ch) return HET_OK;
+            return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot create %s: %s",
+                                 path, buf, strerror(errno));
+        if (!ch) break;
         *s = ch;
     }
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return het_error_set(HET_EIO, "hetrain compare: --out %s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return het_error_set(HET_EIO, "hetrain compare: --out %s: exists and is not a folder",
+                             path);
+    if (access(path, W_OK | X_OK) != 0)
+        return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot write in it: %s", path,
+                             strerror(errno));
+    return HET_OK;
+}
+
+/* Whether SIGINT or SIGTERM waits, blocked. */
+static int signal_pending(void) {
+    sigset_t p;
+    return sigpending(&p) == 0 && (sigismember(&p, SIGINT) == 1 || sigismember(&p, SIGTERM) == 1);
+}
+
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
 /* The command as a shell line: arguments with odd characters in single quotes. */
@@ -280,22 +329,114 @@ static void last_line(const char *log, char *dst, size_t n) {
     if (f) fclose(f);
 }
 
-/* One run: argv under the launcher, stdout and stderr to `log`; HET_OK if it exits 0. */
+/* Sleeps s seconds (less when a signal comes). */
+static void nap_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* The live processes (not zombies) of session `id` (process group without setsid), up to n of
+ * them into pids; returns how many there are. Reads /proc: 0 where there is none. */
+static int job_left(pid_t id, pid_t *pids, int n) {
+    DIR *d = opendir("/proc");
+    int k = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char *end, path[300], buf[512];
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t m = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[m] = '\0';
+        char *name_end = strrchr(buf, ')'), state = 0; /* "pid (name) state ppid pgrp sid" */
+        long ppid, pgrp, sid;
+        if (!name_end || sscanf(name_end + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &sid) != 4)
+            continue;
+        if (state == 'Z' || state == 'X' || (CMP_BY_SESSION ? sid : pgrp) != (long)id) continue;
+        if (k < n) pids[k] = (pid_t)pid;
+        k++;
+    }
+    if (d) closedir(d);
+    return k;
+}
+
+/* Ends what is left of the run whose session (or group) is `id`: signal `sig` to each, then
+ * SIGKILL to those still there after CMP_SWEEP_S. Returns how many there were. */
+static int sweep(pid_t id, int sig) {
+    pid_t pids[CMP_MAX_LEFT];
+    int n = job_left(id, pids, CMP_MAX_LEFT), first = n;
+    if (n == 0) return 0;
+    kill(-id, sig);
+    for (int i = 0; i < n && i < CMP_MAX_LEFT; i++) kill(pids[i], sig);
+    for (double t0 = het_now(); n > 0 && het_now() - t0 < CMP_SWEEP_S;) {
+        nap_s(0.02);
+        n = job_left(id, pids, CMP_MAX_LEFT);
+    }
+    for (int i = 0; i < n && i < CMP_MAX_LEFT; i++) kill(pids[i], SIGKILL);
+    kill(-id, SIGKILL);
+    return first;
+}
+
+/* One run: argv under the launcher in a session of its own, stdout and stderr to `log`;
+ * HET_OK if it exits 0, or when a signal came (cli_signals_caught; *killed says whether the
+ * launcher had to be killed after CMP_KILL_AFTER_S). What is left of the run once its
+ * launcher has ended is ended too. */
 static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t seed,
-                   const char *log) {
+                   const char *log, int *killed) {
+    *killed = 0;
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot create %s: %s",
+                             g_opt.out, log, strerror(errno));
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t sigs, none, old;
+    sigemptyset(&none);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
     pid_t pid = 0;
     int e = posix_spawn_file_actions_init(&fa);
+    if (!e) e = posix_spawnattr_init(&at);
     if (!e) e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!e) e = posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (!e) e = posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (!e) e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    if (!e) e = posix_spawn_file_actions_adddup2(&fa, fd, 1);
+    if (!e) e = posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    /* the run: a session of its own, SIGINT / SIGTERM unblocked and at their default action */
+    if (!e) e = posix_spawnattr_setflags(&at, CMP_SPAWN_OWN | POSIX_SPAWN_SETSIGMASK |
+                                         POSIX_SPAWN_SETSIGDEF);
+    if (!e) e = posix_spawnattr_setsigmask(&at, &none);
+    if (!e) e = posix_spawnattr_setsigdefault(&at, &sigs);
+    /* a signal between the spawn and cli_signals_job waits, and is then passed on */
+    sigprocmask(SIG_BLOCK, &sigs, &old);
+    if (!e && !cli_signals_caught()) e = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+    if (pid > 0) cli_signals_job((int)pid);
+    sigprocmask(SIG_SETMASK, &old, NULL);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(fd);
+    int status = 0;
+    double t_sig = -1;
+    while (!e && pid > 0) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w > 0) break;
+        if (w < 0 && errno != EINTR) {
+            e = errno;
+            break;
+        }
+        if (cli_signals_caught() && t_sig < 0) t_sig = het_now();
+        if (t_sig >= 0 && !*killed && het_now() - t_sig > CMP_KILL_AFTER_S) {
+            kill(-pid, SIGKILL);
+            *killed = 1;
+        }
+        nap_s(0.02); /* a signal cuts it short */
+    }
+    cli_signals_job(0);
+    if (pid > 0) sweep(pid, cli_signals_caught() ? cli_signals_caught() : SIGTERM);
+    if (cli_signals_caught()) return HET_OK; /* the caller says what it stopped */
     char cmd[4096], why[600] = "", tail[320];
     shell_line(cmd, sizeof cmd, argv);
-    int status = 0;
-    while (!e && waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) e = errno;
     if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
@@ -516,6 +657,14 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
         snprintf(r.runs + len, sizeof r.runs - len, "- `%s`\n", runs[i].command);
     }
     for (int i = 0; !st && i < 4; i++) st = write_file(outputs[i], i, &r);
+    if (!st && signal_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
+        char path[HET_PATH_LEN];
+        for (int i = 0; i < 4; i++) {
+            join(path, sizeof path, g_opt.out, outputs[i]);
+            remove(path);
+        }
+        st = HET_EIO; /* the caller reports the signal */
+    }
     if (!st) {
         printf("\n%s\n\n", r.title);
         write_table(stdout, p, r.a);
@@ -533,7 +682,7 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
 int cli_compare(const het_train_config *c) {
     plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
-    if (st || (st = make_dirs(g_opt.out))) {
+    if (st || (st = make_out(g_opt.out)) || (st = cli_signals_forward())) {
         fprintf(stderr, "%s\n", het_error_msg());
         return st == CLI_USAGE ? CLI_USAGE : CLI_FAIL;
     }
@@ -550,7 +699,9 @@ int cli_compare(const het_train_config *c) {
     if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
-    for (int i = 0; !st && i < n_runs; i++) {
+    int done = 0, killed = 0;
+    char stopped[2 * HET_PATH_LEN + 128] = ""; /* the run a signal stopped */
+    for (int i = 0; !st && !cli_signals_caught() && i < n_runs; i++) {
         const char *s = p.strat[i / K];
         uint64_t seed = c->seed + (uint64_t)(i % K);
         char seedbuf[24], name[80], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
@@ -573,7 +724,15 @@ int cli_compare(const het_train_config *c) {
         fflush(stdout);
         double t0 = het_now();
         remove(metrics);
-        st = run_one(&p, argv, s, seed, log);
+        st = run_one(&p, argv, s, seed, log, &killed);
+        if (!st && cli_signals_caught()) {
+            char how[48] = "";
+            if (killed) snprintf(how, sizeof how, "; killed after %g s", CMP_KILL_AFTER_S);
+            printf("interrupted\n");
+            snprintf(stopped, sizeof stopped, ": stopped run %d/%d (strategy %s, seed %s; "
+                     "metrics %s, output %s%s)", i + 1, n_runs, s, seedbuf, metrics, log, how);
+            break;
+        }
         if (!st) st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
         if (st) {
             printf("failed\n");
@@ -582,12 +741,27 @@ int cli_compare(const het_train_config *c) {
         shell_line(runs[i].command, sizeof runs[i].command, argv);
         printf("%.1f s, test_acc %.4f\n", het_now() - t0,
                runs[i].epochs[c->epochs - 1].test_acc);
+        done++;
     }
-    if (!st) st = summarize(&p, runs);
+    /* the tables with SIGINT / SIGTERM held back: one that comes meanwhile removes them */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &sigs, &old);
+    if (!st && !cli_signals_caught()) st = summarize(&p, runs);
+    sigprocmask(SIG_SETMASK, &old, NULL); /* a signal held back is handled here */
+    int sig = cli_signals_caught();
     for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
     free(runs);
     free(argv);
     fflush(stdout);
+    if (sig) {
+        if (!stopped[0]) snprintf(stopped, sizeof stopped, " after %d of %d runs", done, n_runs);
+        fprintf(stderr, "hetrain compare: interrupted by %s%s; no table written\n",
+                signal_name(sig), stopped);
+        return 128 + sig;
+    }
     if (st) fprintf(stderr, "%s\n", het_error_msg());
     return st ? CLI_FAIL : CLI_OK;
 }
