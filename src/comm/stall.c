@@ -18,7 +18,8 @@
  * Side channel (het_stall_start dups world): a rank other than 0 whose wait passes
  * report_s = min(1 s, warn / 2) sends rank 0 one small message (tag STALL_TAG): where it
  * waits (#k, operation, label, epoch and step, and the communicator as the world ranks of its
- * members, in its rank order; none for one of the world's size, which holds every rank); when
+ * members, in its rank order; none for one of the world's size, which holds every rank, nor
+ * for one of more than MAX_MEMBERS, which is then not followed); when
  * that wait ends, a second saying it is done. Rank 0 reads them (MPI_Iprobe + MPI_Recv) while
  * it waits past report_s itself, and at warn seconds, then every warn seconds, prints
  *   hetrain: stall: rank 0 has waited 60 s in allreduce #1234 (gradients, epoch 2 step 17);
