@@ -15,55 +15,31 @@
  * (strategy_needs) the options meet. Seeds: --seed, --seed + 1, ... (--seeds N of them).
  * compare runs without MPI (main.c) and refuses to run under a launcher. --out is made (as
  * mkdir -p) and checked to be a writable folder before anything runs.
- *
- * Signals. Each run starts in a session of its own (its process group too), so that a
- * terminal's Ctrl-C reaches compare alone and the run's processes can be found afterwards by
- * their session id, also those the launcher put in groups of their own (Open MPI's mpirun
- * gives every rank one). SIGINT / SIGTERM to compare are recorded and passed on to the run's
- * process group (cli_signals_forward: the launcher, which ends its ranks); compare then waits
- * for the launcher (SIGKILL to the group after CMP_KILL_AFTER_S), and after every run, however
- * it ended, ends what is left of its session (the signal, or SIGTERM, then SIGKILL after
- * CMP_SWEEP_S), so that nothing of a run outlives it. compare then prints one line naming the
- * run it stopped (strategy, seed, metrics and output files), writes no table and exits 128 +
- * the signal, as `hetrain train` does. While the tables are written the signals wait; one that
- * came meanwhile removes them. Found through /proc (Linux); elsewhere only the group is
- * signalled. */
-#define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
-#include <dirent.h>
+ * Signals: SIGINT / SIGTERM reach the run in progress, which ends with all its processes
+ * (job.c); compare then prints one line naming the run it stopped (strategy, seed, metrics
+ * and output files), writes no table and exits 128 + the signal, as `hetrain train` does.
+ * While the tables are written the signals wait; one that came meanwhile removes them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "hetero/hetero.h"
 #include "strategy/strategy.h"
 
-extern char **environ;
-
 #define CMP_MAX_STRAT 16
 #define CMP_MAX_WORDS 32
 #define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
 #define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
-#define CMP_SWEEP_S 5.0       /* what is left of a run's session: its time to end, ditto */
-#define CMP_MAX_LEFT 256      /* leftover processes of a run signalled one by one */
-#ifdef POSIX_SPAWN_SETSID
-#define CMP_SPAWN_OWN POSIX_SPAWN_SETSID /* a session (and group) of its own */
-#define CMP_BY_SESSION 1
-#else
-#define CMP_SPAWN_OWN POSIX_SPAWN_SETPGROUP
-#define CMP_BY_SESSION 0
-#endif
 
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
  * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
@@ -260,39 +236,6 @@ static void join(char *dst, size_t n, const char *dir, const char *name) {
     if ((size_t)snprintf(dst, n, "%s/%s", dir, name) >= n) dst[0] = '\0';
 }
 
-/* mkdir -p of --out, then checks that it is a folder compare can write in; HET_EIO with a
- * line naming --out otherwise. */
-static int make_out(const char *path) {
-    char buf[HET_PATH_LEN];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *s = buf + 1;; s++) {
-        char ch = *s;
-        if (ch != '/' && ch != '\0') continue;
-        *s = '\0';
-        if (mkdir(buf, 0777) && errno != EEXIST)
-            return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot create %s: %s",
-                                 path, buf, strerror(errno));
-        if (!ch) break;
-        *s = ch;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return het_error_set(HET_EIO, "hetrain compare: --out %s: %s", path, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return het_error_set(HET_EIO, "hetrain compare: --out %s: exists and is not a folder",
-                             path);
-    if (access(path, W_OK | X_OK) != 0)
-        return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot write in it: %s", path,
-                             strerror(errno));
-    return HET_OK;
-}
-
-/* Whether SIGINT or SIGTERM waits, blocked. */
-static int signal_pending(void) {
-    sigset_t p;
-    return sigpending(&p) == 0 && (sigismember(&p, SIGINT) == 1 || sigismember(&p, SIGTERM) == 1);
-}
-
 static const char *signal_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
@@ -329,60 +272,9 @@ static void last_line(const char *log, char *dst, size_t n) {
     if (f) fclose(f);
 }
 
-/* Sleeps s seconds (less when a signal comes). */
-static void nap_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-/* The live processes (not zombies) of session `id` (process group without setsid), up to n of
- * them into pids; returns how many there are. Reads /proc: 0 where there is none. */
-static int job_left(pid_t id, pid_t *pids, int n) {
-    DIR *d = opendir("/proc");
-    int k = 0;
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char *end, path[300], buf[512];
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0) continue;
-        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t m = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[m] = '\0';
-        char *name_end = strrchr(buf, ')'), state = 0; /* "pid (name) state ppid pgrp sid" */
-        long ppid, pgrp, sid;
-        if (!name_end || sscanf(name_end + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &sid) != 4)
-            continue;
-        if (state == 'Z' || state == 'X' || (CMP_BY_SESSION ? sid : pgrp) != (long)id) continue;
-        if (k < n) pids[k] = (pid_t)pid;
-        k++;
-    }
-    if (d) closedir(d);
-    return k;
-}
-
-/* Ends what is left of the run whose session (or group) is `id`: signal `sig` to each, then
- * SIGKILL to those still there after CMP_SWEEP_S. Returns how many there were. */
-static int sweep(pid_t id, int sig) {
-    pid_t pids[CMP_MAX_LEFT];
-    int n = job_left(id, pids, CMP_MAX_LEFT), first = n;
-    if (n == 0) return 0;
-    kill(-id, sig);
-    for (int i = 0; i < n && i < CMP_MAX_LEFT; i++) kill(pids[i], sig);
-    for (double t0 = het_now(); n > 0 && het_now() - t0 < CMP_SWEEP_S;) {
-        nap_s(0.02);
-        n = job_left(id, pids, CMP_MAX_LEFT);
-    }
-    for (int i = 0; i < n && i < CMP_MAX_LEFT; i++) kill(pids[i], SIGKILL);
-    kill(-id, SIGKILL);
-    return first;
-}
-
-/* One run: argv under the launcher in a session of its own, stdout and stderr to `log`;
- * HET_OK if it exits 0, or when a signal came (cli_signals_caught; *killed says whether the
- * launcher had to be killed after CMP_KILL_AFTER_S). What is left of the run once its
- * launcher has ended is ended too. */
+/* One run: argv under the launcher (cli_job_run), stdout and stderr to `log`; HET_OK if it
+ * exits 0, or when a signal came (cli_signals_caught; *killed: the launcher was killed after
+ * CMP_KILL_AFTER_S). */
 static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t seed,
                    const char *log, int *killed) {
     *killed = 0;
@@ -390,50 +282,8 @@ static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t
     if (fd < 0)
         return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot create %s: %s",
                              g_opt.out, log, strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t sigs, none, old;
-    sigemptyset(&none);
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pid_t pid = 0;
-    int e = posix_spawn_file_actions_init(&fa);
-    if (!e) e = posix_spawnattr_init(&at);
-    if (!e) e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!e) e = posix_spawn_file_actions_adddup2(&fa, fd, 1);
-    if (!e) e = posix_spawn_file_actions_adddup2(&fa, fd, 2);
-    /* the run: a session of its own, SIGINT / SIGTERM unblocked and at their default action */
-    if (!e) e = posix_spawnattr_setflags(&at, CMP_SPAWN_OWN | POSIX_SPAWN_SETSIGMASK |
-                                         POSIX_SPAWN_SETSIGDEF);
-    if (!e) e = posix_spawnattr_setsigmask(&at, &none);
-    if (!e) e = posix_spawnattr_setsigdefault(&at, &sigs);
-    /* a signal between the spawn and cli_signals_job waits, and is then passed on */
-    sigprocmask(SIG_BLOCK, &sigs, &old);
-    if (!e && !cli_signals_caught()) e = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-    if (pid > 0) cli_signals_job((int)pid);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    int status = 0, e = cli_job_run(argv, fd, CMP_KILL_AFTER_S, &status, killed);
     close(fd);
-    int status = 0;
-    double t_sig = -1;
-    while (!e && pid > 0) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w > 0) break;
-        if (w < 0 && errno != EINTR) {
-            e = errno;
-            break;
-        }
-        if (cli_signals_caught() && t_sig < 0) t_sig = het_now();
-        if (t_sig >= 0 && !*killed && het_now() - t_sig > CMP_KILL_AFTER_S) {
-            kill(-pid, SIGKILL);
-            *killed = 1;
-        }
-        nap_s(0.02); /* a signal cuts it short */
-    }
-    cli_signals_job(0);
-    if (pid > 0) sweep(pid, cli_signals_caught() ? cli_signals_caught() : SIGTERM);
     if (cli_signals_caught()) return HET_OK; /* the caller says what it stopped */
     char cmd[4096], why[600] = "", tail[320];
     shell_line(cmd, sizeof cmd, argv);
@@ -657,7 +507,7 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
         snprintf(r.runs + len, sizeof r.runs - len, "- `%s`\n", runs[i].command);
     }
     for (int i = 0; !st && i < 4; i++) st = write_file(outputs[i], i, &r);
-    if (!st && signal_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
+    if (!st && cli_job_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
         char path[HET_PATH_LEN];
         for (int i = 0; i < 4; i++) {
             join(path, sizeof path, g_opt.out, outputs[i]);
@@ -682,7 +532,7 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
 int cli_compare(const het_train_config *c) {
     plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
-    if (st || (st = make_out(g_opt.out)) || (st = cli_signals_forward())) {
+    if (st || (st = cli_job_out_dir(g_opt.out)) || (st = cli_signals_forward())) {
         fprintf(stderr, "%s\n", het_error_msg());
         return st == CLI_USAGE ? CLI_USAGE : CLI_FAIL;
     }
@@ -744,14 +594,11 @@ int cli_compare(const het_train_config *c) {
         done++;
     }
     /* the tables with SIGINT / SIGTERM held back: one that comes meanwhile removes them */
-    sigset_t sigs, old;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigprocmask(SIG_BLOCK, &sigs, &old);
-    if (!st && !cli_signals_caught()) st = summarize(&p, runs);
-    sigprocmask(SIG_SETMASK, &old, NULL); /* a signal held back is handled here */
-    int sig = cli_signals_caught();
+    sigset_t old;
+    cli_job_hold(1, &old);
+    int complete = !st && !cli_signals_caught() && (st = summarize(&p, runs)) == HET_OK;
+    cli_job_hold(0, &old); /* a signal held back is handled here */
+    int sig = complete ? 0 : cli_signals_caught(); /* one after the tables is too late */
     for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
     free(runs);
     free(argv);
