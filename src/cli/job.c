@@ -7,7 +7,7 @@
  * their own (Open MPI's mpirun gives every rank one). The handler of signals.c
  * (cli_signals_forward) records a signal and passes it on to the run's process group, that
  * is to the launcher, which ends its ranks; cli_job_run then waits for the launcher, polling
- * (SIGKILL to the group CMP_KILL_AFTER_S after a signal), and once it has ended, however it
+ * (SIGKILL to the group kill_after_s after a signal), and once it has ended, however it
  * ended, ends what is left of its session: the signal (SIGTERM without one) to each, SIGKILL
  * after JOB_SWEEP_S. The processes are found through /proc (Linux); elsewhere only the group
  * is signalled. A signal between the spawn and the moment the handler knows the run's group
