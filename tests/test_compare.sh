@@ -8,6 +8,12 @@
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
 # - a malformed metrics file and a failing run: exit 1, one line on stderr naming the file and
 #   line or the strategy and command, and no table left behind;
+# - --out that is a file, or cannot be made or written in: exit 1, one line naming --out,
+#   before anything is announced or run;
+# - SIGTERM / SIGINT to compare while a run trains (under mpirun; under fake launchers that
+#   die and leave a child in a process group of its own, or ignore the signal): exit 143 / 130,
+#   one line naming the run stopped, no table, and no process of the run left (pgrep on a
+#   marker in their command lines); a failing run leaves none either;
 # - usage errors exit 2 with one line and nothing on stdout, compare under mpirun too.
 # Env: HETRAIN (the binary).
 set -u
@@ -149,6 +155,118 @@ FAKE_RC=3 fake --data synthetic --epochs 2 --out known >f.out 2>f.err
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy allreduce (seed 1) failed, exit status 3: bash .*launch.sh -np 2 " f.err ||
     fail "launcher exit 3: exit $rc, stderr: $(cat f.err)"
+
+# ---- --out: checked before any run, named in one line; nothing announced, nothing run ----
+outbad() { # outbad "EXPECTED IN STDERR" OUT [run as: setpriv args]
+    local want=$1 out=$2
+    shift 2
+    "$@" "$HETRAIN" compare --data synthetic --epochs 1 --out "$out" >o.out 2>o.err
+    local rc=$?
+    [ $rc -eq 1 ] && [ ! -s o.out ] && [ "$(wc -l <o.err)" -eq 1 ] && grep -q -- "$want" o.err ||
+        fail "--out $out: exit $rc (expected 1), stdout: $(cat o.out), stderr: $(cat o.err)"
+}
+echo data >afile
+outbad "^hetrain compare: --out afile: exists and is not a folder$" afile
+outbad "^hetrain compare: --out afile/sub: cannot create afile/sub: Not a directory$" afile/sub
+[ "$(cat afile)" = data ] || fail "--out afile: the file was changed"
+RO=$(mktemp -d /tmp/het_compare_ro_XXXXXX)
+chmod 755 "$RO"
+if [ "$(id -u)" -eq 0 ]; then # root writes anywhere: the check runs as nobody
+    as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    "${as[@]}" true 2>/dev/null || as=()
+else
+    as=(env)
+    chmod 555 "$RO"
+fi
+if [ ${#as[@]} -gt 0 ]; then
+    outbad "^hetrain compare: --out $RO: cannot write in it: Permission denied$" "$RO" "${as[@]}"
+    outbad "^hetrain compare: --out $RO/x/y: cannot create $RO/x: Permission denied$" "$RO/x/y" "${as[@]}"
+    [ -e "$RO/x" ] && fail "--out $RO/x/y: created $RO/x"
+else
+    echo "test_compare: --out not writable: skipped (root without setpriv)"
+fi
+chmod 755 "$RO"
+rm -rf "$RO"
+
+# ---- signals: SIGTERM / SIGINT reach the run, compare waits for it, says what it stopped
+# (one line), exits 128 + the signal, writes no table, and nothing of the run is left (every
+# process of it carries $MARK in its command line) ----
+MARK=hetcmp-$$-$RANDOM
+left() { pgrep -f -- "$MARK" | tr '\n' ' '; }
+show_left() { local p; for p in $(left); do ps -o pid=,pgid=,sid=,args= -p "$p"; done; }
+cleanup_marked() { local p; for p in $(pgrep -f -- "$MARK"); do kill -9 "$p" 2>/dev/null; done; }
+trap 'cleanup_marked; rm -rf "$T"' EXIT
+# sig_run SIG NAME READY-FILE COMPARE-ARGS...: compare in the background, SIG once READY-FILE
+# exists (the run has really started); sets rc (124: compare did not end within 60 s)
+sig_run() {
+    local sig=$1 name=$2 ready=$3
+    shift 3
+    "$HETRAIN" compare "$@" --out "$T/$name-$MARK" >"$name.out" 2>"$name.err" &
+    local cp=$! i
+    for i in $(seq 600); do [ -e "$ready" ] && break; sleep 0.1; done
+    [ -e "$ready" ] || fail "$name: the run did not start within 60 s: $(cat "$name.err")"
+    kill -s "$sig" "$cp"
+    for i in $(seq 600); do kill -0 "$cp" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$cp" 2>/dev/null; then
+        kill -9 "$cp"
+        rc=124
+    else
+        wait "$cp"
+        rc=$?
+    fi
+}
+# sig_check NAME WANT-RC STDERR-REGEX: what sig_run left
+sig_check() {
+    local name=$1 want=$2 re=$3
+    [ "$rc" -eq "$want" ] || fail "$name: exit $rc, expected $want: $(cat "$name.err")"
+    [ "$(wc -l <"$name.err")" -eq 1 ] && grep -Eq -- "$re" "$name.err" ||
+        fail "$name: stderr: $(cat "$name.err")"
+    [ -z "$(left)" ] || fail "$name: processes of the run left: $(show_left)"
+    ls "$T/$name-$MARK"/compare.* "$T/$name-$MARK"/*.svg >/dev/null 2>&1 &&
+        fail "$name: a table was written"
+    cleanup_marked
+}
+# the real launcher: mpirun and 2 ranks; SIGTERM once the metrics file exists
+sig_run TERM term "$T/term-$MARK/allreduce-seed1.jsonl" "${COMMON[@]}" --epochs 100000 \
+    --strategies allreduce,hgc --ranks 2
+sig_check term 143 "^hetrain compare: interrupted by SIGTERM: stopped run 1/2 \(strategy allreduce, seed 1; metrics $T/term-$MARK/allreduce-seed1.jsonl, output $T/term-$MARK/allreduce-seed1.log\); no table written$"
+grep -q "^compare: run 1/2: allreduce, seed 1 ... interrupted$" term.out || fail "term: stdout: $(cat term.out)"
+# a launcher that dies of SIGINT and leaves a child in a process group of its own (as
+# mpirun's ranks are), and one that ignores the signal (killed after 10 s)
+cat >fake/orphan.sh <<'SH'
+#!/usr/bin/env bash
+set -m # the child in a process group of its own
+bash -c 'sleep 600; true' "$MARK-child" &
+touch "$READY"
+wait
+SH
+cat >fake/deaf.sh <<'SH'
+#!/usr/bin/env bash
+trap '' INT TERM
+bash -c 'sleep 600; true' "$MARK-child" &
+touch "$READY"
+while :; do wait; done
+SH
+cat >fake/fails.sh <<'SH'
+#!/usr/bin/env bash
+set -m
+bash -c 'sleep 600; true' "$MARK-child" &
+exit 3
+SH
+export MARK
+READY=$T/ready-orphan HET_MPIEXEC="bash $T/fake/orphan.sh" sig_run INT orphan "$T/ready-orphan" \
+    --data synthetic --epochs 1 --strategies hgc --seed 4
+sig_check orphan 130 "^hetrain compare: interrupted by SIGINT: stopped run 1/1 \(strategy hgc, seed 4; metrics .*/hgc-seed4.jsonl, output .*/hgc-seed4.log\); no table written$"
+READY=$T/ready-deaf HET_MPIEXEC="bash $T/fake/deaf.sh" sig_run TERM deaf "$T/ready-deaf" \
+    --data synthetic --epochs 1 --strategies allreduce
+sig_check deaf 143 "^hetrain compare: interrupted by SIGTERM: stopped run 1/1 \(strategy allreduce, seed 1; .*; killed after 10 s\); no table written$"
+# a run that fails leaves nothing behind either
+HET_MPIEXEC="bash $T/fake/fails.sh" "$HETRAIN" compare --data synthetic --epochs 1 \
+    --strategies allreduce --out "$T/fails-$MARK" >fails.out 2>fails.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "failed, exit status 3" fails.err || fail "fails: exit $rc: $(cat fails.err)"
+[ -z "$(left)" ] || fail "fails: processes of the run left: $(show_left)"
+cleanup_marked
 
 # ---- usage errors: exit 2, one line, nothing on stdout ----
 usage() { # usage "EXPECTED IN STDERR" ARGS...

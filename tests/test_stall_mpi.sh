@@ -3,8 +3,11 @@
 # knowing"): kill -9 of rank 1 mid-training is named by hetrain's own line and the job ends
 # within 10 s; a SIGSTOPped rank 1 is named by rank 0 within ~--stall-warn seconds
 # ("not arrived: rank 1; waiting: rank 2", or rank 2 "elsewhere" one collective on) and --stall-abort ends the job (non-zero, with the
-# line); a healthy run with --stall-warn 1 prints no stall line; tests/test_stall.c on 3 ranks
-# (a rank waiting elsewhere); bad values are usage errors.
+# line); with 4 ranks on 2 emulated nodes (daso, two-level and flat all-reduce) a frozen rank
+# on either node is named as not arrived in the aborting line, also when rank 0 waits in a
+# collective the frozen rank is no member of; a healthy run with --stall-warn 1 prints no
+# stall line; tests/test_stall.c on 3 ranks (a rank waiting elsewhere, a chain across
+# communicators); bad values are usage errors.
 # Every rank writes its pid to pid.RANK (bash -c ... exec). Skipped (passes) without mpirun.
 # Env: HETRAIN (the binary), HET_BUILD_DIR (the build folder, for test_stall).
 set -u
@@ -98,6 +101,44 @@ if start3 s.out s.err --stall-warn 2 --stall-abort 4; then
     kill -CONT "$(cat pid.1)" 2>/dev/null
     kill -9 "$(cat pid.1)" 2>/dev/null
 fi
+
+# ---- 2 nodes of 2 ranks: the frozen rank is named whatever node it is on and whatever
+# communicator rank 0 waits in (node-local, cross-node or world): daso, two-level and flat
+# all-reduce, rank 1 (rank 0's node), 2 and 3 (the other node) SIGSTOPped in turn. Rank 0
+# may wait in its node's collective for rank 1, which waits in a cross-node one for rank 3:
+# the line must follow such chains to the rank that never arrived. ----
+# start4 OUT ERR [options]: 4 ranks, nodes {0, 1} and {2, 3}, in the background; waits for epoch 1
+start4() {
+    local out=$1 err=$2
+    shift 2
+    rm -f pid.*
+    HET_MPI_TIMEOUT=90 het_mpirun_bg 4 bash -c \
+        'echo $$ > pid.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; exec "$0" "$@"' "$HETRAIN" "${COMMON[@]}" \
+        --ranks-per-node 2 "$@" >"$out" 2>"$err"
+    mp=$het_mpi_pid
+    for _ in $(seq 300); do grep -q '^epoch 1/' "$out" 2>/dev/null && return 0; sleep 0.1; done
+    fail "4 ranks $*: no epoch line within 30 s: $(cat "$err")"
+    return 1
+}
+for c in "daso:1" "daso:2" "daso:3" "hier:1" "hier:3" "flat:1" "flat:3"; do
+    how=${c%:*} r=${c#*:}
+    case $how in
+        daso) opts=(--strategy daso) ;;
+        *) opts=(--strategy allreduce --allreduce-algo "$how") ;;
+    esac
+    start4 n.out n.err "${opts[@]}" --stall-abort 3 || continue
+    kill -STOP "$(cat pid.$r)"
+    wait "$mp"
+    rc=$?
+    mp=
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$how, rank $r frozen: mpirun exit $rc (timeout: 124)"
+    line=$(grep '^hetrain: stall: rank 0 has waited .*; aborting (--stall-abort 3)$' n.err)
+    missing=$(sed -n 's/^hetrain: stall: rank 0 .*; not arrived: \([^;]*\);.*/\1/p' <<<"$line")
+    grep -Eq "^ranks? ([0-9]+[^,]*, )*$r( |,|$)" <<<"$missing" ||
+        fail "$how, rank $r frozen: not named as not arrived: $(cat n.err)"
+    kill -CONT "$(cat pid.$r)" 2>/dev/null
+    kill -9 "$(cat pid.$r)" 2>/dev/null
+done
 
 # ---- a healthy run prints no stall line; the inspector off trains too ----
 HET_MPI_TIMEOUT=60 het_mpirun 3 "$HETRAIN" "${COMMON[@]}" --epochs 2 --stall-warn 1 \

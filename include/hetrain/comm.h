@@ -315,7 +315,8 @@ het_allreduce_algo het_buckets_algo(const het_buckets *b);
  * collective that have not arrived, those waiting in it and those waiting elsewhere, e.g.
  *   hetrain: stall: rank 0 has waited 60 s in allreduce #1234 (gradients, epoch 2 step 17);
  *   not arrived: rank 2; waiting: ranks 1, 3
- * again every warn_s; past abort_s (> 0) it prints the line with "; aborting" and calls
+ * and, following the ranks elsewhere to the collectives they wait in (on any communicator),
+ * the ranks missing there ("not arrived: rank 3 (where rank 1 waits)"); again every warn_s; past abort_s (> 0) it prints the line with "; aborting" and calls
  * MPI_Abort (exit status 1); other ranks do the same 2 s later (rank 0 may be the frozen
  * one). Process-wide state, like MPI's: call from the MPI thread only. */
 /* Starts the inspector on `world` (collective: MPI_Comm_dup). warn_s = abort_s = 0, or one

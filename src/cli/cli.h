@@ -3,6 +3,7 @@
 #ifndef HET_CLI_H
 #define HET_CLI_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include <hetrain.h>
@@ -76,5 +77,25 @@ int cli_agree(int status);
  * as ending on its own with exit status `status` (a signal from then on exits quietly). */
 void cli_signals_setup(int rank, int size);
 void cli_signals_finish(int status);
+/* compare's side (no MPI): cli_signals_forward installs SIGINT / SIGTERM handlers that record
+ * the first signal (cli_signals_caught: its number, 0 for none) and pass every one on to the
+ * process group of the run in progress, set by cli_signals_job (0: none). HET_EIO when the
+ * handlers cannot be installed. */
+int cli_signals_forward(void);
+void cli_signals_job(int pgid);
+int cli_signals_caught(void);
+/* job.c: compare's runs. cli_job_run runs argv (PATH searched) in a session of its own, stdin
+ * /dev/null, stdout and stderr to the open fd `out`, and waits for it: a signal caught meanwhile
+ * reaches it (cli_signals_forward), SIGKILL follows kill_after_s later (*killed = 1); then
+ * whatever is left of its session is ended. Returns 0 with waitpid's *status, or the errno
+ * value of a run that could not be started or waited for. cli_job_hold(1, &old) holds SIGINT /
+ * SIGTERM back, cli_job_hold(0, &old) lets them through again; cli_job_pending says whether
+ * one is held back. */
+int cli_job_run(char *const *argv, int out, double kill_after_s, int *status, int *killed);
+void cli_job_hold(int hold, sigset_t *old);
+int cli_job_pending(void);
+/* mkdir -p of compare's --out `path`, then a check that it is a folder this process can write
+ * in: HET_OK, or HET_EIO with the line "hetrain compare: --out PATH: ..." recorded. */
+int cli_job_out_dir(const char *path);
 
 #endif

@@ -13,12 +13,17 @@
  * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces and
  * followed by "-np P". Strategies: --strategies, else every registered strategy whose needs
  * (strategy_needs) the options meet. Seeds: --seed, --seed + 1, ... (--seeds N of them).
- * compare runs without MPI (main.c) and refuses to run under a launcher. */
+ * compare runs without MPI (main.c) and refuses to run under a launcher. --out is made (as
+ * mkdir -p) and checked to be a writable folder before anything runs.
+ * Signals: SIGINT / SIGTERM reach the run in progress, which ends with all its processes
+ * (job.c); compare then prints one line naming the run it stopped (strategy, seed, metrics
+ * and output files), writes no table and exits 128 + the signal, as `hetrain train` does.
+ * While the tables are written the signals wait; one that came meanwhile removes them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <spawn.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +36,10 @@
 #include "hetero/hetero.h"
 #include "strategy/strategy.h"
 
-extern char **environ;
-
 #define CMP_MAX_STRAT 16
 #define CMP_MAX_WORDS 32
 #define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
+#define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
 
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
  * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
@@ -232,20 +236,8 @@ static void join(char *dst, size_t n, const char *dir, const char *name) {
     if ((size_t)snprintf(dst, n, "%s/%s", dir, name) >= n) dst[0] = '\0';
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[HET_PATH_LEN];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *s = buf + 1;; s++) {
-        char ch = *s;
-        if (ch != '/' && ch != '\0') continue;
-        *s = '\0';
-        if (mkdir(buf, 0777) && errno != EEXIST)
-            return het_error_set(HET_EIO, "hetrain compare: cannot create %s: %s", buf,
-                                 strerror(errno));
-        if (!ch) return HET_OK;
-        *s = ch;
-    }
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
 /* The command as a shell line: arguments with odd characters in single quotes. */
@@ -280,22 +272,21 @@ static void last_line(const char *log, char *dst, size_t n) {
     if (f) fclose(f);
 }
 
-/* One run: argv under the launcher, stdout and stderr to `log`; HET_OK if it exits 0. */
+/* One run: argv under the launcher (cli_job_run), stdout and stderr to `log`; HET_OK if it
+ * exits 0, or when a signal came (cli_signals_caught; *killed: the launcher was killed after
+ * CMP_KILL_AFTER_S). */
 static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t seed,
-                   const char *log) {
-    posix_spawn_file_actions_t fa;
-    pid_t pid = 0;
-    int e = posix_spawn_file_actions_init(&fa);
-    if (!e) e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!e) e = posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (!e) e = posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (!e) e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+                   const char *log, int *killed) {
+    *killed = 0;
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return het_error_set(HET_EIO, "hetrain compare: --out %s: cannot create %s: %s",
+                             g_opt.out, log, strerror(errno));
+    int status = 0, e = cli_job_run(argv, fd, CMP_KILL_AFTER_S, &status, killed);
+    close(fd);
+    if (cli_signals_caught()) return HET_OK; /* the caller says what it stopped */
     char cmd[4096], why[600] = "", tail[320];
     shell_line(cmd, sizeof cmd, argv);
-    int status = 0;
-    while (!e && waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) e = errno;
     if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
@@ -516,6 +507,14 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
         snprintf(r.runs + len, sizeof r.runs - len, "- `%s`\n", runs[i].command);
     }
     for (int i = 0; !st && i < 4; i++) st = write_file(outputs[i], i, &r);
+    if (!st && cli_job_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
+        char path[HET_PATH_LEN];
+        for (int i = 0; i < 4; i++) {
+            join(path, sizeof path, g_opt.out, outputs[i]);
+            remove(path);
+        }
+        st = HET_EIO; /* the caller reports the signal */
+    }
     if (!st) {
         printf("\n%s\n\n", r.title);
         write_table(stdout, p, r.a);
@@ -556,7 +555,7 @@ int cli_compare(const het_train_config *c) {
     plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
     if (!st) st = check_outputs(&p, c);
-    if (st || (st = make_dirs(g_opt.out))) {
+    if (st || (st = cli_job_out_dir(g_opt.out)) || (st = cli_signals_forward())) {
         fprintf(stderr, "%s\n", het_error_msg());
         return st == CLI_USAGE ? CLI_USAGE : CLI_FAIL;
     }
@@ -573,7 +572,9 @@ int cli_compare(const het_train_config *c) {
     if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
-    for (int i = 0; !st && i < n_runs; i++) {
+    int done = 0, killed = 0;
+    char stopped[2 * HET_PATH_LEN + 128] = ""; /* the run a signal stopped */
+    for (int i = 0; !st && !cli_signals_caught() && i < n_runs; i++) {
         const char *s = p.strat[i / K];
         uint64_t seed = c->seed + (uint64_t)(i % K);
         char seedbuf[24], name[80], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
@@ -596,7 +597,15 @@ int cli_compare(const het_train_config *c) {
         fflush(stdout);
         double t0 = het_now();
         remove(metrics);
-        st = run_one(&p, argv, s, seed, log);
+        st = run_one(&p, argv, s, seed, log, &killed);
+        if (!st && cli_signals_caught()) {
+            char how[48] = "";
+            if (killed) snprintf(how, sizeof how, "; killed after %g s", CMP_KILL_AFTER_S);
+            printf("interrupted\n");
+            snprintf(stopped, sizeof stopped, ": stopped run %d/%d (strategy %s, seed %s; "
+                     "metrics %s, output %s%s)", i + 1, n_runs, s, seedbuf, metrics, log, how);
+            break;
+        }
         if (!st) st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
         if (st) {
             printf("failed\n");
@@ -605,12 +614,24 @@ int cli_compare(const het_train_config *c) {
         shell_line(runs[i].command, sizeof runs[i].command, argv);
         printf("%.1f s, test_acc %.4f\n", het_now() - t0,
                runs[i].epochs[c->epochs - 1].test_acc);
+        done++;
     }
-    if (!st) st = summarize(&p, runs);
+    /* the tables with SIGINT / SIGTERM held back: one that comes meanwhile removes them */
+    sigset_t old;
+    cli_job_hold(1, &old);
+    int complete = !st && !cli_signals_caught() && (st = summarize(&p, runs)) == HET_OK;
+    cli_job_hold(0, &old); /* a signal held back is handled here */
+    int sig = complete ? 0 : cli_signals_caught(); /* one after the tables is too late */
     for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
     free(runs);
     free(argv);
     fflush(stdout);
+    if (sig) {
+        if (!stopped[0]) snprintf(stopped, sizeof stopped, " after %d of %d runs", done, n_runs);
+        fprintf(stderr, "hetrain compare: interrupted by %s%s; no table written\n",
+                signal_name(sig), stopped);
+        return 128 + sig;
+    }
     if (st) fprintf(stderr, "%s\n", het_error_msg());
     return st ? CLI_FAIL : CLI_OK;
 }

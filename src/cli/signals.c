@@ -4,10 +4,15 @@
  * ranks, where a rank marks that it ends on its own (cli_signals_finish, and
  * MPI_Abort of the stall inspector) so that ranks ending together at the end of a run or on an
  * agreed error are never named as lost when the launcher ends the last of them. Anything that
- * fails here only leaves the handler with less to say: the run goes on. */
+ * fails here only leaves the handler with less to say: the run goes on.
+ * compare, which runs without MPI and launches its runs, has its own handler instead
+ * (cli_signals_forward): it only records the signal and passes it on to the run's process
+ * group; compare.c waits for the run, sweeps what is left of it and says what it stopped. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <fcntl.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,3 +85,31 @@ void cli_signals_setup(int rank, int size) {
 }
 
 void cli_signals_finish(int status) { het_interrupt_leaving(status); }
+
+/* ---- compare: the signal passed on to the run in progress ---- */
+
+static volatile sig_atomic_t g_caught, g_job;
+
+static void forward(int sig) {
+    int saved = errno;
+    if (!g_caught) g_caught = sig;
+    if (g_job > 0) kill(-(pid_t)g_job, sig);
+    errno = saved;
+}
+
+int cli_signals_forward(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward; /* no SA_RESTART: a wait in progress returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+        return het_error_set(HET_EIO, "hetrain compare: cannot install the SIGINT / SIGTERM "
+                             "handlers: %s", strerror(errno));
+    return HET_OK;
+}
+
+void cli_signals_job(int pgid) { g_job = pgid; }
+
+int cli_signals_caught(void) { return g_caught; }

@@ -89,6 +89,8 @@ static void req_empty(het_req *r) {
     r->t_start = het_now();
     r->t_model = 0.0;
     r->mpi_done = 1;
+    r->comm = MPI_COMM_NULL;
+    r->seq = 0;
     r->t_slot = -1;
     r->t_req = MPI_REQUEST_NULL;
     r->t_seq = 0;
@@ -117,11 +119,14 @@ static int post_node(het_comm *c, het_hier *h, int stage) {
         return het_error_set(HET_ENOMEM, "two-level all-reduce: out of memory for %zu requests",
                              n_chunks);
     r->mpi_done = 0;
+    r->comm = comm; /* for the stall inspector, which het_comm_wait's loop reports to */
     int leader = c->topo->local_rank == 0, err = MPI_SUCCESS;
     size_t i = 0;
     for (; i < n_chunks && err == MPI_SUCCESS; i++) {
         size_t off = i * c->chunk, cnt = h->n - off < c->chunk ? h->n - off : c->chunk;
         float *p = h->buf + off;
+        long long seq = het_stall_post(comm);
+        if (i == 0) r->seq = seq;
         if (stage == HET_HIER_BCAST)
             err = MPI_Ibcast(p, (int)cnt, MPI_FLOAT, 0, comm, &reqs[i]);
         else

@@ -11,24 +11,35 @@
  * Sequence numbers: het_stall_post counts the collectives started on each communicator (a
  * table of MAX_COMMS handles), at post time, so that a request completed by a test counts like
  * one completed by a wait; every member of a communicator starts its collectives in the same
- * order, so "#k" names the same collective on all of them.
+ * order, so "#k" names the same collective on all of them. An attribute on each numbered
+ * communicator removes its entry when it is freed: MPI reuses handles, and a new communicator
+ * must not continue an old one's count (its members could have counted different ones).
  *
  * Side channel (het_stall_start dups world): a rank other than 0 whose wait passes
  * report_s = min(1 s, warn / 2) sends rank 0 one small message (tag STALL_TAG): where it
- * waits (communicator, #k, operation, label, epoch and step); when that wait ends, a second
- * saying it is done. Rank 0 reads them (MPI_Iprobe + MPI_Recv) while it waits past report_s
- * itself, and at warn seconds, then every warn seconds, prints
+ * waits (#k, operation, label, epoch and step, and the communicator as the world ranks of its
+ * members, in its rank order; none for one of the world's size, which holds every rank, nor
+ * for one of more than MAX_MEMBERS, which is then not followed); when
+ * that wait ends, a second saying it is done. Rank 0 reads them (MPI_Iprobe + MPI_Recv) while
+ * it waits past report_s itself, and at warn seconds, then every warn seconds, prints
  *   hetrain: stall: rank 0 has waited 60 s in allreduce #1234 (gradients, epoch 2 step 17);
  *   not arrived: rank 2; waiting: ranks 1, 3
- * (one line): a member of its communicator that reported waiting in the same collective is
- * "waiting", one waiting in another collective is "elsewhere" (named), one without a report
- * has "not arrived" (it has not waited report_s in any collective: computing, frozen, gone).
- * Past --stall-abort seconds rank 0 prints the line with "; aborting (--stall-abort S)" and
- * calls MPI_Abort (exit status 1); any other rank does the same after ABORT_GRACE_S more,
- * since rank 0 may be the frozen one. Limits: only rank 0 prints warnings, and only while it
- * waits itself; a rank that arrives in the last report_s before the warning is listed as not
- * arrived. Nothing of this runs on the fast path: a collective complete at its first test
- * costs one table look-up.
+ * (one line): a member of its communicator that reported waiting in the same collective (the
+ * same members, #k and operation) is "waiting", one waiting in another collective is
+ * "elsewhere" (named), one without a report has "not arrived" (it has not waited report_s in
+ * any collective: computing, frozen, gone). A rank elsewhere waits for the members of its own
+ * collective, which rank 0 knows from its report, so rank 0 follows it: the members of that
+ * collective without a report are "not arrived" too, as "rank 3 (where rank 1 waits)", and
+ * those elsewhere are followed in turn (each rank once), so that a frozen rank is named
+ * whatever communicator the others wait in: rank 0 waiting in its node's all-reduce for rank
+ * 1, which waits in a cross-node one for rank 3 on another node, names rank 3. Past
+ * --stall-abort seconds rank 0 prints the line with "; aborting (--stall-abort S)" and calls
+ * MPI_Abort (exit status 1); any other rank does the same after ABORT_GRACE_S more, since
+ * rank 0 may be the frozen one. Limits: only rank 0 prints warnings, and only while it waits
+ * itself; a rank that arrives in the last report_s before the warning is listed as not
+ * arrived; two communicators with the same members (a dup) are told apart by #k and the
+ * operation only. Nothing of this runs on the fast path: a collective complete at its first
+ * test costs one table look-up.
  *
  * Measured (2026-11-30, 2 ranks on the 2-core shared machine, load average 5-11 from other
  * users' builds). bench_allreduce --reps 41, methods interleaved per repetition, min µs of
@@ -48,6 +59,7 @@
  * 0.15 s and 0.25 s now. */
 #define _POSIX_C_SOURCE 200809L
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,15 +72,26 @@
 #define SPIN_S 1e-3
 #define YIELD_S 20e-3
 #define ABORT_GRACE_S 2.0
+#define MAX_MEMBERS 512 /* a report names the members of communicators up to this size */
 
+/* A report: this header, then n_members ints (the members' world ranks). */
 typedef struct stall_msg {
     int rank, waiting;         /* waiting 0: the wait reported before has ended */
-    int comm_root, comm_size;  /* the communicator: world rank of its rank 0, its size */
+    int comm_size;             /* the communicator's size (0: unknown) */
+    int n_members;             /* ints that follow: comm_size, or 0 when the communicator
+                                  holds every world rank or its members are unknown */
     long long seq, step;
     int epoch;
     double waited;
     char op[16], what[48];
 } stall_msg;
+
+/* A rank's latest report as rank 0 keeps it: the header and the members (owned). */
+typedef struct stall_peer {
+    stall_msg m;
+    int *members;
+    int cap;
+} stall_peer;
 
 static struct {
     int on;
@@ -80,12 +103,15 @@ static struct {
     const char *what;
     int epoch;
     long long step;
-    stall_msg out[2];          /* a rank's reports in flight */
+    stall_msg *out[2];         /* a rank's reports in flight (owned, out_cap[i] bytes) */
+    size_t out_cap[2];
     MPI_Request out_req[2];
     int out_next;
-    stall_msg *peer;           /* rank 0: every rank's latest report */
-} S = {0, MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, 0, 0, 0, {{0}}, 0, NULL, 0, 0, {{0}},
-       {MPI_REQUEST_NULL, MPI_REQUEST_NULL}, 0, NULL};
+    stall_peer *peer;          /* rank 0: every rank's latest report */
+    unsigned char *in;         /* rank 0: the receive buffer (owned, in_cap bytes) */
+    size_t in_cap;
+} S = {0, MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, 0, 0, 0, {{0}}, 0, NULL, 0, 0, {NULL, NULL},
+       {0, 0}, {MPI_REQUEST_NULL, MPI_REQUEST_NULL}, 0, NULL, NULL, 0};
 
 int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
     het_stall_stop();
@@ -112,6 +138,25 @@ int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
     return HET_OK;
 }
 
+/* Rank 0: keeps report m (and its members) as rank m->rank's latest. A report whose members
+ * cannot be kept (out of memory) is kept without them: it cannot be followed. */
+static void keep(const stall_msg *m, const int *mem) {
+    if (m->rank <= 0 || m->rank >= S.size) return;
+    stall_peer *p = &S.peer[m->rank];
+    p->m = *m;
+    if (m->n_members > p->cap) {
+        int *bigger = realloc(p->members, (size_t)m->n_members * sizeof *bigger);
+        if (!bigger) {
+            p->m.n_members = 0;
+            p->m.comm_size = 0;
+            return;
+        }
+        p->members = bigger;
+        p->cap = m->n_members;
+    }
+    if (m->n_members > 0) memcpy(p->members, mem, (size_t)m->n_members * sizeof *mem);
+}
+
 /* Rank 0: reads every report that has arrived. */
 static void drain(void) {
     int flag = 1;
@@ -119,11 +164,28 @@ static void drain(void) {
         MPI_Status st;
         if (MPI_Iprobe(MPI_ANY_SOURCE, STALL_TAG, S.side, &flag, &st) != MPI_SUCCESS) return;
         if (!flag) return;
-        stall_msg m;
-        if (MPI_Recv(&m, (int)sizeof m, MPI_BYTE, st.MPI_SOURCE, STALL_TAG, S.side,
+        int bytes = 0;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        if (bytes < (int)sizeof(stall_msg)) bytes = (int)sizeof(stall_msg);
+        if ((size_t)bytes > S.in_cap) {
+            unsigned char *bigger = realloc(S.in, (size_t)bytes);
+            if (!bigger) { /* take it off the channel; only a header fits */
+                stall_msg m;
+                MPI_Recv(&m, (int)sizeof m, MPI_BYTE, st.MPI_SOURCE, STALL_TAG, S.side,
+                         MPI_STATUS_IGNORE);
+                return;
+            }
+            S.in = bigger;
+            S.in_cap = (size_t)bytes;
+        }
+        if (MPI_Recv(S.in, bytes, MPI_BYTE, st.MPI_SOURCE, STALL_TAG, S.side,
                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return;
-        if (m.rank > 0 && m.rank < S.size) S.peer[m.rank] = m;
+        stall_msg m;
+        memcpy(&m, S.in, sizeof m);
+        size_t room = ((size_t)bytes - sizeof m) / sizeof(int);
+        if (m.n_members < 0 || (size_t)m.n_members > room) m.n_members = 0, m.comm_size = 0;
+        keep(&m, (const int *)(const void *)(S.in + sizeof m));
     }
 }
 
@@ -133,8 +195,17 @@ void het_stall_stop(void) {
     if (S.on && S.rank == 0) drain();
     S.on = 0;
     if (S.side != MPI_COMM_NULL) MPI_Comm_free(&S.side); /* also after a failed start */
+    for (int r = 0; S.peer && r < S.size; r++) free(S.peer[r].members);
     free(S.peer);
     S.peer = NULL;
+    for (int i = 0; i < 2; i++) {
+        free(S.out[i]);
+        S.out[i] = NULL;
+        S.out_cap[i] = 0;
+    }
+    free(S.in);
+    S.in = NULL;
+    S.in_cap = 0;
 }
 
 int het_stall_on(void) { return S.on; }
@@ -145,10 +216,28 @@ void het_stall_where(const char *what, int epoch, long long step) {
     S.step = step;
 }
 
+/* MPI_Comm_free of a numbered communicator (the delete callback of its attribute): its entry
+ * goes, so that a communicator made later with the same handle counts from 1 again. */
+static int forget(MPI_Comm comm, int keyval, void *attr, void *extra) {
+    (void)keyval, (void)attr, (void)extra;
+    for (int i = 0; i < S.n_comms; i++)
+        if (S.comms[i].comm == comm) {
+            S.comms[i] = S.comms[--S.n_comms];
+            break;
+        }
+    return MPI_SUCCESS;
+}
+
 long long het_stall_post(MPI_Comm comm) {
+    static int keyval = MPI_KEYVAL_INVALID;
     for (int i = 0; i < S.n_comms; i++)
         if (S.comms[i].comm == comm) return ++S.comms[i].seq;
     if (S.n_comms == MAX_COMMS) return 0; /* unnumbered */
+    /* an attribute whose deletion tells when comm is freed (dups do not copy it) */
+    if (keyval == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget, &keyval, NULL) != MPI_SUCCESS)
+        keyval = MPI_KEYVAL_INVALID;
+    if (keyval != MPI_KEYVAL_INVALID) MPI_Comm_set_attr(comm, keyval, NULL);
     S.comms[S.n_comms].comm = comm;
     S.comms[S.n_comms].seq = 1;
     return S.comms[S.n_comms++].seq;
@@ -173,15 +262,18 @@ static int members(MPI_Comm comm, int size, int *out) {
     return ok;
 }
 
-/* This rank's current wait as a report. */
-static void describe(stall_msg *m, MPI_Comm comm, long long seq, const char *op, double waited,
-                     int waiting) {
+/* This rank's current wait as a report; with `mem` (room for the communicator's size), the
+ * members too, unless the communicator holds every world rank (n_members stays 0). */
+static void describe(stall_msg *m, int *mem, MPI_Comm comm, long long seq, const char *op,
+                     double waited, int waiting) {
     memset(m, 0, sizeof *m);
     m->rank = S.rank;
     m->waiting = waiting;
-    MPI_Comm_size(comm, &m->comm_size);
-    int root = -1;
-    if (m->comm_size > 0 && members(comm, 1, &root)) m->comm_root = root;
+    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &m->comm_size);
+    if (mem && m->comm_size > 0 && m->comm_size < S.size && m->comm_size <= MAX_MEMBERS) {
+        if (members(comm, m->comm_size, mem)) m->n_members = m->comm_size;
+        else m->comm_size = 0; /* members unknown: never the same as another's */
+    }
     m->seq = seq;
     m->epoch = S.epoch;
     m->step = S.step;
@@ -190,10 +282,49 @@ static void describe(stall_msg *m, MPI_Comm comm, long long seq, const char *op,
     snprintf(m->what, sizeof m->what, "%s", S.what ? S.what : "");
 }
 
-/* "allreduce #12 (gradients, epoch 2 step 17)" */
-static void where_text(const stall_msg *m, char *buf, size_t n) {
-    char seq[32] = "", ctx[96] = "";
+/* Appends printf text to line (n bytes), truncating. */
+static void append(char *line, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *line, size_t n, const char *fmt, ...) {
+    size_t len = strlen(line);
+    if (len + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+/* A collective as rank 0 sees it: the report, and its n members' world ranks (mem NULL:
+ * every world rank, in order; n 0: the members are unknown). */
+typedef struct stall_view {
+    const stall_msg *m;
+    const int *mem;
+    int n;
+} stall_view;
+
+/* Rank r's latest report as a view. */
+static stall_view view_of(int r) {
+    const stall_peer *p = &S.peer[r];
+    stall_view v = {&p->m, NULL, 0};
+    if (p->m.n_members > 0) v.mem = p->members, v.n = p->m.n_members;
+    else if (p->m.comm_size == S.size) v.n = S.size;
+    return v;
+}
+
+static int view_member(stall_view v, int i) { return v.mem ? v.mem[i] : i; }
+
+/* "allreduce #12 (gradients, epoch 2 step 17)", with " of ranks 1, 3" (up to 8 of them, else
+ * " of 12 ranks") after the number when v's communicator is smaller than the world */
+static void where_text(stall_view v, char *buf, size_t n) {
+    const stall_msg *m = v.m;
+    char seq[96] = "", ctx[96] = "";
     if (m->seq > 0) snprintf(seq, sizeof seq, " #%lld", m->seq);
+    if (v.mem && v.n > 8) {
+        append(seq, sizeof seq, " of %d ranks", v.n);
+    } else if (v.mem) {
+        append(seq, sizeof seq, " of rank%s", v.n > 1 ? "s" : "");
+        for (int i = 0; i < v.n; i++) append(seq, sizeof seq, "%s %d", i ? "," : "", v.mem[i]);
+    }
     if (m->epoch > 0)
         snprintf(ctx, sizeof ctx, " (%s%sepoch %d step %lld)", m->what, m->what[0] ? ", " : "",
                  m->epoch, m->step);
@@ -202,49 +333,73 @@ static void where_text(const stall_msg *m, char *buf, size_t n) {
     snprintf(buf, n, "%s%s%s", m->op, seq, ctx);
 }
 
-/* Appends "; LABEL: rank 2" / "ranks 1, 3" for the ranks r (in list) to line. */
-static void add_list(char *line, size_t n, const char *label, const int *list, int k) {
-    if (k == 0) return;
-    size_t len = strlen(line);
-    len += (size_t)snprintf(line + len, len < n ? n - len : 0, "; %s: rank%s", label,
-                            k > 1 ? "s" : "");
-    for (int i = 0; i < k && len < n; i++)
-        len += (size_t)snprintf(line + len, n - len, "%s %d", i ? "," : "", list[i]);
+/* Whether a and b are the same collective: #k, operation and members. */
+static int same_wait(stall_view a, stall_view b) {
+    if (a.n == 0 || a.n != b.n || a.m->seq != b.m->seq || strcmp(a.m->op, b.m->op) != 0)
+        return 0;
+    if (!a.mem || !b.mem) return !a.mem && !b.mem;
+    return memcmp(a.mem, b.mem, (size_t)a.n * sizeof *a.mem) == 0;
 }
 
-/* Rank 0: the stall line of its wait in comm; `tail` is appended (may be ""). */
+/* Appends "; LABEL: rank 2" / "ranks 1, 3" for the k ranks in list to line; with `via`, a rank
+ * r whose via[r] >= 0 is followed by " (where rank V waits)". */
+static void add_list(char *line, size_t n, const char *label, const int *list, int k,
+                     const int *via) {
+    if (k == 0) return;
+    append(line, n, "; %s: rank%s", label, k > 1 ? "s" : "");
+    for (int i = 0; i < k; i++) {
+        append(line, n, "%s %d", i ? "," : "", list[i]);
+        if (via && via[list[i]] >= 0) append(line, n, " (where rank %d waits)", via[list[i]]);
+    }
+}
+
+/* Rank 0: the stall line of its wait in comm; `tail` is appended (may be ""). Walks from rank
+ * 0's collective to the collectives its members wait in elsewhere, and on (each rank once). */
 static void print_line(const stall_msg *me, MPI_Comm comm, const char *tail) {
-    char where[160], line[2048];
-    where_text(me, where, sizeof where);
+    char where[256], line[2048];
+    int size = me->comm_size, W = S.size;
+    /* rank 0's members; per world rank: seen, and the rank whose collective it is missing
+     * from; the lists; the queue of ranks elsewhere whose collectives are still to walk */
+    int *mem = malloc(((size_t)(size > 0 ? size : 1) + 6 * (size_t)W) * sizeof *mem);
+    int known = mem && size > 0 && members(comm, size, mem);
+    stall_view mine = {me, known && size < W ? mem : NULL, known ? size : 0};
+    where_text(mine, where, sizeof where);
     snprintf(line, sizeof line, "hetrain: stall: rank 0 has waited %.0f s in %s", me->waited,
              where);
-    int size = me->comm_size;
-    int *mem = malloc(3 * (size_t)(size > 0 ? size : 1) * sizeof *mem);
-    if (mem && members(comm, size, mem)) {
-        int *absent = mem + size, *waiting = absent + size, na = 0, nw = 0;
-        char elsewhere[1024] = "";
-        size_t el = 0;
-        for (int i = 0; i < size; i++) {
-            int r = mem[i];
-            if (r <= 0 || r >= S.size) continue;
-            const stall_msg *p = &S.peer[r];
-            if (!p->waiting) {
-                absent[na++] = r;
-            } else if (p->seq == me->seq && p->comm_root == me->comm_root &&
-                       p->comm_size == me->comm_size && strcmp(p->op, me->op) == 0) {
-                waiting[nw++] = r;
-            } else if (el < sizeof elsewhere) {
-                char w[160];
-                where_text(p, w, sizeof w);
-                el += (size_t)snprintf(elsewhere + el, sizeof elsewhere - el, "%srank %d in %s",
-                                       el ? ", " : "", r, w);
+    if (known) {
+        int *seen = mem + size, *via = seen + W, *absent = via + W, *waiting = absent + W;
+        int *queue = waiting + W, *elsewhere = queue + W, na = 0, nw = 0, ne = 0, qh = 0,
+            qt = 0;
+        for (int r = 0; r < W; r++) seen[r] = 0, via[r] = -1;
+        seen[0] = 1; /* rank 0 waits here */
+        for (int owner = -1;;) {
+            stall_view v = owner < 0 ? mine : view_of(owner);
+            for (int i = 0; i < v.n; i++) {
+                int r = view_member(v, i);
+                if (r <= 0 || r >= W || seen[r]) continue;
+                seen[r] = 1;
+                stall_view p = view_of(r);
+                if (!p.m->waiting) {
+                    via[r] = owner;
+                    absent[na++] = r;
+                } else if (same_wait(p, v)) {
+                    if (owner < 0) waiting[nw++] = r; /* listed for rank 0's collective only */
+                } else {
+                    elsewhere[ne++] = r;
+                    queue[qt++] = r;
+                }
             }
+            if (qh == qt) break;
+            owner = queue[qh++];
         }
-        add_list(line, sizeof line, "not arrived", absent, na);
-        add_list(line, sizeof line, "waiting", waiting, nw);
-        size_t len = strlen(line);
-        if (elsewhere[0] && len < sizeof line)
-            snprintf(line + len, sizeof line - len, "; elsewhere: %s", elsewhere);
+        add_list(line, sizeof line, "not arrived", absent, na, via);
+        add_list(line, sizeof line, "waiting", waiting, nw, NULL);
+        for (int i = 0; i < ne; i++) {
+            char w[256];
+            where_text(view_of(elsewhere[i]), w, sizeof w);
+            append(line, sizeof line, "%srank %d in %s", i ? ", " : "; elsewhere: ",
+                   elsewhere[i], w);
+        }
     }
     free(mem);
     fprintf(stderr, "%s%s\n", line, tail);
@@ -252,15 +407,31 @@ static void print_line(const stall_msg *me, MPI_Comm comm, const char *tail) {
 }
 
 /* A rank other than 0: sends its report (the older of two buffers is free by then: the
- * messages are small, so MPI sends them eagerly and the wait returns at once). */
+ * messages are small, a header and at most MAX_MEMBERS ints, so MPI sends them eagerly and
+ * the wait returns at once). */
 static void send_report(MPI_Comm comm, long long seq, const char *op, double waited,
                         int waiting) {
     int i = S.out_next;
     S.out_next ^= 1;
     if (S.out_req[i] != MPI_REQUEST_NULL) MPI_Wait(&S.out_req[i], MPI_STATUS_IGNORE);
-    describe(&S.out[i], comm, seq, op, waited, waiting);
-    if (MPI_Isend(&S.out[i], (int)sizeof S.out[i], MPI_BYTE, 0, STALL_TAG, S.side,
-                  &S.out_req[i]) != MPI_SUCCESS)
+    int size = 0;
+    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &size);
+    if (size > MAX_MEMBERS || size >= S.size) size = 0; /* no members in the report */
+    size_t need = sizeof(stall_msg) + (waiting && size > 0 ? (size_t)size * sizeof(int) : 0);
+    if (need > S.out_cap[i]) {
+        stall_msg *bigger = realloc(S.out[i], need);
+        if (bigger) {
+            S.out[i] = bigger;
+            S.out_cap[i] = need;
+        }
+    }
+    if (!S.out[i]) return; /* out of memory: rank 0 hears nothing of this wait */
+    int room = (int)((S.out_cap[i] - sizeof(stall_msg)) / sizeof(int));
+    int *mem = (int *)(void *)(S.out[i] + 1);
+    describe(S.out[i], waiting && room >= size ? mem : NULL, comm, seq, op, waited, waiting);
+    int bytes = (int)(sizeof(stall_msg) + (size_t)S.out[i]->n_members * sizeof(int));
+    if (MPI_Isend(S.out[i], bytes, MPI_BYTE, 0, STALL_TAG, S.side, &S.out_req[i]) !=
+        MPI_SUCCESS)
         S.out_req[i] = MPI_REQUEST_NULL;
 }
 
@@ -275,13 +446,17 @@ static void stall_abort(MPI_Comm comm, long long seq, const char *op, double wai
     char tail[64];
     snprintf(tail, sizeof tail, "; aborting (--stall-abort %g)", S.abort_s);
     stall_msg me;
-    describe(&me, comm, seq, op, waited, 1);
+    describe(&me, NULL, comm, seq, op, waited, 1);
     if (S.rank == 0) {
         drain();
         print_line(&me, comm, tail);
     } else {
-        char where[160];
-        where_text(&me, where, sizeof where);
+        char where[256];
+        int size = me.comm_size;
+        int *mem = size > 0 && size < S.size ? malloc((size_t)size * sizeof *mem) : NULL;
+        stall_view v = {&me, mem && members(comm, size, mem) ? mem : NULL, size};
+        where_text(v, where, sizeof where);
+        free(mem);
         fprintf(stderr, "hetrain: stall: rank %d has waited %.0f s in %s%s\n", S.rank, waited,
                 where, tail);
         fflush(stderr);
@@ -314,7 +489,7 @@ int het_stall_wait(MPI_Comm comm, long long seq, const char *op, int n, MPI_Requ
         if (S.abort_s > 0.0 && w >= S.abort_s) stall_abort(comm, seq, op, w);
         if (S.warn_s > 0.0 && w >= next_warn) {
             stall_msg me;
-            describe(&me, comm, seq, op, w, 1);
+            describe(&me, NULL, comm, seq, op, w, 1);
             print_line(&me, comm, "");
             next_warn += S.warn_s;
         }
