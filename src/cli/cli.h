@@ -97,5 +97,10 @@ int cli_job_pending(void);
 /* mkdir -p of compare's --out `path`, then a check that it is a folder this process can write
  * in: HET_OK, or HET_EIO with the line "hetrain compare: --out PATH: ..." recorded. */
 int cli_job_out_dir(const char *path);
+/* For compare's failure lines: argv as one shell line (arguments with odd characters in single
+ * quotes), cut to n; and the last line of the file `log` that starts "hetrain", else its last
+ * non-empty line ("" when none or unreadable). */
+void cli_job_shell_line(char *dst, size_t n, char *const *argv);
+void cli_job_last_line(const char *log, char *dst, size_t n);
 
 #endif

@@ -240,38 +240,6 @@ static const char *signal_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
-/* The command as a shell line: arguments with odd characters in single quotes. */
-static void shell_line(char *dst, size_t n, char *const *argv) {
-    size_t len = 0;
-    dst[0] = '\0';
-    for (int i = 0; argv[i] && len + 1 < n; i++) {
-        int plain = argv[i][0] && !argv[i][strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGH"
-                                                  "IJKLMNOPQRSTUVWXYZ0123456789-_=+.,/:@%")];
-        len += (size_t)snprintf(dst + len, n - len, i ? plain ? " %s" : " '%s'" : plain ? "%s"
-                                : "'%s'", argv[i]);
-        if (len >= n) len = n - 1;
-    }
-}
-
-/* The last line of the log that starts "hetrain", else its last non-empty line. */
-static void last_line(const char *log, char *dst, size_t n) {
-    FILE *f = fopen(log, "r");
-    char line[512];
-    dst[0] = '\0';
-    int mine = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        int is_mine = strncmp(line, "hetrain", 7) == 0;
-        if (line[0] && (is_mine || !mine)) {
-            size_t m = strlen(line) < n ? strlen(line) : n - 1;
-            memcpy(dst, line, m);
-            dst[m] = '\0';
-        }
-        mine |= is_mine;
-    }
-    if (f) fclose(f);
-}
-
 /* One run: argv under the launcher (cli_job_run), stdout and stderr to `log`; HET_OK if it
  * exits 0, or when a signal came (cli_signals_caught; *killed: the launcher was killed after
  * CMP_KILL_AFTER_S). */
@@ -286,14 +254,14 @@ static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t
     close(fd);
     if (cli_signals_caught()) return HET_OK; /* the caller says what it stopped */
     char cmd[4096], why[600] = "", tail[320];
-    shell_line(cmd, sizeof cmd, argv);
+    cli_job_shell_line(cmd, sizeof cmd, argv);
     if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
     else if (WEXITSTATUS(status))
         snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
     if (!why[0]) return HET_OK;
-    last_line(log, tail, sizeof tail);
+    cli_job_last_line(log, tail, sizeof tail);
     return het_error_set(HET_EIO, "hetrain compare: strategy %s (seed %llu) failed, %s: %s "
                          "(output in %s%s%s%s)", strat, (unsigned long long)seed, why, cmd, log,
                          tail[0] ? ": \"" : "", tail, tail[0] ? "\"" : "");
@@ -611,7 +579,7 @@ int cli_compare(const het_train_config *c) {
             printf("failed\n");
             break;
         }
-        shell_line(runs[i].command, sizeof runs[i].command, argv);
+        cli_job_shell_line(runs[i].command, sizeof runs[i].command, argv);
         printf("%.1f s, test_acc %.4f\n", het_now() - t0,
                runs[i].epochs[c->epochs - 1].test_acc);
         done++;

@@ -176,3 +176,35 @@ int cli_job_out_dir(const char *path) {
                              strerror(errno));
     return HET_OK;
 }
+
+/* The command as a shell line: arguments with odd characters in single quotes. */
+void cli_job_shell_line(char *dst, size_t n, char *const *argv) {
+    size_t len = 0;
+    dst[0] = '\0';
+    for (int i = 0; argv[i] && len + 1 < n; i++) {
+        int plain = argv[i][0] && !argv[i][strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGH"
+                                                  "IJKLMNOPQRSTUVWXYZ0123456789-_=+.,/:@%")];
+        len += (size_t)snprintf(dst + len, n - len, i ? plain ? " %s" : " '%s'" : plain ? "%s"
+                                : "'%s'", argv[i]);
+        if (len >= n) len = n - 1;
+    }
+}
+
+/* The last line of the log that starts "hetrain", else its last non-empty line. */
+void cli_job_last_line(const char *log, char *dst, size_t n) {
+    FILE *f = fopen(log, "r");
+    char line[512];
+    dst[0] = '\0';
+    int mine = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        int is_mine = strncmp(line, "hetrain", 7) == 0;
+        if (line[0] && (is_mine || !mine)) {
+            size_t m = strlen(line) < n ? strlen(line) : n - 1;
+            memcpy(dst, line, m);
+            dst[m] = '\0';
+        }
+        mine |= is_mine;
+    }
+    if (f) fclose(f);
+}
