@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daso_ref.h"
 #include "hetrain.h"
 #include "test.h"
 
@@ -138,12 +139,125 @@ static void test_phases(void) {
     for (int w = 0; w < 3; w++) free(p[w]);
 }
 
+/* ---- the strategy's event trace (het_daso_set_trace) against tests/daso_ref.h ---- */
+static het_daso_event *g_ev;
+static int g_nev, g_cap;
+
+static void record(void *user, int rank, const het_daso_event *e) {
+    (void)user, (void)rank;
+    if (g_nev == g_cap) {
+        g_cap = g_cap ? 2 * g_cap : 1024;
+        g_ev = realloc(g_ev, sizeof *g_ev * (size_t)g_cap);
+        if (!g_ev) abort();
+    }
+    g_ev[g_nev++] = *e;
+}
+
+/* Compares this rank's recorded events, epoch by epoch, with the reference for G groups
+ * (HeAT's state carried across the epochs); returns the number of batches that differ and
+ * marks the schedule states seen in `seen` (gs * 100 + ls * 10 + S, up to 3 digits each). */
+static int compare_trace(const char *what, int G, int wire, int *epochs, char seen[][16],
+                         int *n_seen) {
+    ref_daso r;
+    ref_init(&r, G, wire);
+    int bad = 0, shown = 0, i = 0;
+    *epochs = 0;
+    while (i < g_nev) {
+        const het_daso_event *e = &g_ev[i++];
+        CHECK(e->kind == HET_DASO_EV_EPOCH, "%s: event %d is not an epoch's start", what, i - 1);
+        if (e->kind != HET_DASO_EV_EPOCH) return bad + 1;
+        (*epochs)++;
+        char tag[16];
+        snprintf(tag, sizeof tag, "(%d,%d,%d)", e->gs, e->ls, e->S);
+        int k = 0;
+        while (k < *n_seen && strcmp(seen[k], tag)) k++;
+        if (k == *n_seen && k < 16) snprintf(seen[(*n_seen)++], 16, "%s", tag);
+        ref_epoch(&r, e->gs, e->ls, e->S, e->last);
+        for (int64_t b = 0; b <= e->last; b++) {
+            ref_batch(&r);
+            int j = i;
+            while (j < g_nev && g_ev[j].kind != HET_DASO_EV_EPOCH &&
+                   (j == i || g_ev[j].kind != HET_DASO_EV_LOCAL))
+                j++;
+            int same = j - i == r.n_ev;
+            for (int q = 0; same && q < r.n_ev; q++) same = ref_same(&g_ev[i + q], &r.ev[q]);
+            if (!same) {
+                bad++;
+                if (g_rank == 0 && shown++ < 6) {
+                    char h[512], x[512];
+                    ref_line(h, sizeof h, b, r.ev, r.n_ev);
+                    ref_line(x, sizeof x, b, g_ev + i, j - i);
+                    fprintf(stderr, "%s, epoch %d %s of %lld batches:\n  HeAT   %s\n  "
+                            "hetrain %s\n", what, *epochs, tag, (long long)e->last + 1, h, x);
+                }
+            }
+            i = j;
+        }
+    }
+    CHECK(!r.broken, "%s: the reference saw a state HeAT raises on", what);
+    return bad;
+}
+
+/* Trains with the schedule moving every epoch (patience 0, threshold 0.9: every cycling
+ * epoch is a plateau) and checks the trace against the reference on every rank. */
+static void trace_run(const char *rpn, int G, const char *max_gs, const char *limit,
+                      const char *epochs, const char *const *want, int n_want) {
+    het_train_config c = base("daso", rpn);
+    het_train_config_set(&c, "epochs", epochs);
+    het_train_config_set(&c, "train-limit", limit);
+    het_train_config_set(&c, "daso-warmup-epochs", "1");
+    het_train_config_set(&c, "daso-cooldown-epochs", "1");
+    het_train_config_set(&c, "daso-patience", "0");
+    het_train_config_set(&c, "daso-plateau-threshold", "0.9");
+    het_train_config_set(&c, "daso-max-global-skips", max_gs);
+    het_train_config_set(&c, "daso-chunk", "10000");
+    char what[96];
+    snprintf(what, sizeof what, "trace, %s per node, max global skips %s, %s samples", rpn,
+             max_gs, limit);
+    g_nev = 0;
+    het_daso_set_trace(record, NULL);
+    size_t n = 0;
+    double loss;
+    free(train(&c, &n, &loss, what, NULL));
+    het_daso_set_trace(NULL, NULL);
+    int ep = 0, n_seen = 0;
+    char seen[16][16];
+    int bad = compare_trace(what, G, c.daso_wire, &ep, seen, &n_seen);
+    CHECK(bad == 0, "%s (rank %d): %d batches differ from HeAT's control flow", what, g_rank,
+          bad);
+    CHECK(ep == c.epochs, "%s: %d epochs traced, expected %d", what, ep, c.epochs);
+    for (int k = 0; k < n_want; k++) {
+        int found = 0;
+        for (int q = 0; q < n_seen; q++) found |= strcmp(seen[q], want[k]) == 0;
+        CHECK(found, "%s: schedule state %s not reached", what, want[k]);
+    }
+    if (g_rank == 0) {
+        printf("%s: %d epochs, states", what, ep);
+        for (int q = 0; q < n_seen; q++) printf(" %s", seen[q]);
+        printf(", %d batches differ\n", bad);
+    }
+}
+
+/* 2 nodes of 2 (G = 2) and one node of 4 (G = 4); the default cycle, max 16 (S >= gs - 1)
+ * and max 3 (S = 0 while cycling). G = 1 (one rank per node) is not HeAT's: not compared. */
+static void test_trace(void) {
+    if (g_size != 4) return;
+    static const char *const c8[] = {"(0,0,0)", "(4,1,1)", "(2,1,1)", "(1,1,1)", "(8,2,2)"};
+    static const char *const c16[] = {"(16,4,4)", "(8,2,3)", "(4,1,2)"};
+    static const char *const c3[] = {"(3,0,0)"};
+    trace_run("2", 2, "8", "330", "7", c8, 5);
+    trace_run("2", 2, "16", "608", "9", c16, 3);
+    trace_run("2", 2, "3", "416", "6", c3, 1);
+    trace_run("4", 4, "8", "330", "7", c8, 5);
+}
+
 int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     if (!het_test_world_size_ok(g_size)) MPI_Abort(MPI_COMM_WORLD, 1);
     het_log_set_rank(g_rank);
+    test_trace();
     test_one_node();
     test_phases();
     int failed = het_test_failures;

@@ -62,6 +62,19 @@
 #include "strategy/daso.h"
 #include "strategy/strategy.h"
 
+/* The test hook (het_daso_set_trace): every event carried out, on every rank. */
+static het_daso_trace_fn g_trace;
+static void *g_trace_user;
+
+void het_daso_set_trace(het_daso_trace_fn fn, void *user) {
+    g_trace = fn;
+    g_trace_user = user;
+}
+
+static void emit(const het_strategy_ctx *ctx, het_daso_event e) {
+    if (g_trace) g_trace(g_trace_user, ctx->rank, &e);
+}
+
 /* Non-blocking all-reduces of one global sync, at most (--daso-chunk is raised to fit). */
 #define DASO_MAX_CHUNKS 64
 
@@ -228,6 +241,8 @@ static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int btw) {
     y->done = !y->mine || d->N == 1;
     y->t0 = y->t1 = het_now();
     d->n_sync++;
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_SEND, .group = y->mod, .btw = btw,
+                               .wire = HET_WIRE_FP32, .batch = b});
     if (!y->mine) return HET_OK;
     const float *p = het_model_params(ctx->model);
     if (d->weight != 1.0)
@@ -257,6 +272,9 @@ static int merge_due(het_strategy_ctx *ctx, daso *d, int64_t upto) {
             const float num = 2.0f * (float)y->btw, den = num + (float)d->N;
             for (size_t i = 0; i < d->n && !st; i++) p[i] = (num * p[i] + y->buf[i]) / den;
         }
+        emit(ctx, (het_daso_event){.kind = HET_DASO_EV_MERGE, .group = y->mod, .btw = y->btw,
+                                   .batch = upto, .from = y->due - y->btw});
+        emit(ctx, (het_daso_event){.kind = HET_DASO_EV_BCAST, .group = y->mod, .batch = upto});
         if (!st && d->G > 1)
             st = het_comm_bcast(ctx->comm, HET_COMM_NODE, p, d->n * sizeof(float), y->mod);
         het_trace_add(ctx->trace, "merge + node broadcast", HET_TID_COMPUTE, y->mod, t0,
@@ -270,8 +288,10 @@ static int merge_due(het_strategy_ctx *ctx, daso *d, int64_t upto) {
 
 /* Blocking average of the parameters over cross group send_mod (wire type), then a node
  * broadcast from local rank send_mod: every rank ends with the same parameters. */
-static int blocking_average(het_strategy_ctx *ctx, daso *d) {
+static int blocking_average(het_strategy_ctx *ctx, daso *d, int64_t b) {
     double t0 = het_now();
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_SEND, .group = d->send_mod,
+                               .wire = ctx->cfg->daso_wire, .batch = b});
     float *p = het_model_params(ctx->model);
     int st = HET_OK;
     if (d->local == d->send_mod && d->N > 1) {
@@ -285,6 +305,9 @@ static int blocking_average(het_strategy_ctx *ctx, daso *d) {
         st = het_comm_bcast(ctx->comm, HET_COMM_NODE, p, d->n * sizeof(float), d->send_mod);
     het_trace_add(ctx->trace, "global average (blocking)", HET_TID_COMPUTE, d->send_mod, t0,
                   het_now());
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_AVG, .group = d->send_mod,
+                               .wire = ctx->cfg->daso_wire, .batch = b});
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_BCAST, .group = d->send_mod, .batch = b});
     d->n_block++;
     return st;
 }
@@ -298,14 +321,14 @@ static int global_step(het_strategy_ctx *ctx, daso *d, int64_t b, int64_t last, 
     if (s->gs <= 0 || b == last) { /* blocking: every batch, or the epoch's last */
         *global = 1;
         if ((st = merge_due(ctx, d, last))) return st;
-        st = blocking_average(ctx, d);
+        st = blocking_average(ctx, d, b);
         d->send_mod = (d->send_mod + 1) % d->min_G;
         return st;
     }
     if (b % s->gs == 0) {
         *global = 1;
         int64_t btw = s->S < last - b ? s->S : last - b;
-        st = btw > 0 ? start_sync(ctx, d, b, (int)btw) : blocking_average(ctx, d);
+        st = btw > 0 ? start_sync(ctx, d, b, (int)btw) : blocking_average(ctx, d, b);
         d->send_mod = (d->send_mod + 1) % d->min_G;
     }
     if (!st && d->count > 0 && d->q[d->head].due <= b) {
@@ -324,6 +347,7 @@ static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int
     int64_t lo;
     het_partition_even(Bs, ctx->size, ctx->rank, &lo, len);
     int loc = het_daso_local_sync(&d->ran, s, last);
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_LOCAL, .group = loc, .batch = s});
     int64_t cnt = loc ? node_samples(ctx, d, Bs) : *len;
     het_reducer *red = loc ? d->red : NULL;
     het_comm_stats c0 = ctx->comm ? het_comm_get_stats(ctx->comm) : (het_comm_stats){0};
@@ -360,6 +384,8 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     d->send_mod = 0;
     d->n_sync = d->n_merge = d->n_block = d->calls_cross = d->calls_idle = 0;
     d->ran = het_daso_sched_epoch(&d->par, &d->sched, epoch);
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_EPOCH, .gs = d->ran.gs, .ls = d->ran.ls,
+                               .S = d->ran.S, .last = spe - 1});
     for (int64_t pos = 0, s = 0; pos < n; pos += B, s++) {
         double ts = het_now();
         het_batch_result mine;

@@ -58,4 +58,34 @@ het_daso_sched het_daso_sched_epoch(const het_daso_params *p, const het_daso_sch
  * (b % gs == 0) and the last batch. */
 int het_daso_local_sync(const het_daso_sched *s, int64_t b, int64_t last);
 
+/* ---- the per-batch control flow (HeAT's DASO.step / _global_sync), and its event trace ---- */
+
+/* One event of a batch, as every rank sees it (the same list on every rank). */
+typedef enum {
+    HET_DASO_EV_EPOCH,  /* an epoch starts: gs, ls, S of its schedule, last = its last batch */
+    HET_DASO_EV_LOCAL,  /* the batch's gradients: group = 1 averaged in the node, 0 the rank's own */
+    HET_DASO_EV_SEND,   /* cross group `group` sends its parameters, clamped wait btw, wire type */
+    HET_DASO_EV_MERGE,  /* group merges the sync it sent at batch `from` (its btw: weight 2 btw,
+                           or 1 when btw <= 0) */
+    HET_DASO_EV_BCAST,  /* node broadcast of the parameters from local rank `group` */
+    HET_DASO_EV_AVG,    /* blocking: group's parameters = the mean of what it sent this batch */
+} het_daso_ev_kind;
+
+typedef struct het_daso_event {
+    int kind;          /* het_daso_ev_kind */
+    int group;         /* see the kinds */
+    int btw;           /* SEND, MERGE */
+    int wire;          /* SEND, AVG: het_wire (0 fp32, 1 fp16, 2 bf16) */
+    int64_t batch;     /* 0-based batch of the epoch (EPOCH: 0) */
+    int64_t from;      /* MERGE: the batch that sent it */
+    int gs, ls, S;     /* EPOCH */
+    int64_t last;      /* EPOCH */
+} het_daso_event;
+
+/* A test hook: fn sees every event the daso strategy carries out, on every rank, in order
+ * (NULL: none). Process-wide; set it before het_trainer_create. */
+typedef void (*het_daso_trace_fn)(void *user, int rank, const het_daso_event *e);
+void het_daso_set_trace(het_daso_trace_fn fn, void *user);
+
+
 #endif
