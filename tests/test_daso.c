@@ -1,7 +1,11 @@
 /* The daso strategy in-process, run under mpirun by tests/test_daso_mpi.sh (4 ranks with 2 per
  * emulated node, and 5 ranks: unequal nodes) and alone, as one rank, by CTest:
- *  - one node (ranks-per-node = P) in warm-up equals allreduce to float rounding, with the
- *    bf16 wire too (the cross group has one rank: nothing is averaged);
+ *  - the strategy's per-batch event trace (het_daso_set_trace) equals the reference of HeAT's
+ *    control flow (tests/daso_ref.h) in every epoch, on 4 ranks: 2 nodes of 2 and one node of
+ *    4, through the default cycle, max global skips 16 (S >= gs - 1) and 3 (S = 0);
+ *  - one node (ranks-per-node = P) in warm-up equals allreduce plus bf16 rounding with the bf16
+ *    wire (HeAT casts), allreduce to float rounding with --daso-one-node-fp32 or fp32; in
+ *    cycling epochs it is not allreduce;
  *  - with 2 ranks per node, through warm-up, the skipping phase and cool-down, every rank
  *    holds bitwise the same parameters at every epoch's end (CRC over ranks), for each wire
  *    type; the loss goes down;
@@ -83,32 +87,48 @@ static double max_rel(const float *a, const float *b, size_t n) {
     return worst;
 }
 
-/* One node in warm-up: allreduce to float rounding, whatever the wire type. */
+/* One node. Warm-up (blocking epochs): HeAT still casts the parameters to the wire type
+ * (bf16: allreduce plus bf16 rounding every batch); with --daso-one-node-fp32 or the fp32 wire
+ * it is allreduce to float rounding. Cycling epochs are not allreduce: a merge mixes in the
+ * rank's own stale copy, (2S' theta + theta_stale) / (2S' + 1). */
 static void test_one_node(void) {
     char rpn[16];
     snprintf(rpn, sizeof rpn, "%d", g_size);
     het_train_config ar = base("allreduce", rpn), da = base("daso", rpn);
     het_train_config_set(&da, "daso-warmup-epochs", "2");
-    size_t n1 = 0, n2 = 0, n3 = 0;
-    double l1, l2, l3;
+    size_t n1 = 0, n2 = 0, n3 = 0, n4 = 0, n5 = 0;
+    double l1, l2, l3, l4, l5;
     float *a = train(&ar, &n1, &l1, "allreduce, one node", NULL);
     float *d = train(&da, &n2, &l2, "daso bf16, one node", NULL);
+    het_train_config_set(&da, "daso-one-node-fp32", NULL);
+    float *x = train(&da, &n4, &l4, "daso bf16 --daso-one-node-fp32, one node", NULL);
     het_train_config_set(&da, "daso-wire", "fp32");
     float *f = train(&da, &n3, &l3, "daso fp32, one node", NULL);
-    if (a && d && f && n1 == n2 && n1 == n3) {
-        double e1 = max_rel(a, d, n1), e2 = max_rel(a, f, n1);
-        CHECK(e1 <= 1e-5, "one node, bf16 wire: daso vs allreduce max rel diff %.3g (bound "
-              "1e-5)", e1);
+    het_train_config cy = base("daso", rpn);
+    het_train_config_set(&cy, "daso-warmup-epochs", "0");
+    het_train_config_set(&cy, "daso-cooldown-epochs", "0");
+    float *c = train(&cy, &n5, &l5, "daso cycling, one node", NULL);
+    if (a && d && f && x && c && n1 == n2 && n1 == n3 && n1 == n4 && n1 == n5) {
+        double e1 = max_rel(a, d, n1), e2 = max_rel(a, f, n1), e3 = max_rel(a, x, n1),
+               e4 = max_rel(a, c, n1);
+        CHECK(e1 > 1e-5 && e1 <= 0.05, "one node, bf16 wire (HeAT casts): daso vs allreduce max "
+              "rel diff %.3g, expected bf16 rounding (1e-5, 0.05]", e1);
+        CHECK(e3 <= 1e-5, "one node, bf16 wire, --daso-one-node-fp32: daso vs allreduce max rel "
+              "diff %.3g (bound 1e-5)", e3);
         CHECK(e2 <= 1e-5, "one node, fp32 wire: daso vs allreduce max rel diff %.3g", e2);
-        CHECK(fabs(l1 - l2) <= 1e-5 * fmax(1.0, fabs(l1)), "one node: loss %.9g vs allreduce "
-              "%.9g", l2, l1);
+        CHECK(fabs(l1 - l4) <= 1e-5 * fmax(1.0, fabs(l1)), "one node, --daso-one-node-fp32: "
+              "loss %.9g vs allreduce %.9g", l4, l1);
+        CHECK(e4 > 1e-4 && isfinite(l5), "one node, cycling epochs: daso vs allreduce max rel "
+              "diff %.3g (expected > 1e-4: merges mix in stale copies), loss %g", e4, l5);
         if (g_rank == 0)
-            printf("one node, warm-up: daso vs allreduce max rel diff %.3g (bf16) %.3g (fp32)\n",
-                   e1, e2);
+            printf("one node, warm-up: daso vs allreduce max rel diff %.3g (bf16) %.3g (bf16, "
+                   "--daso-one-node-fp32) %.3g (fp32); cycling %.3g\n", e1, e3, e2, e4);
     }
     free(a);
     free(d);
     free(f);
+    free(x);
+    free(c);
 }
 
 /* Two ranks per node: warm-up, skipping, cool-down; all ranks agree after every epoch. */
