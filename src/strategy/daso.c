@@ -1,47 +1,59 @@
-/* daso: distributed asynchronous and selective optimization (METHODS.md section 3, exact).
+/* daso: distributed asynchronous and selective optimization (METHODS.md section 3).
  * Paper: D. Coquelin, C. Debus, M. Goetz, F. von der Lehr, J. Kahn, M. Siggel, A. Streit,
  * "Accelerating neural network training with distributed asynchronous and selective
  * optimization (DASO)", J. Big Data 9:14 (2022). Reference: the authors' HeAT library,
- * heat/optim/dp_optimizer.py (class DASO), which this file follows; our code.
+ * heat/optim/dp_optimizer.py (class DASO), whose per-batch control flow this file follows
+ * exactly by default (het_daso_ctl_step in daso_schedule.c, checked against a reference written
+ * from HeAT's code: tests/daso_ref.h, test_daso_trace, test_daso); our code.
  *
  * The method. N nodes of G ranks; node-local communication is cheap, cross-node is not.
- * - Local sync: every batch the gradients are averaged inside the node (a reducer over
- *   HET_COMM_NODE whose buckets start from the gradient hook, so it overlaps backward), then
- *   every rank takes the same optimizer step. With local skip ls > 1 only batches b % ls == 0
- *   (and global-sync batches and the last) average; the others step on the rank's own
- *   gradient (het_daso_local_sync).
+ * - Local sync: on the batches DDP's flag selects (HeAT sets it after each step for the next
+ *   batch: every batch with ls = 1; in (8,2,2) b % 8 in {0,1,2,4,6}) the gradients are averaged
+ *   inside the node (a reducer over HET_COMM_NODE whose buckets start from the gradient hook,
+ *   so it overlaps backward), then every rank takes the same optimizer step; on the others a
+ *   rank steps on its own gradient.
  * - Global sync sends PARAMETERS. Cross group i = local rank i of every node (the topology's
  *   HET_COMM_CROSS of those ranks). On batches b % gs == 0, after the optimizer step, the
  *   ranks of group send_mod copy their parameters into a separate send buffer and start a
- *   non-blocking all-reduce (SUM) on their cross communicator, in chunks of --daso-chunk
+ *   non-blocking fp32 all-reduce (SUM) on their cross communicator, in chunks of --daso-chunk
  *   elements (10M; raised so that there are at most 64 chunks: every test progresses every
- *   chunk in flight, so the cost of n chunks grows as n^2); the other groups call nothing. send_mod then rotates (reset to 0 at each
- *   epoch's start). S' = min(S, last - b) batches later, after that batch's optimizer step,
- *   the group waits and merges theta <- (2S' theta + sum_n theta_n) / (2S' + N), and local
- *   rank send_mod broadcasts its parameters inside its node. Until then the request is
- *   progressed by MPI_Test from the model's progress hook between layers (real overlap: the
- *   trace shows "global sync (in flight)" on the communication row beside the compute).
- *   Batches that neither start nor merge a global sync make no cross-node call at all (the
- *   strategy counts the comm layer's calls_cross per batch; the report carries it).
- * - The epoch's last batch: pending syncs are merged, then a blocking exact average of the
- *   parameters over cross group send_mod (wire type --daso-wire: bf16 by default, fp16,
- *   fp32; a user MPI_Op adds 16-bit words in float) and a node broadcast: every rank ends
- *   the epoch with the same parameters (the strategy contract).
+ *   chunk in flight, so the cost of n chunks grows as n^2); the other groups call nothing.
+ *   Then the previous group's pending sync, if any, is merged and that group's local rank
+ *   broadcasts inside its node (at every send, even when there was nothing left to merge). The
+ *   merge otherwise comes on the batch with b % gs == S' (S' = min(S, last - b) recomputed
+ *   every batch), except on a batch before a global sync, where nothing is received (so
+ *   (2,1,1) merges at the next send): theta <- theta 2S'/(2S' + N) + sum_n theta_n / (2S' + N),
+ *   with the S' stored at the send. Until then the request is progressed by MPI_Test from the
+ *   model's progress hook between layers (real overlap: the trace shows "global sync (in
+ *   flight)" on the communication row beside the compute). Batches that neither start nor
+ *   merge a global sync make no cross-node call at all (the strategy counts the comm layer's
+ *   calls_cross per batch; the report carries it).
+ * - The epoch's last batch (and every batch with S = 0): group send_mod sends, the previous
+ *   group's pending sync is merged and broadcast, then the group's parameters become the mean
+ *   of what it sent (a blocking all-reduce; the merge just done is overwritten, as in HeAT) and
+ *   it broadcasts in the node: every rank ends the epoch with the same parameters.
+ * - Wire: syncs of gs = 0 (warm-up and cool-down epochs) are cast to --daso-wire (bf16 by
+ *   default, fp16, fp32; a user MPI_Op adds 16-bit words in float and rounds), also on one node
+ *   (a 1-rank group: parameters rounded), and the division by N is rounded to it (HeAT divides
+ *   the 16-bit sum); every sync while cycling is fp32, the last batch's included.
  * - Phases (daso_schedule.c): warm-up and cool-down epochs (4 each) use gs = ls = S = 0: a
- *   blocking parameter average (wire type) every batch, send_mod rotating. Between them
- *   (gs, ls, S) starts at (4, 1, 1) and moves on plateaus of the all-reduced epoch training
- *   loss (relative 0.05, patience 2): halved, or reset to (max, max/4, max/4) from gs = 1.
+ *   blocking parameter average every batch, send_mod rotating. Between them (gs, ls, S) starts
+ *   at (4, 1, 1) and moves on plateaus of the all-reduced epoch training loss (relative 0.05,
+ *   patience 2): divided by --daso-skip-reduction-factor (2), or reset to (max, max/f, max/f)
+ *   from gs = 1 (f = --daso-local-skip-factor, 4).
  * Our choices:
  * - --batch is the global batch B: step s takes B' samples of the shared epoch permutation,
  *   split evenly over the P ranks (as allreduce). A rank scales its loss sum by
  *   1 / (its node's samples of the step) on local-sync batches, so the node reducer's SUM is
- *   the node's mean gradient; by 1 / (its own samples) otherwise. With one node this is
- *   exactly allreduce (the cross group has one rank: no average is computed at all).
- * - A merge that falls on the last batch happens before the blocking average (HeAT sends the
- *   last batch's parameters before merging, so its last merge is overwritten); syncs whose
- *   S' would pass the epoch's end are merged at the last batch (S' = last - b, as HeAT).
- *   S > gs (possible with --daso-max-global-skips >= 32) keeps several syncs in flight.
- * - Non-blocking syncs travel in fp32 (as HeAT: it downcasts only blocking syncs).
+ *   the node's mean gradient; by 1 / (its own samples) otherwise. One node is allreduce only in
+ *   blocking epochs with --daso-one-node-fp32 or --daso-wire fp32 (HeAT casts even there), and
+ *   not in cycling epochs (a merge mixes in the rank's own stale copy, as in HeAT).
+ * - Departures from HeAT, off by default: --daso-merge-last merges the pending sync before the
+ *   last batch's send and average (so the merge is not lost); --daso-one-node-fp32 skips the
+ *   cast on one node. Always: a warm-up of 0 epochs cycles from epoch 1 (daso_schedule.c);
+ *   G = 1 (HeAT needs 2 ranks per node) merges a sync S' batches after it was sent, not the sync
+ *   just sent; a gs = 0 cycling state with S != 0 (factors above gs) sends 16-bit syncs whose
+ *   sum is rounded once, not after each addition (the same for 2 nodes).
  * - Beyond the reference (which requires equal nodes): unequal nodes. send_mod rotates over
  *   the local ranks every node has (0 .. smallest node - 1), so every node takes part in every
  *   sync; each node's parameters are weighted by its share w_n of a full step's samples
@@ -49,12 +61,16 @@
  *   merge formula is unchanged. Equal nodes send theta itself (w_n = 1/N exactly).
  * - Momentum differs between nodes: every rank's optimizer state is checkpointed (section
  *   s.daso.optim, per rank), with the schedule (s.daso.sched: gs, ls, S, the plateau detector,
- *   send_mod), so a resume continues bitwise. The schedule read back is range-checked and
- *   compared across ranks (agreed_state): ranks resuming their own copies with other
- *   schedules would enter other collectives.
+ *   send_mod), so a resume continues bitwise (the per-batch control, het_daso_ctl, restarts at
+ *   every epoch, as HeAT's state does: nothing of it outlives an epoch). The schedule read back
+ *   is range-checked and compared across ranks (agreed_state): ranks resuming their own copies
+ *   with other schedules would enter other collectives.
  * - No world call per step: the per-step figures are the rank's own (het_step_info.local);
  *   divergence is detected on the summed epoch loss, on every rank alike. Batch-norm
- *   statistics are averaged over ranks at the epoch's end, weighted by sample share. */
+ *   statistics are averaged over ranks at the epoch's end, weighted by sample share.
+ * - het_daso_set_trace: a test hook that sees every event (node averaging, send with group,
+ *   S' and wire, merge and its weight, node broadcast and its root, blocking average) as it is
+ *   carried out. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

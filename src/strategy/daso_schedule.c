@@ -1,12 +1,14 @@
 /* daso's schedule: the phases (warm-up, cycling, cool-down) and the plateau detector that
  * moves (gs, ls, S) through the cycle (4,1,1) -> (2,1,1) -> (1,1,1) -> (8,2,2) -> (4,1,1)...
- * (with max_global_skips 8). Follows HeAT's DASO.epoch_loss_logic and DetectMetricPlateau
- * (mode min, relative threshold, no cool-down of the detector, never reset) with two changes:
- * the phase is applied per epoch (het_daso_sched_epoch) rather than written into the state,
- * so the detector also runs in cool-down (unobservable) and the state does not depend on
- * --epochs (resume with more epochs); and HeAT enters its cycling state only at the epoch
- * count equal to the warm-up, so a warm-up of 0 epochs would stay blocking for ever, where
- * here cycling starts at epoch 1. */
+ * (with max_global_skips 8 and HeAT's factors 2 and 4, both options). Follows HeAT's
+ * DASO.epoch_loss_logic and DetectMetricPlateau (mode min, relative threshold, no cool-down of
+ * the detector, never reset) with two changes: the phase is applied per epoch
+ * (het_daso_sched_epoch) rather than written into the state, so the detector also runs in
+ * cool-down (unobservable) and the state does not depend on --epochs (resume with more
+ * epochs); and HeAT enters its cycling state only at the epoch count equal to the warm-up, so a
+ * warm-up of 0 epochs would stay blocking for ever, where here cycling starts at epoch 1.
+ * Also the per-batch control (het_daso_ctl_step): HeAT's DASO.step and _global_sync as events
+ * the strategy carries out; daso.h says what it does, tests/test_daso_trace.c checks it. */
 #include <math.h>
 #include <string.h>
 
