@@ -84,6 +84,12 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "daso: global batch 2 is smaller than 4 ranks" e1.err &&
     [ "$(grep -c "^hetrain: " e1.err)" -eq 1 ] || fail "batch 2 on 4 ranks: exit $rc, $(cat e1.err)"
 
+# the reduction factors are validated like every option: one line
+"$HETRAIN" train "${COMMON[@]}" --daso-skip-reduction-factor 0 --epochs 1 >f.out 2>f.err
+rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "^hetrain train: --daso-skip-reduction-factor: 0 is out of range" f.err ||
+    fail "--daso-skip-reduction-factor 0: exit $rc, $(cat f.err)"
+
 # --daso-chunk 1 (FINDINGS-v3 D2): the chunks of a sync are bounded (64), not 61706
 # requests whose tests each progress all of them (86 s for 0.03 s), and the run says so
 mpi 4 "$HETRAIN" train "${COMMON[@]}" --train-limit 640 --epochs 1 --daso-warmup-epochs 0 \

@@ -75,6 +75,11 @@ typedef struct het_train_config {
     int daso_wire;              /* wire type of blocking syncs: het_wire (0 fp32, 1 fp16, 2 bf16) */
     float daso_plateau_threshold; /* relative improvement of the epoch loss that counts */
     int daso_patience;          /* epochs without it tolerated before a plateau */
+    int daso_skip_factor;       /* on a plateau gs and ls are divided by it (HeAT: 2) */
+    int daso_local_factor;      /* after a reset ls = S = max global skips / it (HeAT: 4) */
+    int daso_merge_last;        /* 1: the last batch merges the pending sync before its
+                                   blocking average (HeAT's average discards that merge) */
+    int daso_one_node_fp32;     /* 1: on one node no cast to the wire type (HeAT casts) */
     char out[HET_PATH_LEN];     /* hetrain calibrate: the speeds file to write */
 } het_train_config;
 

@@ -58,7 +58,8 @@ static const char *const compare_keys[] = {
     "slowdown-at", "net-bw", "net-lat", "speeds", "speeds-file", "calibrate-steps", "batching",
     "weighting", "rebalance", "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs",
     "daso-cooldown-epochs", "daso-max-global-skips", "daso-chunk", "daso-wire",
-    "daso-plateau-threshold", "daso-patience", "on-nan", NULL};
+    "daso-plateau-threshold", "daso-patience", "daso-skip-reduction-factor",
+    "daso-local-skip-factor", "daso-merge-last", "daso-one-node-fp32", "on-nan", NULL};
 
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,

@@ -1,47 +1,59 @@
-/* daso: distributed asynchronous and selective optimization (METHODS.md section 3, exact).
+/* daso: distributed asynchronous and selective optimization (METHODS.md section 3).
  * Paper: D. Coquelin, C. Debus, M. Goetz, F. von der Lehr, J. Kahn, M. Siggel, A. Streit,
  * "Accelerating neural network training with distributed asynchronous and selective
  * optimization (DASO)", J. Big Data 9:14 (2022). Reference: the authors' HeAT library,
- * heat/optim/dp_optimizer.py (class DASO), which this file follows; our code.
+ * heat/optim/dp_optimizer.py (class DASO), whose per-batch control flow this file follows
+ * exactly by default (het_daso_ctl_step in daso_schedule.c, checked against a reference written
+ * from HeAT's code: tests/daso_ref.h, test_daso_trace, test_daso); our code.
  *
  * The method. N nodes of G ranks; node-local communication is cheap, cross-node is not.
- * - Local sync: every batch the gradients are averaged inside the node (a reducer over
- *   HET_COMM_NODE whose buckets start from the gradient hook, so it overlaps backward), then
- *   every rank takes the same optimizer step. With local skip ls > 1 only batches b % ls == 0
- *   (and global-sync batches and the last) average; the others step on the rank's own
- *   gradient (het_daso_local_sync).
+ * - Local sync: on the batches DDP's flag selects (HeAT sets it after each step for the next
+ *   batch: every batch with ls = 1; in (8,2,2) b % 8 in {0,1,2,4,6}) the gradients are averaged
+ *   inside the node (a reducer over HET_COMM_NODE whose buckets start from the gradient hook,
+ *   so it overlaps backward), then every rank takes the same optimizer step; on the others a
+ *   rank steps on its own gradient.
  * - Global sync sends PARAMETERS. Cross group i = local rank i of every node (the topology's
  *   HET_COMM_CROSS of those ranks). On batches b % gs == 0, after the optimizer step, the
  *   ranks of group send_mod copy their parameters into a separate send buffer and start a
- *   non-blocking all-reduce (SUM) on their cross communicator, in chunks of --daso-chunk
+ *   non-blocking fp32 all-reduce (SUM) on their cross communicator, in chunks of --daso-chunk
  *   elements (10M; raised so that there are at most 64 chunks: every test progresses every
- *   chunk in flight, so the cost of n chunks grows as n^2); the other groups call nothing. send_mod then rotates (reset to 0 at each
- *   epoch's start). S' = min(S, last - b) batches later, after that batch's optimizer step,
- *   the group waits and merges theta <- (2S' theta + sum_n theta_n) / (2S' + N), and local
- *   rank send_mod broadcasts its parameters inside its node. Until then the request is
- *   progressed by MPI_Test from the model's progress hook between layers (real overlap: the
- *   trace shows "global sync (in flight)" on the communication row beside the compute).
- *   Batches that neither start nor merge a global sync make no cross-node call at all (the
- *   strategy counts the comm layer's calls_cross per batch; the report carries it).
- * - The epoch's last batch: pending syncs are merged, then a blocking exact average of the
- *   parameters over cross group send_mod (wire type --daso-wire: bf16 by default, fp16,
- *   fp32; a user MPI_Op adds 16-bit words in float) and a node broadcast: every rank ends
- *   the epoch with the same parameters (the strategy contract).
+ *   chunk in flight, so the cost of n chunks grows as n^2); the other groups call nothing.
+ *   Then the previous group's pending sync, if any, is merged and that group's local rank
+ *   broadcasts inside its node (at every send, even when there was nothing left to merge). The
+ *   merge otherwise comes on the batch with b % gs == S' (S' = min(S, last - b) recomputed
+ *   every batch), except on a batch before a global sync, where nothing is received (so
+ *   (2,1,1) merges at the next send): theta <- theta 2S'/(2S' + N) + sum_n theta_n / (2S' + N),
+ *   with the S' stored at the send. Until then the request is progressed by MPI_Test from the
+ *   model's progress hook between layers (real overlap: the trace shows "global sync (in
+ *   flight)" on the communication row beside the compute). Batches that neither start nor
+ *   merge a global sync make no cross-node call at all (the strategy counts the comm layer's
+ *   calls_cross per batch; the report carries it).
+ * - The epoch's last batch (and every batch with S = 0): group send_mod sends, the previous
+ *   group's pending sync is merged and broadcast, then the group's parameters become the mean
+ *   of what it sent (a blocking all-reduce; the merge just done is overwritten, as in HeAT) and
+ *   it broadcasts in the node: every rank ends the epoch with the same parameters.
+ * - Wire: syncs of gs = 0 (warm-up and cool-down epochs) are cast to --daso-wire (bf16 by
+ *   default, fp16, fp32; a user MPI_Op adds 16-bit words in float and rounds), also on one node
+ *   (a 1-rank group: parameters rounded), and the division by N is rounded to it (HeAT divides
+ *   the 16-bit sum); every sync while cycling is fp32, the last batch's included.
  * - Phases (daso_schedule.c): warm-up and cool-down epochs (4 each) use gs = ls = S = 0: a
- *   blocking parameter average (wire type) every batch, send_mod rotating. Between them
- *   (gs, ls, S) starts at (4, 1, 1) and moves on plateaus of the all-reduced epoch training
- *   loss (relative 0.05, patience 2): halved, or reset to (max, max/4, max/4) from gs = 1.
+ *   blocking parameter average every batch, send_mod rotating. Between them (gs, ls, S) starts
+ *   at (4, 1, 1) and moves on plateaus of the all-reduced epoch training loss (relative 0.05,
+ *   patience 2): divided by --daso-skip-reduction-factor (2), or reset to (max, max/f, max/f)
+ *   from gs = 1 (f = --daso-local-skip-factor, 4).
  * Our choices:
  * - --batch is the global batch B: step s takes B' samples of the shared epoch permutation,
  *   split evenly over the P ranks (as allreduce). A rank scales its loss sum by
  *   1 / (its node's samples of the step) on local-sync batches, so the node reducer's SUM is
- *   the node's mean gradient; by 1 / (its own samples) otherwise. With one node this is
- *   exactly allreduce (the cross group has one rank: no average is computed at all).
- * - A merge that falls on the last batch happens before the blocking average (HeAT sends the
- *   last batch's parameters before merging, so its last merge is overwritten); syncs whose
- *   S' would pass the epoch's end are merged at the last batch (S' = last - b, as HeAT).
- *   S > gs (possible with --daso-max-global-skips >= 32) keeps several syncs in flight.
- * - Non-blocking syncs travel in fp32 (as HeAT: it downcasts only blocking syncs).
+ *   the node's mean gradient; by 1 / (its own samples) otherwise. One node is allreduce only in
+ *   blocking epochs with --daso-one-node-fp32 or --daso-wire fp32 (HeAT casts even there), and
+ *   not in cycling epochs (a merge mixes in the rank's own stale copy, as in HeAT).
+ * - Departures from HeAT, off by default: --daso-merge-last merges the pending sync before the
+ *   last batch's send and average (so the merge is not lost); --daso-one-node-fp32 skips the
+ *   cast on one node. Always: a warm-up of 0 epochs cycles from epoch 1 (daso_schedule.c);
+ *   G = 1 (HeAT needs 2 ranks per node) merges a sync S' batches after it was sent, not the sync
+ *   just sent; a gs = 0 cycling state with S != 0 (factors above gs) sends 16-bit syncs whose
+ *   sum is rounded once, not after each addition (the same for 2 nodes).
  * - Beyond the reference (which requires equal nodes): unequal nodes. send_mod rotates over
  *   the local ranks every node has (0 .. smallest node - 1), so every node takes part in every
  *   sync; each node's parameters are weighted by its share w_n of a full step's samples
@@ -49,18 +61,35 @@
  *   merge formula is unchanged. Equal nodes send theta itself (w_n = 1/N exactly).
  * - Momentum differs between nodes: every rank's optimizer state is checkpointed (section
  *   s.daso.optim, per rank), with the schedule (s.daso.sched: gs, ls, S, the plateau detector,
- *   send_mod), so a resume continues bitwise. The schedule read back is range-checked and
- *   compared across ranks (agreed_state): ranks resuming their own copies with other
- *   schedules would enter other collectives.
+ *   send_mod), so a resume continues bitwise (the per-batch control, het_daso_ctl, restarts at
+ *   every epoch, as HeAT's state does: nothing of it outlives an epoch). The schedule read back
+ *   is range-checked and compared across ranks (agreed_state): ranks resuming their own copies
+ *   with other schedules would enter other collectives.
  * - No world call per step: the per-step figures are the rank's own (het_step_info.local);
  *   divergence is detected on the summed epoch loss, on every rank alike. Batch-norm
- *   statistics are averaged over ranks at the epoch's end, weighted by sample share. */
+ *   statistics are averaged over ranks at the epoch's end, weighted by sample share.
+ * - het_daso_set_trace: a test hook that sees every event (node averaging, send with group,
+ *   S' and wire, merge and its weight, node broadcast and its root, blocking average) as it is
+ *   carried out. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "strategy/daso.h"
 #include "strategy/strategy.h"
+
+/* The test hook (het_daso_set_trace): every event carried out, on every rank. */
+static het_daso_trace_fn g_trace;
+static void *g_trace_user;
+
+void het_daso_set_trace(het_daso_trace_fn fn, void *user) {
+    g_trace = fn;
+    g_trace_user = user;
+}
+
+static void emit(const het_strategy_ctx *ctx, het_daso_event e) {
+    if (g_trace) g_trace(g_trace_user, ctx->rank, &e);
+}
 
 /* Non-blocking all-reduces of one global sync, at most (--daso-chunk is raised to fit). */
 #define DASO_MAX_CHUNKS 64
@@ -71,8 +100,9 @@ typedef struct daso_sync {   /* one non-blocking global sync */
     int mod;                 /* the local rank whose cross group sends */
     int mine;                /* this rank is in that group */
     int done;                /* every chunk completed (seen by a test) */
-    int btw;                 /* S': batches between start and merge */
-    int64_t due;             /* the batch that merges it */
+    int btw;                 /* S' at the send (the merge's weight) */
+    int64_t from;            /* the batch that sent it */
+    int wire;                /* het_wire: not fp32 only with gs = 0 in cycling (HeAT casts) */
     double t0, t1;           /* started, seen complete (trace) */
 } daso_sync;
 
@@ -81,7 +111,9 @@ typedef struct daso {
     het_daso_params par;
     het_daso_sched sched;    /* the cycling state and the plateau detector */
     het_daso_sched ran;      /* the schedule of the epoch being (last) trained */
-    int send_mod;
+    het_daso_ctl ctl;        /* HeAT's per-batch state: send_mod, previous sender, DDP flag */
+    het_daso_ctl_opts opts;  /* wire of gs = 0 syncs, --daso-merge-last */
+    float *blk;              /* a blocking sync's sum */
     int N, G, local, min_G;  /* nodes, ranks of this node, local rank, smallest node */
     int *members;            /* world ranks of this node, G */
     double weight;           /* N w_n: 1 for equal nodes */
@@ -162,7 +194,8 @@ static int daso_init(het_strategy_ctx *ctx) {
     d->weight = 1.0;
     d->par = (het_daso_params){c->daso_warmup_epochs, c->daso_cooldown_epochs, c->epochs,
                                c->daso_max_global_skips, c->daso_plateau_threshold,
-                               c->daso_patience};
+                               c->daso_patience, c->daso_skip_factor,
+                               c->daso_local_factor};
     d->sched = het_daso_sched_init(&d->par);
     d->ran = het_daso_sched_epoch(&d->par, &d->sched, 0);
     d->n = het_model_n_params(ctx->model);
@@ -185,6 +218,11 @@ static int daso_init(het_strategy_ctx *ctx) {
                              "rank needs at least one sample per step", c->batch, ctx->size);
     int st = daso_topology(ctx, d);
     if (st) return st;
+    d->ctl = het_daso_ctl_epoch(d->min_G);
+    d->opts.wire = d->N == 1 && c->daso_one_node_fp32 ? HET_WIRE_FP32 : c->daso_wire;
+    d->opts.merge_last = c->daso_merge_last;
+    if (!(d->blk = malloc(d->n * sizeof(float) + 4)))
+        return het_error_set(HET_ENOMEM, "out of memory for daso's blocking sync");
     het_model_hook h = {NULL, daso_progress, ctx};
     if ((st = het_model_add_hook(ctx->model, &h))) return st;
     return het_reducer_create(&d->red, ctx, HET_COMM_NODE, c->bucket_mb, 0);
@@ -216,15 +254,19 @@ static int push_sync(daso *d, daso_sync **out) {
     return HET_OK;
 }
 
-/* Starts the global sync of batch b on group send_mod (its ranks post; the others note it). */
-static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int btw) {
+/* Starts the non-blocking global sync of batch b on cross group `mod` (its ranks post; the
+ * others note it). */
+static void wire_round(het_wire w, float *p, size_t n);
+
+static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int mod, int btw, int wire) {
     daso_sync *y = NULL;
     int st = push_sync(d, &y);
     if (st) return st;
-    y->mod = d->send_mod;
-    y->mine = d->local == d->send_mod;
+    y->mod = mod;
+    y->mine = d->local == mod;
     y->btw = btw;
-    y->due = b + btw;
+    y->from = b;
+    y->wire = wire;
     y->done = !y->mine || d->N == 1;
     y->t0 = y->t1 = het_now();
     d->n_sync++;
@@ -234,6 +276,7 @@ static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int btw) {
         for (size_t i = 0; i < d->n; i++) y->buf[i] = (float)(d->weight * p[i]);
     else
         memcpy(y->buf, p, d->n * sizeof(float));
+    wire_round((het_wire)wire, y->buf, d->n);
     for (int c = 0; c < d->n_chunks && d->N > 1 && !st; c++) {
         size_t lo = (size_t)c * d->chunk, len = d->n - lo < d->chunk ? d->n - lo : d->chunk;
         st = het_comm_iallreduce_sum(ctx->comm, HET_COMM_CROSS, y->buf + lo, len, &y->reqs[c]);
@@ -241,76 +284,112 @@ static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int btw) {
     return st;
 }
 
-/* Merges every sync due by batch `upto`, oldest first, and broadcasts inside the node. */
-static int merge_due(het_strategy_ctx *ctx, daso *d, int64_t upto) {
+/* Merges the oldest sync in flight, the one the event names: theta <- theta 2S'/(2S' + N) +
+ * sum / (2S' + N) (HeAT's arithmetic; 1 for 2S' when S' <= 0) on the ranks that sent it. */
+static int merge(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
+    daso_sync *y = d->count > 0 ? &d->q[d->head] : NULL;
+    if (!y || y->mod != e->group || y->from != e->from)
+        return het_error_set(HET_EINVAL, "daso: internal: merge of group %d's sync of batch %lld"
+                             " at batch %lld, but %s", e->group, (long long)e->from,
+                             (long long)e->batch, y ? "another is older" : "none is in flight");
     int st = d->hook_failed;
-    while (!st && d->count > 0 && d->q[d->head].due <= upto) {
-        daso_sync *y = &d->q[d->head];
-        double t0 = het_now();
+    double t0 = het_now();
+    if (y->mine && !st) {
         float *p = het_model_params(ctx->model);
-        if (y->mine) {
-            for (int c = 0; c < d->n_chunks && d->N > 1 && !st; c++)
-                st = het_comm_wait(ctx->comm, &y->reqs[c]);
-            if (!y->done) y->t1 = het_now();
-            het_trace_add(ctx->trace, "global sync (in flight)", HET_TID_COMM, y->mod, y->t0,
-                          y->t1);
-            const float num = 2.0f * (float)y->btw, den = num + (float)d->N;
-            for (size_t i = 0; i < d->n && !st; i++) p[i] = (num * p[i] + y->buf[i]) / den;
+        for (int c = 0; c < d->n_chunks && d->N > 1 && !st; c++)
+            st = het_comm_wait(ctx->comm, &y->reqs[c]);
+        if (!y->done) y->t1 = het_now();
+        het_trace_add(ctx->trace, "global sync (in flight)", HET_TID_COMM, y->mod, y->t0, y->t1);
+        const double num = y->btw > 0 ? 2.0 * y->btw : 1.0, den = num + d->N;
+        const float factor = (float)(num / den), fden = (float)den;
+        if (y->wire != HET_WIRE_FP32) { /* a 16-bit sum (rounded once here), divided in 16 bits */
+            wire_round((het_wire)y->wire, y->buf, d->n);
+            for (size_t i = 0; i < d->n; i++) y->buf[i] /= fden;
+            wire_round((het_wire)y->wire, y->buf, d->n);
+            for (size_t i = 0; i < d->n && !st; i++) p[i] = p[i] * factor + y->buf[i];
+        } else {
+            for (size_t i = 0; i < d->n && !st; i++) p[i] = p[i] * factor + y->buf[i] / fden;
         }
-        if (!st && d->G > 1)
-            st = het_comm_bcast(ctx->comm, HET_COMM_NODE, p, d->n * sizeof(float), y->mod);
-        het_trace_add(ctx->trace, "merge + node broadcast", HET_TID_COMPUTE, y->mod, t0,
-                      het_now());
-        d->head = (d->head + 1) % d->cap;
-        d->count--;
-        d->n_merge++;
     }
+    het_trace_add(ctx->trace, "merge", HET_TID_COMPUTE, y->mod, t0, het_now());
+    d->head = (d->head + 1) % d->cap;
+    d->count--;
+    d->n_merge++;
     return st;
 }
 
-/* Blocking average of the parameters over cross group send_mod (wire type), then a node
- * broadcast from local rank send_mod: every rank ends with the same parameters. */
-static int blocking_average(het_strategy_ctx *ctx, daso *d) {
-    double t0 = het_now();
-    float *p = het_model_params(ctx->model);
-    int st = HET_OK;
-    if (d->local == d->send_mod && d->N > 1) {
-        if (d->weight != 1.0)
-            for (size_t i = 0; i < d->n; i++) p[i] = (float)(d->weight * p[i]);
-        st = het_comm_allreduce_sum_wire(ctx->comm, HET_COMM_CROSS, p, d->n,
-                                         (het_wire)ctx->cfg->daso_wire);
-        for (size_t i = 0; i < d->n && !st; i++) p[i] /= (float)d->N;
+/* Rounds n floats to the wire type (round to nearest even), as a cast there and back. */
+static void wire_round(het_wire w, float *p, size_t n) {
+    if (w == HET_WIRE_FP32) return;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        het_wire_pack(w, &p[i], &h, 1);
+        het_wire_unpack(w, &h, &p[i], 1);
     }
-    if (!st && d->G > 1)
-        st = het_comm_bcast(ctx->comm, HET_COMM_NODE, p, d->n * sizeof(float), d->send_mod);
-    het_trace_add(ctx->trace, "global average (blocking)", HET_TID_COMPUTE, d->send_mod, t0,
+}
+
+/* A blocking sync's send: cross group e->group sums its parameters (cast to the event's wire
+ * type, added in float and rounded) into d->blk; on one node only the cast. */
+static int send_blocking(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
+    if (d->local != e->group) return HET_OK;
+    const float *p = het_model_params(ctx->model);
+    for (size_t i = 0; i < d->n; i++) d->blk[i] = (float)(d->weight * p[i]);
+    if (d->N == 1) {
+        wire_round((het_wire)e->wire, d->blk, d->n);
+        return HET_OK;
+    }
+    return het_comm_allreduce_sum_wire(ctx->comm, HET_COMM_CROSS, d->blk, d->n,
+                                       (het_wire)e->wire);
+}
+
+/* The blocking sync's receive: the group's parameters = the sum / N, the division rounded to
+ * the wire type (HeAT divides the 16-bit sum in that type). */
+static int average(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
+    double t0 = het_now();
+    if (d->local == e->group) {
+        float *p = het_model_params(ctx->model);
+        for (size_t i = 0; i < d->n; i++) p[i] = d->blk[i] / (float)d->N;
+        wire_round((het_wire)e->wire, p, d->n);
+    }
+    het_trace_add(ctx->trace, "global average (blocking)", HET_TID_COMPUTE, e->group, t0,
                   het_now());
     d->n_block++;
+    return HET_OK;
+}
+
+static int node_bcast(het_strategy_ctx *ctx, daso *d, int root) {
+    if (d->G == 1) return HET_OK;
+    double t0 = het_now();
+    int st = het_comm_bcast(ctx->comm, HET_COMM_NODE, het_model_params(ctx->model),
+                            d->n * sizeof(float), root);
+    het_trace_add(ctx->trace, "node broadcast", HET_TID_COMPUTE, root, t0, het_now());
     return st;
 }
 
-/* The global part of batch b after its optimizer step; *global = 1 when it communicated
- * beyond the node's gradients. */
+/* The global part of batch b after its optimizer step (het_daso_ctl_step's events, carried
+ * out in order and then reported to the trace hook); *global = 1 when it communicated across
+ * nodes. */
 static int global_step(het_strategy_ctx *ctx, daso *d, int64_t b, int64_t last, int *global) {
-    const het_daso_sched *s = &d->ran;
-    int st = HET_OK;
+    het_daso_event ev[HET_DASO_CTL_EVENTS];
+    int n = het_daso_ctl_step(&d->ctl, &d->ran, b, last, &d->opts, ev), blocking = 0, st = 0;
     *global = 0;
-    if (s->gs <= 0 || b == last) { /* blocking: every batch, or the epoch's last */
-        *global = 1;
-        if ((st = merge_due(ctx, d, last))) return st;
-        st = blocking_average(ctx, d);
-        d->send_mod = (d->send_mod + 1) % d->min_G;
-        return st;
-    }
-    if (b % s->gs == 0) {
-        *global = 1;
-        int64_t btw = s->S < last - b ? s->S : last - b;
-        st = btw > 0 ? start_sync(ctx, d, b, (int)btw) : blocking_average(ctx, d);
-        d->send_mod = (d->send_mod + 1) % d->min_G;
-    }
-    if (!st && d->count > 0 && d->q[d->head].due <= b) {
-        *global = 1;
-        st = merge_due(ctx, d, b);
+    if (n < 0)
+        return het_error_set(HET_EINVAL, "daso: internal: more than %d global syncs in flight "
+                             "at batch %lld", HET_DASO_CTL_MAX, (long long)b);
+    for (int k = 0; k < n; k++) blocking |= ev[k].kind == HET_DASO_EV_AVG;
+    for (int k = 0; k < n && !st; k++) {
+        const het_daso_event *e = &ev[k];
+        switch (e->kind) {
+        case HET_DASO_EV_SEND:
+            st = blocking ? send_blocking(ctx, d, e) : start_sync(ctx, d, b, e->group, e->btw, e->wire);
+            break;
+        case HET_DASO_EV_MERGE: st = merge(ctx, d, e); break;
+        case HET_DASO_EV_BCAST: st = node_bcast(ctx, d, e->group); break;
+        case HET_DASO_EV_AVG: st = average(ctx, d, e); break;
+        default: break;
+        }
+        *global |= e->kind != HET_DASO_EV_BCAST;
+        if (!st) emit(ctx, *e);
     }
     return st;
 }
@@ -323,7 +402,8 @@ static int daso_step(het_strategy_ctx *ctx, daso *d, int64_t pos, int64_t s, int
                                                              : ctx->cfg->batch;
     int64_t lo;
     het_partition_even(Bs, ctx->size, ctx->rank, &lo, len);
-    int loc = het_daso_local_sync(&d->ran, s, last);
+    int loc = d->ctl.flag;
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_LOCAL, .group = loc, .batch = s});
     int64_t cnt = loc ? node_samples(ctx, d, Bs) : *len;
     het_reducer *red = loc ? d->red : NULL;
     het_comm_stats c0 = ctx->comm ? het_comm_get_stats(ctx->comm) : (het_comm_stats){0};
@@ -357,9 +437,11 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     float lr = 0.0f;
     int rc;
     het_sampler_set_epoch(ctx->sampler, epoch);
-    d->send_mod = 0;
+    d->ctl = het_daso_ctl_epoch(d->min_G);
     d->n_sync = d->n_merge = d->n_block = d->calls_cross = d->calls_idle = 0;
     d->ran = het_daso_sched_epoch(&d->par, &d->sched, epoch);
+    emit(ctx, (het_daso_event){.kind = HET_DASO_EV_EPOCH, .gs = d->ran.gs, .ls = d->ran.ls,
+                               .S = d->ran.S, .last = spe - 1});
     for (int64_t pos = 0, s = 0; pos < n; pos += B, s++) {
         double ts = het_now();
         het_batch_result mine;
@@ -368,7 +450,6 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
         if ((rc = daso_step(ctx, d, pos, s, spe - 1, lr, &mine, &len))) return rc;
         if ((rc = het_step_record(ctx, &sums, &mine, len, &mine, len, 1, lr, ts))) return rc;
     }
-    d->send_mod = 0;
     /* the last batch was a global average: the same weights on every rank */
     if ((rc = het_step_check_params(ctx))) return rc;
     /* weights: this rank's share of the samples that counted (skipped steps' do not) */
@@ -418,7 +499,7 @@ static int daso_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
     daso_saved s;
     memset(&s, 0, sizeof s);
     s.sched = d->sched;
-    s.send_mod = d->send_mod;
+    s.send_mod = d->ctl.send_mod;
     s.version = 1;
     int st = w ? het_ckpt_put(w, "s.daso.sched", &s, sizeof s) : HET_OK;
     int st2 = het_step_save_per_rank(ctx, w, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
@@ -447,7 +528,7 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
      * --daso-patience up to 1e6) */
     const het_daso_sched *q = &s.sched;
     const struct { const char *name; long long v, lo, hi; } f[] = {
-        {"gs", q->gs, 1, 65536}, {"ls", q->ls, 0, 65536}, {"S", q->S, 0, 65536},
+        {"gs", q->gs, 0, 65536}, {"ls", q->ls, 0, 65536}, {"S", q->S, -1, 65536},
         {"bad", q->bad, 0, 1000001}, {"plateaus", q->plateaus, 0, 1000000000}, {"pad", q->pad, 0, 0}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
@@ -459,7 +540,7 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              "a number (or none yet)", het_ckpt_reader_path(r),
                              (unsigned long long)off, q->best);
     d->sched = s.sched;
-    d->send_mod = s.send_mod;
+    d->ctl.send_mod = s.send_mod;
     return het_step_load_per_rank(ctx, r, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
 }
 
@@ -478,7 +559,7 @@ static int daso_agreed_state(het_strategy_ctx *ctx, het_agreed_value *out, int c
          HET_COMM_WORLD},
         {"daso plateau detector: best loss", best, 0, HET_COMM_WORLD},
         {"daso plateaus", (uint64_t)q->plateaus, 1, HET_COMM_WORLD},
-        {"daso send_mod", (uint64_t)d->send_mod, 1, HET_COMM_WORLD},
+        {"daso send_mod", (uint64_t)d->ctl.send_mod, 1, HET_COMM_WORLD},
     };
     int n = (int)(sizeof v / sizeof v[0]);
     if (n > cap) n = cap;
@@ -496,6 +577,7 @@ static void daso_free(het_strategy_ctx *ctx) {
             free(d->q[k].reqs);
         }
         free(d->q);
+        free(d->blk);
         free(d->members);
         free(d);
     }

@@ -167,12 +167,20 @@ static const key_def keys[] = {
      OFF(daso_max_global_skips), 1, 65536, 0},
     {{"daso-chunk", "N", "daso: elements per non-blocking global all-reduce"}, K_I64,
      OFF(daso_chunk), 1, 2147483647, 0},
-    {{"daso-wire", "TYPE", "daso: wire type of blocking syncs: bf16 | fp16 | fp32"}, K_WORD,
+    {{"daso-wire", "TYPE", "daso: wire type of the syncs of warm-up and cool-down: bf16 | fp16 | fp32"}, K_WORD,
      OFF(daso_wire), 2, 0, 0},
     {{"daso-plateau-threshold", "X", "daso: relative loss improvement that counts, in [0, 1)"},
      K_FLOAT, OFF(daso_plateau_threshold), 0, 1, F_HI_OPEN},
     {{"daso-patience", "N", "daso: epochs without improvement before a plateau"}, K_INT,
      OFF(daso_patience), 0, 1e6, 0},
+    {{"daso-skip-reduction-factor", "N", "daso: on a plateau gs and ls are divided by N"},
+     K_INT, OFF(daso_skip_factor), 1, 65536, 0},
+    {{"daso-local-skip-factor", "N", "daso: after a reset ls = S = max global skips / N"},
+     K_INT, OFF(daso_local_factor), 1, 65536, 0},
+    {{"daso-merge-last", NULL, "daso: merge the pending sync before the last batch's average "
+      "(not HeAT: its average discards that merge)"}, K_BOOL, OFF(daso_merge_last), 0, 0, 0},
+    {{"daso-one-node-fp32", NULL, "daso: on one node, no cast of blocking syncs to the wire "
+      "type (not HeAT: it casts)"}, K_BOOL, OFF(daso_one_node_fp32), 0, 0, 0},
     {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -203,6 +211,8 @@ het_train_config het_train_config_defaults(void) {
     c.daso_wire = 2; /* bf16 */
     c.daso_plateau_threshold = 0.05f;
     c.daso_patience = 2;
+    c.daso_skip_factor = 2;
+    c.daso_local_factor = 4;
     return c;
 }
 
