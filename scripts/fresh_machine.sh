@@ -6,8 +6,9 @@
 # (the README-COMMANDS block), one after the other; any line that fails fails the check.
 #
 # The root sees the host's package source (its apt sources and the Acquire:: settings that source
-# needs, e.g. no Valid-Until check on a frozen mirror), /proc, /sys, /dev, a private /dev/shm and
-# /run, the network, and an environment of HOME, PATH, LANG, TERM plus the OPENBLAS_CORETYPE /
+# needs, e.g. no Valid-Until check on a frozen mirror), its /etc/hosts and /etc/resolv.conf (an
+# installed Debian has them; a bootstrapped root does not), /proc, /sys, /dev, a private /dev/shm
+# and /run, the network, and an environment of HOME, PATH, LANG, TERM plus the OPENBLAS_CORETYPE /
 # OPENBLAS_L2_SIZE the host sets (a user on this machine has them too). Nothing else of the host:
 # no installed package, no build. It runs in its own mount and PID namespaces, so mounts and
 # left-over processes vanish with it; the root itself is removed afterwards (FRESH_KEEP=1 keeps it).
@@ -115,7 +116,10 @@ tar -C "$root" -xf "$tarball"
 for t in make gcc cmake mpicc; do
   [ ! -e "$root/usr/bin/$t" ] || die "the bare root has $t already: it is not a fresh machine"
 done
+# what an installed machine has and a bootstrapped root lacks: its name service files (without
+# /etc/hosts, Open MPI's start-up waits 5 s on every MPI_Init: measured)
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+cp /etc/hosts "$root/etc/hosts" 2>/dev/null || true
 
 # a clean clone of HEAD, as a user gets it
 git clone --quiet --no-hardlinks "$repo" "$root/root/hetrain"
