@@ -137,6 +137,7 @@ t0=$(date +%s)
 set +e
 ROOT=$root timeout --kill-after=30 "$limit" unshare --mount --pid --fork --kill-child --propagation private -- \
   bash -c 'set -e
+    mount --bind "$ROOT" "$ROOT"   # / a mount point, as on a machine (ip netns exec needs it)
     mount -t proc proc "$ROOT/proc"
     mount --rbind /sys "$ROOT/sys"
     mount --rbind /dev "$ROOT/dev"
