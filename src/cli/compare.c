@@ -541,7 +541,7 @@ int cli_compare(const het_train_config *c) {
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
     int done = 0, killed = 0;
-    char stopped[2 * HET_PATH_LEN + 128] = ""; /* the run a signal stopped */
+    char stopped[2 * HET_PATH_LEN + 256] = ""; /* the run a signal stopped */
     for (int i = 0; !st && !cli_signals_caught() && i < n_runs; i++) {
         const char *s = p.strat[i / K];
         uint64_t seed = c->seed + (uint64_t)(i % K);
