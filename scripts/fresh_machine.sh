@@ -7,8 +7,8 @@
 #
 # The root sees the host's package source (its apt sources and the Acquire:: settings that source
 # needs, e.g. no Valid-Until check on a frozen mirror), its /etc/hosts and /etc/resolv.conf (an
-# installed Debian has them; a bootstrapped root does not), /proc, /sys, /dev, a private /dev/shm
-# and /run, the network, and an environment of HOME, PATH, LANG, TERM plus the OPENBLAS_CORETYPE /
+# installed Debian has them; a bootstrapped root does not), / as a mount point, /proc, /sys,
+# /dev, a private /dev/shm, /run and /tmp, the network, and an environment of HOME, PATH, LANG, TERM plus the OPENBLAS_CORETYPE /
 # OPENBLAS_L2_SIZE the host sets (a user on this machine has them too). Nothing else of the host:
 # no installed package, no build. It runs in its own mount and PID namespaces, so mounts and
 # left-over processes vanish with it; the root itself is removed afterwards (FRESH_KEEP=1 keeps it).
@@ -19,7 +19,9 @@
 #
 # Usage: scripts/fresh_machine.sh   (as root; installs mmdebstrap on the host if missing)
 # Environment: FRESH_SUITE (bookworm), FRESH_WORK (/var/tmp), FRESH_TIMEOUT (seconds for all
-# the commands, 1500), FRESH_KEEP, FRESH_CACHE, FRESH_CACHE_DAYS.
+# the commands, 1500), FRESH_LOG (their output, kept: FRESH_WORK/hetrain-fresh.log),
+# FRESH_VERBOSE=1 (that output on the terminal too), FRESH_KEEP, FRESH_CACHE, FRESH_CACHE_DAYS.
+# Measured: 646 s for README's three lines on a 2-core AMD Zen 3 (2026-12-01), 50/50 tests.
 set -euo pipefail
 
 # Inside the fresh root (the clone's own copy of this script): README's lines one at a time, each
