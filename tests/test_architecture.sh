@@ -4,7 +4,7 @@
 # layer and of layers below it. Public headers are mapped to the layer that implements them.
 set -u
 cd "${HET_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
-order="core tensor optim nn data comm batch hetero strategy train cli"
+order="core tensor optim nn data emul comm batch hetero strategy train cli"
 level() { # level of a folder or public header name
     local i=0
     for l in $order; do [ "$l" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done

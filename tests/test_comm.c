@@ -59,7 +59,7 @@ static void test_topology(void) {
     CHECK(strstr(desc, "emulated") != NULL, "rpn 1: describe '%s'", desc);
     {
         het_comm *c = NULL;
-        het_netem off = {0.0, 0.0};
+        het_netem off = {0.0, 0.0, 0.0, 0.0};
         CHECK(het_comm_create(&c, &t, off) == HET_OK, "comm create: %s", het_error_msg());
         CHECK(het_comm_span(c, HET_COMM_WORLD) == g_size && het_comm_span(c, HET_COMM_NODE) == 1 &&
               het_comm_span(c, HET_COMM_CROSS) == g_size, "rpn 1: spans %d %d %d",
@@ -153,7 +153,7 @@ static void abs_sums(het_comm *c, float *abs_sum, size_t n, uint64_t seed);
 
 static void test_allreduce(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0};
+    het_netem off = {0.0, 0.0, 0.0, 0.0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     size_t n = 2500;
@@ -309,7 +309,7 @@ static void check_bucket_of(const het_buckets *bk, const size_t *off, size_t n) 
 
 static void test_buckets(const het_topo *t, int chunk) {
     het_comm *c = NULL;
-    het_netem off_ne = {0.0, 0.0};
+    het_netem off_ne = {0.0, 0.0, 0.0, 0.0};
     CHECK(het_comm_create(&c, t, off_ne) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     if (chunk) het_comm_set_chunk(c, (size_t)chunk);
@@ -392,14 +392,14 @@ static void test_buckets(const het_topo *t, int chunk) {
           het_buckets_n(bk) == 1, "no ranges");
     het_buckets_free(bk);
     /* an empty range at the end of the buffer starts no bucket */
-    size_t tail[] = {0, 5};
+    size_t tail[] = {0, 5, 0.0, 0.0};
     CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, 5, tail, 2, 0, NULL, 0) == HET_OK &&
           het_buckets_bucket_of(bk, 0) == 0 && het_buckets_bucket_of(bk, 5) == -1,
           "empty last range: buckets %d %d", het_buckets_bucket_of(bk, 0),
           het_buckets_bucket_of(bk, 5));
     het_buckets_free(bk);
     /* bad layouts */
-    size_t bad1[] = {1, 5}, bad2[] = {0, 9, 5};
+    size_t bad1[] = {1, 5, 0.0, 0.0}, bad2[] = {0, 9, 5};
     bk = NULL;
     CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, bad1, 2, 64, NULL, 0) == HET_EINVAL &&
           !bk, "range not from 0");
@@ -451,7 +451,8 @@ static double time_allreduce(het_comm *c, het_comm_scope s, float *buf, size_t n
 }
 
 static void test_netem(void) {
-    het_netem ne = {2e-3, 50e6}, off = {0.0, 0.0}, lat_only = {1e-3, 0.0};
+    het_netem ne = {2e-3, 50e6, 0.0, 0.0}, off = {0.0, 0.0, 0.0, 0.0},
+              lat_only = {1e-3, 0.0, 0.0, 0.0};
     size_t mib = (size_t)1 << 20;
     double m2 = het_netem_allreduce_s(ne, mib, 2);
     CHECK_CLOSE(m2, 2 * 2e-3 + (double)mib / 50e6, 1e-12, "model, 2 nodes");
@@ -518,7 +519,7 @@ static void test_netem(void) {
 
     het_topo t;
     het_comm *c = NULL;
-    het_netem neg = {-1.0, 0.0};
+    het_netem neg = {-1.0, 0.0, 0.0, 0.0};
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
     CHECK(het_comm_create(&c, &t, neg) == HET_EINVAL && !c, "negative latency accepted");
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
@@ -613,7 +614,7 @@ static void sleep_s(double s) {
 
 static void test_straggler(void) {
     if (g_size != 2) return;
-    het_netem ne = {1e-3, 100e6};
+    het_netem ne = {1e-3, 100e6, 0.0, 0.0};
     het_topo t;
     het_comm *c = NULL;
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
@@ -669,7 +670,7 @@ static void test_straggler(void) {
 
 static void test_requests(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0};
+    het_netem off = {0.0, 0.0, 0.0, 0.0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     size_t n = 2500;
@@ -715,7 +716,7 @@ static void test_requests(const het_topo *t) {
 
 static void test_f64(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0};
+    het_netem off = {0.0, 0.0, 0.0, 0.0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     enum { N = 1000 };
@@ -798,7 +799,7 @@ static int same_on_all_ranks(const void *p, size_t bytes) {
 
 static void test_wire_allreduce(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0};
+    het_netem off = {0.0, 0.0, 0.0, 0.0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     het_comm_set_chunk(c, 1000);
@@ -899,7 +900,7 @@ static void test_wire_allreduce(const het_topo *t) {
 static void test_groups(void) {
     het_topo t;
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0};
+    het_netem off = {0.0, 0.0, 0.0, 0.0};
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 2) == HET_OK, "%s", het_error_msg());
     CHECK(het_comm_create(&c, &t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) {
@@ -1041,7 +1042,7 @@ static void test_groups(void) {
     het_comm_free(c);
 
     /* a group spanning nodes gets the emulated delay, a group within a node does not */
-    het_netem ne = {5e-3, 0.0};
+    het_netem ne = {5e-3, 0.0, 0.0, 0.0};
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "create: %s", het_error_msg());
     CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK &&
           het_comm_split(c, HET_COMM_WORLD, g_rank / 2, g_rank, &pair) == HET_OK, "%s",

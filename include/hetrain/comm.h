@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include "hetrain/core.h"
+#include "hetrain/emul.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,57 +46,6 @@ void het_topo_free(het_topo *t);
 /* One line such as "4 ranks on 2 nodes (2 ranks per node, emulated)". */
 void het_topo_describe(const het_topo *t, char *buf, size_t n);
 
-/* ---- emulated network (off when bw_bytes_per_s == 0 and lat_s == 0) ---- */
-typedef struct het_netem {
-    double lat_s;           /* per-message latency, seconds */
-    double bw_bytes_per_s;  /* link bandwidth, bytes/s; 0 = infinite */
-} het_netem;
-
-/* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
- * bytes/N each way): 2(N-1) lat + 2(N-1)/N bytes/bw. 0 when n_nodes <= 1 or the model is off. */
-double het_netem_allreduce_s(het_netem ne, size_t bytes, int n_nodes);
-/* Modeled time of a ring all-reduce over p ranks in their order on the ring (what MPI runs for
- * these sizes), of which at most `crossings` ring edges leave any one node: 2(p-1) steps, each
- * rank sending bytes/p to the next, so a node's link carries crossings x bytes/p a step (full
- * duplex): 2(p-1) lat + 2(p-1)/p crossings bytes/bw. One rank per node (p = N, crossings 1) is
- * het_netem_allreduce_s; 2 + 2 ranks in block order cross once per node, interleaved twice.
- * 0 when p <= 1, crossings <= 0 or the model is off. */
-double het_netem_ring_allreduce_s(het_netem ne, size_t bytes, int p, int crossings);
-/* At most how many edges of the ring node[0] -> node[1] -> ... -> node[n-1] -> node[0] leave
- * one node (node ids of the members in ring order, 0 <= id < n). */
-int het_netem_ring_crossings(const int *node, int n);
-/* The all-reduce algorithms MPI libraries run, as the model charges them: the ring
- * (reduce-scatter + all-gather around the ranks in order; also the segmented ring), Rabenseifner's
- * recursive halving + doubling (reduce-scatter, then all-gather, partners at distance 1, 2, 4 ...
- * then back) and recursive doubling (whole buffers, partners at distance 1, 2, 4 ...). For p not
- * a power of two the last two first fold the p - 2^floor(log2 p) extra ranks in and send them
- * the result at the end (modeled as rank 2i sending its whole buffer to 2i + 1, and back). */
-typedef enum { HET_AR_RING, HET_AR_RSAG, HET_AR_RDBL, HET_AR_N } het_ar_algo;
-/* An algorithm's cost over given ranks: `steps` in which some message crosses between nodes
- * (each costs one latency) and `load`, the sum over those steps of the most any node's link
- * carries in one direction, in buffers (full duplex; bytes between ranks of a node are free). */
-typedef struct het_netem_cost {
-    double steps, load;
-} het_netem_cost;
-/* The cost of algorithm a over p ranks, rank r on node node[r] (ids >= 0). */
-het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo a);
-/* Seconds of cost k for a buffer of `bytes`: steps lat + load bytes/bw; 0 with the model off. */
-double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
-/* The algorithm this MPI library runs for an all-reduce (SUM, commutative) of `bytes` over p
- * ranks: blocking = MPI_Allreduce, else MPI_Iallreduce. Open MPI 4.1: the non-blocking one is
- * libnbc's ring (comm.c selects it); the blocking one follows coll/tuned's fixed rules
- * (p = 4..7: recursive doubling below 8 KiB, Rabenseifner from there; p = 2, 3: by the size
- * table, Rabenseifner from 256 KiB; p >= 16: Rabenseifner from 4 KiB, recursive doubling below).
- * MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
-het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
-/* Modeled time of the all-reduce MPI runs (het_netem_mpi_allreduce_algo) over n_nodes ranks,
- * one per node: under Open MPI the non-blocking one is het_netem_allreduce_s. */
-double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking);
-/* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
-double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
-/* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
-double het_netem_p2p_s(het_netem ne, size_t bytes);
-
 /* Which communicator an operation runs on: one of the topology's three, or a group made by
  * het_comm_split (ids 3 ... 3 + HET_COMM_MAX_GROUPS - 1, in the order this rank made
  * them). HET_COMM_NONE: this rank is in no group (an operation on it fails). */
@@ -113,6 +63,10 @@ typedef enum {
 typedef struct het_comm_stats {
     double comm_s;        /* inside MPI calls (blocking calls, waits and tests) */
     double delay_s;       /* extra time waited to honour the emulated network */
+    /* virtual clock (het_clock_virtual): what the operations' ends added to this rank's
+     * clock, split into waiting for the latest participant to post and the modeled transfer */
+    double vwait_s;
+    double vnet_s;
     uint64_t bytes;       /* payload bytes this rank contributed to collectives / sent (on the
                            * wire: 2 per element for bf16 / fp16) */
     uint64_t calls;       /* operations started */
@@ -249,7 +203,8 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
 typedef struct het_req {
     MPI_Request *reqs;  /* owned heap array when n_reqs > HET_REQ_INLINE, else NULL */
     int n_reqs;
-    double t_start;     /* when it was started */
+    double t_start;     /* when it was started (het_now: the time in MPI calls) */
+    double t_clock;     /* when it was started on the chosen clock (het_clock_now) */
     double t_model;     /* modeled network time (0 = none) */
     int mpi_done;       /* all MPI requests completed */
     MPI_Comm comm;      /* where they run, and their collective's number (het_stall_post) */
@@ -262,9 +217,11 @@ typedef struct het_req {
 /* Fails as het_comm_allreduce_sum, or HET_ENOMEM for more than HET_REQ_INLINE chunks; after
  * a failure r holds what was posted (het_comm_wait completes it). */
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r);
-/* Progresses r; *done = 1 once MPI completed AND the modeled time has passed since start. */
+/* Progresses r; *done = 1 once MPI completed AND the modeled time has passed since the last
+ * rank's start (on the virtual clock: once this rank's V has reached that end). */
 int het_comm_test(het_comm *c, het_req *r, int *done);
-/* Blocks until r is done (as het_comm_test), then frees its requests. */
+/* Blocks until r is done (as het_comm_test), then frees its requests; on the virtual clock
+ * sets V = max(V, the end) instead of sleeping. */
 int het_comm_wait(het_comm *c, het_req *r);
 
 /* ---- bucketed gradient all-reduce ----

@@ -52,6 +52,9 @@ typedef struct het_train_config {
     char slowdown[256];         /* "" or one factor >= 1 per rank: "1,1,2,4" (emulation) */
     double net_bw;              /* emulated cross-node bandwidth, bytes/s; 0 = off */
     float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
+    double node_bw;             /* virtual clock: bandwidth between ranks of a node (10e9) */
+    float node_lat;             /* virtual clock: latency between ranks of a node (1e-6) */
+    int clock;                  /* het_clock_kind: 0 wall (the emulation sleeps), 1 virtual */
     char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
     float stall_warn;           /* rank 0 names the missing ranks of a collective it waited
                                    on this many seconds (0 = off; default 60) */
@@ -94,6 +97,10 @@ typedef struct het_epoch_stats {
     double lr;             /* learning rate of the epoch's last step */
     double samples_per_s;  /* training throughput (evaluation not counted); not checkpointed */
     double elapsed_s;      /* seconds since this process started the run; not checkpointed */
+    double epoch_s;        /* the epoch's training on the run's clock (wall or virtual: the
+                              epoch's V on rank 0); not checkpointed */
+    double vtime_s;        /* virtual clock: rank 0's V since the run started (0 on the wall
+                              clock); not checkpointed */
     /* This rank's time split of the epoch's training steps (not checkpointed): compute
      * (forward, backward, optimizer, emulated slowdown included), communication, waiting for
      * slower ranks, emulated network delay. */

@@ -9,6 +9,8 @@
 #ifndef HETRAIN_NN_H
 #define HETRAIN_NN_H
 
+#include <time.h>
+
 #include "hetrain/core.h"
 #include "hetrain/optim.h"
 
@@ -161,6 +163,10 @@ size_t het_model_n_state(const het_model *m);
 int    het_model_n_layers(const het_model *m);
 int    het_model_max_batch(const het_model *m);
 int    het_model_workers(const het_model *m);
+/* The CPU-time clocks of the model's worker threads other than the caller's (workers - 1 of
+ * them, at most cap; pthread_getcpuclockid), for costing compute by CPU time; returns how many
+ * were written. */
+int    het_model_worker_clocks(const het_model *m, clockid_t *out, int cap);
 het_shape het_model_in_shape(const het_model *m);
 int    het_model_n_classes(const het_model *m);
 const het_layer *het_model_layer(const het_model *m, int i);

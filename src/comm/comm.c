@@ -31,12 +31,11 @@
  * first use, freed with the comm), and unpacked. Double all-reduce: an all-gather of each
  * chunk into owned scratch, then a sum in rank order, so its bits depend on nothing but the
  * number of ranks. */
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "comm/internal.h"
+#include "emul/emul.h"
 
 #define HET_COMM_DEFAULT_CHUNK ((size_t)1 << 24)
 /* Most doubles one rank gathers per call of the double all-reduce (P x elements). */
@@ -51,20 +50,21 @@ int het_comm_mpi_error(int err, const char *what) {
     return het_error_set(HET_EMPI, "%s failed: %s", what, len ? msg : "unknown MPI error");
 }
 
-/* Sleeps until het_now() >= until; returns the seconds slept (0 if already past). */
-static double sleep_until(double until) {
-    double t0 = het_now(), now = t0;
-    while (now < until) {
-        double left = until - now;
-        struct timespec ts;
-        ts.tv_sec = (time_t)left;
-        ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
-        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
-        nanosleep(&ts, NULL); /* EINTR or early return: the loop re-checks the clock */
-        now = het_now();
-    }
-    return now - t0;
+/* Virtual clock: an operation whose latest participant posted at `last` ends at last + model;
+ * this rank's clock moves there if it is behind, the move booked as waiting (up to `last`) and
+ * transfer (the rest). */
+static void virtual_end(het_comm *c, double last, double model) {
+    double v = het_clock_now(), end = last + model;
+    if (!(end > v)) return;
+    double w = last > v ? last - v : 0.0;
+    c->st.vwait_s += w;
+    c->st.vnet_s += (end - v) - w;
+    het_clock_advance_to(end);
 }
+
+/* Whether an operation exchanges its participants' starts: always on the virtual clock (a
+ * rank's clock must not pass a late rank's), on the wall clock when the model charges time. */
+static int exchanges_starts(double model) { return het_clock_virtual() || model > 0.0; }
 
 /* The last start of an emulated blocking operation: its exchange and the value. */
 typedef struct arrival {
@@ -72,26 +72,28 @@ typedef struct arrival {
     MPI_Request req;
 } arrival;
 
-/* Posts the exchange of this rank's start t0 (MAX over comm) when the model is on. */
-static int arrival_post(MPI_Comm comm, double t0, double model, arrival *a) {
-    a->t = t0;
+/* Posts the exchange of this rank's start (MAX over comm, on the chosen clock) when needed. */
+static int arrival_post(MPI_Comm comm, double model, arrival *a) {
+    a->t = het_clock_now();
     a->req = MPI_REQUEST_NULL;
-    if (!(model > 0.0)) return HET_OK;
+    if (!exchanges_starts(model)) return HET_OK;
     int err = MPI_Iallreduce(MPI_IN_PLACE, &a->t, 1, MPI_DOUBLE, MPI_MAX, comm, &a->req);
     return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
 }
 
-/* Completes the exchange (time in MPI: comm_s) and sleeps until the last start + model (the
- * time slept: delay_s). */
+/* Completes the exchange (time in MPI: comm_s) and ends the operation at the last start +
+ * model: on the wall clock by sleeping (the time slept: delay_s), on the virtual clock by
+ * moving the clock (vwait_s, vnet_s). */
 static int arrival_end(het_comm *c, MPI_Comm comm, double model, arrival *a) {
-    if (!(model > 0.0)) return HET_OK;
+    if (!exchanges_starts(model)) return HET_OK;
     if (a->req != MPI_REQUEST_NULL) {
         double t1 = het_now();
         int err = het_stall_collective(comm, "start times", &a->req);
         c->st.comm_s += het_now() - t1;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
     }
-    c->st.delay_s += sleep_until(a->t + model);
+    if (het_clock_virtual()) virtual_end(c, a->t, model);
+    else c->st.delay_s += het_sleep_until(a->t + model);
     return HET_OK;
 }
 
@@ -157,13 +159,13 @@ int het_comm_check_thread_level(int required) {
     return HET_OK;
 }
 
-/* With the network model on: how many edges of the world ring leave one node, from every
+/* With the network model or the virtual clock on: how many edges of the world ring leave one node, from every
  * rank's node (an all-gather over the world). */
 static int gather_world_ring(het_comm *c) {
     int p = c->topo->size, *nodes = malloc((size_t)p * sizeof *nodes);
     if (!nodes) return het_error_set(HET_ENOMEM, "comm: out of memory for %d node ids", p);
     int err = MPI_Allgather(&c->topo->node_id, 1, MPI_INT, nodes, 1, MPI_INT, c->topo->world);
-    if (err == MPI_SUCCESS) het_comm_costs(c->world_cost, nodes, p);
+    if (err == MPI_SUCCESS) het_comm_costs(c->world_cost, c->world_local, nodes, p);
     free(nodes);
     return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "comm: MPI_Allgather(nodes)");
 }
@@ -187,7 +189,17 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     c->chunk = HET_COMM_DEFAULT_CHUNK;
     for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
         c->wire_op[i] = MPI_OP_NULL;
-    if ((ne.lat_s > 0.0 || ne.bw_bytes_per_s > 0.0) && (rc = gather_world_ring(c)) != HET_OK) {
+    /* this node's ranks as one node (the node scope's node-local costs) */
+    int *same = calloc((size_t)(topo->local_size > 0 ? topo->local_size : 1), sizeof *same);
+    if (!same) {
+        free(c);
+        return het_error_set(HET_ENOMEM, "comm: out of memory");
+    }
+    het_netem_cost k[HET_AR_N];
+    het_comm_costs(k, c->node_local, same, topo->local_size);
+    free(same);
+    if ((ne.lat_s > 0.0 || ne.bw_bytes_per_s > 0.0 || het_clock_virtual()) &&
+        (rc = gather_world_ring(c)) != HET_OK) {
         free(c);
         return rc;
     }
@@ -282,7 +294,7 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     double t0 = het_now();
     double model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
     arrival a;
-    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;
     return arrival_end(c, comm, model, &a);
@@ -293,6 +305,7 @@ static void req_begin(het_req *r) {
     r->reqs = NULL;
     r->n_reqs = 0;
     r->t_start = het_now();
+    r->t_clock = het_clock_now();
     r->t_model = 0.0;
     r->mpi_done = 1;
     r->comm = MPI_COMM_NULL;
@@ -304,10 +317,10 @@ static void req_begin(het_req *r) {
 
 /* Posts the exchange of r's start (MAX over comm) into a slot of c when the model is on. */
 static int req_arrival_post(het_comm *c, MPI_Comm comm, het_req *r) {
-    if (!(r->t_model > 0.0)) return HET_OK;
+    if (!exchanges_starts(r->t_model)) return HET_OK;
     r->t_slot = c->arrive_next;
     c->arrive_next = (c->arrive_next + 1) % HET_ARRIVE_SLOTS;
-    c->arrive[r->t_slot] = r->t_start;
+    c->arrive[r->t_slot] = r->t_clock;
     r->comm = comm;
     r->t_seq = het_stall_post(comm);
     int err = MPI_Iallreduce(MPI_IN_PLACE, &c->arrive[r->t_slot], 1, MPI_DOUBLE, MPI_MAX, comm,
@@ -318,9 +331,18 @@ static int req_arrival_post(het_comm *c, MPI_Comm comm, het_req *r) {
     return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
 }
 
-/* When r's emulated delay ends: the last rank's start (own start until known) + model. */
-static double req_end(const het_comm *c, const het_req *r) {
-    return (r->t_slot >= 0 ? c->arrive[r->t_slot] : r->t_start) + r->t_model;
+/* The last rank's start of r (its own start until known), on the chosen clock. */
+static double req_last(const het_comm *c, const het_req *r) {
+    return r->t_slot >= 0 ? c->arrive[r->t_slot] : r->t_clock;
+}
+
+/* When r's emulated delay ends: the last rank's start + model. */
+static double req_end(const het_comm *c, const het_req *r) { return req_last(c, r) + r->t_model; }
+
+int het_comm_req_clock(het_comm *c, MPI_Comm comm, het_req *r, double model) {
+    r->t_model = model > 0.0 ? model : 0.0;
+    r->t_clock = het_clock_now();
+    return req_arrival_post(c, comm, r);
 }
 
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
@@ -347,9 +369,9 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     if (chunk > (size_t)INT_MAX) chunk = (size_t)INT_MAX;
     double t0 = het_now();
     int span = het_comm_span(c, s);
-    double model = het_netem_bcast_s(c->ne, bytes, span);
+    double model = het_comm_bcast_model(c, s, bytes);
     arrival a;
-    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t cnt = bytes - off < chunk ? bytes - off : chunk;
         MPI_Request req;
@@ -444,7 +466,7 @@ int het_comm_test(het_comm *c, het_req *r, int *done) {
         int flag = 0, err = het_mpi_testall(1, &r->t_req, &flag);
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Test(start times)");
     }
-    *done = r->mpi_done && r->t_req == MPI_REQUEST_NULL && het_now() >= req_end(c, r);
+    *done = r->mpi_done && r->t_req == MPI_REQUEST_NULL && het_clock_now() >= req_end(c, r);
     return HET_OK;
 }
 
@@ -463,7 +485,8 @@ int het_comm_wait(het_comm *c, het_req *r) {
         c->st.comm_s += het_now() - t0;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
     }
-    if (r->t_model > 0.0) c->st.delay_s += sleep_until(req_end(c, r));
+    if (het_clock_virtual()) virtual_end(c, req_last(c, r), r->t_model);
+    else if (r->t_model > 0.0) c->st.delay_s += het_sleep_until(req_end(c, r));
     return HET_OK;
 }
 
@@ -504,12 +527,12 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
     MPI_Op op = MPI_OP_NULL;
     if ((rc = wire_op(c, w, &op)) != HET_OK) return rc;
     if ((rc = wire_reserve(c, n < c->chunk ? n : c->chunk)) != HET_OK) return rc;
-    double t0 = het_now(), t_mpi = 0.0;
+    double t_mpi = 0.0;
     int span = het_comm_span(c, s);
     size_t bytes = n * het_wire_bytes(w);
     double model = het_comm_allreduce_model(c, s, bytes, !het_stall_on());
     arrival a;
-    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         het_wire_pack(w, buf + off, c->wire_buf, cnt);
@@ -561,7 +584,7 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
     int span = het_comm_span(c, s);
     double model = het_comm_allreduce_model(c, s, n * sizeof(double), 0); /* an all-gather */
     arrival a;
-    if ((rc = arrival_post(comm, t0, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < n; off += step) {
         size_t cnt = n - off < step ? n - off : step;
         MPI_Request req;

@@ -51,11 +51,36 @@ int het_comm_span(const het_comm *c, het_comm_scope s) {
     return g ? g->span : 1;
 }
 
-void het_comm_costs(het_netem_cost *k, const int *node, int p) {
-    for (int a = 0; a < HET_AR_N; a++) k[a] = het_netem_allreduce_cost(node, p, (het_ar_algo)a);
+void het_comm_costs(het_netem_cost *k, het_netem_cost *local, const int *node, int p) {
+    for (int a = 0; a < HET_AR_N; a++) {
+        k[a] = het_netem_allreduce_cost(node, p, (het_ar_algo)a);
+        local[a] = het_netem_allreduce_cost_local(node, p, (het_ar_algo)a);
+    }
 }
 
-double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
+/* The node-local part of an all-reduce on scope s (virtual clock only). */
+static double local_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
+    if (!het_clock_virtual()) return 0.0;
+    int p = het_comm_scope_size(c, s);
+    if (p <= 1) return 0.0;
+    het_ar_algo a = het_netem_mpi_allreduce_algo(p, bytes, blocking);
+    const het_netem_cost *k = NULL;
+    if (s == HET_COMM_WORLD) k = c->world_local;
+    else if (s == HET_COMM_NODE) k = c->node_local;
+    else if (s == HET_COMM_CROSS) return 0.0; /* one rank per node */
+    else if (group_of(c, s)) k = group_of(c, s)->local;
+    return k ? het_netem_local_cost_s(c->ne, k[a], bytes) : 0.0;
+}
+
+double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes) {
+    int span = het_comm_span(c, s), p = het_comm_scope_size(c, s);
+    double t = het_netem_bcast_s(c->ne, bytes, span);
+    if (het_clock_virtual() && p > span) /* ranks sharing nodes: the node link's rounds too */
+        t += het_netem_local_bcast_s(c->ne, bytes, (p + span - 1) / span);
+    return t;
+}
+
+static double cross_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
     int span = het_comm_span(c, s);
     if (span <= 1) return 0.0;
     int p = het_comm_scope_size(c, s);
@@ -66,6 +91,10 @@ double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t byte
     if (!k || !(k[HET_AR_RING].steps > 0.0)) /* CROSS (one rank per node), or not gathered */
         return het_netem_nodes_allreduce_s(c->ne, bytes, span, blocking);
     return het_netem_cost_s(c->ne, k[a], bytes);
+}
+
+double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
+    return cross_model(c, s, bytes, blocking) + local_model(c, s, bytes, blocking);
 }
 
 int het_comm_scope_size(const het_comm *c, het_comm_scope s) {
@@ -137,7 +166,7 @@ int het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
     }
     het_comm_group *g = &c->group[c->n_groups];
     g->comm = nc;
-    het_comm_costs(g->cost, nodes, gsize); /* before count_distinct sorts them */
+    het_comm_costs(g->cost, g->local, nodes, gsize); /* before count_distinct sorts them */
     g->span = count_distinct(nodes, gsize);
     free(nodes);
     *out = (het_comm_scope)(HET_COMM_FIRST_GROUP + c->n_groups);

@@ -87,6 +87,7 @@ static void req_empty(het_req *r) {
     r->reqs = NULL;
     r->n_reqs = 0;
     r->t_start = het_now();
+    r->t_clock = het_clock_now();
     r->t_model = 0.0;
     r->mpi_done = 1;
     r->comm = MPI_COMM_NULL;
@@ -118,6 +119,10 @@ static int post_node(het_comm *c, het_hier *h, int stage) {
     if (n_chunks > HET_REQ_INLINE && !(r->reqs = reqs = malloc(n_chunks * sizeof *reqs)))
         return het_error_set(HET_ENOMEM, "two-level all-reduce: out of memory for %zu requests",
                              n_chunks);
+    /* virtual clock: the stage ends at its last rank's start + the node link's tree */
+    int rc = het_comm_req_clock(c, comm, r, het_clock_virtual() ? het_netem_local_bcast_s(
+                                    c->ne, h->n * sizeof(float), c->topo->local_size) : 0.0);
+    if (rc != HET_OK) return rc;
     r->mpi_done = 0;
     r->comm = comm; /* for the stall inspector, which het_comm_wait's loop reports to */
     int leader = c->topo->local_rank == 0, err = MPI_SUCCESS;

@@ -15,6 +15,7 @@ typedef struct het_comm_group {
     MPI_Comm comm; /* owned; MPI_ERRORS_RETURN */
     int span;      /* distinct nodes among its members */
     het_netem_cost cost[HET_AR_N]; /* all-reduce over its members, by algorithm */
+    het_netem_cost local[HET_AR_N]; /* its node-local part (virtual clock) */
 } het_comm_group;
 
 struct het_comm {
@@ -33,6 +34,8 @@ struct het_comm {
     het_comm_scope hier_reduce, hier_bcast;        /* node groups of its first, last stage */
     het_comm_scope hier_leaders;                   /* the node leaders; NONE on other ranks */
     het_netem_cost world_cost[HET_AR_N];           /* all-reduce over the world, by algorithm */
+    het_netem_cost world_local[HET_AR_N];          /* its node-local part (virtual clock) */
+    het_netem_cost node_local[HET_AR_N];           /* all-reduce over this node (virtual clock) */
     double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
     int arrive_next;                               /* the slot the next one takes */
 };
@@ -44,8 +47,16 @@ int het_comm_mpi_error(int err, const char *what);
  * (blocking: MPI_Allreduce, else MPI_Iallreduce) over the scope's ranks and their nodes
  * (het_netem_mpi_allreduce_algo, het_netem_allreduce_cost); 0 on one node or with the model off. */
 double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking);
-/* The costs of every all-reduce algorithm over ranks on nodes node[0..p-1] (k[HET_AR_N]). */
-void het_comm_costs(het_netem_cost *k, const int *node, int p);
+/* The costs of every all-reduce algorithm over ranks on nodes node[0..p-1] (k[HET_AR_N]), and
+ * their node-local parts (local[HET_AR_N]). */
+void het_comm_costs(het_netem_cost *k, het_netem_cost *local, const int *node, int p);
+/* The modeled time of a broadcast of `bytes` on scope s: between nodes, and on the virtual
+ * clock within them. */
+double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes);
+/* Virtual clock: makes r (just started by the caller, MPI part posted or not) end at the last
+ * start over comm + model: posts the exchange of starts. Wall clock: as the non-blocking
+ * all-reduce does, only when model > 0. */
+int het_comm_req_clock(het_comm *c, MPI_Comm comm, het_req *r, double model);
 
 /* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
 void het_comm_groups_free(het_comm *c);

@@ -273,6 +273,10 @@ size_t het_model_n_state(const het_model *m) { return m->n_state; }
 int het_model_n_layers(const het_model *m) { return m->n_layers; }
 int het_model_max_batch(const het_model *m) { return m->max_batch; }
 int het_model_workers(const het_model *m) { return m->workers; }
+
+int het_model_worker_clocks(const het_model *m, clockid_t *out, int cap) {
+    return m && m->pool ? het_pool_cpu_clocks(m->pool, out, cap) : 0;
+}
 het_shape het_model_in_shape(const het_model *m) { return m->in; }
 int het_model_n_classes(const het_model *m) { return m->classes; }
 const het_layer *het_model_layer(const het_model *m, int i) { return m->layers[i]; }

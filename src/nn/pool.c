@@ -179,3 +179,10 @@ int het_pool_create(het_pool **out, int workers) {
     *out = p;
     return HET_OK;
 }
+
+int het_pool_cpu_clocks(const het_pool *p, clockid_t *out, int cap) {
+    int n = 0;
+    for (int i = 0; p && i < p->n_threads && n < cap; i++)
+        if (pthread_getcpuclockid(p->th[i].tid, &out[n]) == 0) n++;
+    return n;
+}

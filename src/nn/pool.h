@@ -4,6 +4,7 @@
 #define HET_NN_POOL_H
 
 #include <stdatomic.h>
+#include <time.h>
 
 typedef struct het_pool het_pool;
 
@@ -13,6 +14,9 @@ int het_pool_create(het_pool **out, int workers);
 /* Stops and joins the threads; NULL is fine. Must not race with het_pool_run. */
 void het_pool_free(het_pool *p);
 int het_pool_workers(const het_pool *p);
+/* The CPU-time clocks (pthread_getcpuclockid) of the pool's threads (workers 1..workers-1), at
+ * most cap; returns how many were written. */
+int het_pool_cpu_clocks(const het_pool *p, clockid_t *out, int cap);
 /* Runs fn(user, widx) once for every widx in [0, workers): widx 0 on the calling thread, the
  * others on the pool's threads, and returns when all have returned. Everything the caller
  * wrote before the call is visible to fn, and everything fn wrote is visible to the caller

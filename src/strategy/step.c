@@ -9,6 +9,10 @@
  * when r arrives) and its time inside MPI m_r. At the epoch's end one all-reduce (MAX) per
  * reducer over its scope gives max_q c_q of every step, and
  *   wait_r = sum over steps of min(m_r, max_q c_q - c_r),   comm_r = (all MPI time) - wait_r.
+ * On the virtual clock the split is what moved V: compute = the charged pieces, wait and comm
+ * = what the operations' ends added (waiting for the latest participant, the modeled
+ * transfer: het_comm_stats.vwait_s, vnet_s), delay = 0 (nothing sleeps); they sum to the
+ * epoch's virtual time.
  * Nothing is exchanged per step for the split, so a strategy that reduces only inside a node
  * makes no call beyond its node on those steps. After the split is settled, every rank's split
  * is all-gathered into ctx->rank_times (one call per epoch) for reports and re-balancing.
@@ -57,11 +61,10 @@ double het_step_region_begin(het_strategy_ctx *ctx) {
 }
 
 void het_step_region_end(het_strategy_ctx *ctx, const char *event, int arg, double t0) {
-    double t1 = het_now();
     het_pace_mark(&ctx->pace);
-    het_trace_add(ctx->trace, event, HET_TID_COMPUTE, arg, t0, t1);
+    het_trace_add(ctx->trace, event, HET_TID_COMPUTE, arg, t0, ctx->pace.mid);
     if (ctx->pace.factor > 1.0)
-        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, arg, t1,
+        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, arg, ctx->pace.mid,
                       ctx->pace.last);
 }
 
@@ -73,11 +76,11 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     het_reducer *r = user;
     if (!r->armed || r->hook_failed) return;
     het_strategy_ctx *ctx = r->ctx;
-    double t0 = het_now();
     het_pace_mark(&ctx->pace);
     double t1 = ctx->pace.last;
     if (ctx->pace.factor > 1.0)
-        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, t0, t1);
+        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, ctx->pace.mid,
+                      t1);
     int st = HET_OK;
     if ((r->flags & HET_REDUCE_FIGURES) && !r->figures_ready) { /* the batch's first hook */
         het_batch_result b;
@@ -93,7 +96,7 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     if (st) r->hook_failed = st;
     /* MPI inside backward: posting buckets, progressing them, and completing the last one at
      * once (waiting for the other ranks): its own event, not hidden in forward+backward */
-    double t2 = het_now();
+    double t2 = het_clock_now();
     if (t2 - t1 >= 10e-6)
         het_trace_add(ctx->trace, "all-reduce in backward", HET_TID_COMPUTE, layer, t1, t2);
     if (k >= 0) r->bucket_t0[k] = t1; /* hooks run backwards: the last one starts it */
@@ -217,9 +220,9 @@ int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_res
     double c_mine = ctx->pace.compute_s - ctx->compute_mark;
     ctx->compute_mark = ctx->pace.compute_s;
     if (!red || !red->buckets) return HET_OK;
-    double t0 = het_now();
+    double t0 = het_clock_now();
     int st = het_buckets_wait(red->buckets);
-    double t1 = het_now();
+    double t1 = het_clock_now();
     het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
     const char *ev = red->bucket_mb > 0 ? "bucket all-reduce" : "flat all-reduce";
     for (int k = 0; k < red->n_buckets; k++)
@@ -332,7 +335,12 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
         if (st) return st;
         t->wait_s += w;
     }
-    if (ctx->comm) {
+    if (ctx->comm && het_clock_virtual()) { /* what the operations' ends added to V */
+        het_comm_stats now = het_comm_get_stats(ctx->comm);
+        t->wait_s = now.vwait_s - ctx->epoch_comm0.vwait_s;
+        t->comm_s = now.vnet_s - ctx->epoch_comm0.vnet_s;
+        t->delay_s = 0.0;
+    } else if (ctx->comm) {
         het_comm_stats now = het_comm_get_stats(ctx->comm);
         double mpi = now.comm_s - ctx->epoch_comm0.comm_s;
         if (t->wait_s > mpi) t->wait_s = mpi;
@@ -376,7 +384,7 @@ int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_re
     s->samples += (double)count;
     if (!ctx->on_step || (local && shown_n == 0)) return HET_OK;
     het_step_info info = {ctx->epoch + 1, ctx->step, shown->loss_sum, shown->correct,
-                          (int)shown_n, local, lr, het_now() - t0};
+                          (int)shown_n, local, lr, het_clock_now() - t0};
     return ctx->on_step(ctx, &info);
 }
 

@@ -52,8 +52,10 @@ static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_w
 static const char *const nan_words[] = {"stop", "skip-step", NULL};
 static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_allreduce_algo */
 static const char *const placement_words[] = {"block", "cyclic", NULL};
+static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock_kind */
 static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
-                                                nan_words, algo_words, placement_words};
+                                                nan_words, algo_words, placement_words,
+                                                clock_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -134,6 +136,13 @@ static const key_def keys[] = {
       "off)"}, K_RATE, OFF(net_bw), 1e4, 1e15, 0},
     {{"net-lat", "SECONDS", "emulated cross-node latency per message, 0..10, e.g. 50e-6 (0: "
       "off)"}, K_FLOAT, OFF(net_lat), 0, 10, 0},
+    {{"node-bw", "BYTES/S", "virtual clock: bandwidth between ranks of one node, 10k..1000T "
+      "(default 10G; 0: free)"}, K_RATE, OFF(node_bw), 1e4, 1e15, 0},
+    {{"node-lat", "SECONDS", "virtual clock: latency between ranks of one node, 0..10 (default "
+      "1e-6)"}, K_FLOAT, OFF(node_lat), 0, 10, 0},
+    {{"clock", "CLOCK", "time of the emulation: wall (slowdown and network sleep) | virtual "
+      "(each rank's own clock: compute costs its CPU time x slowdown, no sleeps)"}, K_WORD,
+     OFF(clock), 6, 0, 0},
     {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
      OFF(trace), 0, 0, F_RUN},
     {{"stall-warn", "S", "name the ranks missing from a collective waited on S s (0: off)"},
@@ -202,6 +211,8 @@ het_train_config het_train_config_defaults(void) {
     snprintf(c.strategy, sizeof c.strategy, "allreduce");
     c.bucket_mb = 25.0f;
     c.stall_warn = 60.0f;
+    c.node_bw = 10e9;
+    c.node_lat = 1e-6f;
     snprintf(c.speeds, sizeof c.speeds, "auto");
     c.calibrate_steps = 5;
     c.rebalance_threshold = 0.1f;
@@ -229,6 +240,9 @@ void het_train_config_for_eval(het_train_config *c) {
     c->allreduce_algo = d.allreduce_algo;
     c->net_bw = d.net_bw;
     c->net_lat = d.net_lat;
+    c->node_bw = d.node_bw;
+    c->node_lat = d.node_lat;
+    c->clock = d.clock;
 }
 
 const het_config_key *het_train_config_keys(void) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hetrain/emul.h"
 #include "train/internal.h"
 
 struct het_metrics_file {
@@ -138,6 +139,13 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
     if (s->skipped) fprintf(m->f, ",\"skipped_steps\":%lld", (long long)s->skipped);
     num(m->f, "samples_per_s", s->samples_per_s);
     num(m->f, "elapsed_s", s->elapsed_s);
+    /* the run's clock; virtual times in full (17 digits): reproducible runs compare them */
+    if (het_clock_virtual()) {
+        fprintf(m->f, ",\"clock\":\"virtual\",\"epoch_s\":%.17g,\"vtime_s\":%.17g", s->epoch_s,
+                s->vtime_s);
+    } else {
+        num(m->f, "epoch_s", s->epoch_s);
+    }
     static const char *const split[4] = {"compute_s", "comm_s", "wait_s", "delay_s"};
     for (int k = 0; rank_times && k < 4; k++) {
         fprintf(m->f, ",\"%s\":[", split[k]);

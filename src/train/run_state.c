@@ -102,11 +102,11 @@ static int save_file(het_trainer *t, const char *path) {
 }
 
 int het_trainer_save(het_trainer *t, const char *path) {
-    double t0 = het_now();
+    double t0 = het_clock_now();
     if (t->rank == 0) het_interrupt_checkpoint(path, t->epoch, 0); /* once renamed */
     het_stall_where("checkpoint", t->epoch, (long long)t->ctx.step);
     int st = t->rank == 0 ? save_file(t, path) : t->strat->save_state(&t->ctx, NULL);
-    het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_now());
+    het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
     return het_trainer_agree(t, st);
 }
 

@@ -12,13 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hetrain/emul.h"
 #include "train/internal.h"
 
 int het_trace_create_world(het_trace **out, MPI_Comm world) {
     int st = het_trace_create(out);
     if (st || world == MPI_COMM_NULL) return st;
     MPI_Barrier(world);
-    het_trace_set_origin(*out, het_now());
+    het_trace_set_origin(*out, het_clock_now());
     return HET_OK;
 }
 

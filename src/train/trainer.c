@@ -66,6 +66,7 @@ static int create_mpi(het_trainer *t) {
                              "per rank", nf, nf == 1 ? "" : "s", t->size, t->size == 1 ? "" :
                              "s");
     t->base_factor = nf > 0 ? factors[t->rank] : 1.0;
+    het_clock_use((het_clock_kind)cfg->clock); /* before anything reads it: V = 0 */
     het_pace_init(&t->ctx.pace, t->base_factor);
     if (cfg->slowdown_at[0]) {
         int n = het_slowdown_at_parse(cfg->slowdown_at, t->changes, HET_MAX_CHANGES);
@@ -90,7 +91,7 @@ static int create_mpi(het_trainer *t) {
     }
     t->have_topo = st == HET_OK;
     if ((st = het_trainer_agree(t, st))) return st;
-    het_netem ne = {cfg->net_lat, cfg->net_bw};
+    het_netem ne = {cfg->net_lat, cfg->net_bw, cfg->node_lat, cfg->node_bw};
     st = het_trainer_agree(t, het_comm_create(&t->comm, &t->topo, ne));
     t->ctx.world = het_comm_mpi(t->comm, HET_COMM_WORLD);
     return st;
@@ -189,6 +190,9 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     st = het_zoo_build(&t->model, cfg->model, t->train.shape, t->train.n_classes, cfg->batch,
                        cfg->threads);
     if (!st) {
+        clockid_t clocks[HET_PACE_MAX_THREADS]; /* the virtual clock costs their CPU time too */
+        het_pace_set_threads(&t->ctx.pace, clocks,
+                             het_model_worker_clocks(t->model, clocks, HET_PACE_MAX_THREADS));
         het_model_init_params(t->model, cfg->seed);
         t->n_opt_state = het_optim_state_floats(&cfg->optim, het_model_n_params(t->model));
         size_t sample = het_shape_size(t->train.shape);
@@ -221,6 +225,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     if (st || (st = het_trainer_compare_strategy(t))) goto fail;
     if (cfg->trace[0] && (st = het_trace_create_world(&c->trace, c->world))) goto fail;
     t->t_start = het_now();
+    t->v_start = het_clock_now();
     *out = t;
     return HET_OK;
 fail:
@@ -321,15 +326,16 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     t->bar_loss = 0.0;
     t->bar_correct = t->bar_samples = 0;
     het_bar_begin(&t->bar, e + 1, t->cfg.epochs, t->n_train);
-    double t0 = het_now();
+    double t0 = het_clock_now();
     int rc = t->strat->train_epoch(c, e, st);
-    double secs = het_now() - t0;
+    double secs = het_clock_now() - t0;
     het_bar_end(&t->bar);
     if (rc) return rc; /* strategies fail on every rank alike */
     if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) return rc;
     if ((rc = het_step_epoch_end(c))) return rc;
     st->epoch = e + 1;
     st->samples_per_s = secs > 0 ? (double)st->samples / secs : 0.0;
+    st->epoch_s = secs;
     st->compute_s = c->times.compute_s;
     st->comm_s = c->times.comm_s;
     st->wait_s = c->times.wait_s;
@@ -341,15 +347,15 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
 
 
 int het_trainer_calibrate(het_trainer *t, double *speeds) {
-    double t0 = het_now();
+    double t0 = het_clock_now();
     int st = het_step_calibrate(&t->ctx, speeds);
-    het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_now());
+    het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_clock_now());
     return st;
 }
 
 int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
     het_model *m = t->strat->model_for_eval(&t->ctx);
-    double t0 = het_now(), sum[3];
+    double t0 = het_clock_now(), sum[3];
     het_batch_result r;
     int st;
     het_stall_where("evaluation", t->epoch, (long long)t->ctx.step);
@@ -370,7 +376,7 @@ int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
         sum[2] = r.count;
         if ((st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
     }
-    het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_now());
+    het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
     *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
     *acc = sum[2] > 0 ? sum[1] / sum[2] : 0.0;
     return HET_OK;
@@ -390,6 +396,7 @@ static int run_begin(het_trainer *t) {
     t->started = 1;
     het_bar_init(&t->bar, c->progress);
     t->t_start = het_now();
+    t->v_start = het_clock_now();
     int st = HET_OK;
     if (c->metrics[0] && t->rank == 0)
         st = het_metrics_open(&t->metrics, c->metrics, c->resume ? t->epoch : -1);
@@ -410,6 +417,7 @@ int het_trainer_run_epoch(het_trainer *t) {
                              isnan(isfinite(es.loss) ? es.test_loss : es.loss) ? "nan" : "inf",
                              es.epoch, (long long)t->ctx.step);
     es.elapsed_s = het_now() - t->t_start;
+    es.vtime_s = het_clock_virtual() ? het_clock_now() - t->v_start : 0.0;
     if ((st = push_history(t, &es))) return st;
     char split[256], extra[512] = "", json[1024] = "";
     het_trainer_format_split(t, split, sizeof split);
@@ -418,10 +426,13 @@ int het_trainer_run_epoch(het_trainer *t) {
     if (es.skipped)
         snprintf(skipped, sizeof skipped, " | skipped %lld non-finite step%s",
                  (long long)es.skipped, es.skipped == 1 ? "" : "s");
+    char vt[64] = ""; /* the virtual clock beside the wall clock */
+    if (het_clock_virtual())
+        snprintf(vt, sizeof vt, " vtime %.2fs (epoch %.3fs)", es.vtime_s, es.epoch_s);
     het_log(HET_LOG_INFO, "epoch %d/%d loss %.4f train_acc %.4f test_loss %.4f test_acc "
-            "%.4f lr %.4g %.0f samples/s %.2fs%s%s%s\n", es.epoch, c->epochs, es.loss,
-            es.train_acc, es.test_loss, es.test_acc, es.lr, es.samples_per_s, es.elapsed_s,
-            split, extra, skipped);
+            "%.4f lr %.4g %.0f samples/s%s %.2fs%s%s%s%s\n", es.epoch, c->epochs, es.loss,
+            es.train_acc, es.test_loss, es.test_acc, es.lr, es.samples_per_s,
+            het_clock_virtual() ? " (virtual)" : "", es.elapsed_s, vt, split, extra, skipped);
     st = HET_OK;
     if (t->metrics)
         st = het_metrics_epoch(t->metrics, &es, t->size > 1 ? t->ctx.rank_times : NULL,

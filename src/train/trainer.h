@@ -30,6 +30,7 @@ struct het_trainer {
     het_bar bar;
     int started;               /* run_begin done */
     double t_start;
+    double v_start; /* het_clock_now() when the run started */
     /* distributed */
     int mpi;                   /* MPI is initialized: collective over MPI_COMM_WORLD */
     int rank, size;

@@ -1,6 +1,7 @@
-/* Emulated heterogeneity: a per-rank slowdown factor f >= 1. After a piece of compute that
- * took t seconds the rank sleeps (f-1)*t, so the piece takes f*t in all, as on a device f times
- * slower. Sleeping (not spinning) leaves the core to the other ranks, which matters when ranks
+/* Emulated heterogeneity: a per-rank slowdown factor f >= 1. On the wall clock, after a piece
+ * of compute that took t seconds the rank sleeps (f-1)*t, so the piece takes f*t in all, as on
+ * a device f times slower; on the virtual clock the piece's cost (its CPU time) times f is
+ * charged to the rank's clock and nothing sleeps (clock.c). Sleeping (not spinning) leaves the core to the other ranks, which matters when ranks
  * share cores. The strategies mark every compute piece of a step (forward and backward up to
  * each layer's gradient hook, the optimizer), so a slow rank also starts its gradient
  * transfers late, as a slow device would. Accuracy: nanosleep overshoots (by tens of
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hetero/hetero.h"
+#include "emul/emul.h"
 
 int het_parse_numbers(const char *text, double *out, int cap, double lo, int lo_open,
                       double hi, const char *what) {
@@ -90,18 +91,86 @@ void het_sleep_s(double s) {
     }
 }
 
+/* Sleeps until het_now() >= until; returns the seconds slept (0 if already past). */
+double het_sleep_until(double until) {
+    double t0 = het_now(), now = t0;
+    while (now < until) {
+        double left = until - now;
+        struct timespec ts;
+        ts.tv_sec = (time_t)left;
+        ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+        nanosleep(&ts, NULL); /* EINTR or early return: the loop re-checks the clock */
+        now = het_now();
+    }
+    return now - t0;
+}
+
 void het_pace_init(het_pace *p, double factor) {
     memset(p, 0, sizeof *p);
     p->factor = factor >= 1.0 ? factor : 1.0;
-    p->last = het_now();
+    p->last = p->mid = het_clock_now();
 }
 
-void het_pace_begin(het_pace *p) { p->last = het_now(); }
+void het_pace_set_threads(het_pace *p, const clockid_t *clocks, int n) {
+    if (n < 0) n = 0;
+    if (n > HET_PACE_MAX_THREADS) n = HET_PACE_MAX_THREADS;
+    p->n_threads = n;
+    for (int i = 0; i < n; i++) p->threads[i] = clocks[i];
+}
 
-void het_pace_skip(het_pace *p) { p->last = het_now(); }
+static double cpu_s(clockid_t id) {
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Virtual clock: reads the CPU clocks into cpu0 (calling thread first). */
+static void cpu_start(het_pace *p) {
+    p->cpu0[0] = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < p->n_threads; i++) p->cpu0[i + 1] = cpu_s(p->threads[i]);
+}
+
+/* Virtual clock: the CPU time of the interval, the most any thread of it spent (the workers
+ * split a batch and meet at its end, so the busiest one decides when the piece is done); the
+ * clocks restart. A thread whose clock cannot be read counts 0. */
+static double cpu_take(het_pace *p) {
+    double now = cpu_s(CLOCK_THREAD_CPUTIME_ID), most = now - p->cpu0[0];
+    p->cpu0[0] = now;
+    for (int i = 0; i < p->n_threads; i++) {
+        double t = cpu_s(p->threads[i]), d = t - p->cpu0[i + 1];
+        p->cpu0[i + 1] = t;
+        if (d > most) most = d;
+    }
+    return most > 0.0 ? most : 0.0;
+}
+
+void het_pace_begin(het_pace *p) {
+    if (het_clock_virtual()) cpu_start(p);
+    p->last = het_clock_now();
+}
+
+void het_pace_skip(het_pace *p) { het_pace_begin(p); }
+
+/* The virtual clock's mark: the piece costs its CPU time (or the hook's figure) x factor,
+ * charged to the clock. */
+static double mark_virtual(het_pace *p) {
+    double t = cpu_take(p);
+    if (p->cost) t = p->cost(p->cost_user, t);
+    if (!(t >= 0.0)) t = 0.0;
+    double start = het_clock_now();
+    p->mid = start + t;
+    het_clock_advance(t * p->factor);
+    p->last = het_clock_now();
+    double stretched = p->last - start;
+    p->compute_s += stretched;
+    return stretched;
+}
 
 double het_pace_mark(het_pace *p) {
+    if (het_clock_virtual()) return mark_virtual(p);
     double now = het_now(), t = now - p->last;
+    p->mid = now;
     if (p->factor > 1.0) {
         /* sleep what this piece owes plus what earlier sleeps fell short of (or minus what
          * they overshot: a busy machine wakes sleepers late), so the factor holds on average */

@@ -17,11 +17,16 @@
  * Measured on the virtual cluster (tools/vcluster, 1 Gbit/s tbf link, bench_allreduce, 4 ranks
  * in block order, 64 KiB): Open MPI's blocking all-reduce 551 us, the model's Rabenseifner
  * 524 us + latencies; libnbc's ring 826 us, the model's ring 786 us + latencies.
- * Broadcast follows a binomial tree: ceil(log2 N) rounds of one whole message. */
+ * Broadcast follows a binomial tree: ceil(log2 N) rounds of one whole message.
+ *
+ * The node link (virtual clock only): the same algorithms' messages between ranks of one node,
+ * a latency per step that has any and the busiest rank's bytes over the node bandwidth. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "hetrain/comm.h"
+#include <mpi.h> /* which MPI library (OPEN_MPI): the algorithm its all-reduce runs */
+
+#include "hetrain/emul.h"
 
 static int netem_off(het_netem ne) { return !(ne.lat_s > 0.0) && !(ne.bw_bytes_per_s > 0.0); }
 
@@ -58,12 +63,19 @@ int het_netem_ring_crossings(const int *node, int n) {
 /* One step of an algorithm being costed: per-node bytes out and in, in buffers. */
 typedef struct step_acc {
     const int *node;
-    double *out, *in; /* by node id */
+    double *out, *in; /* by node id (cross-node), or by rank (local) */
     int n_ids;
+    int local;        /* 1: count messages inside a node, by rank; 0: between nodes, by node */
     het_netem_cost k;
 } step_acc;
 
 static void xfer(step_acc *a, int from, int to, double buffers) {
+    if (a->local) {
+        if (a->node[from] != a->node[to]) return;
+        a->out[from] += buffers;
+        a->in[to] += buffers;
+        return;
+    }
     if (a->node[from] == a->node[to]) return;
     a->out[a->node[from]] += buffers;
     a->in[a->node[to]] += buffers;
@@ -125,12 +137,49 @@ het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo algo
     for (int r = 0; r < p; r++)
         if (node[r] + 1 > ids) ids = node[r] + 1;
     step_acc a = {node, calloc((size_t)ids, sizeof(double)), calloc((size_t)ids, sizeof(double)),
-                  ids, none};
+                  ids, 0, none};
     int ok = a.out && a.in;
     if (ok) butterfly(&a, p, algo == HET_AR_RSAG);
     free(a.out);
     free(a.in);
     return ok ? a.k : het_netem_allreduce_cost(node, p, HET_AR_RING); /* no memory */
+}
+
+het_netem_cost het_netem_allreduce_cost_local(const int *node, int p, het_ar_algo algo) {
+    het_netem_cost none = {0.0, 0.0};
+    if (!node || p <= 1) return none;
+    if (algo == HET_AR_RING) { /* each rank sends 1/p a step; local if the next shares its node */
+        for (int i = 0; i < p; i++)
+            if (node[i] == node[(i + 1) % p]) return (het_netem_cost){2.0 * (p - 1),
+                                                                      2.0 * (p - 1) / p};
+        return none;
+    }
+    step_acc a = {node, calloc((size_t)p, sizeof(double)), calloc((size_t)p, sizeof(double)), p,
+                  1, none};
+    int ok = a.out && a.in;
+    if (ok) butterfly(&a, p, algo == HET_AR_RSAG);
+    free(a.out);
+    free(a.in);
+    return ok ? a.k : het_netem_allreduce_cost_local(node, p, HET_AR_RING); /* no memory */
+}
+
+static int local_off(het_netem ne) {
+    return !(ne.node_lat_s > 0.0) && !(ne.node_bw_bytes_per_s > 0.0);
+}
+
+double het_netem_local_cost_s(het_netem ne, het_netem_cost k, size_t bytes) {
+    if (local_off(ne)) return 0.0;
+    double wire = ne.node_bw_bytes_per_s > 0.0 ? k.load * (double)bytes / ne.node_bw_bytes_per_s
+                                               : 0.0;
+    return k.steps * (ne.node_lat_s > 0.0 ? ne.node_lat_s : 0.0) + wire;
+}
+
+double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks) {
+    if (ranks <= 1 || local_off(ne)) return 0.0;
+    int rounds = 0;
+    while ((1L << rounds) < (long)ranks) rounds++;
+    het_netem_cost k = {(double)rounds, (double)rounds};
+    return het_netem_local_cost_s(ne, k, bytes);
 }
 
 double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes) {

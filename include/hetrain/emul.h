@@ -1,0 +1,118 @@
+/* hetrain emul: how hetrain pretends to be another cluster. Three pieces live in src/emul/:
+ *  - the network cost model (netem.c): what a collective costs between nodes joined by links of
+ *    a given latency and bandwidth, for the algorithm the MPI library runs, and between the
+ *    ranks of one node (the node link, charged under the virtual clock);
+ *  - the per-rank slowdown (slowdown.c): a compute piece of a rank with factor f costs f times
+ *    its own time (on the wall clock by sleeping, on the virtual clock by charging);
+ *  - the clock (clock.c): wall (CLOCK_MONOTONIC, the emulation sleeps) or virtual (each rank
+ *    keeps a clock V in seconds that compute pieces and communications advance; nothing
+ *    sleeps, so time figures do not depend on how many cores the host has).
+ * Below comm/ (which charges operations through the cost model and the clock) and beside it;
+ * no MPI calls here (netem.c reads mpi.h only to know which library's algorithms to cost). The clock is process-wide state, as MPI's is: one rank is one process. */
+#ifndef HETRAIN_EMUL_H
+#define HETRAIN_EMUL_H
+
+#include <stddef.h>
+
+#include "hetrain/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- emulated network (off when bw_bytes_per_s == 0 and lat_s == 0) ---- */
+typedef struct het_netem {
+    double lat_s;           /* per-message latency, seconds */
+    double bw_bytes_per_s;  /* link bandwidth, bytes/s; 0 = infinite */
+    /* The links between ranks of one node, charged under the virtual clock only (on the wall
+     * clock the real shared-memory MPI time is that cost): 0 and 0 = free. The command line's
+     * defaults (--node-bw 10G, --node-lat 1e-6) are the order of Open MPI's shared-memory
+     * transport on one host (MEASURED.md: memcpy 11.4 GB/s on one core). */
+    double node_lat_s;
+    double node_bw_bytes_per_s;
+} het_netem;
+
+/* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
+ * bytes/N each way): 2(N-1) lat + 2(N-1)/N bytes/bw. 0 when n_nodes <= 1 or the model is off. */
+double het_netem_allreduce_s(het_netem ne, size_t bytes, int n_nodes);
+/* Modeled time of a ring all-reduce over p ranks in their order on the ring (what MPI runs for
+ * these sizes), of which at most `crossings` ring edges leave any one node: 2(p-1) steps, each
+ * rank sending bytes/p to the next, so a node's link carries crossings x bytes/p a step (full
+ * duplex): 2(p-1) lat + 2(p-1)/p crossings bytes/bw. One rank per node (p = N, crossings 1) is
+ * het_netem_allreduce_s; 2 + 2 ranks in block order cross once per node, interleaved twice.
+ * 0 when p <= 1, crossings <= 0 or the model is off. */
+double het_netem_ring_allreduce_s(het_netem ne, size_t bytes, int p, int crossings);
+/* At most how many edges of the ring node[0] -> node[1] -> ... -> node[n-1] -> node[0] leave
+ * one node (node ids of the members in ring order, 0 <= id < n). */
+int het_netem_ring_crossings(const int *node, int n);
+/* The all-reduce algorithms MPI libraries run, as the model charges them: the ring
+ * (reduce-scatter + all-gather around the ranks in order; also the segmented ring), Rabenseifner's
+ * recursive halving + doubling (reduce-scatter, then all-gather, partners at distance 1, 2, 4 ...
+ * then back) and recursive doubling (whole buffers, partners at distance 1, 2, 4 ...). For p not
+ * a power of two the last two first fold the p - 2^floor(log2 p) extra ranks in and send them
+ * the result at the end (modeled as rank 2i sending its whole buffer to 2i + 1, and back). */
+typedef enum { HET_AR_RING, HET_AR_RSAG, HET_AR_RDBL, HET_AR_N } het_ar_algo;
+/* An algorithm's cost over given ranks: `steps` in which some message crosses between nodes
+ * (each costs one latency) and `load`, the sum over those steps of the most any node's link
+ * carries in one direction, in buffers (full duplex; bytes between ranks of a node are free). */
+typedef struct het_netem_cost {
+    double steps, load;
+} het_netem_cost;
+/* The cost of algorithm a over p ranks, rank r on node node[r] (ids >= 0). */
+het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo a);
+/* The node-local part of the same algorithm: the steps in which a message moves between two
+ * ranks of one node and, summed over them, the most one rank sends or receives in such
+ * messages in one step, in buffers (each rank has its own path to the shared memory). Costed
+ * with the node link, added to the cross-node cost (an upper bound where both overlap in one
+ * step; the node link is the faster by far). */
+het_netem_cost het_netem_allreduce_cost_local(const int *node, int p, het_ar_algo a);
+/* Seconds of a node-local cost k: steps node_lat + load bytes/node_bw; 0 with the node link
+ * off (both 0). */
+double het_netem_local_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
+/* Seconds of cost k for a buffer of `bytes`: steps lat + load bytes/bw; 0 with the model off. */
+double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
+/* The algorithm this MPI library runs for an all-reduce (SUM, commutative) of `bytes` over p
+ * ranks: blocking = MPI_Allreduce, else MPI_Iallreduce. Open MPI 4.1: the non-blocking one is
+ * libnbc's ring (comm.c selects it); the blocking one follows coll/tuned's fixed rules
+ * (p = 4..7: recursive doubling below 8 KiB, Rabenseifner from there; p = 2, 3: by the size
+ * table, Rabenseifner from 256 KiB; p >= 16: Rabenseifner from 4 KiB, recursive doubling below).
+ * MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
+het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
+/* Modeled time of the all-reduce MPI runs (het_netem_mpi_allreduce_algo) over n_nodes ranks,
+ * one per node: under Open MPI the non-blocking one is het_netem_allreduce_s. */
+double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking);
+/* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
+double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
+/* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
+double het_netem_p2p_s(het_netem ne, size_t bytes);
+/* The node link's broadcast over `ranks` ranks of one node: ceil(log2 ranks) (node_lat +
+ * bytes/node_bw); 0 for one rank or the node link off. */
+double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks);
+
+
+/* ---- the clock (clock.c) ----
+ * HET_CLOCK_WALL: het_clock_now() is het_now(); the emulation sleeps. HET_CLOCK_VIRTUAL: every
+ * rank keeps V, seconds since het_clock_use; a compute piece adds its cost x the rank's slowdown,
+ * an operation ends at (the latest participant's V when it posted) + the cost model's time, and
+ * a wait sets V to max(V, that end). Virtual time never changes the arithmetic. */
+typedef enum { HET_CLOCK_WALL = 0, HET_CLOCK_VIRTUAL = 1 } het_clock_kind;
+/* Selects the clock of this process and sets V to 0. */
+void   het_clock_use(het_clock_kind k);
+het_clock_kind het_clock_kind_get(void);
+/* 1 under the virtual clock. */
+int    het_clock_virtual(void);
+/* The chosen clock's time in seconds: het_now() on the wall clock, V on the virtual one. */
+double het_clock_now(void);
+/* Parses "wall" or "virtual"; HET_EINVAL naming both otherwise. */
+int    het_clock_parse(const char *text, het_clock_kind *out);
+/* Virtual clock: V += dt (dt > 0); nothing on the wall clock. */
+void   het_clock_advance(double dt);
+/* Virtual clock: V = max(V, t); nothing on the wall clock. */
+void   het_clock_advance_to(double t);
+/* "wall" or "virtual" (static). */
+const char *het_clock_name(het_clock_kind k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

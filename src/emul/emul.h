@@ -1,0 +1,74 @@
+/* emul (internal part): the per-rank slowdown and its pacing of compute (slowdown.c); the
+ * public part (network cost model, clock) is hetrain/emul.h. */
+#ifndef HET_EMUL_H
+#define HET_EMUL_H
+
+#include <time.h>
+
+#include "hetrain/core.h"
+#include "hetrain/emul.h"
+
+/* Parses a comma-separated list of numbers in [lo, hi] ((lo, hi] with lo_open), blanks
+ * allowed around them. Writes up to `cap` of them into out (out may be NULL) and returns how
+ * many the list holds, or HET_EINVAL (negative) with a message "... expected <what>". */
+int het_parse_numbers(const char *text, double *out, int cap, double lo, int lo_open,
+                      double hi, const char *what);
+/* Slowdown factors "1,1,2,4": numbers in 1..1000 (het_parse_numbers). */
+int het_slowdown_parse(const char *text, double *out, int cap);
+
+/* A slowdown that changes mid-run (--slowdown-at EPOCH:RANK:FACTOR,...). */
+typedef struct het_slowdown_change {
+    int epoch;      /* 1-based: from this epoch on */
+    int rank;
+    double factor;
+} het_slowdown_change;
+/* Parses "2:1:3,4:0:2" into up to cap changes (out may be NULL); returns how many, or
+ * HET_EINVAL with a message naming the bad item. */
+int het_slowdown_at_parse(const char *text, het_slowdown_change *out, int cap);
+/* The factor of `rank` in 1-based `epoch`: the latest change started at or before it, else
+ * base. A pure function, so a resumed run gets the same factors. */
+double het_slowdown_factor_at(const het_slowdown_change *c, int n, int epoch, int rank,
+                              double base);
+
+/* Sleeps for `s` seconds (nothing when s <= 0), resuming after signals. */
+void het_sleep_s(double s);
+/* Sleeps until het_now() >= until; returns the seconds slept (0 if already past). */
+double het_sleep_until(double until);
+
+/* Paces one rank's compute. begin() starts a compute interval; mark() ends it: the piece's
+ * cost t is stretched to factor*t and a new interval starts; skip() drops the time since the
+ * last begin/mark (communication, not compute). On the wall clock t is the elapsed time and the
+ * stretch a sleep; on the virtual clock t is the piece's cost (the CPU time of the threads that
+ * did it: the calling thread's and, when set, the model's workers', the most of them; or the
+ * `cost` hook's figure) and the stretch is charged to the clock (het_clock_advance), with no
+ * sleep. `compute_s` accumulates the stretched compute time, `slept_s` the sleeps alone;
+ * `last` and `mid` are on the chosen clock (het_clock_now). */
+#define HET_PACE_MAX_THREADS 64
+typedef struct het_pace {
+    double factor;
+    double last;       /* start of the current interval (het_clock_now) */
+    double mid;        /* the last piece's end before its slowdown (het_clock_now) */
+    double compute_s;  /* stretched compute so far (caller may reset) */
+    double slept_s;    /* emulation sleeps so far (caller may reset) */
+    double debt_s;     /* sleep still owed (< 0: overslept), carried to the next piece */
+    /* virtual clock: CPU clocks of the workers besides the calling thread, and their readings
+     * at the interval's start (cpu0[0]: the calling thread's) */
+    int n_threads;
+    clockid_t threads[HET_PACE_MAX_THREADS];
+    double cpu0[HET_PACE_MAX_THREADS + 1];
+    /* virtual clock: a piece's cost in seconds instead of the CPU time measured (tests give
+     * fixed costs; a calibrated cost model plugs in here); NULL: measured */
+    double (*cost)(void *user, double measured_s);
+    void *cost_user;
+} het_pace;
+
+void   het_pace_init(het_pace *p, double factor);
+/* The CPU clocks (pthread_getcpuclockid) of the worker threads whose CPU time a piece costs
+ * besides the calling thread's (at most HET_PACE_MAX_THREADS; n = 0: the calling thread alone). */
+void   het_pace_set_threads(het_pace *p, const clockid_t *clocks, int n);
+void   het_pace_begin(het_pace *p);
+/* Returns the stretched length of the interval it ends. */
+double het_pace_mark(het_pace *p);
+void   het_pace_skip(het_pace *p);
+
+#endif
