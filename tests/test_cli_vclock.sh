@@ -5,7 +5,11 @@
 #   bitwise those of --clock wall (virtual time never changes the arithmetic);
 # - the metrics say "clock":"virtual", and rank 0's compute + comm + wait is its epoch's
 #   virtual time (nothing else moves V); the epoch line shows vtime; the slow rank's compute
-#   is 2x the other's within 25 % (CPU time x factor, nothing slept);
+#   is about 2x the other's (CPU time x factor, nothing slept);
+# - --compute-cost calibrated:FILE (hetrain calibrate --costs-out FILE): two runs, one beside
+#   a CPU hog, give the same metrics (virtual times to 17 digits) and weights, bit for bit; the
+#   slow rank's compute is its factor x the other's; a bad table and another model's are
+#   refused with one line, and calibrated costs on the wall clock too;
 # - timing (skipped under HET_TEST_NO_TIMING): with a core per rank, the virtual epoch time is
 #   within 10 % of the wall-clock epoch time under the same emulation (1 rank; 2 ranks,
 #   --slowdown 1,2, 1 Gbit/s; the median of 5 epochs, up to 3 tries), and a CPU hog beside a
@@ -63,10 +67,48 @@ sum=$(grep '"type":"epoch"' "$m" | tail -1 | awk '{
 within "$sum" "$ep" 0.001 || fail "rank 0's split sums to $sum s, its virtual epoch is $ep s"
 c0=$(json_arr "$m" compute_s | cut -d, -f1)
 c1=$(json_arr "$m" compute_s | cut -d, -f2)
-within "$(awk -v a="$c1" -v b="$c0" 'BEGIN { print a / b }')" 2 0.25 ||
-    fail "slowdown 2: rank 1 computed $c1 s, rank 0 $c0 s (expected 2x within 25 %)"
+# measured CPU times of two ranks sharing 2 cores move with the host's load (2.0-2.7x seen
+# here): the factor shows, exactly so with calibrated costs below
+awk -v a="$c1" -v b="$c0" 'BEGIN { exit !(a > 1.5 * b && a < 4 * b) }' ||
+    fail "slowdown 2: rank 1 computed $c1 s, rank 0 $c0 s (expected about 2x)"
 d=$(json_arr "$m" delay_s)
 [ "$d" = "0,0" ] || fail "the virtual clock slept: delay_s [$d]"
+
+# ---- calibrated costs: the same bits every run, a CPU hog beside or not ----
+mpi 1 calibrate "${COMMON[@]}" --clock virtual --costs-out costs.txt >cal.out 2>&1 ||
+    fail "calibrate --costs-out exited $?: $(tail -2 cal.out)"
+grep -q '^hetrain-costs 1$' costs.txt && grep -q '^layer 0 ' costs.txt || fail "costs.txt: $(head -3 costs.txt)"
+CAL=(--epochs 2 --clock virtual --compute-cost calibrated:costs.txt --slowdown 1,3
+     --ranks-per-node 1 --net-bw 125M --net-lat 50e-6)
+mpi 2 train "${COMMON[@]}" "${CAL[@]}" --metrics cal1.jsonl --export-safetensors cal1.st \
+    >cal1.out 2>&1 || fail "calibrated run 1 exited $?: $(tail -2 cal1.out)"
+(while :; do :; done) & hogs+=($!)
+mpi 2 train "${COMMON[@]}" "${CAL[@]}" --metrics cal2.jsonl --export-safetensors cal2.st \
+    >cal2.out 2>&1 || fail "calibrated run 2 exited $?: $(tail -2 cal2.out)"
+for p in "${hogs[@]}"; do kill "$p" 2>/dev/null; done
+hogs=()
+grep -q 'compute costs (virtual clock): read from costs.txt' cal1.out || fail "no costs line: $(grep -m1 costs cal1.out)"
+no_wall() { sed 's/"elapsed_s":[^,]*,//' "$1"; }
+[ -s cal1.jsonl ] && cmp -s <(no_wall cal1.jsonl) <(no_wall cal2.jsonl) ||
+    fail "calibrated runs differ in their metrics: $(diff <(no_wall cal1.jsonl) <(no_wall cal2.jsonl) | head -3)"
+cmp -s cal1.st cal2.st || fail "calibrated runs differ in their weights"
+# the slow rank's compute is 3x the other's exactly (one table, its slowdown)
+c0=$(json_arr cal1.jsonl compute_s | cut -d, -f1)
+c1=$(json_arr cal1.jsonl compute_s | cut -d, -f2)
+within "$(awk -v a="$c1" -v b="$c0" 'BEGIN { print a / b }')" 3 0.001 ||
+    fail "calibrated, slowdown 3: rank 1 computed $c1 s, rank 0 $c0 s"
+# refusals: one line each, exit 1 or 2
+printf 'hetrain-costs 1\nmodel lenet5\nlayers 9\nbatch 16 64 reps 7\nfb 1 x\n' >bad.txt
+mpi 1 train "${COMMON[@]}" --epochs 1 --clock virtual --compute-cost calibrated:bad.txt \
+    >bad.out 2>&1 && fail "a bad cost table was accepted"
+grep -q 'bad.txt:5: expected .fb A B' bad.out || fail "bad table: $(grep -m1 -i error bad.out)"
+sed 's/^model lenet5/model mlp/' costs.txt >other.txt
+mpi 1 train "${COMMON[@]}" --epochs 1 --clock virtual --compute-cost calibrated:other.txt \
+    >other.out 2>&1 && fail "another model's table was accepted"
+grep -q 'other.txt: costs of mlp' other.out || fail "other model: $(grep -m1 -i error other.out)"
+"$HETRAIN" train "${COMMON[@]}" --epochs 1 --compute-cost calibrated >wall.out 2>&1
+[ $? -eq 2 ] && grep -q 'add --clock virtual' wall.out || fail "calibrated on the wall clock: $(cat wall.out)"
+echo "test_cli_vclock: calibrated costs: metrics and weights bitwise equal run to run (a CPU hog beside one)"
 
 # ---- timing: virtual against wall with a core per rank; a CPU hog beside ----
 if timing_off; then

@@ -55,6 +55,8 @@ typedef struct het_train_config {
     double node_bw;             /* virtual clock: bandwidth between ranks of a node (10e9) */
     float node_lat;             /* virtual clock: latency between ranks of a node (1e-6) */
     int clock;                  /* het_clock_kind: 0 wall (the emulation sleeps), 1 virtual */
+    char compute_cost[HET_PATH_LEN]; /* virtual clock: "measured" (CPU time), "calibrated"
+                                   (rank 0 measures a cost table) or "calibrated:FILE" */
     char trace[HET_PATH_LEN];   /* "" = none; Chrome trace JSON of every rank's steps */
     float stall_warn;           /* rank 0 names the missing ranks of a collective it waited
                                    on this many seconds (0 = off; default 60) */
@@ -84,6 +86,7 @@ typedef struct het_train_config {
                                    blocking average (HeAT's average discards that merge) */
     int daso_one_node_fp32;     /* 1: on one node no cast to the wire type (HeAT casts) */
     char out[HET_PATH_LEN];     /* hetrain calibrate: the speeds file to write */
+    char costs_out[HET_PATH_LEN]; /* hetrain calibrate: the compute-cost table to write */
 } het_train_config;
 
 /* ---- per-epoch record ---- */

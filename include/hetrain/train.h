@@ -118,6 +118,10 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st);
  * least half a second; the emulated slowdown included) on every rank at once: speeds[r] gets
  * rank r's samples/s on every rank (size het_trainer_size). Collective. */
 int het_trainer_calibrate(het_trainer *t, double *speeds);
+/* The virtual clock's compute-cost table (--compute-cost calibrated): measured on rank 0 now
+ * unless the run has one already, then written to path by rank 0 (temporary + rename), for
+ * --compute-cost calibrated:FILE. Collective; a failure is agreed. */
+int het_trainer_write_costs(het_trainer *t, const char *path);
 /* Mean loss and accuracy on the (limited) test set. */
 int het_trainer_evaluate(het_trainer *t, double *loss, double *acc);
 

@@ -44,8 +44,10 @@ int cli_calibrate(const het_train_config *c) {
     if (het_trainer_create(&t, c)) return cli_fail();
     int P = het_trainer_size(t);
     double *rate = calloc((size_t)P, sizeof(double)), *s = calloc((size_t)P, sizeof(double));
-    int st = rate && s ? het_trainer_calibrate(t, rate)
-                       : het_error_set(HET_ENOMEM, "out of memory calibrating");
+    int st = rate && s ? HET_OK : het_error_set(HET_ENOMEM, "out of memory calibrating");
+    if (!st && c->costs_out[0] && !(st = het_trainer_write_costs(t, c->costs_out)))
+        het_log(HET_LOG_INFO, "compute costs: %s\n", c->costs_out);
+    if (!st) st = het_trainer_calibrate(t, rate);
     if (!st) {
         memcpy(s, rate, (size_t)P * sizeof(double));
         het_speeds_normalize(s, P);

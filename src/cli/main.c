@@ -45,7 +45,7 @@ static const char *const export_keys[] = {"checkpoint", "model", "data", "export
                                           "quiet", NULL};
 static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch", "threads",
                                              "slowdown", "ranks-per-node", "calibrate-steps",
-                                             "clock",
+                                             "clock", "compute-cost", "costs-out",
                                              "train-limit", "test-limit", "seed", "progress",
                                              "out", "quiet", NULL};
 
@@ -56,7 +56,7 @@ static const char *const compare_keys[] = {
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
     "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
-    "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "clock", "speeds", "speeds-file", "calibrate-steps", "batching",
+    "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "clock", "compute-cost", "speeds", "speeds-file", "calibrate-steps", "batching",
     "weighting", "rebalance", "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs",
     "daso-cooldown-epochs", "daso-max-global-skips", "daso-chunk", "daso-wire",
     "daso-plateau-threshold", "daso-patience", "daso-skip-reduction-factor",

@@ -44,6 +44,47 @@ double het_sleep_until(double until);
  * sleep. `compute_s` accumulates the stretched compute time, `slept_s` the sleeps alone;
  * `last` and `mid` are on the chosen clock (het_clock_now). */
 #define HET_PACE_MAX_THREADS 64
+
+/* ---- calibrated compute costs (cost.c) ----
+ * What a compute piece of a training step costs, as a linear function of the samples the rank
+ * computes (a + b count seconds, fitted through medians at two batch sizes), measured once
+ * and then charged whatever the host does: virtual times become reproducible bit for bit for a
+ * given seed, cost table and configuration. The pieces are those the strategies mark: from
+ * the step's start to layer l's gradients being final (its gradient hook: forward, and
+ * backward down to l), the whole forward + backward, the optimizer update, and the fused
+ * one-rank step (forward + backward + update). */
+enum { HET_PIECE_NONE = 0, HET_PIECE_TO_LAYER, HET_PIECE_FB, HET_PIECE_OPT, HET_PIECE_STEP };
+typedef struct het_cost_line {
+    double a, b; /* seconds = a + b count */
+} het_cost_line;
+typedef struct het_costs {
+    char model[32];          /* the zoo model they were measured on */
+    int n_layers;
+    int lo, hi;              /* the batch sizes measured */
+    int reps;                /* repetitions per size (the median is fitted) */
+    het_cost_line fb, opt, step;
+    het_cost_line *to_layer; /* n_layers: from the step's start to layer l's gradients */
+    double charged;          /* of the current step's forward + backward so far */
+} het_costs;
+/* Allocates the per-layer lines (zeroed). HET_ENOMEM. */
+int  het_costs_init(het_costs *c, const char *model, int n_layers);
+void het_costs_free(het_costs *c);
+/* The line through (lo, t_lo) and (hi, t_hi), its slope and value at lo clamped at 0. */
+het_cost_line het_cost_fit(int lo, double t_lo, int hi, double t_hi);
+/* The cost of a piece ending now: TO_LAYER l charges what forward and backward down to l cost
+ * beyond what this step was charged already (never below 0), FB the rest of the step's forward
+ * + backward (then a new step starts), OPT and STEP their lines. */
+double het_costs_charge(het_costs *c, int piece, int layer, int count);
+/* Writes the table atomically (temporary + rename), a '#' comment line first. HET_EIO. */
+int  het_costs_write(const het_costs *c, const char *path, const char *comment);
+/* Reads a table het_costs_write wrote: HET_EIO, or HET_EFORMAT "FILE:LINE: expected ...". */
+int  het_costs_read(het_costs *c, const char *path);
+/* The table as doubles, for a broadcast: 9 + 2 n_layers of them (het_costs_unpack reverses;
+ * HET_EFORMAT on a table that does not fit `n_layers`). */
+size_t het_costs_packed_len(int n_layers);
+void het_costs_pack(const het_costs *c, double *out);
+int  het_costs_unpack(het_costs *c, const double *in);
+
 typedef struct het_pace {
     double factor;
     double last;       /* start of the current interval (het_clock_now) */
@@ -60,6 +101,10 @@ typedef struct het_pace {
      * fixed costs; a calibrated cost model plugs in here); NULL: measured */
     double (*cost)(void *user, double measured_s);
     void *cost_user;
+    /* virtual clock: a calibrated cost table (NULL: none); the piece ending at the next mark
+     * (HET_PIECE_*, its layer, its samples), which het_pace_piece sets and mark resets */
+    het_costs *costs;
+    int piece, piece_layer, piece_count;
 } het_pace;
 
 void   het_pace_init(het_pace *p, double factor);
@@ -67,6 +112,13 @@ void   het_pace_init(het_pace *p, double factor);
  * besides the calling thread's (at most HET_PACE_MAX_THREADS; n = 0: the calling thread alone). */
 void   het_pace_set_threads(het_pace *p, const clockid_t *clocks, int n);
 void   het_pace_begin(het_pace *p);
+/* Names the piece the next mark ends (HET_PIECE_*, a layer, its samples; count < 0 keeps the
+ * count set before): with a cost table, what it costs. */
+void   het_pace_piece(het_pace *p, int piece, int layer, int count);
+/* The CPU time since the last begin / mark / take as a piece would be costed (the busiest of
+ * the calling thread and the workers), restarting the count; charges nothing. */
+void   het_pace_cpu_start(het_pace *p);
+double het_pace_cpu_take(het_pace *p);
 /* Returns the stretched length of the interval it ends. */
 double het_pace_mark(het_pace *p);
 void   het_pace_skip(het_pace *p);

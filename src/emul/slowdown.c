@@ -126,7 +126,7 @@ static double cpu_s(clockid_t id) {
 }
 
 /* Virtual clock: reads the CPU clocks into cpu0 (calling thread first). */
-static void cpu_start(het_pace *p) {
+void het_pace_cpu_start(het_pace *p) {
     p->cpu0[0] = cpu_s(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < p->n_threads; i++) p->cpu0[i + 1] = cpu_s(p->threads[i]);
 }
@@ -134,7 +134,7 @@ static void cpu_start(het_pace *p) {
 /* Virtual clock: the CPU time of the interval, the most any thread of it spent (the workers
  * split a batch and meet at its end, so the busiest one decides when the piece is done); the
  * clocks restart. A thread whose clock cannot be read counts 0. */
-static double cpu_take(het_pace *p) {
+double het_pace_cpu_take(het_pace *p) {
     double now = cpu_s(CLOCK_THREAD_CPUTIME_ID), most = now - p->cpu0[0];
     p->cpu0[0] = now;
     for (int i = 0; i < p->n_threads; i++) {
@@ -146,17 +146,27 @@ static double cpu_take(het_pace *p) {
 }
 
 void het_pace_begin(het_pace *p) {
-    if (het_clock_virtual()) cpu_start(p);
+    if (het_clock_virtual()) het_pace_cpu_start(p);
     p->last = het_clock_now();
 }
 
 void het_pace_skip(het_pace *p) { het_pace_begin(p); }
 
+void het_pace_piece(het_pace *p, int piece, int layer, int count) {
+    p->piece = piece;
+    p->piece_layer = layer;
+    if (count >= 0) p->piece_count = count;
+}
+
 /* The virtual clock's mark: the piece costs its CPU time (or the hook's figure) x factor,
  * charged to the clock. */
 static double mark_virtual(het_pace *p) {
-    double t = cpu_take(p);
-    if (p->cost) t = p->cost(p->cost_user, t);
+    double t = het_pace_cpu_take(p);
+    if (p->costs && p->piece != HET_PIECE_NONE)
+        t = het_costs_charge(p->costs, p->piece, p->piece_layer, p->piece_count);
+    else if (p->cost)
+        t = p->cost(p->cost_user, t);
+    p->piece = HET_PIECE_NONE;
     if (!(t >= 0.0)) t = 0.0;
     double start = het_clock_now();
     p->mid = start + t;
@@ -169,6 +179,7 @@ static double mark_virtual(het_pace *p) {
 
 double het_pace_mark(het_pace *p) {
     if (het_clock_virtual()) return mark_virtual(p);
+    p->piece = HET_PIECE_NONE;
     double now = het_now(), t = now - p->last;
     p->mid = now;
     if (p->factor > 1.0) {

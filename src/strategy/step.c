@@ -76,6 +76,7 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     het_reducer *r = user;
     if (!r->armed || r->hook_failed) return;
     het_strategy_ctx *ctx = r->ctx;
+    het_pace_piece(&ctx->pace, HET_PIECE_TO_LAYER, layer, -1);
     het_pace_mark(&ctx->pace);
     double t1 = ctx->pace.last;
     if (ctx->pace.factor > 1.0)
@@ -177,6 +178,7 @@ void het_step_free(het_strategy_ctx *ctx) {
 int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
                    float grad_scale, uint64_t seed, het_batch_result *res) {
     double t0 = het_step_region_begin(ctx);
+    ctx->pace.piece_count = count; /* the samples the pieces of this step cost */
     het_stall_where("gradients", ctx->epoch + 1, (long long)ctx->step);
     if (ctx->comm) ctx->comm_mark = het_comm_get_stats(ctx->comm);
     if (red && red->buckets) {
@@ -191,6 +193,7 @@ int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, 
                              seed, res);
     if (red) red->armed = 0;
     /* the compute after the last hook (all of it without buckets) */
+    het_pace_piece(&ctx->pace, HET_PIECE_FB, 0, count);
     het_step_region_end(ctx, "forward+backward", (int)ctx->step, t0);
     if (st) return st;
     return red && red->buckets ? red->hook_failed : HET_OK;
@@ -243,6 +246,7 @@ int het_step_update(het_strategy_ctx *ctx, float lr) {
     int bad = 0;
     het_model_update(ctx->model, &(het_update){&ctx->cfg->optim, lr, ctx->opt_state,
                                                ctx->step + 1, &bad});
+    het_pace_piece(&ctx->pace, HET_PIECE_OPT, 0, 0);
     het_step_region_end(ctx, "optimizer", (int)ctx->step, t0);
     ctx->step++;
     return !bad;
@@ -268,6 +272,7 @@ int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, i
         het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1, &bad};
         st = het_batch_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
                             seed, &u, local);
+        het_pace_piece(&ctx->pace, HET_PIECE_STEP, 0, count);
         het_step_region_end(ctx, "forward+backward+optimizer", (int)ctx->step, t0);
         if (st) return st;
         *global = *local;

@@ -281,6 +281,12 @@ int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char
 int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char *tag,
                            void *data, size_t bytes);
 
+/* --compute-cost calibrated[:FILE] on the virtual clock: rank 0 measures the model's compute
+ * pieces (costs.c) or reads FILE (`hetrain calibrate --costs-out`), every rank gets its table
+ * into *k (het_costs_free frees it) and charges its pieces from it (ctx->pace.costs = k).
+ * Collective over the world; failures agreed. */
+int het_step_costs_setup(het_strategy_ctx *ctx, het_costs *k, const char *file);
+
 /* Calibration (hetero/speeds.c): speeds[r] = rank r's training rate in samples/s (not
  * normalized), on every rank. Ranks of one machine (MPI_COMM_TYPE_SHARED) take turns while the
  * others sleep, so that ranks sharing cores do not disturb each other's measurement; machines

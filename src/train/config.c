@@ -140,6 +140,9 @@ static const key_def keys[] = {
       "(default 10G; 0: free)"}, K_RATE, OFF(node_bw), 1e4, 1e15, 0},
     {{"node-lat", "SECONDS", "virtual clock: latency between ranks of one node, 0..10 (default "
       "1e-6)"}, K_FLOAT, OFF(node_lat), 0, 10, 0},
+    {{"compute-cost", "COST", "virtual clock: what a compute piece costs: measured (its CPU "
+      "time) | calibrated (rank 0 measures each piece once) | calibrated:FILE (hetrain "
+      "calibrate --costs-out)"}, K_STR, OFF(compute_cost), 0, 0, 0},
     {{"clock", "CLOCK", "time of the emulation: wall (slowdown and network sleep) | virtual "
       "(each rank's own clock: compute costs its CPU time x slowdown, no sleeps)"}, K_WORD,
      OFF(clock), 6, 0, 0},
@@ -191,6 +194,8 @@ static const key_def keys[] = {
     {{"daso-one-node-fp32", NULL, "daso: on one node, no cast of blocking syncs to the wire "
       "type (not HeAT: it casts)"}, K_BOOL, OFF(daso_one_node_fp32), 0, 0, 0},
     {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
+    {{"costs-out", "FILE", "calibrate: measure the compute costs (rank 0) and write them, for "
+      "--compute-cost calibrated:FILE"}, K_STR, OFF(costs_out), 0, 0, F_RUN},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 _Static_assert(N_KEYS <= HET_CONFIG_MAX_KEYS, "raise HET_CONFIG_MAX_KEYS (train/internal.h)");
@@ -212,6 +217,7 @@ het_train_config het_train_config_defaults(void) {
     c.bucket_mb = 25.0f;
     c.stall_warn = 60.0f;
     c.node_bw = 10e9;
+    snprintf(c.compute_cost, sizeof c.compute_cost, "measured");
     c.node_lat = 1e-6f;
     snprintf(c.speeds, sizeof c.speeds, "auto");
     c.calibrate_steps = 5;
@@ -243,6 +249,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->node_bw = d.node_bw;
     c->node_lat = d.node_lat;
     c->clock = d.clock;
+    memcpy(c->compute_cost, d.compute_cost, sizeof c->compute_cost);
 }
 
 const het_config_key *het_train_config_keys(void) {

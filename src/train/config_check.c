@@ -6,11 +6,12 @@
 #include <string.h>
 
 #include "core/paths.h"
+#include "hetrain/emul.h"
 #include "hetrain/train.h"
 #include "train/internal.h"
 
 int het_train_check_paths(const het_train_config *c, const char *config_file) {
-    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN], tmp[4][HET_PATH_LEN + 8];
+    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN], tmp[5][HET_PATH_LEN + 8];
     het_path_use u[16 + HET_DATASET_MAX_FILES];
     int n = 0;
     /* outputs; the checkpoint is read too when resumed (eval and export read it: an output
@@ -20,13 +21,16 @@ int het_train_check_paths(const het_train_config *c, const char *config_file) {
     u[n++] = (het_path_use){"trace", c->trace, HET_PATH_OUT};
     u[n++] = (het_path_use){"export-safetensors", c->export_safetensors, HET_PATH_OUT};
     u[n++] = (het_path_use){"out", c->out, HET_PATH_OUT};
+    u[n++] = (het_path_use){"costs-out", c->costs_out, HET_PATH_OUT};
     /* what is written first and renamed into place: "<path>.tmp" */
-    const char *tmp_of[4] = {c->checkpoint, c->trace, c->export_safetensors, c->out};
-    static const char *const tmp_what[4] = {"checkpoint (its temporary file)",
+    const char *tmp_of[5] = {c->checkpoint, c->trace, c->export_safetensors, c->out,
+                             c->costs_out};
+    static const char *const tmp_what[5] = {"checkpoint (its temporary file)",
                                             "trace (its temporary file)",
                                             "export-safetensors (its temporary file)",
-                                            "out (its temporary file)"};
-    for (int i = 0; i < 4; i++)
+                                            "out (its temporary file)",
+                                            "costs-out (its temporary file)"};
+    for (int i = 0; i < 5; i++)
         if (tmp_of[i][0]) {
             snprintf(tmp[i], sizeof tmp[i], "%s.tmp", tmp_of[i]);
             u[n++] = (het_path_use){tmp_what[i], tmp[i], HET_PATH_OUT};
@@ -34,11 +38,17 @@ int het_train_check_paths(const het_train_config *c, const char *config_file) {
     /* inputs */
     u[n++] = (het_path_use){"speeds-file", c->speeds_file, HET_PATH_IN};
     u[n++] = (het_path_use){"config", config_file, HET_PATH_IN};
+    const char *costs = het_train_costs_file(c);
+    u[n++] = (het_path_use){"compute-cost", costs ? costs : "", HET_PATH_IN};
     int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
                                HET_DATASET_MAX_FILES);
     for (int i = 0; i < nd && i < HET_DATASET_MAX_FILES; i++)
         u[n++] = (het_path_use){"data-dir", data[i], HET_PATH_IN};
     return het_paths_check(u, n);
+}
+
+const char *het_train_costs_file(const het_train_config *c) {
+    return strncmp(c->compute_cost, "calibrated:", 11) == 0 ? c->compute_cost + 11 : NULL;
 }
 
 int het_train_check_outputs(const het_train_config *c, const char *what,
@@ -69,6 +79,14 @@ int het_train_config_check(const het_train_config *c) {
     if (strcmp(c->speeds, "auto") != 0 && c->speeds_file[0])
         return het_error_set(HET_EINVAL, "speeds: '%s' and speeds-file '%s' both give hgc's "
                              "speeds; give one", c->speeds, c->speeds_file);
+    const char *cc = c->compute_cost;
+    if (strcmp(cc, "measured") != 0 && strcmp(cc, "calibrated") != 0 &&
+        !(strncmp(cc, "calibrated:", 11) == 0 && cc[11]))
+        return het_error_set(HET_EINVAL, "compute-cost: '%s', expected measured, calibrated or "
+                             "calibrated:FILE", cc);
+    if (strcmp(cc, "measured") != 0 && c->clock != HET_CLOCK_VIRTUAL)
+        return het_error_set(HET_EINVAL, "compute-cost: '%s' costs the virtual clock's compute; "
+                             "add --clock virtual", cc);
     if (c->metrics_steps && !c->metrics[0])
         return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
     if (het_train_check_paths(c, NULL)) return HET_EINVAL;

@@ -86,4 +86,7 @@ int het_trace_create_world(het_trace **out, MPI_Comm world);
  * (temporary file + rename). HET_EIO on rank 0 if it cannot write (the caller agrees on it). */
 int het_trace_write(het_trace *t, MPI_Comm world, const char *path);
 
+/* The FILE of --compute-cost calibrated:FILE, or NULL. */
+const char *het_train_costs_file(const het_train_config *c);
+
 #endif

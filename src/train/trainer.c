@@ -55,6 +55,22 @@ static int on_step(het_strategy_ctx *ctx, const het_step_info *s) {
     return HET_OK;
 }
 
+/* The compute-cost table: rank 0 measures it (file NULL) or reads it; every rank charges it. */
+static int costs_setup(het_trainer *t, const char *file) {
+    het_strategy_ctx *c = &t->ctx;
+    double t0 = het_now();
+    int st = het_step_costs_setup(c, &t->costs, file);
+    if (st) return st;
+    const het_costs *k = &t->costs;
+    char from[HET_PATH_LEN + 32];
+    if (file) snprintf(from, sizeof from, "read from %s", file);
+    else snprintf(from, sizeof from, "measured on rank 0 in %.1f s (medians)", het_now() - t0);
+    het_log(HET_LOG_INFO, "compute costs (virtual clock): %s, batch %d..%d: forward+backward "
+            "%.3g ms + %.3g ms/sample, optimizer %.3g ms\n", from, k->lo, k->hi, 1e3 * k->fb.a,
+            1e3 * k->fb.b, 1e3 * k->opt.a);
+    return HET_OK;
+}
+
 /* The distributed part of create: topology, comm, slowdown. */
 static int create_mpi(het_trainer *t) {
     const het_train_config *cfg = &t->cfg;
@@ -220,6 +236,9 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
         if ((st = het_trainer_agree(t, st))) goto fail;
     }
     het_strategy_ctx *c = strategy_ctx(t);
+    if (cfg->clock == HET_CLOCK_VIRTUAL && strcmp(cfg->compute_cost, "measured") != 0 &&
+        (st = costs_setup(t, het_train_costs_file(cfg))))
+        goto fail;
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
     if (st || (st = het_trainer_compare_strategy(t))) goto fail;
@@ -252,6 +271,7 @@ void het_trainer_free(het_trainer *t) {
     free(t->hist);
     het_comm_free(t->comm);
     if (t->have_topo) het_topo_free(&t->topo);
+    het_costs_free(&t->costs);
     free(t);
 }
 
@@ -345,6 +365,16 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     return HET_OK;
 }
 
+
+int het_trainer_write_costs(het_trainer *t, const char *path) {
+    int st = t->costs.to_layer ? HET_OK : costs_setup(t, NULL);
+    if (st) return st;
+    char note[256];
+    snprintf(note, sizeof note, "hetrain calibrate: compute costs of %s (CPU time, median of "
+             "%d), seconds = A + B x samples", t->cfg.model, t->costs.reps);
+    st = t->rank == 0 ? het_costs_write(&t->costs, path, note) : HET_OK;
+    return het_trainer_agree(t, st);
+}
 
 int het_trainer_calibrate(het_trainer *t, double *speeds) {
     double t0 = het_clock_now();

@@ -31,6 +31,7 @@ struct het_trainer {
     int started;               /* run_begin done */
     double t_start;
     double v_start; /* het_clock_now() when the run started */
+    het_costs costs; /* --compute-cost calibrated: the table (to_layer NULL: none) */
     /* distributed */
     int mpi;                   /* MPI is initialized: collective over MPI_COMM_WORLD */
     int rank, size;
