@@ -113,6 +113,18 @@ grep -q '^| allreduce | 2 | 2.50 ± 1.00 | 5.00 ± 2.00 | 0.8750 ± 0.0500 | 200
 grep -q '^| hgc | 2 | 1.00 ± 0.00 | - | 0.3000 (1/2 seeds) | 50 ± 0 | - | - | - |$' known/compare.md ||
     fail "known metrics: hgc row of compare.md: $(grep '^| hgc' known/compare.md)"
 xml_ok known/accuracy.svg || fail "known: accuracy.svg is not well-formed"
+# the virtual clock: the times are vtime_s (training only), the table says which clock
+vt='{"type":"epoch","epoch":%s,"test_acc":%s,"samples_per_s":50,"elapsed_s":%s,"clock":"virtual","epoch_s":%s,"vtime_s":%s}\n'
+printf "$vt$vt" 1 0.5 10 0.25 0.25 2 0.9 20 0.5 0.5 >fake/allreduce-1.jsonl
+fake --data synthetic --epochs 2 --ranks 2 --target-acc 0.8 --out virt --strategies allreduce \
+    --clock virtual >virt.out 2>virt.err || fail "virtual metrics: $(cat virt.err)"
+for w in "epoch_s 0.25" "time_to_target_s 0.5"; do
+    read -r col val <<<"$w"
+    got=$(csv_get virt/compare.csv allreduce "$col")
+    [ "$got" = "$val" ] || fail "virtual metrics: $col = '$got', expected '$val' (vtime_s)"
+done
+grep -q '^| strategy | ranks | time/epoch (virtual s) | time to 0.8 acc (virtual s) |' virt/compare.md &&
+    grep -q 'Clock: virtual' virt/compare.md || fail "virtual: the table does not name its clock: $(head -5 virt/compare.md)"
 
 # ---- malformed metrics: exit 1, one line naming the file and line, no table ----
 bad() { # bad "EXPECTED IN STDERR" [CONTENT-OF-allreduce-1.jsonl: none without]

@@ -31,6 +31,7 @@ int cli_compare(const het_train_config *c);
 typedef struct cli_jsonl_epoch {
     double test_acc;      /* NaN where the file has null */
     double samples_per_s, elapsed_s;
+    double vtime_s;       /* --clock virtual: the virtual time since the start; NaN: wall */
     double t[4];          /* compute_s, comm_s, wait_s, delay_s summed over ranks; NaN: absent
                              (a run of one rank) */
     double bytes[2];      /* bytes_node, bytes_cross summed over ranks; NaN: absent */

@@ -293,6 +293,11 @@ static agg aggregate(const double *v, int n) {
     return a;
 }
 
+/* An epoch's time since the start on the runs' clock: virtual (vtime_s) or wall (elapsed_s). */
+static double time_of(const cli_jsonl_epoch *ep) {
+    return isnan(ep->vtime_s) ? ep->elapsed_s : ep->vtime_s;
+}
+
 /* The figures of one run (NaN: none) and its time split shares (share[0] < 0: none). */
 static void run_figures(const cli_jsonl_run *r, double target, double *fig, double share[4]) {
     int n = r->n_epochs, split = 1;
@@ -301,12 +306,12 @@ static void run_figures(const cli_jsonl_run *r, double target, double *fig, doub
     for (int e = 0; e < n; e++) {
         const cli_jsonl_epoch *ep = &r->epochs[e];
         sps += ep->samples_per_s;
-        if (isnan(fig[F_TARGET]) && ep->test_acc >= target) fig[F_TARGET] = ep->elapsed_s;
+        if (isnan(fig[F_TARGET]) && ep->test_acc >= target) fig[F_TARGET] = time_of(ep);
         split &= !isnan(ep->t[0]);
         for (int k = 0; k < 4; k++) t[k] += ep->t[k];
         for (int k = 0; k < 2; k++) bytes[k] += ep->bytes[k];
     }
-    fig[F_EPOCH] = r->epochs[n - 1].elapsed_s / n; /* the mean of epochs, elapsed_s counts from 0 */
+    fig[F_EPOCH] = time_of(&r->epochs[n - 1]) / n; /* the mean of epochs: times count from 0 */
     fig[F_ACC] = r->epochs[n - 1].test_acc;
     fig[F_SPS] = sps / n;
     fig[F_NODE] = bytes[0] / n / r->ranks; /* NaN without the arrays */
@@ -355,9 +360,10 @@ static void cell(char *dst, size_t n, int fig, agg a, int seeds) {
 }
 
 static void write_table(FILE *f, const plan *p, agg (*a)[N_FIG]) {
-    fprintf(f, "| strategy | ranks | time/epoch (s) | time to %.4g acc (s) | final test acc | "
+    const char *clk = p->c->clock == HET_CLOCK_VIRTUAL ? "virtual s" : "s";
+    fprintf(f, "| strategy | ranks | time/epoch (%s) | time to %.4g acc (%s) | final test acc | "
             "samples/s | sent/rank/epoch node-local | sent/rank/epoch cross-node | waiting |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", g_opt.target);
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", clk, g_opt.target, clk);
     for (int s = 0; s < p->n_strat; s++) {
         fprintf(f, "| %s | %d", p->strat[s], p->ranks);
         for (int k = 0; k < N_FIG; k++) {
@@ -398,18 +404,23 @@ typedef struct report {
 
 static void write_output(FILE *f, int which, const report *r) {
     const plan *p = r->p;
+    int virt = p->c->clock == HET_CLOCK_VIRTUAL;
     switch (which) {
     case 0:
         fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
         write_table(f, p, r->a);
-        fprintf(f, "\ntime/epoch: wall time of an epoch (training and evaluation), mean over "
-                "epochs; time to %.4g acc: elapsed_s of the first epoch whose test accuracy "
+        fprintf(f, "\n%stime/epoch: %s, mean over "
+                "epochs; time to %.4g acc: %s of the first epoch whose test accuracy "
                 "reaches it (-: never); samples/s: training throughput, mean over epochs; "
                 "sent/rank/epoch: payload bytes each rank sent, mean over ranks and epochs; "
                 "waiting: wait_s / (compute_s + comm_s + wait_s + delay_s), over ranks and "
-                "epochs.%s\n\n![test accuracy against wall time](accuracy.svg)\n\n"
+                "epochs.%s\n\n![test accuracy against time](accuracy.svg)\n\n"
                 "![time split](split.svg)\n\nRuns (metrics and output beside this file):\n\n%s",
-                g_opt.target, g_opt.seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
+                virt ? "Clock: virtual (--clock virtual: every rank's own clock, compute costed "
+                "by CPU time or a cost table x slowdown, communication by the network model; "
+                "nothing slept). " : "", virt ? "virtual time of an epoch's training" :
+                "wall time of an epoch (training and evaluation)", g_opt.target, virt ?
+                "vtime_s" : "elapsed_s", g_opt.seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
                 : "", r->runs);
         break;
     case 1: write_csv(f, p, r->a); break;
@@ -454,7 +465,7 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
             split &= share[0] >= 0;
             for (int j = 0; j < 4; j++) sum[j] += share[j] / K;
             for (int e = 0; e < E; e++) {
-                x[e] += run->epochs[e].elapsed_s / K;
+                x[e] += time_of(&run->epochs[e]) / K;
                 y[e] += run->epochs[e].test_acc / K;
             }
         }
@@ -486,7 +497,7 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
     if (!st) {
         printf("\n%s\n\n", r.title);
         write_table(stdout, p, r.a);
-        printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against wall "
+        printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against "
                "time%s), split.svg (time split); the runs' metrics (*.jsonl) and output (*.log)\n",
                g_opt.out, K > 1 ? ", mean over seeds" : "");
     }

@@ -3,7 +3,7 @@
  * DESIGN. A strict reader: every line must be one JSON object (RFC 8259 grammar: strings
  * with their escapes, numbers, true / false / null, nested arrays and objects up to a depth of
  * 32), nothing after it. Of "epoch" objects it takes test_acc (a number or null), samples_per_s
- * and elapsed_s (numbers), and the per-rank arrays compute_s, comm_s, wait_s, delay_s,
+ * and elapsed_s (numbers), vtime_s when the run was on the virtual clock, and the per-rank arrays compute_s, comm_s, wait_s, delay_s,
  * bytes_node and bytes_cross (each `ranks` numbers, all four time arrays or none); members it
  * does not know, such as a strategy's "hgc":{...}, are checked and skipped. The first problem
  * is the error, one line: "FILE:LINE: column C: what was expected". */
@@ -178,7 +178,7 @@ static const char *const scalars[4] = {"epoch", "test_acc", "samples_per_s", "el
 /* One line: its type, and for an epoch object its record and number. */
 static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_epoch *ep,
                        double *epoch) {
-    double num[4] = {NAN, NAN, NAN, NAN};
+    double num[4] = {NAN, NAN, NAN, NAN}, vtime = NAN;
     unsigned seen = 0; /* bits: scalars, then arrays << 4 */
     type[0] = '\0';
     for (int k = 0; k < 4; k++) ep->t[k] = NAN;
@@ -193,6 +193,9 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
             int done = 0;
             if (strcmp(key, "type") == 0) {
                 if (string(j, type, n_type)) return -1;
+                done = 1;
+            } else if (strcmp(key, "vtime_s") == 0) { /* a run on the virtual clock */
+                if (number(j, &vtime, 0)) return -1;
                 done = 1;
             }
             for (int k = 0; !done && k < 4; k++)
@@ -232,6 +235,7 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
     ep->test_acc = num[1];
     ep->samples_per_s = num[2];
     ep->elapsed_s = num[3];
+    ep->vtime_s = vtime;
     return 0;
 }
 

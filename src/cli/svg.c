@@ -112,7 +112,7 @@ void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
     ylo = fmax(0, floor(ylo / ys + 1e-9) * ys);
     yhi = fmin(ceil(yhi / ys - 1e-9) * ys, ceil(1 / ys - 1e-9) * ys);
     double xhi = ceil((xmax > 0 ? xmax : 1) / xs - 1e-9) * xs;
-    begin(f, "Test accuracy against wall time", subtitle);
+    begin(f, "Test accuracy against time (the runs' clock)", subtitle);
     y_axis(f, ylo, yhi, ys, 1, "", "test accuracy");
     int d = decimals(xs);
     for (double v = 0; v <= xhi + xs * 1e-6; v += xs) {
