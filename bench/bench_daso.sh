@@ -15,7 +15,11 @@
 # 10 000), MODEL
 # (default lenet5), NET_BW and NET_LAT (the emulated link: 125M bytes/s and 50e-6 s; the issue
 # asks for 1 Gbit/s or slower, e.g. NET_BW=12.5M for 100 Mbit/s), LINKS (default "on off"),
-# SEED (default 1), HET_DATA_DIR, BLAS_CORETYPE.
+# SEED (default 1), RUNS (default "allreduce daso daso-merge-last": daso-merge-last is daso with
+# --daso-merge-last, the improvement on HeAT kept behind a flag), CLOCK (wall | virtual: with
+# virtual, one table of compute costs measured first by hetrain calibrate --costs-out is
+# charged to every run, so that 4 ranks on 2 cores time the method and not the contention),
+# HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,12 +36,20 @@ net_bw=${NET_BW:-125M}
 net_lat=${NET_LAT:-50e-6}
 links=${LINKS:-on off}
 seed=${SEED:-1}
+runs=${RUNS:-allreduce daso daso-merge-last}
+clock=${CLOCK:-wall}
 out=$(mktemp -d /tmp/het_bench_daso_XXXXXX)
 trap 'rm -rf "$out"' EXIT
+clk=()
+if [ "$clock" = virtual ]; then
+    "$het" calibrate --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64 \
+        --threads 1 --clock virtual --costs-out "$out/costs.txt" --quiet
+    clk=(--clock virtual --compute-cost "calibrated:$out/costs.txt")
+fi
 common=(train --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64
         --progress off --threads 1 --epochs "$epochs" --train-limit "$limit"
         --test-limit "$test_limit" --lr 0.02
-        --schedule cosine --momentum 0.9 --seed "$seed" --ranks-per-node 2)
+        --schedule cosine --momentum 0.9 --seed "$seed" --ranks-per-node 2 "${clk[@]}")
 # sum over epochs of samples / samples_per_s (training only), final accuracy, mean bytes
 summary() {
     awk -F'[:,\\[\\]]' '/"type":"epoch"/ {
@@ -54,15 +66,18 @@ summary() {
     END { printf "%.2f | %.4f | %.1f MB | %.1f MB", t, a, bn / e / 1e6, bc / e / 1e6 }' "$1"
 }
 echo "$model, Fashion-MNIST, $limit samples x $epochs epochs, 4 ranks (2 nodes x 2) on" \
-     "$(nproc) cores, OpenBLAS $blas_core; link on: --net-bw $net_bw --net-lat $net_lat; seed $seed"
+     "$(nproc) cores, OpenBLAS $blas_core; link on: --net-bw $net_bw --net-lat $net_lat; seed $seed;" \
+     "clock: $clock"
 echo
 echo "| link | strategy | training s | final test acc | sent/rank/epoch node | cross |"
 echo "|---|---|---|---|---|---|"
 for link in $links; do
     net=()
     [ "$link" = on ] && net=(--net-bw "$net_bw" --net-lat "$net_lat")
-    for s in allreduce daso; do
-        mpirun --oversubscribe -np 4 "$het" "${common[@]}" "${net[@]}" --strategy "$s" \
+    for s in $runs; do
+        strat=(--strategy "${s%%-*}")
+        [ "$s" = daso-merge-last ] && strat+=(--daso-merge-last)
+        mpirun --oversubscribe -np 4 "$het" "${common[@]}" "${net[@]}" "${strat[@]}" \
             --metrics "$out/$s-$link.jsonl" >"$out/$s-$link.out"
         echo "| $link | $s | $(summary "$out/$s-$link.jsonl") |"
     done

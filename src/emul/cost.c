@@ -41,9 +41,12 @@ void het_costs_free(het_costs *c) {
 het_cost_line het_cost_fit(int lo, double t_lo, int hi, double t_hi) {
     het_cost_line l = {t_lo, 0.0};
     if (hi > lo) l.b = (t_hi - t_lo) / (double)(hi - lo);
-    if (!(l.b > 0.0)) l.b = 0.0;
+    if (!(l.b > 0.0)) l.b = 0.0; /* noise: a flat line at the smaller size's time */
     l.a = t_lo - l.b * lo;
-    if (!(l.a > 0.0)) l.a = 0.0;
+    if (!(l.a > 0.0)) { /* noise the other way: through the origin and the larger size */
+        l.a = 0.0;
+        l.b = hi > 0 && t_hi > 0.0 ? t_hi / (double)hi : 0.0;
+    }
     return l;
 }
 

@@ -69,7 +69,8 @@ typedef struct het_costs {
 /* Allocates the per-layer lines (zeroed). HET_ENOMEM. */
 int  het_costs_init(het_costs *c, const char *model, int n_layers);
 void het_costs_free(het_costs *c);
-/* The line through (lo, t_lo) and (hi, t_hi), its slope and value at lo clamped at 0. */
+/* The line through (lo, t_lo) and (hi, t_hi); a negative slope gives the flat line at t_lo, a
+ * negative intercept the line through the origin and (hi, t_hi). */
 het_cost_line het_cost_fit(int lo, double t_lo, int hi, double t_hi);
 /* The cost of a piece ending now: TO_LAYER l charges what forward and backward down to l cost
  * beyond what this step was charged already (never below 0), FB the rest of the step's forward
