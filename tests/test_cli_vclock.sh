@@ -9,7 +9,8 @@
 # - --compute-cost calibrated:FILE (hetrain calibrate --costs-out FILE): two runs, one beside
 #   a CPU hog, give the same metrics (virtual times to 17 digits) and weights, bit for bit; the
 #   slow rank's compute is its factor x the other's; a bad table and another model's are
-#   refused with one line, and calibrated costs on the wall clock too;
+#   refused with one line, and calibrated costs on the wall clock too; the Chrome trace ends at
+#   the run's virtual time;
 # - timing (skipped under HET_TEST_NO_TIMING): with a core per rank, the virtual epoch time is
 #   within 10 % of the wall-clock epoch time under the same emulation (1 rank; 2 ranks,
 #   --slowdown 1,2, 1 Gbit/s; the median of 5 epochs, up to 3 tries), and a CPU hog beside a
@@ -87,6 +88,14 @@ mpi 2 train "${COMMON[@]}" "${CAL[@]}" --metrics cal2.jsonl --export-safetensors
     >cal2.out 2>&1 || fail "calibrated run 2 exited $?: $(tail -2 cal2.out)"
 for p in "${hogs[@]}"; do kill "$p" 2>/dev/null; done
 hogs=()
+# the trace is in virtual time: its last event ends at the run's virtual time (to 1 %; the
+# evaluation adds nothing to it), not at the wall time the run took
+mpi 2 train "${COMMON[@]}" "${CAL[@]}" --epochs 1 --metrics tr.jsonl --trace tr.json >tr.out 2>&1 ||
+    fail "traced run exited $?: $(tail -2 tr.out)"
+last_us=$(grep -o '"ts":[0-9.]*,"dur":[0-9.]*' tr.json | awk -F'[:,]' '{ e = $2 + $4; if (e > m) m = e } END { print m }')
+vt=$(json_num tr.jsonl vtime_s)
+within "$(awk -v a="$last_us" 'BEGIN { print a / 1e6 }')" "$vt" 0.01 ||
+    fail "the trace ends at $last_us us, the run's virtual time is $vt s"
 grep -q 'compute costs (virtual clock): read from costs.txt' cal1.out || fail "no costs line: $(grep -m1 costs cal1.out)"
 no_wall() { sed 's/"elapsed_s":[^,]*,//' "$1"; }
 [ -s cal1.jsonl ] && cmp -s <(no_wall cal1.jsonl) <(no_wall cal2.jsonl) ||
