@@ -15,8 +15,11 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 # Field value of the last metrics line: field FILE KEY
 field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1" | tail -n 1; }
-# Metrics without timing fields
-untimed() { sed -e 's/,"samples_per_s":[^,}]*//' -e 's/,"elapsed_s":[^,}]*//' "$1"; }
+# Metrics without what differs between equal runs: timing and memory fields
+untimed() {
+    sed -E -e 's/,"(samples_per_s|elapsed_s|epoch_s)":[^,}]*//g' \
+        -e 's/,"(peak_rss_max|peak_rss_sum|pss_sum)":[^,}]*//g' "$1"
+}
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 
 COMMON=(--model mlp --data synthetic --train-limit 512 --test-limit 256 --seed 3 --progress off)

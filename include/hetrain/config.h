@@ -110,6 +110,15 @@ typedef struct het_epoch_stats {
     double compute_s, comm_s, wait_s, delay_s;
     int64_t skipped;       /* steps whose update --on-nan skip-step dropped (daso: summed over
                               ranks, which decide alone); not checkpointed */
+    /* Memory at the epoch's end (not checkpointed: 0 in a resumed run's earlier epochs): the
+     * ranks' peak resident sets in bytes (getrusage), the largest and the sum (a page of the
+     * host's shared datasets counts in every rank that read it), the sum of their proportional
+     * sets now (-1 where the system does not report it), and the datasets: the bytes of one
+     * decoded copy of train + test and the copies held over all ranks (one per host when its
+     * ranks share one, HET_SHARED_DATA). */
+    int64_t peak_rss_max, peak_rss_sum, pss_sum;
+    int64_t data_bytes;
+    int data_copies;
 } het_epoch_stats;
 
 #ifdef __cplusplus

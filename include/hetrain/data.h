@@ -23,6 +23,9 @@ typedef struct het_dataset {
     uint8_t *labels;   /* n labels, each < n_classes */
     float mean[3];     /* per-channel normalization: x = (byte/255 - mean) / std */
     float std[3];
+    int borrowed;      /* 1: images and labels lie in memory the dataset does not own (a host's
+                        * shared copy, src/train/shared_data.c), read-only: het_dataset_free
+                        * leaves it to its owner */
 } het_dataset;
 
 /* Reads an IDX image file (magic 0x00000803, 3 dims) and label file (0x00000801, 1 dim), each
@@ -39,6 +42,7 @@ int het_dataset_synthetic(het_dataset *d, int64_t n, het_shape shape, int n_clas
  * synthetic (train 2048 / test 512 of 1x28x28, 10 classes). */
 int het_dataset_load_named(het_dataset *train, het_dataset *test, const char *name,
                            const char *dir);
+/* Frees images and labels (unless borrowed) and zeroes d; NULL is a no-op. */
 void het_dataset_free(het_dataset *d);
 /* The files het_dataset_load_named(name, dir) may read, whether they exist or not (IDX: each
  * file and its .gz; CIFAR-10: dir and dir/cifar-10-batches-bin), up to cap of them into

@@ -13,8 +13,10 @@
 
 void het_dataset_free(het_dataset *d) {
     if (!d) return;
-    free(d->images);
-    free(d->labels);
+    if (!d->borrowed) {
+        free(d->images);
+        free(d->labels);
+    }
     memset(d, 0, sizeof *d);
 }
 

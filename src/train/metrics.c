@@ -3,6 +3,10 @@
  *    "samples":..,"samples_per_s":..,"elapsed_s":..}
  * (runs of several MPI ranks add per-rank arrays of the epoch's time split, index = rank:
  *    "compute_s":[..],"comm_s":[..],"wait_s":[..],"delay_s":[..])
+ * then the memory at the epoch's end (bytes; pss_sum only where /proc reports it):
+ *    "peak_rss_max":..,"peak_rss_sum":..,"pss_sum":..,"data_bytes":..,"data_copies":..
+ * (the ranks' largest and summed peak RSS, the sum of their proportional sets, one decoded copy
+ * of train + test and the copies held over all ranks: 1 per host when its ranks share one)
  * and with --metrics-steps one per step
  *   {"type":"step","epoch":1,"step":7,"loss":..,"acc":..,"lr":..,"batch":64,"time_s":..}
  * Timing fields come last in each object. Non-finite numbers are written as null (JSON has no
@@ -159,6 +163,13 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
         for (int q = 0; q < n_ranks; q++)
             fprintf(m->f, "%s%.0f", q ? "," : "", rank_bytes[2 * q + k]);
         fputc(']', m->f);
+    }
+    if (s->data_copies > 0) { /* not in the epochs of a resumed run's checkpoint */
+        fprintf(m->f, ",\"peak_rss_max\":%lld,\"peak_rss_sum\":%lld", (long long)s->peak_rss_max,
+                (long long)s->peak_rss_sum);
+        if (s->pss_sum >= 0) fprintf(m->f, ",\"pss_sum\":%lld", (long long)s->pss_sum);
+        fprintf(m->f, ",\"data_bytes\":%lld,\"data_copies\":%d", (long long)s->data_bytes,
+                s->data_copies);
     }
     if (extra_json && *extra_json) fprintf(m->f, ",%s", extra_json);
     return finish(m);

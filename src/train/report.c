@@ -7,6 +7,40 @@
 #include "hetrain/tensor.h"
 #include "train/trainer.h"
 
+/* Bytes as "85 MB" / "1.3 GB" (decimal units, three digits). */
+static const char *mb(char *buf, size_t n, double bytes) {
+    if (bytes >= 1e9) snprintf(buf, n, "%.3g GB", bytes / 1e9);
+    else snprintf(buf, n, "%.3g MB", bytes / 1e6);
+    return buf;
+}
+
+/* Whether the datasets are held once per host (some host of several ranks shares its copy). */
+static int data_per_host(const het_trainer *t) {
+    return t->data_copies == t->data_hosts && t->data_copies < t->size;
+}
+
+/* The datasets' memory: one copy's bytes, and how many copies the ranks hold (shared_data.c). */
+static void print_data(const het_trainer *t) {
+    char one[32], rank[32], all[32];
+    double b = (double)t->data_bytes;
+    if (t->size == 1) {
+        het_log(HET_LOG_INFO, "memory: dataset %s decoded (train + test), one copy\n",
+                mb(one, sizeof one, b));
+    } else if (data_per_host(t)) {
+        het_log(HET_LOG_INFO, "memory: dataset %s decoded (train + test), held once per host "
+                "in shared memory: %d cop%s for %d ranks on %d host%s, %s per rank\n",
+                mb(one, sizeof one, b), t->data_copies, t->data_copies == 1 ? "y" : "ies",
+                t->size, t->data_hosts, t->data_hosts == 1 ? "" : "s",
+                mb(rank, sizeof rank, b * t->data_copies / t->size));
+    } else {
+        het_log(HET_LOG_INFO, "memory: dataset %s decoded (train + test), %d copies for %d ranks "
+                "on %d host%s (%s), %s in all\n", mb(one, sizeof one, b), t->data_copies,
+                t->size, t->data_hosts, t->data_hosts == 1 ? "" : "s",
+                t->data_why ? t->data_why : "some hosts share theirs",
+                mb(all, sizeof all, b * t->data_copies));
+    }
+}
+
 void het_trainer_print_config(const het_trainer *t) {
     const het_train_config *c = &t->cfg;
     het_model *m = t->model;
@@ -55,6 +89,7 @@ void het_trainer_print_config(const het_trainer *t) {
                     (double)c->net_lat);
         het_log(HET_LOG_INFO, "\n");
     }
+    print_data(t);
 }
 
 /* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" */
@@ -80,3 +115,23 @@ void het_trainer_format_split(const het_trainer *t, char *buf, size_t n) {
              node / 1e6, cross / 1e6);
 }
 
+int het_trainer_report_memory(het_trainer *t) {
+    int64_t max, sum, pss;
+    int st = het_trainer_memory(t, &max, &sum, &pss);
+    if (st) return st;
+    char a[32], b[32], c[32], d[32], ps[64] = ""; /* pss: what the host holds (shared_data.c) */
+    if (pss >= 0)
+        snprintf(ps, sizeof ps, ", proportional set%s %s", t->size > 1 ? " sum" : "",
+                 mb(c, sizeof c, (double)pss));
+    mb(d, sizeof d, (double)t->data_bytes);
+    if (t->size == 1)
+        het_log(HET_LOG_INFO, "memory: peak RSS %s%s; dataset %s\n",
+                mb(a, sizeof a, (double)max), ps, d);
+    else
+        het_log(HET_LOG_INFO, "memory: peak RSS per rank max %s, sum %s over %d ranks%s; "
+                "dataset %s %s (%d cop%s)\n", mb(a, sizeof a, (double)max),
+                mb(b, sizeof b, (double)sum), t->size, ps, d,
+                data_per_host(t) ? "shared per host" : "per rank", t->data_copies,
+                t->data_copies == 1 ? "y" : "ies");
+    return HET_OK;
+}

@@ -22,6 +22,8 @@
  * Without MPI initialized (library users, unit tests) it is one process with the same code
  * path and no communication: results are bitwise those of one MPI rank.
  *
+ * The datasets are decoded once per host and shared read-only by its ranks (shared_data.c).
+ *
  * Nothing here reads the clock except for reported timings. */
 #include <errno.h>
 #include <math.h>
@@ -181,9 +183,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     het_blas_set_threads(1); /* parallelism is the model's workers; see --threads */
     if ((st = create_mpi(t))) goto fail;
     if ((st = het_trainer_agree(t, t->rank == 0 ? probe_outputs(cfg) : HET_OK))) goto fail;
-    st = het_dataset_load_named(&t->train, &t->test, cfg->data,
-                                cfg->data_dir[0] ? cfg->data_dir : NULL);
-    if ((st = het_trainer_agree(t, st))) goto fail;
+    if ((st = het_trainer_load_data(t))) goto fail; /* agreed; once per host under MPI */
     if (!st && (t->test.shape.c != t->train.shape.c || t->test.shape.h != t->train.shape.h ||
                 t->test.shape.w != t->train.shape.w || t->test.n_classes != t->train.n_classes))
         st = het_error_set(HET_EFORMAT, "dataset %s: test samples of %dx%dx%d in %d classes, "
@@ -260,8 +260,7 @@ void het_trainer_free(het_trainer *t) {
     het_metrics_close(t->metrics);
     het_sampler_free(&t->sampler);
     het_model_free(t->model);
-    het_dataset_free(&t->train);
-    het_dataset_free(&t->test);
+    het_trainer_free_data(t);
     het_free(t->opt_state);
     het_free(t->x);
     het_free(t->y);
@@ -448,6 +447,11 @@ int het_trainer_run_epoch(het_trainer *t) {
                              es.epoch, (long long)t->ctx.step);
     es.elapsed_s = het_now() - t->t_start;
     es.vtime_s = het_clock_virtual() ? het_clock_now() - t->v_start : 0.0;
+    /* every epoch: whether rank 0 writes metrics is rank 0's business (consistency.c) */
+    if ((st = het_trainer_memory(t, &es.peak_rss_max, &es.peak_rss_sum, &es.pss_sum)))
+        return st;
+    es.data_bytes = (int64_t)t->data_bytes;
+    es.data_copies = t->data_copies;
     if ((st = push_history(t, &es))) return st;
     char split[256], extra[512] = "", json[1024] = "";
     het_trainer_format_split(t, split, sizeof split);
@@ -492,6 +496,7 @@ int het_trainer_run(het_trainer *t) {
         if ((st = het_trainer_agree(t, st))) return st;
         het_log(HET_LOG_INFO, "weights: %s\n", c->export_safetensors);
     }
+    if ((st = het_trainer_report_memory(t))) return st;
     if (t->n_hist > 0) {
         const het_epoch_stats *last = &t->hist[t->n_hist - 1];
         int64_t skipped = 0;

@@ -46,6 +46,16 @@ struct het_trainer {
     int n_changes;
     double bar_loss;           /* progress bar: running sums of the epoch */
     int64_t bar_correct, bar_samples;
+    /* the datasets' bytes (shared_data.c) */
+    MPI_Comm host;             /* ranks of this real host (MPI_COMM_TYPE_SHARED), if have_host */
+    int have_host, host_rank, host_size;
+    MPI_Win data_win;          /* the host's copy of train + test, if have_win */
+    int have_win;
+    void *ro_base;             /* the window's whole pages, mprotect'ed read-only */
+    size_t ro_len;
+    uint64_t data_bytes;       /* one decoded copy of train + test */
+    int data_copies, data_hosts; /* copies held over the world; hosts */
+    const char *data_why;      /* why this host's copies are private; NULL: it shares one */
 };
 
 /* Every rank passes its status; all get the lowest failing rank's (see het_comm_agree). */
@@ -68,6 +78,19 @@ int het_trainer_compare_checkpoint(const het_trainer *t, uint64_t epoch, uint64_
  * numbers, both values. */
 int het_trainer_compare_strategy(het_trainer *t);
 
+/* shared_data.c */
+/* Loads the configured train and test sets, once per host when several ranks share a host
+ * (one copy in an MPI shared window, read-only; HET_SHARED_DATA=0: one per rank), otherwise
+ * privately through het_dataset_load_named. Collective over the world under MPI; the status
+ * is agreed, so every rank returns the loading rank's error. */
+int  het_trainer_load_data(het_trainer *t);
+/* Frees the datasets and the host's window (collective over the host); before MPI_Finalize. */
+void het_trainer_free_data(het_trainer *t);
+/* The ranks' peak resident sets (getrusage), the largest and the sum, and the sum of their
+ * proportional sets now (-1 where /proc/self/smaps_rollup is missing), in bytes, on every
+ * rank. Collective over the world under MPI (called at every epoch's end and the run's). */
+int  het_trainer_memory(het_trainer *t, int64_t *rss_max, int64_t *rss_sum, int64_t *pss_sum);
+
 /* report.c */
 /* Prints the run's header (rank 0): data, model, the resolved configuration and, under MPI,
  * the ranks and their emulation. het_trainer_create calls it before the first transfer. */
@@ -75,5 +98,8 @@ void het_trainer_print_config(const het_trainer *t);
 /* " | compute 81% comm 6% wait 11% delay 2% (rank 0), slowest rank 3 compute 97%" into buf
  * (empty on one rank or on ranks other than 0). */
 void het_trainer_format_split(const het_trainer *t, char *buf, size_t n);
+/* "memory: peak RSS per rank max 85 MB, sum 1.3 GB over 16 ranks, proportional set sum 0.41
+ * GB; dataset 55 MB shared per host (1 copy)" (rank 0), at the end of a run. Collective. */
+int  het_trainer_report_memory(het_trainer *t);
 
 #endif
