@@ -11,7 +11,7 @@
 #   slow rank's compute is its factor x the other's; a bad table and another model's are
 #   refused with one line, and calibrated costs on the wall clock too; the Chrome trace ends at
 #   the run's virtual time;
-# - timing (skipped under HET_TEST_NO_TIMING): with a core per rank, the virtual epoch time is
+# - timing (skipped under HET_TEST_NO_TIMING): the measured slow rank's 2x above; with a core per rank, the virtual epoch time is
 #   within 10 % of the wall-clock epoch time under the same emulation (1 rank; 2 ranks,
 #   --slowdown 1,2, 1 Gbit/s; the median of 5 epochs, up to 3 tries), and a CPU hog beside a
 #   1-rank run changes its virtual epoch time by less than 10 % (the median of 5 epochs each).
@@ -70,7 +70,8 @@ c0=$(json_arr "$m" compute_s | cut -d, -f1)
 c1=$(json_arr "$m" compute_s | cut -d, -f2)
 # measured CPU times of two ranks sharing 2 cores move with the host's load (2.0-2.7x seen
 # here): the factor shows, exactly so with calibrated costs below
-awk -v a="$c1" -v b="$c0" 'BEGIN { exit !(a > 1.5 * b && a < 4 * b) }' ||
+# (a timing: under the sanitizers 1.2x was seen)
+timing_off || awk -v a="$c1" -v b="$c0" 'BEGIN { exit !(a > 1.5 * b && a < 4 * b) }' ||
     fail "slowdown 2: rank 1 computed $c1 s, rank 0 $c0 s (expected about 2x)"
 d=$(json_arr "$m" delay_s)
 [ "$d" = "0,0" ] || fail "the virtual clock slept: delay_s [$d]"
@@ -97,7 +98,8 @@ vt=$(json_num tr.jsonl vtime_s)
 within "$(awk -v a="$last_us" 'BEGIN { print a / 1e6 }')" "$vt" 0.01 ||
     fail "the trace ends at $last_us us, the run's virtual time is $vt s"
 grep -q 'compute costs (virtual clock): read from costs.txt' cal1.out || fail "no costs line: $(grep -m1 costs cal1.out)"
-no_wall() { sed 's/"elapsed_s":[^,]*,//' "$1"; }
+# what is not virtual time: the wall time and the processes' memory
+no_wall() { sed 's/"elapsed_s":[^,]*,//; s/,"peak_rss_max":[^,]*,"peak_rss_sum":[^,]*,"pss_sum":[^,}]*//' "$1"; }
 [ -s cal1.jsonl ] && cmp -s <(no_wall cal1.jsonl) <(no_wall cal2.jsonl) ||
     fail "calibrated runs differ in their metrics: $(diff <(no_wall cal1.jsonl) <(no_wall cal2.jsonl) | head -3)"
 cmp -s cal1.st cal2.st || fail "calibrated runs differ in their weights"
