@@ -345,12 +345,13 @@ static int view_member(stall_view v, int i) { return v.mem ? v.mem[i] : i; }
 
 /* "allreduce #12 (gradients, epoch 2 step 17)", with " of ranks 1, 3" (up to 8 of them, else
  * " of 12 ranks") after the number when v's communicator is smaller than the world; a
- * point-to-point wait names its peers: "recv from rank 2 (gradients, epoch 2 step 17)" */
+ * point-to-point wait names its peers: "recv from rank 2 (gradients, epoch 2 step 17)",
+ * "send to rank 0" */
 static void where_text(stall_view v, char *buf, size_t n) {
     const stall_msg *m = v.m;
     char seq[96] = "", ctx[96] = "";
     if (m->seq > 0) snprintf(seq, sizeof seq, " #%lld", m->seq);
-    const char *of = m->p2p ? "from" : "of";
+    const char *of = !m->p2p ? "of" : strcmp(m->op, "send") == 0 ? "to" : "from";
     if (v.mem && v.n > 8) {
         append(seq, sizeof seq, " %s %d ranks", of, v.n);
     } else if (v.mem) {
