@@ -2,7 +2,8 @@
  * virtual nodes for one-machine runs), groups split from them, chunked blocking and
  * non-blocking float all-reduce, a two-level (node, then node leaders) all-reduce, an
  * all-reduce with a 16-bit wire type (bf16, fp16), a double all-reduce, bucketed gradient
- * all-reduce (flat or two-level) that overlaps backward, an emulated network delay
+ * all-reduce (flat or two-level) that overlaps backward, tagged point-to-point messages
+ * (received in virtual-time order on the virtual clock), an emulated network delay
  * for cross-node traffic, and agreement on a status across ranks.
  *
  * Threads: MPI must be initialized with at least MPI_THREAD_FUNNELED (het_comm_create checks);
@@ -262,6 +263,155 @@ int  het_buckets_wait(het_buckets *b);
 int  het_buckets_set_algo(het_buckets *b, het_allreduce_algo a);
 /* The algorithm the buckets run (FLAT or HIER); FLAT for NULL. */
 het_allreduce_algo het_buckets_algo(const het_buckets *b);
+
+/* ---- point-to-point messages (p2p.c) ----
+ * Tagged messages between two ranks of a scope (ranks as in the scope's communicator, the
+ * world's or a group's), for the strategies that do not share a collective step (parameter
+ * servers, pipelines). Every call is non-blocking: het_comm_isend / het_comm_irecv start a
+ * message in a het_msg the caller owns; het_comm_msg_test, _wait, _waitany, _waitall complete
+ * it. A het_msg must stay where it is from its start until it is done (MPI and the queue of
+ * receives hold its address); a zeroed one is inactive (waits return at once).
+ *
+ * Tags: one per message kind, 0 <= tag < HET_P2P_TAGS. A receive matches by scope, tag and
+ * sender; messages of one sender, scope and tag arrive in the order they were sent. On the
+ * wire a message is a small header (het_msg_hdr) with tag HET_P2P_MPI_TAG_BASE + 2 tag, then
+ * its payload in messages of at most het_comm_set_chunk's floats' bytes (never above INT_MAX
+ * bytes) with tag HET_P2P_MPI_TAG_BASE + 2 tag + 1: other code sending on the comm's
+ * communicators must keep off MPI tags HET_P2P_MPI_TAG_BASE .. + 2 HET_P2P_TAGS - 1.
+ *
+ * The emulated network charges each message at its sender: between ranks of different
+ * (emulated) nodes het_netem_p2p_s (lat + bytes / bw); between ranks of one node nothing on
+ * the wall clock (the real shared-memory time is that cost) and the node link on the virtual
+ * clock (node_lat + bytes / node_bw). A message never arrives before one sent earlier to the
+ * same rank (an ordered link); links are not shared out between messages in flight, as
+ * collectives in flight are not. The header carries the sender's clock at the send (stamp)
+ * and the arrival (deliver = stamp + cost). Wall clock: a receive is not done before
+ * het_now() >= deliver (CLOCK_MONOTONIC: one clock for the ranks of one machine, as the
+ * collectives' emulation assumes); its wait sleeps the rest (delay_s); with the model off
+ * nothing is compared across ranks. Virtual clock: a receive's wait sets V = max(V,
+ * deliver) (vwait_s up to the stamp, vnet_s the rest) and a test is not done before V >=
+ * deliver. A send is done when MPI is done with its buffer; it never moves the sender's
+ * clock. Statistics count each message once at its sender (calls; payload bytes; cross-node
+ * or node-local by the receiver's node; done messages as calls of 0 bytes); time inside MPI
+ * calls and waits is comm_s on both sides.
+ *
+ * Receives from any sender (HET_ANY_SOURCE) on the virtual clock follow virtual time, not
+ * the order messages happen to reach MPI, so that a run is the same bit for bit whatever
+ * the host's load: the layer keeps a receive posted for every sender of the scope's set
+ * (het_comm_p2p_senders; default every other rank of the scope) and gives the receive the
+ * message with the smallest (deliver, sender rank) among those that have arrived, once every
+ * other sender of the set has a message there too (necessarily not earlier: each sender's
+ * messages arrive in order) or has sent a done message (het_comm_p2p_done); until then the
+ * receive waits, in the stall inspector's poll loop, naming the senders it waits for. When
+ * every sender of the set has sent a done message, the receive reports that instead (done 1,
+ * src HET_ANY_SOURCE, the latest done message's times) and a new round starts: their later
+ * messages are received again. On the wall clock a receive from any sender takes the
+ * earliest-arriving of the messages already there. Receives of one scope and tag match in
+ * the order they were posted: one waiting for a sender's message holds back those posted
+ * after it. Conservative, as parallel discrete-event simulation without lookahead: a sender
+ * of the set that neither sends nor says done stalls the receiver on the virtual clock, and
+ * het_comm_msg_test / het_comm_probe answer from what has reached MPI (wall time), so a
+ * strategy that branches on their "not yet" is not reproducible on the virtual clock: block
+ * in a wait, a waitany or a receive from any sender instead. */
+#define HET_P2P_TAGS 32
+#define HET_P2P_MPI_TAG_BASE 30000
+#define HET_ANY_SOURCE (-1)
+/* Message kinds: the tags hetrain's strategies use. */
+typedef enum {
+    HET_TAG_TEST = 0,   /* tests and examples */
+    HET_TAG_GRADS = 1,  /* gradients, or a node's aggregate of them, to a parameter server */
+    HET_TAG_PARAMS = 2, /* parameters from a parameter server */
+    HET_TAG_COUNT = 3,  /* iteration numbers and counters (inhad's IN messages) */
+    HET_TAG_CTRL = 4,   /* control: stop, the end of an epoch */
+    HET_TAG_USER = 8    /* the first kind free for a strategy's own, up to HET_P2P_TAGS - 1 */
+} het_tag;
+
+/* What travels ahead of a payload (private to p2p.c; both ends run the same build). */
+typedef struct het_msg_hdr {
+    double stamp;     /* the sender's clock at the send (het_clock_now) */
+    double deliver;   /* when it arrives, on the same clock */
+    uint64_t bytes;   /* payload bytes */
+    uint64_t chunk;   /* payload bytes per MPI message (the last may be shorter) */
+    int32_t done;     /* 1: a done message (no payload) */
+    int32_t reserved;
+} het_msg_hdr;
+
+#define HET_MSG_INLINE 4
+typedef struct het_msg {
+    /* the outcome: a send's once started, a receive's once done */
+    int src;          /* the sender's rank in the scope; HET_ANY_SOURCE when a receive from
+                       * any sender reports that every sender is done */
+    int dest;         /* the receiver's rank in the scope */
+    int tag;
+    size_t bytes;     /* payload bytes */
+    int done;         /* 1: a done message (no payload) */
+    double stamp;     /* sent, on the chosen clock */
+    double deliver;   /* arrives, on the chosen clock */
+    /* private to p2p.c */
+    int kind, state, want, peer_world;
+    het_comm_scope scope;
+    void *buf;
+    size_t cap;
+    unsigned char *scratch;  /* a payload larger than cap lands here (then an error) */
+    het_msg_hdr hdr;         /* a send's header */
+    MPI_Request *reqs;       /* heap when n_reqs > HET_MSG_INLINE, else inline_reqs */
+    int n_reqs;
+    MPI_Request inline_reqs[HET_MSG_INLINE];
+    struct het_msg *next;    /* the queue of receives waiting on one scope and tag */
+} het_msg;
+
+/* Starts sending `bytes` bytes of buf to rank dest of scope s with tag `tag` (buf must not
+ * change until the send is done). Fails with HET_EINVAL (NULL comm or message, bad scope,
+ * tag, or dest, dest this rank, NULL buf with bytes > 0), HET_ENOMEM (more than
+ * HET_MSG_INLINE - 1 payload messages: their requests), HET_EMPI; m is inactive then, except
+ * after an MPI failure mid-way (wait for what was posted). */
+int het_comm_isend(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
+                   size_t bytes, het_msg *m);
+/* Starts a done message to dest: this rank sends dest nothing more of this tag and scope
+ * until dest's receive from any sender has reported that every sender is done (one round);
+ * a receive from this rank alone gets it as done 1, 0 bytes. Completed like a send. Fails as
+ * het_comm_isend. */
+int het_comm_p2p_done(het_comm *c, het_comm_scope s, int dest, int tag, het_msg *m);
+/* Starts receiving a message of tag `tag` from rank src of scope s, or from any sender of
+ * the scope's set with HET_ANY_SOURCE, into buf (cap bytes). When done, m->src, bytes, done,
+ * stamp and deliver say what came. A message larger than cap is received into scratch and
+ * discarded: its wait returns HET_EINVAL naming both sizes. Fails with HET_EINVAL (NULL
+ * comm or message, bad scope, tag or src, src this rank, NULL buf with cap > 0), HET_ENOMEM,
+ * HET_EMPI; m is inactive then. */
+int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
+                   het_msg *m);
+/* The senders a receive from any sender waits for on scope s and tag `tag` (n ranks of the
+ * scope, this rank excluded; NULL and 0: every other rank, the default). Call it with no
+ * receive pending on (s, tag). HET_EINVAL for a bad rank, scope or tag, or receives pending. */
+int het_comm_p2p_senders(het_comm *c, het_comm_scope s, int tag, const int *ranks, int n);
+/* Progresses m; *done = 1 once it is done (see above: a receive matched, its payload in, and
+ * the clock at its arrival; a send once MPI is done with it), and then m is complete as
+ * after a wait (it returns a receive's error, such as a message too large). Never moves the
+ * clock nor sleeps. */
+int het_comm_msg_test(het_comm *c, het_msg *m, int *done);
+/* Blocks until m is done, in the stall inspector's poll loop ("recv from rank 2" in a stall
+ * line); a receive then sleeps until its arrival (wall clock) or moves V there (virtual). A
+ * no-op for an inactive or completed m. Returns a receive's error, or HET_EMPI. */
+int het_comm_msg_wait(het_comm *c, het_msg *m);
+/* Waits for one of msgs[0, n) (inactive ones skipped): on the wall clock the first to have
+ * arrived (the earliest deliver among those MPI completed, then index); on the virtual clock
+ * the earliest in virtual time, a receive at its deliver, a send at its stamp, ties by index,
+ * once every active receive among them has been matched (so the choice does not depend on
+ * wall time). Completes it as het_comm_msg_wait and sets *index; -1 when none is active. */
+int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index);
+/* Waits for every one of msgs[0, n) in index order; returns the first failure's status. */
+int het_comm_msg_waitall(het_comm *c, int n, het_msg *msgs);
+/* Whether a receive of (s, src or HET_ANY_SOURCE, tag) posted now would be matched without
+ * waiting for another message (by the same rule: on the virtual clock every sender of the
+ * set heard from): *flag 0 no (also while receives are pending on (s, tag): they come first),
+ * 1 a message from *src_out of *bytes bytes, 2 a done message (from *src_out, or
+ * HET_ANY_SOURCE: every sender is done). src_out and bytes may be NULL. Takes nothing. */
+int het_comm_probe(het_comm *c, het_comm_scope s, int src, int tag, int *flag, int *src_out,
+                   size_t *bytes);
+/* Messages (done messages too) that have reached this rank and that no receive has taken,
+ * counting one for each scope and tag with messages still inside MPI: 0 at a drain point
+ * (the end of an epoch, before het_comm_free). Negative (HET_EMPI) when MPI fails. */
+int het_comm_p2p_pending(het_comm *c);
 
 /* ---- the stall inspector and the poll loop (stall.c) ----
  * Every collective of comm/ is posted non-blocking and completed by het_stall_wait: a loop of

@@ -209,6 +209,7 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
 
 void het_comm_free(het_comm *c) {
     if (!c) return;
+    het_p2p_free(c); /* its receives are on the groups' communicators too */
     het_comm_groups_free(c);
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -38,6 +38,7 @@ struct het_comm {
     het_netem_cost node_local[HET_AR_N];           /* all-reduce over this node (virtual clock) */
     double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
     int arrive_next;                               /* the slot the next one takes */
+    struct het_p2p *p2p;                           /* point-to-point state (p2p.c), or NULL */
 };
 
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
@@ -95,6 +96,26 @@ size_t het_wire_bytes(het_wire w);
 /* The MPI_User_function that adds two arrays of wire values in float (inout = in + inout,
  * rounded to the wire type); NULL for FP32 (use MPI_FLOAT + MPI_SUM) and unknown types. */
 MPI_User_function *het_wire_sum_fn(het_wire w);
+
+/* A wait that is not a set of MPI requests (point-to-point, p2p.c), for the stall inspector's
+ * poll loop: fn(arg, &done) tests it once and returns a status (non-zero ends the loop);
+ * peers are the world ranks it waits for, which fn may change (a receive from any sender
+ * waits for fewer as their messages arrive); the stall line names them as "op from rank R". */
+typedef struct het_stall_poll {
+    int (*fn)(void *arg, int *done);
+    void *arg;
+    const char *op;
+    const int *peers;
+    int n_peers;
+} het_stall_poll;
+/* Runs the poll loop of het_stall_wait on p until fn reports done (returns HET_OK) or fails
+ * (returns its status). Never returns when --stall-abort ends the job. */
+int het_stall_wait_poll(const het_stall_poll *p);
+
+/* Point-to-point state of a comm (p2p.c), made on first use; freed by het_comm_free: posted
+ * receives are cancelled. */
+struct het_p2p;
+void het_p2p_free(het_comm *c);
 
 /* MPI_Testall ignoring the statuses. GCC 12 takes MPICH's MPI_STATUSES_IGNORE (a pointer
  * constant) for an array of size 0 that MPI_Testall would write (-Wstringop-overflow, an error

@@ -6,7 +6,10 @@
  * MPI_Testall on the calling (MPI) thread. It spins for SPIN_S, then yields the core
  * (sched_yield) until YIELD_S, then naps min(wait / 100, 1 ms) between tests, so that a rank
  * waiting for a slow or frozen peer no longer burns its core (Open MPI's blocking calls spin).
- * The naps cost a long wait at most ~1 % and a short one nothing.
+ * The naps cost a long wait at most ~1 % and a short one nothing. Point-to-point waits
+ * (p2p.c) run the same loop through het_stall_wait_poll, which calls a test of their own
+ * instead of MPI_Testall; their reports name the peers they wait for in place of a
+ * communicator's members ("recv from rank 2"), and rank 0 follows those like members.
  *
  * Sequence numbers: het_stall_post counts the collectives started on each communicator (a
  * table of MAX_COMMS handles), at post time, so that a request completed by a test counts like
@@ -77,7 +80,9 @@
 /* A report: this header, then n_members ints (the members' world ranks). */
 typedef struct stall_msg {
     int rank, waiting;         /* waiting 0: the wait reported before has ended */
-    int comm_size;             /* the communicator's size (0: unknown) */
+    int p2p;                   /* a point-to-point wait: the members are the peers it waits
+                                  for (always listed), not a communicator's */
+    int comm_size;             /* the communicator's size, or the peers (0: unknown) */
     int n_members;             /* ints that follow: comm_size, or 0 when the communicator
                                   holds every world rank or its members are unknown */
     long long seq, step;
@@ -262,23 +267,48 @@ static int members(MPI_Comm comm, int size, int *out) {
     return ok;
 }
 
-/* This rank's current wait as a report; with `mem` (room for the communicator's size), the
- * members too, unless the communicator holds every world rank (n_members stays 0). */
-static void describe(stall_msg *m, int *mem, MPI_Comm comm, long long seq, const char *op,
-                     double waited, int waiting) {
+/* What a rank waits in: a collective (#seq of operation op on comm), or with p2p a
+ * point-to-point wait on the peers it names (comm MPI_COMM_NULL, seq 0). */
+typedef struct stall_wait {
+    MPI_Comm comm;
+    long long seq;
+    const char *op;
+    const het_stall_poll *p2p;
+} stall_wait;
+
+/* Its members: the communicator's size, or the peers' number (at most MAX_MEMBERS). */
+static int wait_size(const stall_wait *w) {
+    int size = 0;
+    if (w->p2p) size = w->p2p->n_peers < MAX_MEMBERS ? w->p2p->n_peers : MAX_MEMBERS;
+    else if (w->comm != MPI_COMM_NULL) MPI_Comm_size(w->comm, &size);
+    return size > 0 ? size : 0;
+}
+
+/* Their world ranks into out (size entries, wait_size); 0 on failure. */
+static int wait_members(const stall_wait *w, int size, int *out) {
+    if (!w->p2p) return members(w->comm, size, out);
+    if (size > 0) memcpy(out, w->p2p->peers, (size_t)size * sizeof *out);
+    return 1;
+}
+
+/* This rank's current wait as a report; with `mem` (room for wait_size ints), the members
+ * too, unless they are a communicator holding every world rank (n_members stays 0). */
+static void describe(stall_msg *m, int *mem, const stall_wait *w, double waited, int waiting) {
     memset(m, 0, sizeof *m);
     m->rank = S.rank;
     m->waiting = waiting;
-    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &m->comm_size);
-    if (mem && m->comm_size > 0 && m->comm_size < S.size && m->comm_size <= MAX_MEMBERS) {
-        if (members(comm, m->comm_size, mem)) m->n_members = m->comm_size;
+    m->p2p = w->p2p != NULL;
+    m->comm_size = wait_size(w);
+    if (mem && m->comm_size > 0 && (m->p2p || m->comm_size < S.size) &&
+        m->comm_size <= MAX_MEMBERS) {
+        if (wait_members(w, m->comm_size, mem)) m->n_members = m->comm_size;
         else m->comm_size = 0; /* members unknown: never the same as another's */
     }
-    m->seq = seq;
+    m->seq = w->seq;
     m->epoch = S.epoch;
     m->step = S.step;
     m->waited = waited;
-    snprintf(m->op, sizeof m->op, "%s", op ? op : "collective");
+    snprintf(m->op, sizeof m->op, "%s", w->op ? w->op : "collective");
     snprintf(m->what, sizeof m->what, "%s", S.what ? S.what : "");
 }
 
@@ -314,15 +344,18 @@ static stall_view view_of(int r) {
 static int view_member(stall_view v, int i) { return v.mem ? v.mem[i] : i; }
 
 /* "allreduce #12 (gradients, epoch 2 step 17)", with " of ranks 1, 3" (up to 8 of them, else
- * " of 12 ranks") after the number when v's communicator is smaller than the world */
+ * " of 12 ranks") after the number when v's communicator is smaller than the world; a
+ * point-to-point wait names its peers: "recv from rank 2 (gradients, epoch 2 step 17)",
+ * "send to rank 0" */
 static void where_text(stall_view v, char *buf, size_t n) {
     const stall_msg *m = v.m;
     char seq[96] = "", ctx[96] = "";
     if (m->seq > 0) snprintf(seq, sizeof seq, " #%lld", m->seq);
+    const char *of = !m->p2p ? "of" : strcmp(m->op, "send") == 0 ? "to" : "from";
     if (v.mem && v.n > 8) {
-        append(seq, sizeof seq, " of %d ranks", v.n);
+        append(seq, sizeof seq, " %s %d ranks", of, v.n);
     } else if (v.mem) {
-        append(seq, sizeof seq, " of rank%s", v.n > 1 ? "s" : "");
+        append(seq, sizeof seq, " %s rank%s", of, v.n > 1 ? "s" : "");
         for (int i = 0; i < v.n; i++) append(seq, sizeof seq, "%s %d", i ? "," : "", v.mem[i]);
     }
     if (m->epoch > 0)
@@ -353,16 +386,16 @@ static void add_list(char *line, size_t n, const char *label, const int *list, i
     }
 }
 
-/* Rank 0: the stall line of its wait in comm; `tail` is appended (may be ""). Walks from rank
- * 0's collective to the collectives its members wait in elsewhere, and on (each rank once). */
-static void print_line(const stall_msg *me, MPI_Comm comm, const char *tail) {
+/* Rank 0: the stall line of its wait w; `tail` is appended (may be ""). Walks from rank 0's
+ * collective to the collectives its members wait in elsewhere, and on (each rank once). */
+static void print_line(const stall_msg *me, const stall_wait *w, const char *tail) {
     char where[256], line[2048];
     int size = me->comm_size, W = S.size;
     /* rank 0's members; per world rank: seen, and the rank whose collective it is missing
      * from; the lists; the queue of ranks elsewhere whose collectives are still to walk */
     int *mem = malloc(((size_t)(size > 0 ? size : 1) + 6 * (size_t)W) * sizeof *mem);
-    int known = mem && size > 0 && members(comm, size, mem);
-    stall_view mine = {me, known && size < W ? mem : NULL, known ? size : 0};
+    int known = mem && size > 0 && wait_members(w, size, mem);
+    stall_view mine = {me, known && (me->p2p || size < W) ? mem : NULL, known ? size : 0};
     where_text(mine, where, sizeof where);
     snprintf(line, sizeof line, "hetrain: stall: rank 0 has waited %.0f s in %s", me->waited,
              where);
@@ -395,10 +428,10 @@ static void print_line(const stall_msg *me, MPI_Comm comm, const char *tail) {
         add_list(line, sizeof line, "not arrived", absent, na, via);
         add_list(line, sizeof line, "waiting", waiting, nw, NULL);
         for (int i = 0; i < ne; i++) {
-            char w[256];
-            where_text(view_of(elsewhere[i]), w, sizeof w);
+            char wt[256];
+            where_text(view_of(elsewhere[i]), wt, sizeof wt);
             append(line, sizeof line, "%srank %d in %s", i ? ", " : "; elsewhere: ",
-                   elsewhere[i], w);
+                   elsewhere[i], wt);
         }
     }
     free(mem);
@@ -409,14 +442,12 @@ static void print_line(const stall_msg *me, MPI_Comm comm, const char *tail) {
 /* A rank other than 0: sends its report (the older of two buffers is free by then: the
  * messages are small, a header and at most MAX_MEMBERS ints, so MPI sends them eagerly and
  * the wait returns at once). */
-static void send_report(MPI_Comm comm, long long seq, const char *op, double waited,
-                        int waiting) {
+static void send_report(const stall_wait *w, double waited, int waiting) {
     int i = S.out_next;
     S.out_next ^= 1;
     if (S.out_req[i] != MPI_REQUEST_NULL) MPI_Wait(&S.out_req[i], MPI_STATUS_IGNORE);
-    int size = 0;
-    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &size);
-    if (size > MAX_MEMBERS || size >= S.size) size = 0; /* no members in the report */
+    int size = wait_size(w);
+    if (size > MAX_MEMBERS || (!w->p2p && size >= S.size)) size = 0; /* no members in it */
     size_t need = sizeof(stall_msg) + (waiting && size > 0 ? (size_t)size * sizeof(int) : 0);
     if (need > S.out_cap[i]) {
         stall_msg *bigger = realloc(S.out[i], need);
@@ -428,7 +459,7 @@ static void send_report(MPI_Comm comm, long long seq, const char *op, double wai
     if (!S.out[i]) return; /* out of memory: rank 0 hears nothing of this wait */
     int room = (int)((S.out_cap[i] - sizeof(stall_msg)) / sizeof(int));
     int *mem = (int *)(void *)(S.out[i] + 1);
-    describe(S.out[i], waiting && room >= size ? mem : NULL, comm, seq, op, waited, waiting);
+    describe(S.out[i], waiting && room >= size ? mem : NULL, w, waited, waiting);
     int bytes = (int)(sizeof(stall_msg) + (size_t)S.out[i]->n_members * sizeof(int));
     if (MPI_Isend(S.out[i], bytes, MPI_BYTE, 0, STALL_TAG, S.side, &S.out_req[i]) !=
         MPI_SUCCESS)
@@ -442,19 +473,20 @@ static void nap(long ns) {
 }
 
 /* Past --stall-abort: the line, then MPI_Abort. */
-static void stall_abort(MPI_Comm comm, long long seq, const char *op, double waited) {
+static void stall_abort(const stall_wait *w, double waited) {
     char tail[64];
     snprintf(tail, sizeof tail, "; aborting (--stall-abort %g)", S.abort_s);
     stall_msg me;
-    describe(&me, NULL, comm, seq, op, waited, 1);
+    describe(&me, NULL, w, waited, 1);
     if (S.rank == 0) {
         drain();
-        print_line(&me, comm, tail);
+        print_line(&me, w, tail);
     } else {
         char where[256];
         int size = me.comm_size;
-        int *mem = size > 0 && size < S.size ? malloc((size_t)size * sizeof *mem) : NULL;
-        stall_view v = {&me, mem && members(comm, size, mem) ? mem : NULL, size};
+        int *mem = size > 0 && (me.p2p || size < S.size) ? malloc((size_t)size * sizeof *mem)
+                                                          : NULL;
+        stall_view v = {&me, mem && wait_members(w, size, mem) ? mem : NULL, size};
         where_text(v, where, sizeof where);
         free(mem);
         fprintf(stderr, "hetrain: stall: rank %d has waited %.0f s in %s%s\n", S.rank, waited,
@@ -465,37 +497,60 @@ static void stall_abort(MPI_Comm comm, long long seq, const char *op, double wai
     MPI_Abort(S.world, 1);
 }
 
-int het_stall_wait(MPI_Comm comm, long long seq, const char *op, int n, MPI_Request *reqs) {
+/* The poll loop of wait w: test(arg, &done) until done or a non-zero status (returned). */
+static int wait_loop(const stall_wait *w, int (*test)(void *arg, int *done), void *arg) {
     int flag = 0;
-    int err = het_mpi_testall(n, reqs, &flag);
-    if (err != MPI_SUCCESS || flag) return err;
+    int err = test(arg, &flag);
+    if (err != 0 || flag) return err;
     double t0 = het_now(), next_warn = S.warn_s;
     int reported = 0;
     for (;;) {
-        err = het_mpi_testall(n, reqs, &flag);
-        if (err != MPI_SUCCESS || flag) break;
-        double w = het_now() - t0;
-        if (w < SPIN_S) continue;
-        if (w < YIELD_S) sched_yield();
-        else nap(w < 0.1 ? (long)(w * 1e7) : 1000000L); /* w / 100, at most 1 ms */
-        if (!S.on || w < S.report_s) continue;
+        err = test(arg, &flag);
+        if (err != 0 || flag) break;
+        double waited = het_now() - t0;
+        if (waited < SPIN_S) continue;
+        if (waited < YIELD_S) sched_yield();
+        else nap(waited < 0.1 ? (long)(waited * 1e7) : 1000000L); /* waited / 100, at most 1 ms */
+        if (!S.on || waited < S.report_s) continue;
         if (S.rank != 0) {
-            if (!reported) send_report(comm, seq, op, w, 1);
+            if (!reported) send_report(w, waited, 1);
             reported = 1;
-            if (S.abort_s > 0.0 && w >= S.abort_s + ABORT_GRACE_S) stall_abort(comm, seq, op, w);
+            if (S.abort_s > 0.0 && waited >= S.abort_s + ABORT_GRACE_S) stall_abort(w, waited);
             continue;
         }
         drain();
-        if (S.abort_s > 0.0 && w >= S.abort_s) stall_abort(comm, seq, op, w);
-        if (S.warn_s > 0.0 && w >= next_warn) {
+        if (S.abort_s > 0.0 && waited >= S.abort_s) stall_abort(w, waited);
+        if (S.warn_s > 0.0 && waited >= next_warn) {
             stall_msg me;
-            describe(&me, NULL, comm, seq, op, w, 1);
-            print_line(&me, comm, "");
+            describe(&me, NULL, w, waited, 1);
+            print_line(&me, w, "");
             next_warn += S.warn_s;
         }
     }
-    if (reported && S.on) send_report(comm, seq, op, het_now() - t0, 0);
+    if (reported && S.on) send_report(w, het_now() - t0, 0);
     return err;
+}
+
+/* MPI_Testall of a collective's requests, for wait_loop. */
+typedef struct testall_arg {
+    int n;
+    MPI_Request *reqs;
+} testall_arg;
+
+static int test_requests(void *arg, int *done) {
+    testall_arg *a = arg;
+    return het_mpi_testall(a->n, a->reqs, done);
+}
+
+int het_stall_wait(MPI_Comm comm, long long seq, const char *op, int n, MPI_Request *reqs) {
+    stall_wait w = {comm, seq, op, NULL};
+    testall_arg a = {n, reqs};
+    return wait_loop(&w, test_requests, &a);
+}
+
+int het_stall_wait_poll(const het_stall_poll *p) {
+    stall_wait w = {MPI_COMM_NULL, 0, p->op, p};
+    return wait_loop(&w, p->fn, p->arg);
 }
 
 int het_stall_collective(MPI_Comm comm, const char *op, MPI_Request *req) {

@@ -1,0 +1,63 @@
+/* Private to the point-to-point layer (p2p.c: sends, completion; p2p_inbox.c: receives and
+ * their order). */
+#ifndef HET_COMM_P2P_H
+#define HET_COMM_P2P_H
+
+#include "comm/internal.h"
+
+#define N_SCOPES (HET_COMM_FIRST_GROUP + HET_COMM_MAX_GROUPS)
+#define NOT_YET (-2)  /* choose(): nothing can be matched yet */
+#define ALL_DONE (-1) /* choose(): every sender of the set is done */
+
+enum { M_NONE = 0, M_SEND, M_RECV };                    /* het_msg.kind */
+enum { S_QUEUED = 1, S_XFER, S_ARRIVED, S_FINISHED };  /* het_msg.state */
+enum { CH_IDLE = 0, CH_POSTED, CH_HELD, CH_DONE };      /* a channel's state */
+
+typedef struct inbox {
+    MPI_Comm comm;
+    int size, rank, tag;
+    het_msg_hdr *hdr;         /* per sender: the header received (HELD, DONE) */
+    MPI_Request *req;         /* per sender: its posted header receive, or MPI_REQUEST_NULL */
+    int *state, *idx;         /* per sender: CH_*; scratch of MPI_Testsome */
+    unsigned char *in_set;    /* per sender: one a receive from any sender waits for */
+    het_msg *head, *tail;     /* receives waiting, in posting order */
+} inbox;
+
+typedef struct peers {
+    int size;
+    int *world;               /* a scope rank's world rank */
+    unsigned char *same;      /* 1: on this rank's node */
+} peers;
+
+struct het_p2p {
+    inbox *box[N_SCOPES][HET_P2P_TAGS];
+    peers peer[N_SCOPES];
+    double *last;             /* by world rank: the last arrival this rank gave it */
+    double last_stamp;        /* this rank's clock at its last send: a lower one now means
+                               * het_clock_use reset the clock (last[] starts over) */
+    int *wait_peers;          /* the world ranks a wait names (world size entries) */
+    int world_size;
+};
+
+static inline int hdr_tag(int tag) { return HET_P2P_MPI_TAG_BASE + 2 * tag; }
+static inline int data_tag(int tag) { return HET_P2P_MPI_TAG_BASE + 2 * tag + 1; }
+
+/* Where a call runs: the scope's communicator, its size, this rank's rank in it, its peers. */
+typedef struct where {
+    MPI_Comm comm;
+    int size, rank;
+    const peers *pp;
+} where;
+
+/* Checks comm, scope, tag and a peer (`who`: NULL for none; HET_ANY_SOURCE allowed with
+ * any_ok); fills *at. Makes the state and the scope's peers on first use. */
+int het_p2p_open(het_comm *c, het_comm_scope s, int tag, int peer, int any_ok, const char *op,
+                 const char *who, where *at);
+/* m's request array for n requests (all MPI_REQUEST_NULL): inline up to HET_MSG_INLINE, else
+ * allocated (HET_ENOMEM naming op); het_p2p_reqs_release frees it. */
+int  het_p2p_reqs(het_msg *m, size_t n, const char *op);
+void het_p2p_reqs_release(het_msg *m);
+/* Takes the headers that have arrived at inbox b and matches its waiting receives in order. */
+int  het_p2p_progress(het_comm *c, inbox *b);
+
+#endif
