@@ -127,7 +127,7 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
 }
 
 int het_p2p_progress(het_comm *c, inbox *b) {
-    int n = 0, err = MPI_Testsome(b->size, b->req, &n, b->idx, MPI_STATUSES_IGNORE);
+    int n = 0, err = het_mpi_testsome(b->size, b->req, &n, b->idx);
     if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Testsome(p2p headers)");
     for (int i = 0; n != MPI_UNDEFINED && i < n; i++)
         b->state[b->idx[i]] = b->hdr[b->idx[i]].done ? CH_DONE : CH_HELD;
