@@ -8,7 +8,8 @@
  *    keeps a clock V in seconds that compute pieces and communications advance; nothing
  *    sleeps, so time figures do not depend on how many cores the host has).
  * Below comm/ (which charges operations through the cost model and the clock) and beside it;
- * no MPI calls here (netem.c reads mpi.h only to know which library's algorithms to cost). The clock is process-wide state, as MPI's is: one rank is one process. */
+ * no MPI calls here (netem.c reads mpi.h only to know which library's algorithms to cost).
+ * The clock is process-wide state, as MPI's is: one rank is one process. */
 #ifndef HETRAIN_EMUL_H
 #define HETRAIN_EMUL_H
 
@@ -98,19 +99,14 @@ double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks);
 typedef enum { HET_CLOCK_WALL = 0, HET_CLOCK_VIRTUAL = 1 } het_clock_kind;
 /* Selects the clock of this process and sets V to 0. */
 void   het_clock_use(het_clock_kind k);
-het_clock_kind het_clock_kind_get(void);
 /* 1 under the virtual clock. */
 int    het_clock_virtual(void);
 /* The chosen clock's time in seconds: het_now() on the wall clock, V on the virtual one. */
 double het_clock_now(void);
-/* Parses "wall" or "virtual"; HET_EINVAL naming both otherwise. */
-int    het_clock_parse(const char *text, het_clock_kind *out);
 /* Virtual clock: V += dt (dt > 0); nothing on the wall clock. */
 void   het_clock_advance(double dt);
 /* Virtual clock: V = max(V, t); nothing on the wall clock. */
 void   het_clock_advance_to(double t);
-/* "wall" or "virtual" (static). */
-const char *het_clock_name(het_clock_kind k);
 
 #ifdef __cplusplus
 }

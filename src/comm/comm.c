@@ -159,8 +159,8 @@ int het_comm_check_thread_level(int required) {
     return HET_OK;
 }
 
-/* With the network model or the virtual clock on: how many edges of the world ring leave one node, from every
- * rank's node (an all-gather over the world). */
+/* With the network model or the virtual clock on: the costs of the world's all-reduce, from
+ * every rank's node (an all-gather over the world). */
 static int gather_world_ring(het_comm *c) {
     int p = c->topo->size, *nodes = malloc((size_t)p * sizeof *nodes);
     if (!nodes) return het_error_set(HET_ENOMEM, "comm: out of memory for %d node ids", p);

@@ -9,8 +9,6 @@
  *
  * One clock per process (a rank is a process), like MPI's own state; only the MPI thread
  * advances it (compute pieces are charged by that thread after the workers finished). */
-#include <string.h>
-
 #include "emul/emul.h"
 
 static het_clock_kind kind = HET_CLOCK_WALL;
@@ -20,8 +18,6 @@ void het_clock_use(het_clock_kind k) {
     kind = k == HET_CLOCK_VIRTUAL ? HET_CLOCK_VIRTUAL : HET_CLOCK_WALL;
     v_now = 0.0;
 }
-
-het_clock_kind het_clock_kind_get(void) { return kind; }
 
 int het_clock_virtual(void) { return kind == HET_CLOCK_VIRTUAL; }
 
@@ -33,16 +29,4 @@ void het_clock_advance(double dt) {
 
 void het_clock_advance_to(double t) {
     if (kind == HET_CLOCK_VIRTUAL && t > v_now) v_now = t;
-}
-
-const char *het_clock_name(het_clock_kind k) {
-    return k == HET_CLOCK_VIRTUAL ? "virtual" : "wall";
-}
-
-int het_clock_parse(const char *text, het_clock_kind *out) {
-    if (text && strcmp(text, "wall") == 0) *out = HET_CLOCK_WALL;
-    else if (text && strcmp(text, "virtual") == 0) *out = HET_CLOCK_VIRTUAL;
-    else return het_error_set(HET_EINVAL, "clock '%s': expected wall or virtual",
-                              text ? text : "(null)");
-    return HET_OK;
 }

@@ -1,12 +1,12 @@
 /* Emulated heterogeneity: a per-rank slowdown factor f >= 1. On the wall clock, after a piece
  * of compute that took t seconds the rank sleeps (f-1)*t, so the piece takes f*t in all, as on
  * a device f times slower; on the virtual clock the piece's cost (its CPU time) times f is
- * charged to the rank's clock and nothing sleeps (clock.c). Sleeping (not spinning) leaves the core to the other ranks, which matters when ranks
- * share cores. The strategies mark every compute piece of a step (forward and backward up to
- * each layer's gradient hook, the optimizer), so a slow rank also starts its gradient
- * transfers late, as a slow device would. Accuracy: nanosleep overshoots (by tens of
- * microseconds, by milliseconds on a busy machine); the overshoot is carried over and taken off
- * the next sleeps, so the factor holds on average. tests/test_slowdown.c checks it within 15 %. */
+ * charged to the rank's clock and nothing sleeps (clock.c). Sleeping (not spinning) leaves the
+ * core to the other ranks, which matters when ranks share cores. The strategies mark every
+ * compute piece of a step (forward and backward up to each layer's gradient hook, the
+ * optimizer), so a slow rank also starts its gradient transfers late, as a slow device would.
+ * Accuracy: nanosleep overshoots (by tens of microseconds, by milliseconds on a busy machine);
+ * the overshoot is carried over and taken off the next sleeps, so the factor holds on average. tests/test_slowdown.c checks it within 15 %. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
