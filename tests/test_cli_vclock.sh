@@ -11,10 +11,13 @@
 #   slow rank's compute is its factor x the other's; a bad table and another model's are
 #   refused with one line, and calibrated costs on the wall clock too; the Chrome trace ends at
 #   the run's virtual time;
-# - timing (skipped under HET_TEST_NO_TIMING): the measured slow rank's 2x above; with a core per rank, the virtual epoch time is
-#   within 10 % of the wall-clock epoch time under the same emulation (1 rank; 2 ranks,
-#   --slowdown 1,2, 1 Gbit/s; the median of 5 epochs, up to 3 tries), and a CPU hog beside a
-#   1-rank run changes its virtual epoch time by less than 10 % (the median of 5 epochs each).
+# - timing (skipped under HET_TEST_NO_TIMING): the measured slow rank's 2x above; with a core
+#   per rank, the virtual epoch time is within 10 % of the wall-clock epoch time under the
+#   same emulation on 1 rank, and on 2 ranks (--slowdown 1,2, 1 Gbit/s) at most 10 % above it
+#   and at most 35 % below (the wall clock's sleep artifact, below); the median of 5 epochs,
+#   up to 3 tries; and a CPU hog beside a
+#   1-rank run changes its virtual epoch time by less than 25 % (the median of 5 epochs each:
+#   identical quiet runs differ by 10-25 % on this VM, so 10 % cannot be told from noise).
 #   Not claimed: two hogs (3 runnable threads on 2 cores) raised the measured CPU time by
 #   20-30 % on this VM (preemption and migration: cold caches), 2026-12-01.
 # Env: HETRAIN (the binary).
@@ -131,8 +134,13 @@ else
         grep '"type":"epoch"' "$1" | sed -n 's/.*"epoch_s":\([-0-9.e+]*\).*/\1/p' | sort -g |
             awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
     }
-    agree() { # name P args...: virtual within 10 % of wall (best epoch of each, 3 tries)
-        local name=$1 P=$2 ok=0 w v; shift 2
+    # agree NAME LO P args...: virtual / wall in [LO, 1.10] (median epochs, 3 tries). With the
+    # network model on, the wall clock's own sleeps slow the compute after them (mlp, 2 ranks:
+    # 0.166 s of compute per epoch with them, 0.084 s without, CPU time 0.092 s either way;
+    # bench/bench_vclock.sh: 0.83-0.89 of wall, 2026-12-02; one fresh-root run 0.72): there
+    # the virtual clock may be below the wall clock by that artifact, never above it
+    agree() {
+        local name=$1 lo=$2 P=$3 ok=0 w v; shift 3
         for try in 1 2 3; do
             for clk in wall virtual; do
                 mpi "$P" train "${COMMON[@]}" --epochs 5 "$@" --clock $clk \
@@ -141,13 +149,14 @@ else
             done
             w=$(best_epoch "t$name.wall.jsonl")
             v=$(best_epoch "t$name.virtual.jsonl")
-            within "$v" "$w" 0.10 && { ok=1; break; }
+            awk -v a="$v" -v b="$w" -v lo="$lo" 'BEGIN { exit !(a / b >= lo && a / b <= 1.10) }' &&
+                { ok=1; break; }
         done
-        [ $ok = 1 ] || fail "$name: virtual epoch $v s, wall $w s (not within 10 %)"
+        [ $ok = 1 ] || fail "$name: virtual epoch $v s, wall $w s (virtual / wall not in [$lo, 1.10])"
         echo "test_cli_vclock: $name: virtual epoch $v s, wall $w s"
     }
-    agree one-rank 1
-    agree two-ranks 2 --slowdown 1,2 --ranks-per-node 1 --net-bw 125M --net-lat 50e-6
+    agree one-rank 0.90 1
+    agree two-ranks 0.65 2 --slowdown 1,2 --ranks-per-node 1 --net-bw 125M --net-lat 50e-6
     # the host itself varies by 10-25 % between identical runs (a VM: 0.195-0.225 s for one
     # epoch here, 2026-12-01), so quiet and hogged runs alternate, up to 3 pairs
     ok=0
@@ -162,9 +171,9 @@ else
         q=$(best_epoch quiet.jsonl)
         h=$(best_epoch hog.jsonl)
         echo "test_cli_vclock: virtual epoch $q s quiet, $h s beside a CPU hog"
-        within "$h" "$q" 0.10 && { ok=1; break; }
+        within "$h" "$q" 0.25 && { ok=1; break; }
     done
-    [ $ok = 1 ] || fail "a CPU hog moved the virtual epoch from $q s to $h s (3 tries)"
+    [ $ok = 1 ] || fail "a CPU hog moved the virtual epoch from $q s to $h s (3 tries, 25 %)"
 fi
 [ $failures -eq 0 ] || exit 1
 echo "test_cli_vclock: passed"
