@@ -8,6 +8,7 @@ static const het_strategy_ops *const strategies[] = {
     &het_strategy_allreduce,
     &het_strategy_hgc,
     &het_strategy_daso,
+    &het_strategy_asp,
 };
 #define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
 

@@ -131,6 +131,29 @@ typedef struct het_agreed_value {
 het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
                                   het_comm_scope s);
 
+/* A strategy's own option (--ps-rank, --max-staleness ...): declared in the strategy's table,
+ * not a field of het_train_config. The parser (train/config.c) accepts `--NAME VALUE` (and
+ * NAME = VALUE in a config file) for an option of any strategy's table, checks the value
+ * against the entry (numbers in [lo, hi], words among `words`) and keeps it, normalized, in
+ * het_train_config.strategy_opts; het_train_config_check refuses an option that the chosen
+ * strategy does not declare. Options of one name in several tables (asp and inhad share
+ * theirs) must have the same kind, bounds and words; defaults may differ. */
+typedef enum { HET_SOPT_INT = 0, HET_SOPT_FLOAT, HET_SOPT_WORD } het_sopt_kind;
+typedef struct het_strategy_opt {
+    const char *name;               /* without "--"; NULL ends a table */
+    const char *metavar;            /* "N", "X", "on|off" */
+    const char *help;
+    het_sopt_kind kind;
+    double lo, hi;                  /* HET_SOPT_INT / _FLOAT: the closed range */
+    double def;                     /* the default: a number, or the index into words */
+    const char *const *words;       /* HET_SOPT_WORD: NULL-terminated values */
+} het_strategy_opt;
+
+/* The value of option `name` of the configured strategy: what was set, else the table's
+ * default (HET_SOPT_WORD: the index of the word). The name must be in the strategy's table
+ * (a programming error otherwise: aborts with a message). */
+double het_strategy_opt_value(const het_train_config *c, const char *name);
+
 typedef struct het_strategy_ops {
     const char *name;
     const char *summary;   /* one line, for --help and docs */
@@ -163,6 +186,8 @@ typedef struct het_strategy_ops {
      * difference stops every rank with one line naming the rank and the field. Not
      * collective. */
     int (*agreed_state)(het_strategy_ctx *ctx, het_agreed_value *out, int cap);
+    /* Optional (NULL: none): the strategy's own options, ended by an entry with name NULL. */
+    const het_strategy_opt *opts;
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */
@@ -174,6 +199,9 @@ const het_strategy_ops *het_strategy_find(const char *name);
 extern const het_strategy_ops het_strategy_allreduce;
 extern const het_strategy_ops het_strategy_hgc;
 extern const het_strategy_ops het_strategy_daso;
+extern const het_strategy_ops het_strategy_asp;
+/* The parameter-server strategies' option tables (ps_opts.c). */
+extern const het_strategy_opt het_asp_opts[], het_inhad_opts[];
 
 /* ---- the step machinery (step.c) ---- */
 

@@ -1,0 +1,32 @@
+/* The options of the parameter-server strategies (asp.c, inhad.c): one table each, sharing
+ * their common entries, so that --ps-rank and friends are never fields of het_train_config. */
+#include "strategy/strategy.h"
+
+static const char *const onoff_words[] = {"off", "on", NULL};
+
+#define PS_RANK                                                                               \
+    {"ps-rank", "N", "the parameter server's rank (-1: the last rank); it runs no batches",    \
+     HET_SOPT_INT, -1, 1e6, -1, NULL}
+#define PS_SHARDS                                                                             \
+    {"ps-shards", "K", "parameter servers, each owning a contiguous slice of the parameters " \
+     "(ranks ps-rank, ps-rank - 1, ...)", HET_SOPT_INT, 1, 64, 1, NULL}
+#define MAX_STALENESS(def)                                                                    \
+    {"max-staleness", "N", "a worker more than N updates behind the server waits (-1: no "   \
+     "bound)", HET_SOPT_INT, -1, 1e6, def, NULL}
+#define STALENESS_LR(def)                                                                     \
+    {"staleness-lr", "on|off", "divide the learning rate by the mean staleness of an "      \
+     "update's gradients (n-softsync)", HET_SOPT_WORD, 0, 0, def, onoff_words}
+
+const het_strategy_opt het_asp_opts[] = {
+    PS_RANK, PS_SHARDS, MAX_STALENESS(-1), STALENESS_LR(0),
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
+};
+
+const het_strategy_opt het_inhad_opts[] = {
+    PS_RANK, PS_SHARDS, MAX_STALENESS(4), STALENESS_LR(1),
+    {"soft-sync", "n", "n-softsync: an update every workers / n iteration numbers",
+     HET_SOPT_INT, 1, 1e6, 1, NULL},
+    {"inhad-threshold", "T", "iteration numbers per update (0: workers / soft-sync)",
+     HET_SOPT_INT, 0, 1e6, 0, NULL},
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
+};
