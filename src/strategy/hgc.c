@@ -320,5 +320,5 @@ const het_strategy_ops het_strategy_hgc = {
     "hgc", "heterogeneous gradient computing: batches proportional to speed, gradients "
     "weighted by samples (Moreno-Alvarez et al. 2022)",
     hgc_init, hgc_train_epoch, hgc_model_for_eval, hgc_save_state, hgc_load_state, hgc_free,
-    hgc_report, 1, hgc_agreed_state,
+    hgc_report, 1, hgc_agreed_state, NULL /* its options are config fields */,
 };
