@@ -106,6 +106,8 @@ typedef struct het_pace {
      * (HET_PIECE_*, its layer, its samples), which het_pace_piece sets and mark resets */
     het_costs *costs;
     int piece, piece_layer, piece_count;
+    double piece_share; /* the fraction of the piece's table cost the next mark charges (a
+                           server's update of its slice of the parameters); 0: all of it */
 } het_pace;
 
 void   het_pace_init(het_pace *p, double factor);

@@ -163,10 +163,12 @@ void het_pace_piece(het_pace *p, int piece, int layer, int count) {
 static double mark_virtual(het_pace *p) {
     double t = het_pace_cpu_take(p);
     if (p->costs && p->piece != HET_PIECE_NONE)
-        t = het_costs_charge(p->costs, p->piece, p->piece_layer, p->piece_count);
+        t = het_costs_charge(p->costs, p->piece, p->piece_layer, p->piece_count) *
+            (p->piece_share > 0.0 ? p->piece_share : 1.0);
     else if (p->cost)
         t = p->cost(p->cost_user, t);
     p->piece = HET_PIECE_NONE;
+    p->piece_share = 0.0;
     if (!(t >= 0.0)) t = 0.0;
     double start = het_clock_now();
     p->mid = start + t;
@@ -180,6 +182,7 @@ static double mark_virtual(het_pace *p) {
 double het_pace_mark(het_pace *p) {
     if (het_clock_virtual()) return mark_virtual(p);
     p->piece = HET_PIECE_NONE;
+    p->piece_share = 0.0;
     double now = het_now(), t = now - p->last;
     p->mid = now;
     if (p->factor > 1.0) {

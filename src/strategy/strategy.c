@@ -1,5 +1,7 @@
 /* The registry of strategies: --strategy NAME selects one; het_agreed_bytes for their
  * agreed_state. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strategy/strategy.h"
@@ -35,4 +37,13 @@ het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
                                   het_comm_scope s) {
     het_agreed_value v = {field, het_crc32(0, p, n), 0, s};
     return v;
+}
+
+/* (defaults only until the parser keeps set values: replaced by the option-table work) */
+double het_strategy_opt_value(const het_train_config *c, const char *name) {
+    const het_strategy_ops *s = het_strategy_find(c->strategy);
+    for (const het_strategy_opt *o = s ? s->opts : NULL; o && o->name; o++)
+        if (strcmp(o->name, name) == 0) return o->def;
+    fprintf(stderr, "hetrain: strategy %s has no option '%s' (a bug)\n", c->strategy, name);
+    abort();
 }

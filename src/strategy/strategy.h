@@ -188,6 +188,8 @@ typedef struct het_strategy_ops {
     int (*agreed_state)(het_strategy_ctx *ctx, het_agreed_value *out, int cap);
     /* Optional (NULL: none): the strategy's own options, ended by an entry with name NULL. */
     const het_strategy_opt *opts;
+    /* 1: --batch is each worker's batch (the parameter servers), not the global batch. */
+    int worker_batch;
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */

@@ -77,9 +77,9 @@ void het_trainer_print_config(const het_trainer *t) {
     if (t->mpi) {
         char topo[256];
         het_topo_describe(&t->topo, topo, sizeof topo);
-        het_log(HET_LOG_INFO, "ranks: %s%s; strategy %s, global batch %d", topo,
+        het_log(HET_LOG_INFO, "ranks: %s%s; strategy %s, %s batch %d", topo,
                 c->ranks_per_node > 0 && c->placement == 1 ? ", placed cyclically" : "",
-                c->strategy, c->batch);
+                c->strategy, t->strat->worker_batch ? "each worker's" : "global", c->batch);
         if (t->strat->world_grads && t->size > 1)
             het_log(HET_LOG_INFO, ", all-reduce %s", het_allreduce_algo_name(
                         het_comm_allreduce_algo(t->comm, (het_allreduce_algo)c->allreduce_algo)));

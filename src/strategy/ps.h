@@ -1,0 +1,89 @@
+/* The parameter-server strategies' shared machinery (ps.c): rank roles, the messages between
+ * workers and servers, and the epoch's drain point. Used by asp.c (and inhad.c).
+ *
+ * ROLES. K = --ps-shards servers on ranks ps-rank, ps-rank - 1, ..., ps-rank - K + 1
+ * (ps-rank -1: the last rank); shard k owns parameters [lo_k, lo_k + len_k) of the flat buffer
+ * (an even split) and the same slice of every block of the optimizer state. Shard 0 is the
+ * primary: it also hands out the epoch's batches and keeps the figures. Every other rank is a
+ * worker, numbered 0..W-1 in rank order. Servers run no batches.
+ * - ctx->step on every rank at an epoch's end: the primary's updates so far (its version);
+ *   inside an epoch, a worker's ctx->step is the version of the weights it holds.
+ * - Evaluation and checkpoints: at the drain point every shard broadcasts its slice of the
+ *   parameters and of the optimizer state, and the workers' batch-norm statistics are
+ *   averaged, so that every rank (rank 0 included) holds the server's model, as the strategy
+ *   contract requires; the trainer then evaluates and checkpoints as for any strategy, and a
+ *   resume hands each shard its slice back from the checkpoint's full buffers. */
+#ifndef HET_STRATEGY_PS_H
+#define HET_STRATEGY_PS_H
+
+#include "strategy/strategy.h"
+
+/* A worker's gradient to shard k: this header, then len_k floats. */
+typedef struct het_ps_grad_hdr {
+    int64_t version;  /* the shard's version of the weights the gradient was computed on */
+    int64_t pos;      /* the batch: its first position in the epoch's permutation */
+    double loss_sum;  /* the batch's figures (the primary counts them) */
+    int32_t count, correct;
+} het_ps_grad_hdr;
+
+/* A shard's weights to a worker: this header, then len_k floats. */
+typedef struct het_ps_reply_hdr {
+    int64_t version;  /* the shard's version of these weights */
+    int64_t pos;      /* the primary: the worker's next batch (-1: none left this epoch) */
+    int32_t len;      /* its samples */
+    float lr;         /* the learning rate of the update that made them */
+    int64_t reserved;
+} het_ps_reply_hdr;
+
+/* The figures of an epoch, summed from their owners at the drain point (on every rank). */
+typedef struct het_ps_figures {
+    double updates;         /* the primary's updates this epoch */
+    double stale_sum;       /* sum over updates of the staleness of their gradients */
+    double stale_max;
+    double bytes_in;        /* payload bytes into the servers (all shards) */
+    double bytes_out;       /* and out of them */
+    double server_s;        /* the primary's epoch, on the run's clock */
+    double lr;              /* of the last update */
+    double nonfinite;       /* 1: a server saw a non-finite gradient or weight */
+    double skipped;         /* updates dropped (--on-nan skip-step) */
+} het_ps_figures;
+#define HET_PS_NFIG 9
+
+typedef struct het_ps {
+    const char *name;     /* the strategy's, for messages */
+    int n_shards, shard;  /* K; this rank's shard (-1: a worker) */
+    int *shard_rank;      /* K world ranks */
+    int n_workers, worker;/* W; this rank's worker index (-1: a server) */
+    int *worker_rank;     /* W world ranks, ascending */
+    int *index_of;        /* by world rank: its worker index, or -1 */
+    size_t n;             /* parameters */
+    size_t *lo, *len;     /* per shard */
+    size_t opt_blocks;    /* optimizer state floats / n */
+    int max_staleness;    /* -1: no bound */
+    int staleness_lr;     /* 1: lr / mean staleness */
+    het_ps_figures fig;   /* the last epoch's (every rank, after het_ps_drain) */
+    double *steps;        /* W: each worker's batches the last epoch (every rank) */
+    /* the epoch being trained (the owner's) */
+    het_ps_figures run;
+    double *run_steps;
+} het_ps;
+
+/* Roles from the options and the world; prints the plan (rank 0). Collective. */
+int  het_ps_init(het_ps *ps, het_strategy_ctx *ctx, const char *name);
+void het_ps_free(het_ps *ps);
+/* This rank's message buffers: a shard k's message (header + its slice) in bytes. */
+size_t het_ps_msg_bytes(const het_ps *ps, int k, size_t hdr);
+/* The drain point at an epoch's end (collective): checks no message is left, sums the
+ * figures into ps->fig / ps->steps, broadcasts every shard's slices of the parameters and the
+ * optimizer state, averages the workers' model state, sets ctx->step, and fills st's global
+ * figures from sums. A non-finite update on a server stops every rank. */
+int  het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
+                  het_epoch_stats *st);
+/* The report of the last epoch (ops->report). */
+void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size_t n_json);
+/* The update of shard k's slice from the gradient slice g with lr at version v (a paced,
+ * traced region costing the slice's share of the optimizer); 1 when the weights are
+ * finite. */
+int  het_ps_update(het_ps *ps, het_strategy_ctx *ctx, const float *g, float lr, int64_t v);
+
+#endif
