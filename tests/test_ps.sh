@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The parameter-server strategies end to end under real mpirun (asp; strategy/asp.c, ps.c):
+# - one worker (2 ranks: a worker and the server) gives exactly plain SGD on that worker's
+#   batches, bit for bit against one process: lenet5 with momentum on both clocks, mlp with
+#   Adam (the optimizer's state lives on the server and comes back to rank 0);
+# - 4 ranks (3 workers, one 5x slower) on the virtual clock with a calibrated cost table: two
+#   runs give the same weights and metrics bit for bit (the server takes gradients in virtual
+#   time order); every batch of the epoch is taken once (the per-worker steps sum to the
+#   epoch's batches, one update each); the slow worker does fewer batches than either fast
+#   one and does not hold them back (their batches outnumber its own by more than 2x);
+# - resume: 1 epoch, checkpoint, resume to 2 gives the weights of 2 epochs straight
+#   (virtual clock, calibrated costs);
+# - the server on rank 0 (--ps-rank 0), more workers than the epoch has batches, and a last
+#   partial batch: the run ends cleanly (no message left at the drain point, checked by the
+#   strategy) with every sample counted;
+# - one rank is refused with one line.
+# Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/mpi.sh"
+het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found" >&2; exit 1; }
+het_mpi_np_ok 4 || { echo "test_ps: SKIPPED: needs 4 ranks, more than the cores ($het_mpi_flavor busy-polls)"; exit 77; }
+T=$(mktemp -d /tmp/het_ps_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+mpi() { local P=$1; shift; het_mpirun "$P" "$HETRAIN" "$@"; }
+COMMON=(--data synthetic --train-limit 1536 --test-limit 128 --seed 3 --progress off --batch 32
+        --lr 0.02)
+# the ps member of the metrics' last epoch line: ps_val FILE KEY
+ps_val() { grep '"type":"epoch"' "$1" | tail -1 | sed -n "s/.*\"ps\":{.*\"$2\":\\([-0-9.e+]*\\).*/\\1/p"; }
+ps_arr() { grep '"type":"epoch"' "$1" | tail -1 | sed -n "s/.*\"ps\":{.*\"$2\":\\[\\([-0-9.e+,]*\\)\\].*/\\1/p"; }
+ep_val() { grep '"type":"epoch"' "$1" | tail -1 | sed -n "s/.*\"$2\":\\([-0-9.e+]*\\).*/\\1/p"; }
+# the metrics without what differs between identical runs (wall time, memory)
+stable() { sed -e 's/"samples_per_s":[^,]*,//' -e 's/"elapsed_s":[^,]*,//' \
+               -e 's/"peak_rss[a-z_]*":[0-9]*,//g' -e 's/"pss_sum":[-0-9]*,//' "$1"; }
+
+# ---- one worker: plain SGD, bit for bit ----
+one_worker() { # name args...
+    local name=$1; shift
+    "$HETRAIN" train "${COMMON[@]}" "$@" --export-safetensors "$name.one.st" >"$name.one.out" 2>&1 ||
+        { fail "$name: one process exited $?: $(tail -3 "$name.one.out")"; return; }
+    mpi 2 train "${COMMON[@]}" "$@" --strategy asp --export-safetensors "$name.asp.st" \
+        >"$name.asp.out" 2>&1 || { fail "$name: asp exited $?: $(tail -3 "$name.asp.out")"; return; }
+    cmp -s "$name.one.st" "$name.asp.st" || fail "$name: asp with one worker differs from SGD"
+}
+one_worker lenet5 --model lenet5 --epochs 2 --momentum 0.9
+one_worker lenet5v --model lenet5 --epochs 2 --momentum 0.9 --clock virtual
+# (one process folds mlp's update into its step, equal up to rounding (nn.h): --on-nan
+# skip-step makes it run the two calls a server's update is)
+one_worker mlp --model mlp --epochs 2 --optimizer adam --lr 0.001 --on-nan skip-step
+grep -q "asp: server on rank 1" lenet5.asp.out || fail "asp: no plan line: $(head -5 lenet5.asp.out)"
+echo "test_ps: one worker is plain SGD (lenet5 momentum on both clocks, mlp adam)"
+
+# ---- 3 workers, one 5x slower, virtual clock: reproducible, each batch once ----
+"$HETRAIN" calibrate --model lenet5 --data synthetic --train-limit 1536 --seed 3 --batch 32 --clock virtual \
+    --costs-out costs.txt --quiet 2>calib.err || fail "calibrate exited $?: $(cat calib.err)"
+V=(--model lenet5 --strategy asp --clock virtual --compute-cost calibrated:costs.txt
+   --slowdown 1,5,1,1)
+for i in 1 2; do
+    mpi 4 train "${COMMON[@]}" "${V[@]}" --epochs 2 --metrics "v$i.jsonl" --export-safetensors "v$i.st" \
+        >"v$i.out" 2>&1 || fail "3 workers run $i exited $?: $(tail -3 "v$i.out")"
+done
+cmp -s v1.st v2.st || fail "3 workers: the weights differ between two virtual-clock runs"
+[ "$(stable v1.jsonl)" = "$(stable v2.jsonl)" ] || fail "3 workers: the metrics differ between two runs"
+steps=$(ps_arr v1.jsonl worker_steps) updates=$(ps_val v1.jsonl updates)
+samples=$(ep_val v1.jsonl samples)
+awk -v s="$steps" -v u="$updates" -v n="$samples" 'BEGIN {
+    k = split(s, a, ","); t = a[1] + a[2] + a[3]
+    exit !(k == 3 && t == 48 && u == 48 && n == 1536 && a[2] < a[1] && a[2] < a[3] &&
+           a[1] + a[3] > 4 * a[2]) }' ||
+    fail "3 workers: per-worker batches '$steps', updates '$updates', samples '$samples' (expected 48 batches taken once each, the slow worker's fewest)"
+echo "test_ps: 3 workers (one 5x slower): reproducible in virtual time, batches per worker $steps"
+
+# ---- resume equals an uninterrupted run (virtual clock) ----
+mpi 4 train "${COMMON[@]}" "${V[@]}" --epochs 1 --checkpoint ck.bin \
+    >r1.out 2>&1 || fail "resume: first part exited $?: $(tail -3 r1.out)"
+mpi 4 train "${COMMON[@]}" "${V[@]}" --epochs 2 --checkpoint ck.bin --resume --export-safetensors r.st \
+    >r2.out 2>&1 || fail "resume: second part exited $?: $(tail -3 r2.out)"
+cmp -s r.st v1.st || fail "resume: the weights differ from 2 epochs straight"
+echo "test_ps: resume equals an uninterrupted run"
+
+# ---- server on rank 0, more workers than batches, a partial batch ----
+mpi 4 train --model mlp --data synthetic --train-limit 70 --test-limit 64 --batch 32 \
+    --progress off --epochs 2 --strategy asp --ps-rank 0 --metrics e.jsonl >e.out 2>&1 ||
+    fail "ps-rank 0 exited $?: $(tail -3 e.out)"
+[ "$(ep_val e.jsonl samples)" = 70 ] && [ "$(ps_arr e.jsonl worker_steps)" != "" ] ||
+    fail "ps-rank 0: samples '$(ep_val e.jsonl samples)' (expected 70), steps '$(ps_arr e.jsonl worker_steps)'"
+grep -q "server on rank 0" e.out || fail "ps-rank 0: the plan does not name rank 0"
+
+# ---- refusals ----
+out=$(mpi 1 train --model mlp --data synthetic --train-limit 64 --strategy asp --progress off 2>&1)
+rc=$?
+[ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "needs a parameter server and at least one worker" ||
+    fail "asp on one rank: exit $rc, '$out'"
+
+[ $failures -eq 0 ] || { echo "test_ps: $failures failure(s)" >&2; exit 1; }
+echo "test_ps: ok"
