@@ -24,7 +24,14 @@
  *   schedule) is listed by agreed_state and compared by the trainer at start and on resume;
  *   load_state checks every value it reads as an option's value is checked (ranges, counts).
  * - --batch means the global batch for the data-parallel strategies (allreduce, hgc, daso) and
- *   the pipelines; a strategy where it means something else says so in its opening comment.
+ *   the pipelines; a strategy where it means something else says so in its opening comment
+ *   and in ops.worker_batch (the parameter servers: each worker's batch).
+ * - Roles. Where ranks play different parts (ps.h: servers and workers; the aggregators of a
+ *   hierarchical server), inside an epoch each role keeps its own meaning of ctx->step (a
+ *   server: its updates; a worker: the version of the weights it holds) and the figures are
+ *   their owners'; the drain point at the epoch's end restores the contract above on every
+ *   rank (one ctx->step, rank 0 holding the server's parameters and optimizer state), so
+ *   evaluation, checkpoints and resume are the trainer's as for any strategy.
  * Internal to the library. */
 #ifndef HET_STRATEGY_H
 #define HET_STRATEGY_H
