@@ -367,6 +367,12 @@ typedef struct het_msg {
  * after an MPI failure mid-way (wait for what was posted). */
 int het_comm_isend(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
                    size_t bytes, het_msg *m);
+/* As het_comm_isend, with the send's clock reading given (virtual clock; on the wall clock it
+ * is het_comm_isend): for a sender that acts as a thread of its own beside the rank's main
+ * loop (inhad's aggregator), whose messages leave at that thread's time. Such messages keep
+ * their order per destination and tag in a lane of their own. HET_EINVAL for stamp < 0. */
+int het_comm_isend_at(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
+                      size_t bytes, double stamp, het_msg *m);
 /* Starts a done message to dest: this rank sends dest nothing more of this tag and scope
  * until dest's receive from any sender has reported that every sender is done (one round);
  * a receive from this rank alone gets it as done 1, 0 bytes. Completed like a send. Fails as
@@ -399,6 +405,13 @@ int het_comm_msg_wait(het_comm *c, het_msg *m);
  * once every active receive among them has been matched (so the choice does not depend on
  * wall time). Completes it as het_comm_msg_wait and sets *index; -1 when none is active. */
 int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index);
+/* As het_comm_msg_wait, but the clock neither moves nor sleeps: m->deliver says when the
+ * message arrives, and the caller decides what that time means (a thread of its own beside
+ * the main loop; information the rank would hold locally on a real cluster). */
+int het_comm_msg_wait_untimed(het_comm *c, het_msg *m);
+/* Moves the clock to t if it is behind (virtual: V = t, booked as waiting; wall: sleeps until
+ * het_now() = t, booked as delay). */
+void het_comm_clock_wait(het_comm *c, double t);
 /* Waits for every one of msgs[0, n) in index order; returns the first failure's status. */
 int het_comm_msg_waitall(het_comm *c, int n, het_msg *msgs);
 /* Whether a receive of (s, src or HET_ANY_SOURCE, tag) posted now would be matched without

@@ -28,11 +28,12 @@ static struct het_p2p *state_of(het_comm *c) {
     struct het_p2p *st = calloc(1, sizeof *st);
     int w = c->topo->size > 0 ? c->topo->size : 1;
     if (st && (st->last = calloc((size_t)w, sizeof *st->last)) &&
+        (st->last_at = calloc((size_t)w * HET_P2P_TAGS, sizeof *st->last_at)) &&
         (st->wait_peers = calloc((size_t)w, sizeof *st->wait_peers))) {
         st->world_size = w;
         return c->p2p = st;
     }
-    if (st) free(st->last);
+    if (st) free(st->last), free(st->last_at);
     free(st);
     het_error_set(HET_ENOMEM, "p2p: out of memory for the state of %d ranks", w);
     return NULL;
@@ -126,7 +127,8 @@ void het_p2p_reqs_release(het_msg *m) {
 }
 
 static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
-                      size_t bytes, int done, het_msg *m, const char *op) {
+                      size_t bytes, int done, double stamp, het_msg *m,
+                      const char *op) {
     if (!m) return het_error_set(HET_EINVAL, "%s: NULL message", op);
     memset(m, 0, sizeof *m);
     where at;
@@ -144,9 +146,15 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
     m->kind = M_SEND, m->state = S_XFER, m->scope = s, m->tag = tag, m->src = at.rank;
     m->dest = dest, m->bytes = bytes, m->done = done, m->peer_world = pp->world[dest];
     m->stamp = het_clock_now();
-    if (m->stamp < st->last_stamp) /* the clock was reset: earlier arrivals say nothing */
+    if (m->stamp < st->last_stamp) { /* the clock was reset: earlier arrivals say nothing */
         memset(st->last, 0, (size_t)st->world_size * sizeof *st->last);
+        memset(st->last_at, 0, (size_t)st->world_size * HET_P2P_TAGS * sizeof *st->last_at);
+    }
     st->last_stamp = m->stamp;
+    if (stamp >= 0.0 && het_clock_virtual()) { /* a stamp given: its own lane per tag */
+        m->stamp = stamp;
+        last = &st->last_at[(size_t)pp->world[dest] * HET_P2P_TAGS + (size_t)tag];
+    }
     m->deliver = m->stamp + msg_cost(c, pp->same[dest], bytes);
     if (m->deliver < *last) m->deliver = *last; /* not before an earlier message */
     *last = m->deliver;
@@ -170,11 +178,17 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
 
 int het_comm_isend(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
                    size_t bytes, het_msg *m) {
-    return start_send(c, s, dest, tag, buf, bytes, 0, m, "p2p send");
+    return start_send(c, s, dest, tag, buf, bytes, 0, -1.0, m, "p2p send");
+}
+
+int het_comm_isend_at(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
+                      size_t bytes, double stamp, het_msg *m) {
+    if (!(stamp >= 0.0)) return het_error_set(HET_EINVAL, "p2p send at: stamp %g", stamp);
+    return start_send(c, s, dest, tag, buf, bytes, 0, stamp, m, "p2p send at");
 }
 
 int het_comm_p2p_done(het_comm *c, het_comm_scope s, int dest, int tag, het_msg *m) {
-    return start_send(c, s, dest, tag, NULL, 0, 1, m, "p2p done");
+    return start_send(c, s, dest, tag, NULL, 0, 1, -1.0, m, "p2p done");
 }
 
 /* ---- completion ---- */
@@ -308,6 +322,29 @@ int het_comm_msg_wait(het_comm *c, het_msg *m) {
     poll_arg a;
     int rc = poll_wait(c, m, 1, 0, m->kind == M_SEND ? "send" : "recv", &a);
     return rc != HET_OK ? rc : finish(c, m);
+}
+
+int het_comm_msg_wait_untimed(het_comm *c, het_msg *m) {
+    if (!c || !m) return het_error_set(HET_EINVAL, "p2p wait untimed: NULL argument");
+    if (!active(m)) return HET_OK;
+    poll_arg a;
+    int rc = poll_wait(c, m, 1, 0, m->kind == M_SEND ? "send" : "recv", &a);
+    if (rc != HET_OK) return rc;
+    int kind = m->kind;
+    m->kind = M_SEND; /* finish() then moves no clock and sleeps nothing */
+    rc = finish(c, m);
+    m->kind = kind;
+    return rc;
+}
+
+void het_comm_clock_wait(het_comm *c, double t) {
+    if (!c) return;
+    if (het_clock_virtual()) {
+        double v = het_clock_now();
+        if (t > v) c->st.vwait_s += t - v, het_clock_advance_to(t);
+    } else {
+        c->st.delay_s += het_sleep_until(t);
+    }
 }
 
 int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index) {

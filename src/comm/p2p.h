@@ -33,6 +33,8 @@ struct het_p2p {
     inbox *box[N_SCOPES][HET_P2P_TAGS];
     peers peer[N_SCOPES];
     double *last;             /* by world rank: the last arrival this rank gave it */
+    double *last_at;          /* by world rank x tag: the same for sends with a stamp given
+                               * (het_comm_isend_at: another lane, a thread's messages) */
     double last_stamp;        /* this rank's clock at its last send: a lower one now means
                                * het_clock_use reset the clock (last[] starts over) */
     int *wait_peers;          /* the world ranks a wait names (world size entries) */

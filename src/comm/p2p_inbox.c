@@ -248,6 +248,7 @@ void het_p2p_free(het_comm *c) {
         free(st->peer[s].same);
     }
     free(st->last);
+    free(st->last_at);
     free(st->wait_peers);
     free(st);
     c->p2p = NULL;

@@ -136,19 +136,6 @@ static int worker_epoch(asp *a, het_strategy_ctx *ctx, int epoch, het_epoch_sums
 
 /* ---------------------------------------------------------------- the server */
 
-/* The primary's next batch for worker w, or none (pos -1). */
-static void next_batch(het_strategy_ctx *ctx, int64_t *next, het_ps_reply_hdr *h) {
-    const int64_t n = ctx->n_train, B = ctx->cfg->batch;
-    if (*next >= n) {
-        h->pos = -1;
-        h->len = 0;
-        return;
-    }
-    h->pos = *next;
-    h->len = (int32_t)(n - *next < B ? n - *next : B);
-    *next += B;
-}
-
 /* Sends worker w its reply (header h, then this shard's slice of the weights). */
 static int send_reply(asp *a, het_strategy_ctx *ctx, int w, const het_ps_reply_hdr *h) {
     het_ps *ps = &a->ps;
@@ -240,14 +227,14 @@ static int server_epoch(asp *a, het_strategy_ctx *ctx, int epoch) {
                 changed = 1;
                 continue;
             }
-            if (!ps->run.nonfinite) next_batch(ctx, &next, &r);
+            if (!ps->run.nonfinite) het_ps_next_batch(ctx, &next, &r.pos, &r.len);
             finished[w] = r.pos < 0;
         }
         if ((rc = send_reply(a, ctx, w, &r))) break;
         for (int u = 0; primary && u < W && !rc; u++) { /* release who may go now */
             if (!a->held[u] || (next < n && !may_go(a, u, finished))) continue;
             het_ps_reply_hdr q = {ctx->step, -1, 0, lr, 0};
-            next_batch(ctx, &next, &q);
+            het_ps_next_batch(ctx, &next, &q.pos, &q.len);
             finished[u] = q.pos < 0;
             a->held[u] = 0;
             changed = 1;

@@ -118,6 +118,18 @@ size_t het_ps_msg_bytes(const het_ps *ps, int k, size_t hdr) {
     return hdr + ps->len[k] * sizeof(float);
 }
 
+void het_ps_next_batch(const het_strategy_ctx *ctx, int64_t *next, int64_t *pos, int32_t *len) {
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch;
+    if (*next >= n) {
+        *pos = -1;
+        *len = 0;
+        return;
+    }
+    *pos = *next;
+    *len = (int32_t)(n - *next < B ? n - *next : B);
+    *next += B;
+}
+
 int het_ps_update(het_ps *ps, het_strategy_ctx *ctx, const float *g, float lr, int64_t v) {
     int k = ps->shard;
     float *p = het_model_params(ctx->model), *grads = het_model_grads(ctx->model);

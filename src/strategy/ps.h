@@ -81,6 +81,8 @@ int  het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
                   het_epoch_stats *st);
 /* The report of the last epoch (ops->report). */
 void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size_t n_json);
+/* The primary's next batch of the epoch from *next (pos, len; pos -1 when none is left). */
+void het_ps_next_batch(const het_strategy_ctx *ctx, int64_t *next, int64_t *pos, int32_t *len);
 /* The update of shard k's slice from the gradient slice g with lr at version v (a paced,
  * traced region costing the slice's share of the optimizer); 1 when the weights are
  * finite. */

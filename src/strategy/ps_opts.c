@@ -10,20 +10,24 @@ static const char *const onoff_words[] = {"off", "on", NULL};
 #define PS_SHARDS                                                                             \
     {"ps-shards", "K", "parameter servers, each owning a contiguous slice of the parameters " \
      "(ranks ps-rank, ps-rank - 1, ...)", HET_SOPT_INT, 1, 64, 1, NULL}
-#define MAX_STALENESS(def)                                                                    \
-    {"max-staleness", "N", "a worker more than N updates behind the server waits (-1: no "   \
-     "bound)", HET_SOPT_INT, -1, 1e6, def, NULL}
+#define MAX_STALENESS(help, def) {"max-staleness", "N", help, HET_SOPT_INT, -1, 1e6, def, NULL}
 #define STALENESS_LR(def)                                                                     \
     {"staleness-lr", "on|off", "divide the learning rate by the mean staleness of an "      \
      "update's gradients (n-softsync)", HET_SOPT_WORD, 0, 0, def, onoff_words}
 
 const het_strategy_opt het_asp_opts[] = {
-    PS_RANK, PS_SHARDS, MAX_STALENESS(-1), STALENESS_LR(0),
+    PS_RANK, PS_SHARDS,
+    MAX_STALENESS("the server holds back a worker more than N batches ahead of the slowest "
+                  "unfinished one (stale synchronous parallel; -1: no bound)", -1),
+    STALENESS_LR(0),
     {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
 };
 
 const het_strategy_opt het_inhad_opts[] = {
-    PS_RANK, PS_SHARDS, MAX_STALENESS(4), STALENESS_LR(1),
+    PS_RANK, PS_SHARDS,
+    MAX_STALENESS("a worker with more than N of its gradients not yet in the weights it holds "
+                  "waits for them (0: synchronous; -1: no bound)", 4),
+    STALENESS_LR(1),
     {"soft-sync", "n", "n-softsync: an update every workers / n iteration numbers",
      HET_SOPT_INT, 1, 1e6, 1, NULL},
     {"inhad-threshold", "T", "iteration numbers per update (0: workers / soft-sync)",

@@ -11,6 +11,7 @@ static const het_strategy_ops *const strategies[] = {
     &het_strategy_hgc,
     &het_strategy_daso,
     &het_strategy_asp,
+    &het_strategy_inhad,
 };
 #define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
 
