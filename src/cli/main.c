@@ -51,7 +51,9 @@ static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch
                                              "out", "quiet", NULL};
 
 /* compare forwards these to every `train` run; it sets --strategy, --seed, --metrics and
- * --progress itself. A strategy's own options join this list with the strategy. */
+ * --progress itself. A strategy's own options (its opts table) are not among them: forwarded
+ * to every run, they would stop the runs of the strategies without them, so compare would
+ * have to pass each to its strategies' runs only (not done yet). */
 static const char *const compare_keys[] = {
     "model", "data", "data-dir", "epochs", "batch", "lr", "schedule", "warmup-epochs",
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",

@@ -62,7 +62,7 @@ int het_strategy_opts_lookup(const char *opts, const char *name, char *val, size
 
 /* A broken promise of the caller (an option missing from the table, a configuration that the
  * parser did not build): no status can be handled there, so it stops the process. */
-static void opt_abort(const char *what, const char *name, const char *strategy) {
+static _Noreturn void opt_abort(const char *what, const char *name, const char *strategy) {
     fprintf(stderr, "hetrain: het_strategy_opt_value(\"%s\"): %s of --strategy %s (a bug)\n",
             name, what, strategy);
     abort();
