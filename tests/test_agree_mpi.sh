@@ -5,9 +5,9 @@
 # runs 2 ranks that differ in one thing (node-local files simulated with a per-rank path, or
 # an MPMD command line) and must end within seconds, exit 1 on every rank, and print one line
 # (rank 0's) naming the rank and what differs: a stale checkpoint copy, config files that
-# differ, MPMD --batch, --epochs and --model, hgc speeds files, and a strategy's checkpointed
-# state (daso's schedule, hgc's speeds) in per-rank checkpoint copies. Ranks that agree still
-# train.
+# differ, MPMD --batch, --epochs, --model and a strategy's own option, hgc speeds files, and
+# a strategy's checkpointed state (daso's schedule, hgc's speeds) in per-rank checkpoint
+# copies. Ranks that agree still train.
 # Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -68,6 +68,10 @@ expect_differ $? "MPMD --epochs" "rank 1 differs from rank 0: configuration (epo
 run -np 2 "$HETRAIN" train "${O[@]}" --epochs 1 : -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 \
     --model lenet5
 expect_differ $? "MPMD --model" "rank 2 differs from rank 0: configuration (model lenet5 vs mlp on rank 0)"
+# a strategy's own options (config.h strategy_opts) are one value, compared as the keys are
+run -np 1 "$HETRAIN" train "${O[@]}" --epochs 1 --strategy asp : -np 1 "$HETRAIN" train "${O[@]}" \
+    --epochs 1 --strategy asp --max-staleness 2
+expect_differ $? "MPMD --max-staleness" "rank 1 differs from rank 0: configuration (strategy options)"
 # hgc speeds files read per rank that differ
 printf '1\n1\n' >s0.txt
 printf '2\n1\n' >s1.txt

@@ -87,6 +87,12 @@ typedef struct het_train_config {
     int daso_one_node_fp32;     /* 1: on one node no cast to the wire type (HeAT casts) */
     char out[HET_PATH_LEN];     /* hetrain calibrate: the speeds file to write */
     char costs_out[HET_PATH_LEN]; /* hetrain calibrate: the compute-cost table to write */
+    /* The strategies' own options (each strategy's option table, src/strategy/strategy.h),
+     * those set: "name=value\n" lines sorted by name, values in canonical form (integers
+     * "%lld", numbers the shortest text that reads back the same, words as written), the rest
+     * of the array zero, so that equal settings are equal bytes. "" = none set. Read a value
+     * with het_strategy_opt_value (strategy.h), which falls back to the table's default. */
+    char strategy_opts[1024];
 } het_train_config;
 
 /* ---- per-epoch record ---- */

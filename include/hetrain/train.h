@@ -33,7 +33,10 @@ het_train_config het_train_config_defaults(void);
 
 /* Sets one field from text, as a config file or an option would: `key` is the field name with
  * '-' or '_' ("weight-decay"), `value` the text (NULL for a flag means "true"; flags also take
- * true/false/yes/no/on/off/1/0). Numbers must parse completely and be in range.
+ * true/false/yes/no/on/off/1/0). Numbers must parse completely and be in range. A key that
+ * is no field's may be an option of a registered strategy's own table (--ps-rank ...): it is
+ * checked against the table and kept in `strategy_opts` (a repeated setting replaces the
+ * earlier one); whether the chosen strategy has it is het_train_config_check's question.
  * HET_EINVAL with one line "key: ..." on an unknown key or a bad value. */
 int het_train_config_set(het_train_config *c, const char *key, const char *value);
 
@@ -43,7 +46,8 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
  * "run.cfg:3: batch given twice (line 2)". */
 int het_train_config_load(het_train_config *c, const char *path);
 
-/* Cross-field checks (nesterov needs momentum, resume needs a checkpoint path, ...), and
+/* Cross-field checks (nesterov needs momentum, resume needs a checkpoint path, every
+ * strategy option set is one of the chosen strategy's, ...), and
  * het_train_check_paths(c, NULL). */
 int het_train_config_check(const het_train_config *c);
 
@@ -63,12 +67,14 @@ int het_train_check_outputs(const het_train_config *c, const char *what,
 /* Writes the configuration as "key = value" lines (a valid config file) into buf (always
  * NUL-terminated); returns the length it needed. `run_keys` 0 leaves out what does not change
  * the trained result (paths of outputs, resume, progress, quiet); that form is what a
- * checkpoint stores. */
+ * checkpoint stores. The strategy options set (strategy_opts) follow the keys, one
+ * "name = value" line each. */
 size_t het_train_config_format(const het_train_config *c, int run_keys, char *buf, size_t n);
 
 /* Resets what only training uses to its default, for evaluating or exporting a checkpoint on
  * any number of processes: the strategy (allreduce) and its options (speeds, speeds-file,
- * rebalance), slowdown, slowdown-at, ranks-per-node, placement, the emulated network. */
+ * rebalance, strategy_opts), slowdown, slowdown-at, ranks-per-node, placement, the emulated
+ * network. */
 void het_train_config_for_eval(het_train_config *c);
 
 /* A key's description, for --help and docs. NULL-terminated table. */

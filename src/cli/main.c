@@ -23,6 +23,7 @@
 
 #include "cli/cli.h"
 #include "hetero/hetero.h"
+#include "strategy/strategy.h"
 
 #define HET_VERSION "0.1.0"
 #define MAX_PAIRS 256
@@ -50,7 +51,9 @@ static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch
                                              "out", "quiet", NULL};
 
 /* compare forwards these to every `train` run; it sets --strategy, --seed, --metrics and
- * --progress itself. A strategy's own options join this list with the strategy. */
+ * --progress itself. A strategy's own options (its opts table) are not among them: forwarded
+ * to every run, they would stop the runs of the strategies without them, so compare would
+ * have to pass each to its strategies' runs only (not done yet). */
 static const char *const compare_keys[] = {
     "model", "data", "data-dir", "epochs", "batch", "lr", "schedule", "warmup-epochs",
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
@@ -133,6 +136,33 @@ static int allowed(const command *cmd, const char *key) {
     return 0;
 }
 
+/* The entry of a registered strategy's own option called `key` (strategy.h), or NULL: such an
+ * option is a key of `train` beside the built-in ones, with a value always. */
+static const het_strategy_opt *strategy_opt(const char *key) {
+    for (const char *const *n = het_strategy_names(); *n; n++) {
+        const het_strategy_ops *s = het_strategy_find(*n);
+        const het_strategy_opt *o = s ? het_strategy_opt_find(s->opts, key) : NULL;
+        if (o) return o;
+    }
+    return NULL;
+}
+
+/* --help of train: each strategy's own options under a heading of their strategy. */
+static void print_strategy_options(void) {
+    for (const char *const *n = het_strategy_names(); *n; n++) {
+        const het_strategy_ops *s = het_strategy_find(*n);
+        if (!s || !s->opts || !s->opts->name) continue;
+        printf("\noptions of --strategy %s: %s\n", s->name, s->summary);
+        for (const het_strategy_opt *o = s->opts; o->name; o++) {
+            char left[64], def[64];
+            snprintf(left, sizeof left, "--%s %s", o->name, o->metavar);
+            if (o->kind == HET_SOPT_WORD) snprintf(def, sizeof def, "%s", o->words[(int)o->def]);
+            else snprintf(def, sizeof def, "%.10g", o->def);
+            printf("  %-26s %s (default %s)\n", left, o->help, def);
+        }
+    }
+}
+
 static void print_command_help(const command *cmd) {
     printf("usage: hetrain %s [options]\n%s\n\noptions:\n", cmd->name, cmd->summary);
     if (cmd->own_help) cmd->own_help();
@@ -162,6 +192,7 @@ static void print_command_help(const command *cmd) {
            "read options from FILE (once): 'key = value' lines, each key once, # comments; the "
            "command line wins",
            "-h, --help", "this help");
+    if (!cmd->keys) print_strategy_options();
     if (strcmp(cmd->name, "train") == 0)
         printf("\nThreads: --threads N runs N worker threads per model and OpenBLAS with 1 "
                "thread. They split\neach batch, or on one rank, for dense stacks (mlp), the rows "
@@ -207,15 +238,16 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
         const het_config_key *k = NULL;
         for (const het_config_key *p = het_train_config_keys(); p->key; p++)
             if (strcmp(p->key, key) == 0) k = p;
+        const het_strategy_opt *so = k ? NULL : strategy_opt(key);
         int is_config = strcmp(key, "config") == 0;
-        if (!is_config && (!k || !allowed(cmd, key))) {
-            if (k) usage_error(cmd->name, "option --%s does not apply to this command", key);
+        if (!is_config && (!(k || so) || !allowed(cmd, key))) {
+            if (k || so) usage_error(cmd->name, "option --%s does not apply to this command", key);
             else usage_error(cmd->name, "unknown option --%s (see hetrain %s --help)", key,
                              cmd->name);
             return -1;
         }
         const char *value = eq ? eq + 1 : NULL;
-        if (!eq && (is_config || k->arg)) {
+        if (!eq && (is_config || so || k->arg)) {
             if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
                 usage_error(cmd->name, "--%s: missing value", key);
                 return -1;
@@ -356,7 +388,11 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
         return CLI_USAGE;
     }
     if (strcmp(cmd->name, "train") != 0) c.resume = 0;
-    if (het_train_config_check(&c)) {
+    /* the strategy whose options those set must be may still come from the checkpoint: with
+     * one, the second pass checks them */
+    het_train_config first = c;
+    if (needs_ckpt || c.resume) memset(first.strategy_opts, 0, sizeof first.strategy_opts);
+    if (het_train_config_check(&first)) {
         usage_error(cmd->name, "%s", het_error_msg());
         return CLI_USAGE;
     }

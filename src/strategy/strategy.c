@@ -1,5 +1,6 @@
 /* The registry of strategies: --strategy NAME selects one; het_agreed_bytes for their
- * agreed_state. */
+ * agreed_state; the values of a strategy's own options (het_strategy_opt_value). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,11 +41,51 @@ het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
     return v;
 }
 
-/* (defaults only until the parser keeps set values: replaced by the option-table work) */
-double het_strategy_opt_value(const het_train_config *c, const char *name) {
-    const het_strategy_ops *s = het_strategy_find(c->strategy);
-    for (const het_strategy_opt *o = s ? s->opts : NULL; o && o->name; o++)
-        if (strcmp(o->name, name) == 0) return o->def;
-    fprintf(stderr, "hetrain: strategy %s has no option '%s' (a bug)\n", c->strategy, name);
+const het_strategy_opt *het_strategy_opt_find(const het_strategy_opt *table, const char *name) {
+    for (const het_strategy_opt *o = table; o && o->name; o++)
+        if (strcmp(o->name, name) == 0) return o;
+    return NULL;
+}
+
+int het_strategy_opts_lookup(const char *opts, const char *name, char *val, size_t n) {
+    size_t len = strlen(name);
+    for (const char *p = opts; *p;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol) eol = p + strlen(p);
+        if ((size_t)(eol - p) > len && strncmp(p, name, len) == 0 && p[len] == '=') {
+            snprintf(val, n, "%.*s", (int)(eol - p - (ptrdiff_t)len - 1), p + len + 1);
+            return 1;
+        }
+        p = *eol ? eol + 1 : eol;
+    }
+    return 0;
+}
+
+/* A broken promise of the caller (an option missing from the table, a configuration that the
+ * parser did not build): no status can be handled there, so it stops the process. */
+static _Noreturn void opt_abort(const char *what, const char *name, const char *strategy) {
+    fprintf(stderr, "hetrain: het_strategy_opt_value(\"%s\"): %s of --strategy %s (a bug)\n",
+            name, what, strategy);
     abort();
+}
+
+double het_strategy_opt_value(const het_train_config *c, const char *name) {
+    const het_strategy_ops *s = NULL;
+    for (int i = 0; i < N_STRATEGIES && !s; i++)
+        if (strcmp(strategies[i]->name, c->strategy) == 0) s = strategies[i];
+    if (!s) opt_abort("not a registered strategy", name, c->strategy);
+    const het_strategy_opt *o = het_strategy_opt_find(s->opts, name);
+    if (!o) opt_abort("not an option", name, c->strategy);
+    char val[sizeof c->strategy_opts];
+    if (!het_strategy_opts_lookup(c->strategy_opts, name, val, sizeof val)) return o->def;
+    if (o->kind == HET_SOPT_WORD) {
+        for (int i = 0; o->words && o->words[i]; i++)
+            if (strcmp(o->words[i], val) == 0) return i;
+        opt_abort("an unknown word in strategy_opts for an option", name, c->strategy);
+    }
+    char *end = NULL;
+    double x = strtod(val, &end);
+    if (end == val || *end) opt_abort("not a number in strategy_opts for an option", name,
+                                      c->strategy);
+    return x;
 }

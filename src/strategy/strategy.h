@@ -158,8 +158,14 @@ typedef struct het_strategy_opt {
 
 /* The value of option `name` of the configured strategy: what was set, else the table's
  * default (HET_SOPT_WORD: the index of the word). The name must be in the strategy's table
- * (a programming error otherwise: aborts with a message). */
+ * (a programming error otherwise: aborts with a message). It scans the registry and the text
+ * of c->strategy_opts: read the values once, at init, not per step. */
 double het_strategy_opt_value(const het_train_config *c, const char *name);
+/* The entry called `name` (exactly) of a table (NULL: none), or NULL. */
+const het_strategy_opt *het_strategy_opt_find(const het_strategy_opt *table, const char *name);
+/* The value text of option `name` in the text of het_train_config.strategy_opts into val (n
+ * bytes, NUL-terminated): 1 when it is set there, 0 otherwise (val untouched). */
+int het_strategy_opts_lookup(const char *opts, const char *name, char *val, size_t n);
 
 typedef struct het_strategy_ops {
     const char *name;

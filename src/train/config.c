@@ -250,6 +250,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->node_lat = d.node_lat;
     c->clock = d.clock;
     memcpy(c->compute_cost, d.compute_cost, sizeof c->compute_cost);
+    memcpy(c->strategy_opts, d.strategy_opts, sizeof c->strategy_opts);
 }
 
 const het_config_key *het_train_config_keys(void) {
@@ -276,12 +277,18 @@ static const key_def *find_key(const char *key) {
 
 int het_config_key_index(const char *key) {
     const key_def *k = find_key(key);
-    return k ? (int)(k - keys) : -1;
+    if (k) return (int)(k - keys);
+    int i; /* a strategy's own option: after the built-in keys */
+    return het_sopt_entry(key, &i) ? (int)N_KEYS + i : -1;
 }
 
-const char *het_config_key_name(int index) { return keys[index].pub.key; }
+const char *het_config_key_name(int index) {
+    return index < (int)N_KEYS ? keys[index].pub.key : het_sopt_name(index - (int)N_KEYS);
+}
 
-int het_config_key_appends(int index) { return keys[index].type == K_SLOWAT; }
+int het_config_key_appends(int index) {
+    return index < (int)N_KEYS && keys[index].type == K_SLOWAT;
+}
 
 static int parse_bool(const char *v, int *out) {
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
@@ -440,7 +447,11 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
     static const char *const opts[] = {"sgd", "adam", NULL};
     static const char *const modes[] = {"auto", "on", "off", NULL};
     const key_def *k = find_key(key);
-    if (!k) return het_error_set(HET_EINVAL, "%s: unknown key", key);
+    if (!k) {
+        const het_strategy_opt *o = het_sopt_entry(key, NULL);
+        if (o) return het_sopt_set(c, o, value);
+        return het_error_set(HET_EINVAL, "%s: unknown key", key);
+    }
     if (!value) {
         if (k->type != K_BOOL) return het_error_set(HET_EINVAL, "%s: missing value", k->pub.key);
         value = "1";
@@ -526,6 +537,7 @@ size_t het_train_config_format(const het_train_config *c, int run_keys, char *bu
                            k->pub.key, val);
         if (k_n > 0) used += (size_t)k_n;
     }
+    used = het_sopt_format(c, buf, n, used); /* the strategy's own options, after the keys */
     if (n && used >= n) buf[n - 1] = '\0';
     return used;
 }

@@ -89,6 +89,7 @@ int het_train_config_check(const het_train_config *c) {
                              "add --clock virtual", cc);
     if (c->metrics_steps && !c->metrics[0])
         return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
+    if (het_sopt_check(c)) return HET_EINVAL;
     if (het_train_check_paths(c, NULL)) return HET_EINVAL;
     het_shape sh;
     int classes;

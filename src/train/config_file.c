@@ -48,7 +48,8 @@ static int apply_lines(het_train_config *c, const char *text, size_t n, const ch
                        int from_ckpt, uint64_t off) {
     const int bad = from_ckpt ? HET_EFORMAT : HET_EINVAL;
     char line[4096];
-    uint64_t first[HET_CONFIG_MAX_KEYS] = {0}; /* line number or offset + 1 of each key's setting */
+    /* line number or offset + 1 of each key's setting (built-in keys, then strategy options) */
+    uint64_t first[HET_CONFIG_MAX_KEYS + HET_SOPT_MAX_NAMES] = {0};
     int lineno = 0;
     size_t pos = 0;
     while (pos < n) {

@@ -12,7 +12,8 @@
  *                       paths), threads (a rank's workers: the sums over ranks stay the same),
  *                       and what only rank 0 writes or prints (metrics, progress, quiet, out).
  *                       For checkpoint, trace and export-safetensors only whether one is given
- *                       counts: it decides collective calls, the path may differ.
+ *                       counts: it decides collective calls, the path may differ. The
+ *                       strategy's own options (strategy_opts) are one more value.
  *   the dataset         training and test samples used, sample shape, classes;
  *   a checkpoint        (on resume) epoch and step, and CRC-32s of its parameters, state and
  *                       optimizer state;
@@ -79,7 +80,7 @@ static int differs(const het_comm_diff *d, const char *what, const char *field,
 
 int het_trainer_compare_config(const het_trainer *t) {
     if (!t->mpi || t->size <= 1) return HET_OK;
-    char text[HET_COMPARE_MAX * 96 + 16 * HET_PATH_LEN];
+    char text[HET_COMPARE_MAX * 96 + 16 * HET_PATH_LEN + sizeof t->cfg.strategy_opts];
     uint64_t v[HET_COMPARE_MAX];
     const char *name[HET_COMPARE_MAX];
     het_train_config_format(&t->cfg, 1, text, sizeof text);
@@ -104,6 +105,11 @@ int het_trainer_compare_config(const het_trainer *t) {
         if (listed(presence_keys, k->key)) val = len ? "given" : "none", len = strlen(val);
         name[n] = k->key;
         v[n++] = value_code(val, len);
+    }
+    if (n < HET_COMPARE_MAX) { /* the strategy's own options: one value for them all, never
+                                  shown (their text has line breaks) */
+        name[n] = "strategy options";
+        v[n++] = value_code(t->cfg.strategy_opts, strlen(t->cfg.strategy_opts)) | 1ULL << 63;
     }
     het_comm_diff d;
     int st = het_comm_compare(MPI_COMM_WORLD, v, n, &d);

@@ -11,6 +11,7 @@
 #include "hetrain/train.h"
 #include "core/bytes.h"
 #include "core/trace.h"
+#include "strategy/strategy.h"
 
 /* Shortest "%.Ng" text that reads back as the same float (0.05, not 0.0500000007). */
 static inline void het_fmt_float(char *buf, size_t n, float v) {
@@ -37,6 +38,29 @@ int het_config_key_index(const char *key);
 const char *het_config_key_name(int index);
 /* 1 if a repeated setting of the key appends to it (slowdown-at) instead of replacing it. */
 int het_config_key_appends(int index);
+
+/* ---- config_sopt.c: the strategies' own options (het_strategy_opt, strategy.h) ---- */
+/* Distinct option names over all registered strategies' tables that the key table can hold:
+ * their indices follow the built-in keys' (het_config_key_index). */
+#define HET_SOPT_MAX_NAMES 64
+/* The entry for `key` ('-' and '_' equal) of the first registered strategy's table that has
+ * it, or NULL; *index (may be NULL) gets its index among the distinct names of all tables, -1
+ * when none. */
+const het_strategy_opt *het_sopt_entry(const char *key, int *index);
+/* The name of the option of that index. */
+const char *het_sopt_name(int index);
+/* Checks text v against entry o (an integer or a number in [lo, hi], or one of the words) and
+ * writes its canonical form into canon (n bytes). HET_EINVAL with one line "name: ..." */
+int het_sopt_parse(const het_strategy_opt *o, const char *v, char *canon, size_t n);
+/* Sets option o to v in c->strategy_opts (replacing an earlier setting), or fails as
+ * het_sopt_parse does (a NULL value: "missing value"). */
+int het_sopt_set(het_train_config *c, const het_strategy_opt *o, const char *v);
+/* Every option set must be in the table of c->strategy: HET_EINVAL otherwise, one line naming
+ * the strategies that have it ("ps-rank: an option of --strategy asp, not of allreduce"). */
+int het_sopt_check(const het_train_config *c);
+/* Appends the options set as "name = value" lines to buf[used..n) as snprintf would (the text
+ * may be cut at n); returns the new length needed. */
+size_t het_sopt_format(const het_train_config *c, char *buf, size_t n, size_t used);
 
 /* ---- metrics.c: JSON Lines ---- */
 typedef struct het_metrics_file het_metrics_file;
