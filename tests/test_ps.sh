@@ -13,7 +13,14 @@
 # - the server on rank 0 (--ps-rank 0), more workers than the epoch has batches, and a last
 #   partial batch: the run ends cleanly (no message left at the drain point, checked by the
 #   strategy) with every sample counted;
-# - one rank is refused with one line.
+# - asp --ps-shards 2 with one worker is SGD bit for bit (adam: the state is split too);
+#   --max-staleness 1 keeps every worker within 2 batches of the others;
+# - inhad: one worker with an update per IN and --max-staleness 0 is SGD bit for bit on both
+#   clocks; 2 nodes x 2 workers at bound 0 make 12 updates of one gradient per worker, staleness
+#   0, two node aggregates per update into the server (bytes counted exactly); one worker 5x
+#   slower: reproducible bit for bit on the virtual clock, the others do over 3x its batches;
+#   resume equals an uninterrupted run; the wall clock runs to the end;
+# - one rank is refused with one line; an inhad threshold that could never be reached too.
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -90,11 +97,72 @@ mpi 4 train --model mlp --data synthetic --train-limit 70 --test-limit 64 --batc
     fail "ps-rank 0: samples '$(ep_val e.jsonl samples)' (expected 70), steps '$(ps_arr e.jsonl worker_steps)'"
 grep -q "server on rank 0" e.out || fail "ps-rank 0: the plan does not name rank 0"
 
+# ---- asp: shards and the stale-synchronous bound ----
+"$HETRAIN" train "${COMMON[@]}" --model lenet5 --epochs 2 --optimizer adam --lr 0.001 \
+    --export-safetensors sh.one.st >sh.one.out 2>&1 || fail "shards: one process: $(tail -2 sh.one.out)"
+mpi 3 train "${COMMON[@]}" --model lenet5 --epochs 2 --optimizer adam --lr 0.001 --strategy asp \
+    --ps-shards 2 --export-safetensors sh.st >sh.out 2>&1 || fail "ps-shards 2 exited $?: $(tail -3 sh.out)"
+cmp -s sh.one.st sh.st || fail "asp --ps-shards 2 with one worker differs from SGD (adam)"
+mpi 4 train "${COMMON[@]}" "${V[@]}" --epochs 1 --max-staleness 1 --metrics ssp.jsonl >ssp.out 2>&1 ||
+    fail "max-staleness 1 exited $?: $(tail -3 ssp.out)"
+awk -v s="$(ps_arr ssp.jsonl worker_steps)" 'BEGIN { k = split(s, a, ","); lo = a[1]; hi = a[1]
+    for (i = 2; i <= k; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+    exit !(k == 3 && hi - lo <= 2) }' ||
+    fail "asp --max-staleness 1: batches per worker '$(ps_arr ssp.jsonl worker_steps)' spread more than 2"
+echo "test_ps: asp with 2 shards is SGD; --max-staleness 1 keeps the workers within 2 batches"
+
+# ---- inhad ----
+# one worker, an update per iteration number, no gradient outside the weights: plain SGD
+for clk in wall virtual; do
+    mpi 2 train "${COMMON[@]}" --model lenet5 --epochs 2 --momentum 0.9 --clock $clk \
+        --strategy inhad --inhad-threshold 1 --max-staleness 0 --export-safetensors "in1.$clk.st" \
+        >"in1.$clk.out" 2>&1 || fail "inhad one worker ($clk) exited $?: $(tail -3 "in1.$clk.out")"
+    cmp -s lenet5.one.st "in1.$clk.st" || fail "inhad with one worker ($clk clock) differs from SGD"
+done
+# 2 nodes x 2 workers + the server, soft-sync 1, --max-staleness 0, no slowdown: every update
+# holds one gradient of every worker (staleness 0) and one aggregate per node
+I=(--model lenet5 --strategy inhad --ranks-per-node 2 --net-bw 125M --net-lat 50e-6 --clock virtual
+   --compute-cost calibrated:costs.txt)
+mpi 5 train "${COMMON[@]}" "${I[@]}" --epochs 1 --max-staleness 0 --metrics s0.jsonl >s0.out 2>&1 ||
+    fail "inhad max-staleness 0 exited $?: $(tail -3 s0.out)"
+agg=$((4 * 8 + 4 * $(sed -n 's/.*server on rank 4 (node 2, \([0-9]*\) params).*/\1/p' s0.out)))
+awk -v u="$(ps_val s0.jsonl updates)" -v sm="$(ps_val s0.jsonl staleness_max)" \
+    -v b="$(ps_val s0.jsonl server_bytes_in)" -v st="$(ps_arr s0.jsonl worker_steps)" -v agg="$agg" \
+    'BEGIN { exit !(u == 12 && sm == 0 && st == "12,12,12,12" && b == 12 * 2 * agg + 48 * 16) }' ||
+    fail "inhad max-staleness 0: updates '$(ps_val s0.jsonl updates)' (12), staleness max '$(ps_val s0.jsonl staleness_max)' (0), bytes in '$(ps_val s0.jsonl server_bytes_in)' (two aggregates of $agg per update + 48 INs), steps '$(ps_arr s0.jsonl worker_steps)'"
+# one worker 5x slower (default bound 4): reproducible bit for bit, the others not held back
+for i in 1 2; do
+    mpi 5 train "${COMMON[@]}" "${I[@]}" --epochs 2 --slowdown 1,5,1,1,1 --metrics "in$i.jsonl" \
+        --export-safetensors "in$i.st" >"in$i.out" 2>&1 || fail "inhad run $i exited $?: $(tail -3 "in$i.out")"
+done
+cmp -s in1.st in2.st || fail "inhad: the weights differ between two virtual-clock runs"
+[ "$(stable in1.jsonl)" = "$(stable in2.jsonl)" ] || fail "inhad: the metrics differ between two runs"
+awk -v s="$(ps_arr in1.jsonl worker_steps)" 'BEGIN { k = split(s, a, ",")
+    exit !(k == 4 && a[1] + a[2] + a[3] + a[4] == 48 && a[2] * 3 < a[1] && a[2] * 3 < a[3]) }' ||
+    fail "inhad slow worker: batches per worker '$(ps_arr in1.jsonl worker_steps)'"
+# resume equals an uninterrupted run
+mpi 5 train "${COMMON[@]}" "${I[@]}" --epochs 1 --slowdown 1,5,1,1,1 --checkpoint ick.bin \
+    >ir1.out 2>&1 || fail "inhad resume: first part exited $?: $(tail -3 ir1.out)"
+mpi 5 train "${COMMON[@]}" "${I[@]}" --epochs 2 --slowdown 1,5,1,1,1 --checkpoint ick.bin --resume \
+    --export-safetensors ir.st >ir2.out 2>&1 || fail "inhad resume: second part exited $?: $(tail -3 ir2.out)"
+cmp -s ir.st in1.st || fail "inhad resume: the weights differ from 2 epochs straight"
+# the wall clock: runs to the end with every sample counted
+mpi 5 train "${COMMON[@]}" --model lenet5 --strategy inhad --ranks-per-node 2 --epochs 1 \
+    --slowdown 1,1,1,3,1 --metrics iw.jsonl >iw.out 2>&1 || fail "inhad wall clock exited $?: $(tail -3 iw.out)"
+[ "$(ep_val iw.jsonl samples)" = 1536 ] || fail "inhad wall clock: samples '$(ep_val iw.jsonl samples)'"
+echo "test_ps: inhad: one worker is SGD (both clocks), synchronous at bound 0, reproducible, resume"
+
 # ---- refusals ----
 out=$(mpi 1 train --model mlp --data synthetic --train-limit 64 --strategy asp --progress off 2>&1)
 rc=$?
 [ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "needs a parameter server and at least one worker" ||
     fail "asp on one rank: exit $rc, '$out'"
+
+out=$(mpi 3 train --model mlp --data synthetic --train-limit 64 --strategy inhad --progress off \
+    --max-staleness 0 --inhad-threshold 3 2>&1)
+rc=$?
+[ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "would wait forever" ||
+    fail "inhad threshold 3 with 2 workers at bound 0: exit $rc, '$out'"
 
 [ $failures -eq 0 ] || { echo "test_ps: $failures failure(s)" >&2; exit 1; }
 echo "test_ps: ok"

@@ -598,27 +598,60 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     return rc;
 }
 
+/* The workers the server hears from next: not done, and not waiting for weights that hold
+ * their gradients (more than --max-staleness outside: such a worker sends nothing until an
+ * update takes them in, so the receive in virtual-time order must not wait for it). */
+static int hear_from(inhad *a, het_strategy_ctx *ctx, const int64_t *ins, const int *done,
+                     int *blocked, int *ranks, int *changed) {
+    het_ps *ps = &a->ps;
+    int m = 0;
+    for (int w = 0; w < ps->n_workers; w++) {
+        int b = ps->max_staleness >= 0 && ins[w] - a->incl[w] > ps->max_staleness;
+        if (b != blocked[w]) blocked[w] = b, *changed = 1;
+        if (!done[w] && !b) ranks[m++] = ps->worker_rank[w];
+    }
+    if (!*changed) return HET_OK;
+    *changed = 0;
+    return het_comm_p2p_senders(ctx->comm, HET_COMM_WORLD, HET_TAG_COUNT, ranks, m);
+}
+
 static int server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
     het_ps *ps = &a->ps;
     const int W = ps->n_workers, K = a->n_nodes;
     const int64_t n = ctx->n_train, B = ctx->cfg->batch;
     const int64_t spe = ((n + B - 1) / B + a->T - 1) / a->T; /* updates per epoch, about */
-    int64_t next = (int64_t)W * B;
-    int rc = HET_OK, total = 0;
+    int64_t next = (int64_t)W * B, *ins = calloc((size_t)W, sizeof(int64_t));
+    int *done = calloc((size_t)W, sizeof(int)), *blocked = calloc((size_t)W, sizeof(int));
+    int *ranks = malloc((size_t)W * sizeof(int));
+    int rc = ins && done && blocked && ranks ? HET_OK
+             : het_error_set(HET_ENOMEM, "inhad: out of memory"), total = 0, changed = 1;
     a->done_base = ctx->step;
     a->n_done = 0;
     memset(a->counted, 0, (size_t)W * sizeof(int32_t));
     memset(a->incl, 0, (size_t)W * sizeof(int64_t));
     double t0 = het_clock_now();
     float lr = 0.0f;
-    for (;;) {
+    while (!rc) {
+        if ((rc = hear_from(a, ctx, ins, done, blocked, ranks, &changed))) break;
         het_msg m = {0};
         in_msg in;
         het_stall_where("server: waiting for iteration numbers", epoch + 1, (long long)ctx->step);
         if ((rc = recv_from(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, 1))) break;
-        if (m.done) break; /* every worker is done with the epoch */
+        if (m.done) { /* every worker heard from is done */
+            int waiting = 0;
+            for (int w = 0; w < W; w++) {
+                if (!blocked[w]) done[w] = 1;
+                waiting |= blocked[w] && !done[w];
+            }
+            changed = 1;
+            if (!waiting) break;
+            if (total > 0 && (rc = server_update(a, ctx, epoch, spe))) break; /* frees them */
+            total = 0;
+            continue;
+        }
         int w = ps->index_of[m.src];
         a->counted[w]++;
+        ins[w]++;
         ps->run_steps[w] += 1;
         ps->run.bytes_in += (double)m.bytes;
         if (++total >= a->T) {
@@ -633,6 +666,10 @@ static int server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
                            0, -1.0)))
             break;
     }
+    free(ins);
+    free(done);
+    free(blocked);
+    free(ranks);
     if (!rc && total > 0) rc = server_update(a, ctx, epoch, spe); /* the epoch's rest */
     ctrl_msg end = {K_END, 0, ctx->step, -1, -1, 0, 0.0f};
     for (int k = 0; k < K && !rc; k++) rc = to_node(a, ctx, k, &end, NULL, 0);
