@@ -4,8 +4,10 @@
 # (rank 3), a 1 Gbit/s link between nodes (--net-bw 125M --net-lat 50e-6); LeNet-5 on
 # Fashion-MNIST, SGD momentum 0.9, lr 0.02 cosine, the same epochs for all.
 # - allreduce: 4 ranks (--ranks-per-node 2), global batch 64;
-# - asp: 5 ranks, the server on rank 4 in a node of its own; --batch 64 is each worker's
-#   batch, so an update is over 64 samples as allreduce's, and an epoch has as many updates.
+# - asp and inhad: 5 ranks, the server on rank 4 in a node of its own; --batch 16 is each
+#   worker's batch (allreduce's 64 / 4 workers: the same compute per batch): asp updates on
+#   every 16-sample gradient (4x allreduce's updates), inhad every 4 iteration numbers
+#   (soft-sync 1: about 64 samples an update, as allreduce).
 #
 #   bash bench/bench_ps.sh BUILD
 #
@@ -16,7 +18,7 @@
 # ranks on 2 cores time the method, not the contention.
 #
 # Env: EPOCHS (default 8), TRAIN_LIMIT (default 0 = all 60 000), TEST_LIMIT (0 = all 10 000),
-# SEEDS (default "1 2 3"), TARGET (default 0.88), RUNS (default "allreduce asp"), NET_BW,
+# SEEDS (default "1 2 3"), TARGET (default 0.88), RUNS (default "allreduce asp inhad"), NET_BW,
 # NET_LAT, HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
@@ -31,14 +33,14 @@ limit=${TRAIN_LIMIT:-0}
 test_limit=${TEST_LIMIT:-0}
 seeds=${SEEDS:-1 2 3}
 target=${TARGET:-0.88}
-runs=${RUNS:-allreduce asp}
+runs=${RUNS:-allreduce asp inhad}
 net_bw=${NET_BW:-125M}
 net_lat=${NET_LAT:-50e-6}
 out=$(mktemp -d /tmp/het_bench_ps_XXXXXX)
 trap 'rm -rf "$out"' EXIT
 "$het" calibrate --model lenet5 --data fashion-mnist --data-dir "$data_dir" --batch 64 \
     --threads 1 --clock virtual --costs-out "$out/costs.txt" --quiet
-common=(train --model lenet5 --data fashion-mnist --data-dir "$data_dir" --batch 64
+common=(train --model lenet5 --data fashion-mnist --data-dir "$data_dir"
         --progress off --threads 1 --epochs "$epochs" --train-limit "$limit"
         --test-limit "$test_limit" --lr 0.02 --schedule cosine --momentum 0.9
         --ranks-per-node 2 --net-bw "$net_bw" --net-lat "$net_lat"
@@ -67,8 +69,8 @@ echo "|---|---|---|---|---|---|---|"
 for s in $runs; do
     for seed in $seeds; do
         case $s in
-            allreduce) np=4 extra=(--strategy allreduce --slowdown 1,1,1,3) ;;
-            *) np=5 extra=(--strategy "$s" --slowdown 1,1,1,3,1) ;;
+            allreduce) np=4 extra=(--strategy allreduce --batch 64 --slowdown 1,1,1,3) ;;
+            *) np=5 extra=(--strategy "$s" --batch 16 --slowdown 1,1,1,3,1) ;;
         esac
         t0=$(date +%s)
         mpirun --oversubscribe -np $np "$het" "${common[@]}" "${extra[@]}" --seed "$seed" \

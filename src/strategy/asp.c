@@ -262,6 +262,7 @@ static int asp_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     het_epoch_sums sums = {0, 0, 0, 0};
     het_sampler_set_epoch(ctx->sampler, epoch);
     int rc = a->ps.shard >= 0 ? server_epoch(a, ctx, epoch) : worker_epoch(a, ctx, epoch, &sums);
+    het_ps_fail(ctx, rc); /* the others wait for this rank's messages */
     if ((rc = het_comm_agree(ctx->world, rc))) return rc;
     return het_ps_drain(&a->ps, ctx, &sums, st);
 }

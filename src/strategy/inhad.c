@@ -278,7 +278,8 @@ static void adopt(inhad *a, het_strategy_ctx *ctx, int64_t upto, int64_t exact) 
     memcpy(het_model_params(ctx->model), best->w, nbytes(a));
     ctx->step = best->version;
     a->held_incl = best->incl;
-    while (a->pend && a->pend->version <= best->version) {
+    const int64_t v = best->version; /* best is freed below */
+    while (a->pend && a->pend->version <= v) {
         pending *p = a->pend;
         a->pend = p->next;
         free(p->w);
@@ -484,7 +485,11 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
             while (p && p->incl < need) p = p->next;
             if (!p) {
                 rc = het_error_set(HET_EINVAL, "inhad: no weights hold gradient %lld of worker "
-                                   "%d (a strategy bug)", (long long)need, ps->worker);
+                                   "%d (a strategy bug; newest kept v%lld incl %lld, held %lld, "
+                                   "first kept %lld)", (long long)need, ps->worker,
+                                   (long long)a->got, (long long)a->got_incl,
+                                   (long long)a->held_incl,
+                                   a->pend ? (long long)a->pend->incl : -1LL);
                 break;
             }
             het_comm_clock_wait(ctx->comm, p->deliver);
@@ -499,7 +504,7 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
     if (!rc) rc = drc;
     ctrl_msg r; /* an aggregator serves, a worker takes pushes, until the end */
     if (!rc && !end) rc = next_ctrl(a, ctx, &r, INT64_MAX, -1, &end);
-    int wrc = out_reap(ctx, &a->out, 1);
+    int wrc = rc ? HET_OK : out_reap(ctx, &a->out, 1); /* a failure ends the job */
     drop_all(a);
     return rc ? rc : wrc;
 }
@@ -673,7 +678,7 @@ static int server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
     if (!rc && total > 0) rc = server_update(a, ctx, epoch, spe); /* the epoch's rest */
     ctrl_msg end = {K_END, 0, ctx->step, -1, -1, 0, 0.0f};
     for (int k = 0; k < K && !rc; k++) rc = to_node(a, ctx, k, &end, NULL, 0);
-    int wrc = out_reap(ctx, &a->out, 1);
+    int wrc = rc ? HET_OK : out_reap(ctx, &a->out, 1); /* a failure ends the job */
     if (!rc) rc = wrc;
     ps->run.server_s = het_clock_now() - t0;
     if (!rc && next < n && !ps->run.nonfinite)
@@ -689,6 +694,7 @@ static int inhad_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     het_epoch_sums sums = {0, 0, 0, 0};
     het_sampler_set_epoch(ctx->sampler, epoch);
     int rc = a->ps.shard == 0 ? server_epoch(a, ctx, epoch) : worker_epoch(a, ctx, &sums);
+    het_ps_fail(ctx, rc); /* the others wait for this rank's messages */
     if ((rc = het_comm_agree(ctx->world, rc))) return rc;
     return het_ps_drain(&a->ps, ctx, &sums, st);
 }

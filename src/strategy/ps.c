@@ -1,6 +1,7 @@
 /* The parameter-server strategies' shared machinery: roles, the update of a shard's slice,
  * the drain point and the report (ps.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,14 @@ int het_ps_init(het_ps *ps, het_strategy_ctx *ctx, const char *name) {
 
 size_t het_ps_msg_bytes(const het_ps *ps, int k, size_t hdr) {
     return hdr + ps->len[k] * sizeof(float);
+}
+
+void het_ps_fail(het_strategy_ctx *ctx, int status) {
+    if (status == HET_OK) return;
+    fprintf(stderr, "hetrain: rank %d: %s: %s; ending the job\n", ctx->rank, ctx->cfg->strategy,
+            het_error_msg());
+    fflush(stderr);
+    MPI_Abort(ctx->world, 1);
 }
 
 void het_ps_next_batch(const het_strategy_ctx *ctx, int64_t *next, int64_t *pos, int32_t *len) {

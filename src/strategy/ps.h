@@ -81,6 +81,10 @@ int  het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
                   het_epoch_stats *st);
 /* The report of the last epoch (ops->report). */
 void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size_t n_json);
+/* A rank of an asynchronous strategy that fails inside an epoch (out of memory, an MPI error)
+ * cannot make the others agree on it: they wait for its messages. It prints its error with
+ * its rank and ends the job (MPI_Abort), so that every rank exits; status HET_OK returns. */
+void het_ps_fail(het_strategy_ctx *ctx, int status);
 /* The primary's next batch of the epoch from *next (pos, len; pos -1 when none is left). */
 void het_ps_next_batch(const het_strategy_ctx *ctx, int64_t *next, int64_t *pos, int32_t *len);
 /* The update of shard k's slice from the gradient slice g with lr at version v (a paced,
