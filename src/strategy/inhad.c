@@ -47,125 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategy/ps.h"
+#include "strategy/inhad.h"
 
-enum { K_REPLY = 1, K_PULL, K_PUSH, K_END }; /* kinds of the server's control messages */
-
-typedef struct in_msg { /* worker -> server (HET_TAG_COUNT) */
-    int64_t version;    /* of the weights the gradient was computed on */
-    int64_t count;      /* its samples */
-} in_msg;
-
-typedef struct ctrl_msg { /* server -> aggregator / worker (HET_TAG_CTRL), aggregator -> worker
-                           * (HET_TAG_PARAMS); a push is followed by the weights, a pull by
-                           * W int32 counts of gradients to take per worker */
-    int32_t kind, pad;
-    int64_t version;    /* push: of the weights; reply: the server's now; pull: the update's */
-    int64_t pos;        /* reply: the worker's next batch (-1: none) */
-    int64_t avail;      /* reply: the newest update finished by the IN's send time */
-    int32_t len;        /* reply: the next batch's samples */
-    float lr;           /* reply: the last update's learning rate */
-} ctrl_msg;
-
-typedef struct agg_hdr { /* aggregator -> server (HET_TAG_GRADS), then the mean if count > 0 */
-    double stale_sum, stale_max;
-    int64_t count, grads;
-} agg_hdr;
-
-typedef struct grad_hdr { /* worker -> aggregator (HET_TAG_GRADS), then the mean gradient */
-    int64_t version, count;
-} grad_hdr;
-
-typedef struct pending { /* weights received, not yet taken */
-    int64_t version, incl; /* incl: this worker's gradients in them (this epoch) */
-    double deliver;
-    float *w;
-    struct pending *next;
-} pending;
-
-typedef struct own { /* an aggregator's own gradient, not yet pulled */
-    int64_t version, count;
-    float *g;
-    struct own *next;
-} own;
-
-typedef struct out_msg { /* a send in flight with its own copy of the bytes (the outbox) */
-    het_msg m;
-    struct out_msg *next;
-    unsigned char buf[];
-} out_msg;
-
-typedef struct inhad {
-    het_ps ps;
-    int T, n_nodes;
-    int *agg_of;          /* by worker index: its aggregator's world rank */
-    int *agg_rank;        /* by node (in order): the aggregator's world rank */
-    int *local, n_local;  /* an aggregator: its node's worker indexes (itself first) */
-    size_t cbytes;        /* the largest control message */
-    unsigned char *cbuf;  /* a control message being received */
-    unsigned char *big;   /* gradients, aggregates, pushes: one n-float message */
-    float *acc;           /* an aggregator: the sum; the server: the average */
-    out_msg *out;         /* this rank's sends in flight */
-    unsigned char *gbuf;  /* an aggregator: a gradient received */
-    pending *pend;        /* a worker: weights received, by version */
-    int64_t got, got_incl;/* ... the newest version received, and its incl */
-    int64_t iter, held_incl; /* a worker: its gradients this epoch; those in its weights */
-    int64_t *incl;        /* the server: per worker, its gradients in the updates (epoch) */
-    own *mine, **mine_tail;
-    double vthread;       /* an aggregator: its thread's clock */
-    /* the server */
-    unsigned char **abuf; /* per node: its aggregate */
-    int32_t *counted;     /* per worker: INs since the last update */
-    double *done_t;       /* the finishing time of the epoch's updates */
-    int64_t done_base, n_done, cap_done;
-} inhad;
-
-static size_t nbytes(const inhad *a) { return a->ps.n * sizeof(float); }
-
-/* ---------------------------------------------------------------- the outbox
- * Sends whose buffers are copies, kept until MPI is done with them: a rank never waits for a
- * receiver to take a message (a large message waits for its receive: the aggregator takes
- * gradients only when the server pulls them, a worker takes weights only when it needs
- * them), so no send can close a cycle of waits. Completed sends are reaped without waiting. */
-
-static int out_reap(het_strategy_ctx *ctx, out_msg **box, int wait) {
-    int rc = HET_OK;
-    for (out_msg **q = box; *q;) {
-        int done = 1;
-        int st = wait ? het_comm_msg_wait(ctx->comm, &(*q)->m)
-                      : het_comm_msg_test(ctx->comm, &(*q)->m, &done);
-        if (!rc) rc = st;
-        if (!done && !st) {
-            q = &(*q)->next;
-            continue;
-        }
-        out_msg *o = *q;
-        *q = o->next;
-        free(o);
-    }
-    return rc;
-}
-
-/* Sends hdr (h bytes) + body (b bytes) to world rank dest with tag, at stamp (< 0: now). */
-static int out_send(het_strategy_ctx *ctx, out_msg **box, int dest, int tag, const void *hdr,
-                    size_t h, const void *body, size_t b, double stamp) {
-    int rc = out_reap(ctx, box, 0);
-    out_msg *o = malloc(sizeof *o + h + b);
-    if (!o) return het_error_set(HET_ENOMEM, "inhad: out of memory for a message of %zu bytes",
-                                 h + b);
-    memset(&o->m, 0, sizeof o->m);
-    memcpy(o->buf, hdr, h);
-    if (b) memcpy(o->buf + h, body, b);
-    int st = stamp >= 0.0 ? het_comm_isend_at(ctx->comm, HET_COMM_WORLD, dest, tag, o->buf,
-                                              h + b, stamp, &o->m)
-                          : het_comm_isend(ctx->comm, HET_COMM_WORLD, dest, tag, o->buf, h + b,
-                                           &o->m);
-    o->next = *box;
-    *box = o;
-    return rc ? rc : st;
-}
-
-/* Node of every world rank, and the aggregators. */
 static int make_nodes(inhad *a, het_strategy_ctx *ctx) {
     het_ps *ps = &a->ps;
     int P = ctx->size, *node = malloc((size_t)P * sizeof(int));
@@ -239,13 +122,6 @@ static int inhad_init(het_strategy_ctx *ctx) {
 }
 
 /* ---------------------------------------------------------------- helpers */
-
-static int recv_from(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap,
-                     het_msg *m, int timed) {
-    int rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, src, tag, buf, cap, m);
-    if (rc) return rc;
-    return timed ? het_comm_msg_wait(ctx->comm, m) : het_comm_msg_wait_untimed(ctx->comm, m);
-}
 
 /* Keeps weights w of `version` arriving at `deliver` (copied), with this worker's count of
  * gradients in them (the push's per-worker counts follow the weights). */
@@ -340,7 +216,7 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
                 free(o);
             } else {
                 het_msg m = {0};
-                rc = recv_from(ctx, ps->worker_rank[w], HET_TAG_GRADS, a->gbuf,
+                rc = het_ps_recv(ctx, ps->worker_rank[w], HET_TAG_GRADS, a->gbuf,
                                sizeof(grad_hdr) + n * sizeof(float), &m, 0);
                 if (rc) break;
                 grad_hdr gh;
@@ -370,7 +246,7 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
         for (size_t j = 0; j < n; j++) sum[j] = a->acc[j] * inv;
     }
     a->vthread = t;
-    return out_send(ctx, &a->out, ps->shard_rank[0], HET_TAG_GRADS, &h, sizeof h, sum,
+    return het_ps_out_send(ctx, &a->out, ps->shard_rank[0], HET_TAG_GRADS, &h, sizeof h, sum,
                     h.count > 0 ? n * sizeof(float) : 0, t);
 }
 
@@ -383,7 +259,7 @@ static int forward(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, size_t by
     for (int i = 0; i < a->n_local && !rc; i++) {
         int w = a->local[i];
         if (ps->worker_rank[w] == ctx->rank) continue;
-        rc = out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_PARAMS, c, bytes, NULL, 0,
+        rc = het_ps_out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_PARAMS, c, bytes, NULL, 0,
                       a->vthread);
     }
     if (!rc && c->kind == K_PUSH)
@@ -408,7 +284,7 @@ static int next_ctrl(inhad *a, het_strategy_ctx *ctx, ctrl_msg *reply, int64_t w
         int tag = agg || want < 0 ? HET_TAG_CTRL : HET_TAG_PARAMS;
         het_stall_where(agg ? "aggregator: waiting for the server" : "waiting for weights",
                         ctx->epoch + 1, (long long)ctx->step);
-        int rc = recv_from(ctx, from, tag, a->cbuf, a->cbytes, &m, 0);
+        int rc = het_ps_recv(ctx, from, tag, a->cbuf, a->cbytes, &m, 0);
         if (rc) return rc;
         ctrl_msg c;
         memcpy(&c, a->cbuf, sizeof c);
@@ -464,12 +340,12 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
             *a->mine_tail = o;
             a->mine_tail = &o->next;
         } else {
-            rc = out_send(ctx, &a->out, a->agg_of[ps->worker], HET_TAG_GRADS, &gh, sizeof gh,
+            rc = het_ps_out_send(ctx, &a->out, a->agg_of[ps->worker], HET_TAG_GRADS, &gh, sizeof gh,
                           grads, nbytes(a), -1.0);
         }
         in_msg in = {ctx->step, len};
         a->iter++;
-        if (!rc) rc = out_send(ctx, &a->out, srv, HET_TAG_COUNT, &in, sizeof in, NULL, 0, -1.0);
+        if (!rc) rc = het_ps_out_send(ctx, &a->out, srv, HET_TAG_COUNT, &in, sizeof in, NULL, 0, -1.0);
         ctrl_msg r = {0};
         if (!rc) rc = next_ctrl(a, ctx, &r, -1, -1, &end); /* the answer to the IN */
         if (rc) break;
@@ -504,187 +380,9 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
     if (!rc) rc = drc;
     ctrl_msg r; /* an aggregator serves, a worker takes pushes, until the end */
     if (!rc && !end) rc = next_ctrl(a, ctx, &r, INT64_MAX, -1, &end);
-    int wrc = rc ? HET_OK : out_reap(ctx, &a->out, 1); /* a failure ends the job */
+    int wrc = rc ? HET_OK : het_ps_out_reap(ctx, &a->out, 1); /* a failure ends the job */
     drop_all(a);
     return rc ? rc : wrc;
-}
-
-/* ---------------------------------------------------------------- the server */
-
-/* The newest version finished by time t (the epoch's first: what every worker started on). */
-static int64_t avail_at(const inhad *a, double t) {
-    int64_t i = a->n_done;
-    while (i > 0 && a->done_t[i - 1] > t) i--;
-    return a->done_base + i;
-}
-
-static int note_done(inhad *a, double t) {
-    if (a->n_done == a->cap_done) {
-        int64_t cap = a->cap_done ? 2 * a->cap_done : 256;
-        double *d = realloc(a->done_t, (size_t)cap * sizeof *d);
-        if (!d) return het_error_set(HET_ENOMEM, "inhad: out of memory for the update log");
-        a->done_t = d;
-        a->cap_done = cap;
-    }
-    a->done_t[a->n_done++] = t;
-    return HET_OK;
-}
-
-/* Sends node k's aggregator the control message c (+ extra bytes) from its buffer. */
-static int to_node(inhad *a, het_strategy_ctx *ctx, int k, const ctrl_msg *c, const void *extra,
-                   size_t n_extra) {
-    a->ps.run.bytes_out += (double)(sizeof *c + n_extra);
-    return out_send(ctx, &a->out, a->agg_rank[k], HET_TAG_CTRL, c, sizeof *c, extra, n_extra,
-                    -1.0);
-}
-
-/* Pull, average, update, push. */
-static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe) {
-    het_ps *ps = &a->ps;
-    const int W = ps->n_workers, K = a->n_nodes;
-    const size_t n = ps->n;
-    int64_t v = ctx->step;
-    ctrl_msg pull = {K_PULL, 0, v, -1, -1, 0, 0.0f};
-    int rc = HET_OK;
-    for (int k = 0; k < K && !rc; k++)
-        rc = to_node(a, ctx, k, &pull, a->counted, (size_t)W * sizeof(int32_t));
-    het_msg *m = calloc((size_t)K, sizeof *m);
-    if (!m) return het_error_set(HET_ENOMEM, "inhad: out of memory");
-    for (int k = 0; k < K && !rc; k++)
-        rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, a->agg_rank[k], HET_TAG_GRADS, a->abuf[k],
-                            sizeof(agg_hdr) + n * sizeof(float), &m[k]);
-    het_stall_where("server: pulling the aggregates", epoch + 1, (long long)v);
-    int wrc = het_comm_msg_waitall(ctx->comm, K, m);
-    if (!rc) rc = wrc;
-    double C = 0, grads = 0, ssum = 0, smax = 0;
-    for (int k = 0; k < K && !rc; k++) {
-        agg_hdr h;
-        memcpy(&h, a->abuf[k], sizeof h);
-        ps->run.bytes_in += (double)m[k].bytes;
-        C += (double)h.count, grads += (double)h.grads, ssum += h.stale_sum;
-        smax = fmax(smax, h.stale_max);
-    }
-    free(m);
-    if (rc) return rc;
-    int first = 1; /* the sample-weighted mean of the node means (one node: its mean as it is) */
-    for (int k = 0; k < K; k++) {
-        agg_hdr h;
-        memcpy(&h, a->abuf[k], sizeof h);
-        if (h.count == 0) continue;
-        const float *s = (const float *)(a->abuf[k] + sizeof h);
-        float wk = (float)((double)h.count / C);
-        if (first && (double)h.count == C) memcpy(a->acc, s, n * sizeof(float));
-        else if (first) for (size_t j = 0; j < n; j++) a->acc[j] = wk * s[j];
-        else for (size_t j = 0; j < n; j++) a->acc[j] += wk * s[j];
-        first = 0;
-    }
-    double mean = grads > 0 ? ssum / grads : 0.0;
-    float lr = het_schedule_lr(ctx->sched, epoch, v, spe);
-    if (ps->staleness_lr && mean > 1.0) lr = (float)(lr / mean);
-    int skip = 0;
-    if (ctx->cfg->on_nan == HET_ON_NAN_SKIP_STEP)
-        for (size_t j = 0; j < n && !skip; j++) skip = !isfinite(a->acc[j]);
-    if (first) skip = 1; /* nothing pulled (cannot happen with INs counted) */
-    if (!skip && !het_ps_update(ps, ctx, a->acc, lr, v)) ps->run.nonfinite = 1;
-    ctx->step = v + 1;
-    ps->run.skipped += skip;
-    ps->run.updates += 1;
-    ps->run.stale_sum += mean;
-    ps->run.stale_max = fmax(ps->run.stale_max, smax);
-    ps->run.lr = lr;
-    for (int w = 0; w < W; w++) a->incl[w] += a->counted[w];
-    memset(a->counted, 0, (size_t)W * sizeof(int32_t));
-    if ((rc = note_done(a, het_clock_now()))) return rc;
-    ctrl_msg push = {K_PUSH, 0, ctx->step, -1, -1, 0, lr};
-    memcpy(a->big, het_model_params(ctx->model), n * sizeof(float)); /* weights, then incl */
-    memcpy(a->big + n * sizeof(float), a->incl, (size_t)W * sizeof(int64_t));
-    for (int k = 0; k < K && !rc; k++)
-        rc = to_node(a, ctx, k, &push, a->big, n * sizeof(float) + (size_t)W * sizeof(int64_t));
-    return rc;
-}
-
-/* The workers the server hears from next: not done, and not waiting for weights that hold
- * their gradients (more than --max-staleness outside: such a worker sends nothing until an
- * update takes them in, so the receive in virtual-time order must not wait for it). */
-static int hear_from(inhad *a, het_strategy_ctx *ctx, const int64_t *ins, const int *done,
-                     int *blocked, int *ranks, int *changed) {
-    het_ps *ps = &a->ps;
-    int m = 0;
-    for (int w = 0; w < ps->n_workers; w++) {
-        int b = ps->max_staleness >= 0 && ins[w] - a->incl[w] > ps->max_staleness;
-        if (b != blocked[w]) blocked[w] = b, *changed = 1;
-        if (!done[w] && !b) ranks[m++] = ps->worker_rank[w];
-    }
-    if (!*changed) return HET_OK;
-    *changed = 0;
-    return het_comm_p2p_senders(ctx->comm, HET_COMM_WORLD, HET_TAG_COUNT, ranks, m);
-}
-
-static int server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
-    het_ps *ps = &a->ps;
-    const int W = ps->n_workers, K = a->n_nodes;
-    const int64_t n = ctx->n_train, B = ctx->cfg->batch;
-    const int64_t spe = ((n + B - 1) / B + a->T - 1) / a->T; /* updates per epoch, about */
-    int64_t next = (int64_t)W * B, *ins = calloc((size_t)W, sizeof(int64_t));
-    int *done = calloc((size_t)W, sizeof(int)), *blocked = calloc((size_t)W, sizeof(int));
-    int *ranks = malloc((size_t)W * sizeof(int));
-    int rc = ins && done && blocked && ranks ? HET_OK
-             : het_error_set(HET_ENOMEM, "inhad: out of memory"), total = 0, changed = 1;
-    a->done_base = ctx->step;
-    a->n_done = 0;
-    memset(a->counted, 0, (size_t)W * sizeof(int32_t));
-    memset(a->incl, 0, (size_t)W * sizeof(int64_t));
-    double t0 = het_clock_now();
-    float lr = 0.0f;
-    while (!rc) {
-        if ((rc = hear_from(a, ctx, ins, done, blocked, ranks, &changed))) break;
-        het_msg m = {0};
-        in_msg in;
-        het_stall_where("server: waiting for iteration numbers", epoch + 1, (long long)ctx->step);
-        if ((rc = recv_from(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, 1))) break;
-        if (m.done) { /* every worker heard from is done */
-            int waiting = 0;
-            for (int w = 0; w < W; w++) {
-                if (!blocked[w]) done[w] = 1;
-                waiting |= blocked[w] && !done[w];
-            }
-            changed = 1;
-            if (!waiting) break;
-            if (total > 0 && (rc = server_update(a, ctx, epoch, spe))) break; /* frees them */
-            total = 0;
-            continue;
-        }
-        int w = ps->index_of[m.src];
-        a->counted[w]++;
-        ins[w]++;
-        ps->run_steps[w] += 1;
-        ps->run.bytes_in += (double)m.bytes;
-        if (++total >= a->T) {
-            if ((rc = server_update(a, ctx, epoch, spe))) break;
-            total = 0;
-            lr = (float)ps->run.lr;
-        }
-        ctrl_msg r = {K_REPLY, 0, ctx->step, -1, avail_at(a, m.stamp), 0, lr};
-        if (!ps->run.nonfinite) het_ps_next_batch(ctx, &next, &r.pos, &r.len);
-        ps->run.bytes_out += (double)sizeof r;
-        if ((rc = out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_CTRL, &r, sizeof r, NULL,
-                           0, -1.0)))
-            break;
-    }
-    free(ins);
-    free(done);
-    free(blocked);
-    free(ranks);
-    if (!rc && total > 0) rc = server_update(a, ctx, epoch, spe); /* the epoch's rest */
-    ctrl_msg end = {K_END, 0, ctx->step, -1, -1, 0, 0.0f};
-    for (int k = 0; k < K && !rc; k++) rc = to_node(a, ctx, k, &end, NULL, 0);
-    int wrc = rc ? HET_OK : out_reap(ctx, &a->out, 1); /* a failure ends the job */
-    if (!rc) rc = wrc;
-    ps->run.server_s = het_clock_now() - t0;
-    if (!rc && next < n && !ps->run.nonfinite)
-        rc = het_error_set(HET_EINVAL, "inhad: the epoch ended with %lld samples not handed "
-                           "out (a strategy bug)", (long long)(n - next));
-    return rc;
 }
 
 /* ---------------------------------------------------------------- the table */
@@ -693,7 +391,7 @@ static int inhad_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     inhad *a = ctx->priv;
     het_epoch_sums sums = {0, 0, 0, 0};
     het_sampler_set_epoch(ctx->sampler, epoch);
-    int rc = a->ps.shard == 0 ? server_epoch(a, ctx, epoch) : worker_epoch(a, ctx, &sums);
+    int rc = a->ps.shard == 0 ? het_inhad_server_epoch(a, ctx, epoch) : worker_epoch(a, ctx, &sums);
     het_ps_fail(ctx, rc); /* the others wait for this rank's messages */
     if ((rc = het_comm_agree(ctx->world, rc))) return rc;
     return het_ps_drain(&a->ps, ctx, &sums, st);
@@ -722,7 +420,7 @@ static void inhad_free(het_strategy_ctx *ctx) {
     inhad *a = ctx->priv;
     if (!a) return;
     drop_all(a);
-    for (out_msg *o = a->out, *nx; o; o = nx) nx = o->next, free(o); /* after a failure */
+    for (het_ps_out *o = a->out, *nx; o; o = nx) nx = o->next, free(o); /* after a failure */
     free_all(a->abuf, a->n_nodes);
     het_free(a->cbuf);
     het_free(a->big);
@@ -751,3 +449,4 @@ const het_strategy_ops het_strategy_inhad = {
     inhad_load_state, inhad_free, inhad_report, 0 /* no world gradient sum */, NULL,
     het_inhad_opts, 1 /* --batch is each worker's */,
 };
+

@@ -226,3 +226,56 @@ void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size
         n += snprintf(json + n, n_json - (size_t)n, "%s%.0f", i ? "," : "", ps->steps[i]);
     if (n > 0 && (size_t)n < n_json) snprintf(json + n, n_json - (size_t)n, "]}");
 }
+
+/* ---------------------------------------------------------------- the outbox (ps.h)
+ * Sends whose buffers are copies, kept until MPI is done with them: a rank never waits for a
+ * receiver to take a message (a large message waits for its receive: the aggregator takes
+ * gradients only when the server pulls them, a worker takes weights only when it needs
+ * them), so no send can close a cycle of waits. Completed sends are reaped without waiting. */
+
+int het_ps_out_reap(het_strategy_ctx *ctx, het_ps_out **box, int wait) {
+    int rc = HET_OK;
+    for (het_ps_out **q = box; *q;) {
+        int done = 1;
+        int st = wait ? het_comm_msg_wait(ctx->comm, &(*q)->m)
+                      : het_comm_msg_test(ctx->comm, &(*q)->m, &done);
+        if (!rc) rc = st;
+        if (!done && !st) {
+            q = &(*q)->next;
+            continue;
+        }
+        het_ps_out *o = *q;
+        *q = o->next;
+        free(o);
+    }
+    return rc;
+}
+
+/* Sends hdr (h bytes) + body (b bytes) to world rank dest with tag, at stamp (< 0: now). */
+int het_ps_out_send(het_strategy_ctx *ctx, het_ps_out **box, int dest, int tag, const void *hdr,
+                    size_t h, const void *body, size_t b, double stamp) {
+    int rc = het_ps_out_reap(ctx, box, 0);
+    het_ps_out *o = malloc(sizeof *o + h + b);
+    if (!o) return het_error_set(HET_ENOMEM, "out of memory for a message of %zu bytes",
+                                 h + b);
+    memset(&o->m, 0, sizeof o->m);
+    memcpy(o->buf, hdr, h);
+    if (b) memcpy(o->buf + h, body, b);
+    int st = stamp >= 0.0 ? het_comm_isend_at(ctx->comm, HET_COMM_WORLD, dest, tag, o->buf,
+                                              h + b, stamp, &o->m)
+                          : het_comm_isend(ctx->comm, HET_COMM_WORLD, dest, tag, o->buf, h + b,
+                                           &o->m);
+    o->next = *box;
+    *box = o;
+    return rc ? rc : st;
+}
+
+/* Node of every world rank, and the aggregators. */
+
+int het_ps_recv(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
+                int timed) {
+    int rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, src, tag, buf, cap, m);
+    if (rc) return rc;
+    return timed ? het_comm_msg_wait(ctx->comm, m) : het_comm_msg_wait_untimed(ctx->comm, m);
+}
+

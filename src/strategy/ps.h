@@ -81,6 +81,26 @@ int  het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
                   het_epoch_stats *st);
 /* The report of the last epoch (ops->report). */
 void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size_t n_json);
+/* The outbox: sends whose buffers are copies, kept until MPI is done with them, so that a
+ * rank never waits for a receiver to take a message (a large message waits for its receive:
+ * inhad's aggregator takes gradients only when the server pulls them, a worker takes weights
+ * only when it needs them), and no send can close a cycle of waits. */
+typedef struct het_ps_out {
+    het_msg m;
+    struct het_ps_out *next;
+    unsigned char buf[];
+} het_ps_out;
+/* Sends hdr (h bytes) + body (b bytes) to world rank dest with tag, at stamp (< 0: now; see
+ * het_comm_isend_at), after reaping the sends that are done. */
+int het_ps_out_send(het_strategy_ctx *ctx, het_ps_out **box, int dest, int tag,
+                    const void *hdr, size_t h, const void *body, size_t b, double stamp);
+/* Frees the sends MPI is done with (wait: after waiting for every one). */
+int het_ps_out_reap(het_strategy_ctx *ctx, het_ps_out **box, int wait);
+/* Receives a message of tag from world rank src (HET_ANY_SOURCE: any of the senders set) into
+ * buf; timed: as het_comm_msg_wait, else het_comm_msg_wait_untimed. */
+int het_ps_recv(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
+                int timed);
+
 /* A rank of an asynchronous strategy that fails inside an epoch (out of memory, an MPI error)
  * cannot make the others agree on it: they wait for its messages. It prints its error with
  * its rank and ends the job (MPI_Abort), so that every rank exits; status HET_OK returns. */

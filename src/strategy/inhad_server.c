@@ -1,0 +1,187 @@
+/* inhad's parameter server (Scheduler): counts iteration numbers, pulls the node aggregates
+ * at the threshold, updates, pushes; the algorithm is in inhad.c's opening comment. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/inhad.h"
+
+/* ---------------------------------------------------------------- the server */
+
+/* The newest version finished by time t (the epoch's first: what every worker started on). */
+static int64_t avail_at(const inhad *a, double t) {
+    int64_t i = a->n_done;
+    while (i > 0 && a->done_t[i - 1] > t) i--;
+    return a->done_base + i;
+}
+
+static int note_done(inhad *a, double t) {
+    if (a->n_done == a->cap_done) {
+        int64_t cap = a->cap_done ? 2 * a->cap_done : 256;
+        double *d = realloc(a->done_t, (size_t)cap * sizeof *d);
+        if (!d) return het_error_set(HET_ENOMEM, "inhad: out of memory for the update log");
+        a->done_t = d;
+        a->cap_done = cap;
+    }
+    a->done_t[a->n_done++] = t;
+    return HET_OK;
+}
+
+/* Sends node k's aggregator the control message c (+ extra bytes) from its buffer. */
+static int to_node(inhad *a, het_strategy_ctx *ctx, int k, const ctrl_msg *c, const void *extra,
+                   size_t n_extra) {
+    a->ps.run.bytes_out += (double)(sizeof *c + n_extra);
+    return het_ps_out_send(ctx, &a->out, a->agg_rank[k], HET_TAG_CTRL, c, sizeof *c, extra, n_extra,
+                    -1.0);
+}
+
+/* Pull, average, update, push. */
+static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe) {
+    het_ps *ps = &a->ps;
+    const int W = ps->n_workers, K = a->n_nodes;
+    const size_t n = ps->n;
+    int64_t v = ctx->step;
+    ctrl_msg pull = {K_PULL, 0, v, -1, -1, 0, 0.0f};
+    int rc = HET_OK;
+    for (int k = 0; k < K && !rc; k++)
+        rc = to_node(a, ctx, k, &pull, a->counted, (size_t)W * sizeof(int32_t));
+    het_msg *m = calloc((size_t)K, sizeof *m);
+    if (!m) return het_error_set(HET_ENOMEM, "inhad: out of memory");
+    for (int k = 0; k < K && !rc; k++)
+        rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, a->agg_rank[k], HET_TAG_GRADS, a->abuf[k],
+                            sizeof(agg_hdr) + n * sizeof(float), &m[k]);
+    het_stall_where("server: pulling the aggregates", epoch + 1, (long long)v);
+    int wrc = het_comm_msg_waitall(ctx->comm, K, m);
+    if (!rc) rc = wrc;
+    double C = 0, grads = 0, ssum = 0, smax = 0;
+    for (int k = 0; k < K && !rc; k++) {
+        agg_hdr h;
+        memcpy(&h, a->abuf[k], sizeof h);
+        ps->run.bytes_in += (double)m[k].bytes;
+        C += (double)h.count, grads += (double)h.grads, ssum += h.stale_sum;
+        smax = fmax(smax, h.stale_max);
+    }
+    free(m);
+    if (rc) return rc;
+    int first = 1; /* the sample-weighted mean of the node means (one node: its mean as it is) */
+    for (int k = 0; k < K; k++) {
+        agg_hdr h;
+        memcpy(&h, a->abuf[k], sizeof h);
+        if (h.count == 0) continue;
+        const float *s = (const float *)(a->abuf[k] + sizeof h);
+        float wk = (float)((double)h.count / C);
+        if (first && (double)h.count == C) memcpy(a->acc, s, n * sizeof(float));
+        else if (first) for (size_t j = 0; j < n; j++) a->acc[j] = wk * s[j];
+        else for (size_t j = 0; j < n; j++) a->acc[j] += wk * s[j];
+        first = 0;
+    }
+    double mean = grads > 0 ? ssum / grads : 0.0;
+    float lr = het_schedule_lr(ctx->sched, epoch, v, spe);
+    if (ps->staleness_lr && mean > 1.0) lr = (float)(lr / mean);
+    int skip = 0;
+    if (ctx->cfg->on_nan == HET_ON_NAN_SKIP_STEP)
+        for (size_t j = 0; j < n && !skip; j++) skip = !isfinite(a->acc[j]);
+    if (first) skip = 1; /* nothing pulled (cannot happen with INs counted) */
+    if (!skip && !het_ps_update(ps, ctx, a->acc, lr, v)) ps->run.nonfinite = 1;
+    ctx->step = v + 1;
+    ps->run.skipped += skip;
+    ps->run.updates += 1;
+    ps->run.stale_sum += mean;
+    ps->run.stale_max = fmax(ps->run.stale_max, smax);
+    ps->run.lr = lr;
+    for (int w = 0; w < W; w++) a->incl[w] += a->counted[w];
+    memset(a->counted, 0, (size_t)W * sizeof(int32_t));
+    if ((rc = note_done(a, het_clock_now()))) return rc;
+    ctrl_msg push = {K_PUSH, 0, ctx->step, -1, -1, 0, lr};
+    memcpy(a->big, het_model_params(ctx->model), n * sizeof(float)); /* weights, then incl */
+    memcpy(a->big + n * sizeof(float), a->incl, (size_t)W * sizeof(int64_t));
+    for (int k = 0; k < K && !rc; k++)
+        rc = to_node(a, ctx, k, &push, a->big, n * sizeof(float) + (size_t)W * sizeof(int64_t));
+    return rc;
+}
+
+/* The workers the server hears from next: not done, and not waiting for weights that hold
+ * their gradients (more than --max-staleness outside: such a worker sends nothing until an
+ * update takes them in, so the receive in virtual-time order must not wait for it). */
+static int hear_from(inhad *a, het_strategy_ctx *ctx, const int64_t *ins, const int *done,
+                     int *blocked, int *ranks, int *changed) {
+    het_ps *ps = &a->ps;
+    int m = 0;
+    for (int w = 0; w < ps->n_workers; w++) {
+        int b = ps->max_staleness >= 0 && ins[w] - a->incl[w] > ps->max_staleness;
+        if (b != blocked[w]) blocked[w] = b, *changed = 1;
+        if (!done[w] && !b) ranks[m++] = ps->worker_rank[w];
+    }
+    if (!*changed) return HET_OK;
+    *changed = 0;
+    return het_comm_p2p_senders(ctx->comm, HET_COMM_WORLD, HET_TAG_COUNT, ranks, m);
+}
+
+int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
+    het_ps *ps = &a->ps;
+    const int W = ps->n_workers, K = a->n_nodes;
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch;
+    const int64_t spe = ((n + B - 1) / B + a->T - 1) / a->T; /* updates per epoch, about */
+    int64_t next = (int64_t)W * B, *ins = calloc((size_t)W, sizeof(int64_t));
+    int *done = calloc((size_t)W, sizeof(int)), *blocked = calloc((size_t)W, sizeof(int));
+    int *ranks = malloc((size_t)W * sizeof(int));
+    int rc = ins && done && blocked && ranks ? HET_OK
+             : het_error_set(HET_ENOMEM, "inhad: out of memory"), total = 0, changed = 1;
+    a->done_base = ctx->step;
+    a->n_done = 0;
+    memset(a->counted, 0, (size_t)W * sizeof(int32_t));
+    memset(a->incl, 0, (size_t)W * sizeof(int64_t));
+    double t0 = het_clock_now();
+    float lr = 0.0f;
+    while (!rc) {
+        if ((rc = hear_from(a, ctx, ins, done, blocked, ranks, &changed))) break;
+        het_msg m = {0};
+        in_msg in;
+        het_stall_where("server: waiting for iteration numbers", epoch + 1, (long long)ctx->step);
+        if ((rc = het_ps_recv(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, 1))) break;
+        if (m.done) { /* every worker heard from is done */
+            int waiting = 0;
+            for (int w = 0; w < W; w++) {
+                if (!blocked[w]) done[w] = 1;
+                waiting |= blocked[w] && !done[w];
+            }
+            changed = 1;
+            if (!waiting) break;
+            if (total > 0 && (rc = server_update(a, ctx, epoch, spe))) break; /* frees them */
+            total = 0;
+            continue;
+        }
+        int w = ps->index_of[m.src];
+        a->counted[w]++;
+        ins[w]++;
+        ps->run_steps[w] += 1;
+        ps->run.bytes_in += (double)m.bytes;
+        if (++total >= a->T) {
+            if ((rc = server_update(a, ctx, epoch, spe))) break;
+            total = 0;
+            lr = (float)ps->run.lr;
+        }
+        ctrl_msg r = {K_REPLY, 0, ctx->step, -1, avail_at(a, m.stamp), 0, lr};
+        if (!ps->run.nonfinite) het_ps_next_batch(ctx, &next, &r.pos, &r.len);
+        ps->run.bytes_out += (double)sizeof r;
+        if ((rc = het_ps_out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_CTRL, &r, sizeof r, NULL,
+                           0, -1.0)))
+            break;
+    }
+    free(ins);
+    free(done);
+    free(blocked);
+    free(ranks);
+    if (!rc && total > 0) rc = server_update(a, ctx, epoch, spe); /* the epoch's rest */
+    ctrl_msg end = {K_END, 0, ctx->step, -1, -1, 0, 0.0f};
+    for (int k = 0; k < K && !rc; k++) rc = to_node(a, ctx, k, &end, NULL, 0);
+    int wrc = rc ? HET_OK : het_ps_out_reap(ctx, &a->out, 1); /* a failure ends the job */
+    if (!rc) rc = wrc;
+    ps->run.server_s = het_clock_now() - t0;
+    if (!rc && next < n && !ps->run.nonfinite)
+        rc = het_error_set(HET_EINVAL, "inhad: the epoch ended with %lld samples not handed "
+                           "out (a strategy bug)", (long long)(n - next));
+    return rc;
+}
+
