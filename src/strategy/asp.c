@@ -267,20 +267,6 @@ static int asp_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     return het_ps_drain(&a->ps, ctx, &sums, st);
 }
 
-static het_model *asp_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
-
-static int asp_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
-    (void)ctx;
-    (void)w; /* the server's state is rank 0's after the drain: the trainer's sections */
-    return HET_OK;
-}
-
-static int asp_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    (void)ctx;
-    (void)r; /* each shard takes its slice of the full buffers every rank read */
-    return HET_OK;
-}
-
 static void asp_free(het_strategy_ctx *ctx) {
     asp *a = ctx->priv;
     if (!a) return;
@@ -300,15 +286,9 @@ static void asp_free(het_strategy_ctx *ctx) {
     ctx->priv = NULL;
 }
 
-static void asp_report(het_strategy_ctx *ctx, char *line, size_t n_line, char *json,
-                       size_t n_json) {
-    const asp *a = ctx->priv;
-    het_ps_report(&a->ps, line, n_line, json, n_json);
-}
-
 const het_strategy_ops het_strategy_asp = {
     "asp", "asynchronous parameter server: one update per worker gradient (Downpour SGD; the "
-    "baseline of InHAD)", asp_init, asp_epoch, asp_model_for_eval, asp_save_state,
-    asp_load_state, asp_free, asp_report, 0 /* no world gradient sum */, NULL, het_asp_opts,
-    1 /* --batch is each worker's */,
+    "baseline of InHAD)", asp_init, asp_epoch, het_ps_model_for_eval, het_ps_save_state,
+    het_ps_load_state, asp_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
+    het_asp_opts, 1 /* --batch is each worker's */,
 };

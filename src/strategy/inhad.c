@@ -345,7 +345,9 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
         }
         in_msg in = {ctx->step, len};
         a->iter++;
-        if (!rc) rc = het_ps_out_send(ctx, &a->out, srv, HET_TAG_COUNT, &in, sizeof in, NULL, 0, -1.0);
+        if (!rc)
+            rc = het_ps_out_send(ctx, &a->out, srv, HET_TAG_COUNT, &in, sizeof in, NULL, 0,
+                                 -1.0);
         ctrl_msg r = {0};
         if (!rc) rc = next_ctrl(a, ctx, &r, -1, -1, &end); /* the answer to the IN */
         if (rc) break;
@@ -397,20 +399,6 @@ static int inhad_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     return het_ps_drain(&a->ps, ctx, &sums, st);
 }
 
-static het_model *inhad_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
-
-static int inhad_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
-    (void)ctx;
-    (void)w; /* the server's state is rank 0's after the drain: the trainer's sections */
-    return HET_OK;
-}
-
-static int inhad_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    (void)ctx;
-    (void)r;
-    return HET_OK;
-}
-
 static void free_all(unsigned char **b, int n) {
     for (int i = 0; b && i < n; i++) het_free(b[i]);
     free(b);
@@ -437,16 +425,10 @@ static void inhad_free(het_strategy_ctx *ctx) {
     ctx->priv = NULL;
 }
 
-static void inhad_report(het_strategy_ctx *ctx, char *line, size_t n_line, char *json,
-                         size_t n_json) {
-    const inhad *a = ctx->priv;
-    het_ps_report(&a->ps, line, n_line, json, n_json);
-}
-
 const het_strategy_ops het_strategy_inhad = {
     "inhad", "asynchronous parameter server with node aggregation and iteration numbers "
-    "(Xiao et al. 2022)", inhad_init, inhad_epoch, inhad_model_for_eval, inhad_save_state,
-    inhad_load_state, inhad_free, inhad_report, 0 /* no world gradient sum */, NULL,
+    "(Xiao et al. 2022)", inhad_init, inhad_epoch, het_ps_model_for_eval, het_ps_save_state,
+    het_ps_load_state, inhad_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
     het_inhad_opts, 1 /* --batch is each worker's */,
 };
 

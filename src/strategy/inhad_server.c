@@ -165,9 +165,9 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
         ctrl_msg r = {K_REPLY, 0, ctx->step, -1, avail_at(a, m.stamp), 0, lr};
         if (!ps->run.nonfinite) het_ps_next_batch(ctx, &next, &r.pos, &r.len);
         ps->run.bytes_out += (double)sizeof r;
-        if ((rc = het_ps_out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_CTRL, &r, sizeof r, NULL,
-                           0, -1.0)))
-            break;
+        rc = het_ps_out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_CTRL, &r, sizeof r,
+                             NULL, 0, -1.0);
+        if (rc) break;
     }
     free(ins);
     free(done);

@@ -206,6 +206,25 @@ int het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
     return rc;
 }
 
+het_model *het_ps_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+int het_ps_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+    (void)ctx;
+    (void)w;
+    return HET_OK;
+}
+
+int het_ps_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
+    (void)ctx;
+    (void)r;
+    return HET_OK;
+}
+
+void het_ps_report_op(het_strategy_ctx *ctx, char *line, size_t n_line, char *json,
+                      size_t n_json) {
+    het_ps_report((const het_ps *)ctx->priv, line, n_line, json, n_json);
+}
+
 void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size_t n_json) {
     const het_ps_figures *f = &ps->fig;
     double ups = f->server_s > 0 ? f->updates / f->server_s : 0.0;

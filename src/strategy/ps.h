@@ -79,6 +79,15 @@ size_t het_ps_msg_bytes(const het_ps *ps, int k, size_t hdr);
  * figures from sums. A non-finite update on a server stops every rank. */
 int  het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
                   het_epoch_stats *st);
+/* The table entries the parameter servers share (their priv starts with an het_ps): the
+ * model to evaluate (every rank's, after the drain), checkpoints (nothing beyond the
+ * trainer's sections: the server's state is rank 0's after the drain; each shard takes its
+ * slice of the full buffers every rank read back) and the report. */
+het_model *het_ps_model_for_eval(het_strategy_ctx *ctx);
+int  het_ps_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w);
+int  het_ps_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r);
+void het_ps_report_op(het_strategy_ctx *ctx, char *line, size_t n_line, char *json,
+                      size_t n_json);
 /* The report of the last epoch (ops->report). */
 void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size_t n_json);
 /* The outbox: sends whose buffers are copies, kept until MPI is done with them, so that a
