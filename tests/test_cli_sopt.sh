@@ -35,9 +35,9 @@ for want in '--ps-rank N .*parameter server.*(default -1)$' '--ps-shards K .*(de
         fail "--help under asp lacks '$want'"
 done
 
-msg="ps-rank: an option of --strategy asp, not of allreduce"
+msg="ps-rank: an option of --strategy asp or inhad, not of allreduce"
 expect_usage "^hetrain train: $msg\$" train "${COMMON[@]}" --strategy allreduce --ps-rank 1
-expect_usage "^hetrain train: ps-rank: an option of --strategy asp, not of hgc\$" \
+expect_usage "^hetrain train: ps-rank: an option of --strategy asp or inhad, not of hgc\$" \
     train "${COMMON[@]}" --strategy hgc --ps-rank=1
 expect_usage "^hetrain train: --max-staleness: 'x' is not an integer in -1..1000000\$" \
     train --strategy asp --max-staleness x
@@ -55,7 +55,7 @@ printf 'max-staleness = -5\n' >"$T/bad.cfg"
 expect_usage "bad.cfg:1: max-staleness: '-5' is not an integer in -1..1000000" \
     train --config "$T/bad.cfg"
 printf 'max-staleness = 3\n' >"$T/other.cfg"
-expect_usage "^hetrain train: max-staleness: an option of --strategy asp, not of allreduce\$" \
+expect_usage "^hetrain train: max-staleness: an option of --strategy asp or inhad, not of allreduce\$" \
     train "${COMMON[@]}" --config "$T/other.cfg"
 
 # resumed: the strategy comes from the checkpoint, and the options set must be its

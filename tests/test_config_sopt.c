@@ -66,7 +66,7 @@ static void test_set_and_check(void) {
 
     /* the chosen strategy's table decides */
     CHECK(het_train_config_check(&c) == HET_EINVAL &&
-          strcmp(het_error_msg(), "max-staleness: an option of --strategy asp, not of "
+          strcmp(het_error_msg(), "max-staleness: an option of --strategy asp or inhad, not of "
                  "allreduce") == 0, "allreduce with asp's options: '%s'", het_error_msg());
     set_ok(&c, "strategy", "asp");
     CHECK(het_train_config_check(&c) == HET_OK, "asp with its options: %s", het_error_msg());
@@ -74,7 +74,7 @@ static void test_set_and_check(void) {
     set_ok(&hgc, "strategy", "hgc");
     set_ok(&hgc, "ps-rank", "1");
     CHECK(het_train_config_check(&hgc) == HET_EINVAL &&
-          strstr(het_error_msg(), "ps-rank: an option of --strategy asp, not of hgc"),
+          strstr(het_error_msg(), "ps-rank: an option of --strategy asp or inhad, not of hgc"),
           "hgc with --ps-rank: '%s'", het_error_msg());
     /* eval and export train nothing: the options go with the strategy */
     het_train_config_for_eval(&c);
