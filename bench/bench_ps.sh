@@ -18,7 +18,8 @@
 # ranks on 2 cores time the method, not the contention.
 #
 # Env: EPOCHS (default 8), TRAIN_LIMIT (default 0 = all 60 000), TEST_LIMIT (0 = all 10 000),
-# SEEDS (default "1 2 3"), TARGET (default 0.88), RUNS (default "allreduce asp inhad"), NET_BW,
+# SEEDS (default "1 2 3"), TARGET (default 0.88), RUNS (default "allreduce asp inhad"), PS_FLAGS
+# (more flags for asp and inhad, e.g. "--staleness-lr off"), NET_BW,
 # NET_LAT, HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
@@ -70,7 +71,7 @@ for s in $runs; do
     for seed in $seeds; do
         case $s in
             allreduce) np=4 extra=(--strategy allreduce --batch 64 --slowdown 1,1,1,3) ;;
-            *) np=5 extra=(--strategy "$s" --batch 16 --slowdown 1,1,1,3,1) ;;
+            *) np=5 extra=(--strategy "$s" --batch 16 --slowdown 1,1,1,3,1 ${PS_FLAGS:-}) ;;
         esac
         t0=$(date +%s)
         mpirun --oversubscribe -np $np "$het" "${common[@]}" "${extra[@]}" --seed "$seed" \
