@@ -3,7 +3,8 @@
 # - a real comparison (mpirun, 2 ranks, synthetic data, mlp, allreduce and hgc) writes
 #   compare.md, compare.csv (the same number of fields on every line), accuracy.svg and
 #   split.svg (well-formed XML, exactly one polyline per strategy in accuracy.svg), keeps every
-#   run's JSONL and log, and prints the table;
+#   run's JSONL and log, and prints the table; the parameter servers asp and inhad (3 ranks)
+#   get their rows beside allreduce;
 # - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
 # - a malformed metrics file and a failing run: exit 1, one line on stderr naming the file and
@@ -70,6 +71,13 @@ grep -q 'viewBox=' out/accuracy.svg || fail "accuracy.svg: no viewBox"
 [ "$(grep -o '<rect[^>]*fill="#' out/split.svg | wc -l)" -ge 8 ] ||
     fail "split.svg: expected 4 stacked segments per strategy"
 grep -q "plots accuracy.svg" run.out || fail "stdout does not say where the plots are"
+
+# ---- the parameter servers beside allreduce (3 ranks: a server and 2 workers) ----
+timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,asp,inhad --ranks 3 \
+    --target-acc 0.5 --out ps >ps.out 2>ps.err || fail "compare with asp, inhad: $(cat ps.err)"
+for s in allreduce asp inhad; do
+    grep -q "^| $s | 3 | " ps/compare.md || fail "compare.md has no row for $s: $(cat ps/compare.md)"
+done
 
 # ---- the figures, from known metrics (a fake launcher copies them) ----
 mkdir fake
