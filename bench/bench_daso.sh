@@ -16,10 +16,13 @@
 # (default lenet5), NET_BW and NET_LAT (the emulated link: 125M bytes/s and 50e-6 s; the issue
 # asks for 1 Gbit/s or slower, e.g. NET_BW=12.5M for 100 Mbit/s), LINKS (default "on off"),
 # SEED (default 1), RUNS (default "allreduce daso daso-merge-last": daso-merge-last is daso with
-# --daso-merge-last, the improvement on HeAT kept behind a flag), CLOCK (wall | virtual: with
-# virtual, one table of compute costs measured first by hetrain calibrate --costs-out is
-# charged to every run, so that 4 ranks on 2 cores time the method and not the contention),
-# HET_DATA_DIR, BLAS_CORETYPE.
+# --daso-merge-last, the improvement on HeAT kept behind a flag), DASO_FLAGS (extra flags for the
+# daso runs only, word-split, e.g. "--daso-warmup-epochs 1 --daso-cooldown-epochs 1" for short
+# runs; default none), CLOCK (wall | virtual: with virtual, one table of compute costs measured
+# first by hetrain calibrate --costs-out is charged to every run, so that 4 ranks on 2 cores
+# time the method and not the contention),
+# OUT_DIR (keep every run's output and metrics there instead of a deleted temporary
+# directory), HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,8 +41,13 @@ links=${LINKS:-on off}
 seed=${SEED:-1}
 runs=${RUNS:-allreduce daso daso-merge-last}
 clock=${CLOCK:-wall}
-out=$(mktemp -d /tmp/het_bench_daso_XXXXXX)
-trap 'rm -rf "$out"' EXIT
+if [ -n "${OUT_DIR:-}" ]; then
+    out=$OUT_DIR
+    mkdir -p "$out"
+else
+    out=$(mktemp -d /tmp/het_bench_daso_XXXXXX)
+    trap 'rm -rf "$out"' EXIT
+fi
 clk=()
 if [ "$clock" = virtual ]; then
     "$het" calibrate --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64 \
@@ -67,7 +75,7 @@ summary() {
 }
 echo "$model, Fashion-MNIST, $limit samples x $epochs epochs, 4 ranks (2 nodes x 2) on" \
      "$(nproc) cores, OpenBLAS $blas_core; link on: --net-bw $net_bw --net-lat $net_lat; seed $seed;" \
-     "clock: $clock"
+     "clock: $clock${DASO_FLAGS:+; daso: $DASO_FLAGS}"
 echo
 echo "| link | strategy | training s | final test acc | sent/rank/epoch node | cross |"
 echo "|---|---|---|---|---|---|"
@@ -77,6 +85,8 @@ for link in $links; do
     for s in $runs; do
         strat=(--strategy "${s%%-*}")
         [ "$s" = daso-merge-last ] && strat+=(--daso-merge-last)
+        # shellcheck disable=SC2206 # DASO_FLAGS is a word list
+        [ "${s%%-*}" = daso ] && strat+=(${DASO_FLAGS:-})
         mpirun --oversubscribe -np 4 "$het" "${common[@]}" "${net[@]}" "${strat[@]}" \
             --metrics "$out/$s-$link.jsonl" >"$out/$s-$link.out"
         echo "| $link | $s | $(summary "$out/$s-$link.jsonl") |"
