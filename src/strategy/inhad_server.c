@@ -46,7 +46,7 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     int rc = HET_OK;
     for (int k = 0; k < K && !rc; k++)
         rc = to_node(a, ctx, k, &pull, a->counted, (size_t)W * sizeof(int32_t));
-    het_msg *m = calloc((size_t)K, sizeof *m);
+    het_msg *m = calloc(K > 0 ? (size_t)K : 1, sizeof *m); /* K >= 1: every run has a node */
     if (!m) return het_error_set(HET_ENOMEM, "inhad: out of memory");
     for (int k = 0; k < K && !rc; k++)
         rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, a->agg_rank[k], HET_TAG_GRADS, a->abuf[k],
