@@ -191,14 +191,12 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
     agg_hdr h = {0, 0, 0, 0};
     int rc = HET_OK;
     float *sum = (float *)(a->big + sizeof h);
-    /* first the counts (the weights c_i / C need the total), then the gradients */
     for (int i = 0; i < a->n_local && !rc; i++) h.grads += cnt[a->local[i]];
     int first = 1;
     double total = 0;
     int64_t left = h.grads;
-    /* gradients arrive in order; their samples are in their headers: gather them one by one
-     * into acc as sum c_i x_i / running C is not exact for one gradient, so keep the plain
-     * sum of c_i x_i unless there is only one */
+    /* the mean weighted by samples: acc = sum c_i x_i, then / C; a single gradient is passed
+     * as it is (c / C x is not always x in floats: one worker must give plain SGD's bits) */
     for (int i = 0; i < a->n_local && !rc; i++) {
         int w = a->local[i];
         for (int k = 0; k < cnt[w] && !rc; k++, left--) {
@@ -399,17 +397,13 @@ static int inhad_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     return het_ps_drain(&a->ps, ctx, &sums, st);
 }
 
-static void free_all(unsigned char **b, int n) {
-    for (int i = 0; b && i < n; i++) het_free(b[i]);
-    free(b);
-}
-
 static void inhad_free(het_strategy_ctx *ctx) {
     inhad *a = ctx->priv;
     if (!a) return;
     drop_all(a);
     for (het_ps_out *o = a->out, *nx; o; o = nx) nx = o->next, free(o); /* after a failure */
-    free_all(a->abuf, a->n_nodes);
+    for (int k = 0; a->abuf && k < a->n_nodes; k++) het_free(a->abuf[k]);
+    free(a->abuf);
     het_free(a->cbuf);
     het_free(a->big);
     het_free(a->acc);
