@@ -67,6 +67,10 @@ typedef struct inhad {
     unsigned char **abuf; /* per node: its aggregate */
     int32_t *counted;     /* per worker: INs since the last update */
     double *done_t;       /* the finishing time of the epoch's updates */
+    int push_due;         /* the last update's push is in big, not yet sent */
+    ctrl_msg push;        /* ... its header */
+    double push_t;        /* ... its update's finishing time */
+    int64_t *sent_incl;   /* per worker, its gradients in the weights pushed so far */
     int64_t done_base, n_done, cap_done;
 } inhad;
 

@@ -36,7 +36,29 @@ static int to_node(inhad *a, het_strategy_ctx *ctx, int k, const ctrl_msg *c, co
                     -1.0);
 }
 
-/* Pull, average, update, push. */
+/* Sends the due push (the last update's weights and per-worker counts) to every node. */
+static int flush_push(inhad *a, het_strategy_ctx *ctx) {
+    if (!a->push_due) return HET_OK;
+    const int W = a->ps.n_workers;
+    a->push_due = 0;
+    memcpy(a->sent_incl, a->incl, (size_t)W * sizeof(int64_t));
+    int rc = HET_OK;
+    for (int k = 0; k < a->n_nodes && !rc; k++)
+        rc = to_node(a, ctx, k, &a->push, a->big,
+                     a->ps.n * sizeof(float) + (size_t)W * sizeof(int64_t));
+    return rc;
+}
+
+/* Whether a worker not done needs the due push to go on (more than --max-staleness of its
+ * gradients outside the weights pushed so far): it sends nothing until the push is out. */
+static int push_needed(const inhad *a, const int64_t *ins, const int *done) {
+    const het_ps *ps = &a->ps;
+    for (int w = 0; a->push_due && ps->max_staleness >= 0 && w < ps->n_workers; w++)
+        if (!done[w] && ins[w] - a->sent_incl[w] > ps->max_staleness) return 1;
+    return 0;
+}
+
+/* Pull, average, update; the push is left due (flush_push). */
 static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe) {
     het_ps *ps = &a->ps;
     const int W = ps->n_workers, K = a->n_nodes;
@@ -46,6 +68,7 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     int rc = HET_OK;
     for (int k = 0; k < K && !rc; k++)
         rc = to_node(a, ctx, k, &pull, a->counted, (size_t)W * sizeof(int32_t));
+    if (!rc) rc = flush_push(a, ctx); /* the last update's, behind the small pull */
     het_msg *m = calloc(K > 0 ? (size_t)K : 1, sizeof *m); /* K >= 1: every run has a node */
     if (!m) return het_error_set(HET_ENOMEM, "inhad: out of memory");
     for (int k = 0; k < K && !rc; k++)
@@ -92,12 +115,12 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     ps->run.lr = lr;
     for (int w = 0; w < W; w++) a->incl[w] += a->counted[w];
     memset(a->counted, 0, (size_t)W * sizeof(int32_t));
-    if ((rc = note_done(a, het_clock_now()))) return rc;
-    ctrl_msg push = {K_PUSH, 0, ctx->step, -1, -1, 0, lr};
+    a->push_t = het_clock_now();
+    if ((rc = note_done(a, a->push_t))) return rc;
+    a->push = (ctrl_msg){K_PUSH, 0, ctx->step, -1, -1, 0, lr};
     memcpy(a->big, het_model_params(ctx->model), n * sizeof(float)); /* weights, then incl */
     memcpy(a->big + n * sizeof(float), a->incl, (size_t)W * sizeof(int64_t));
-    for (int k = 0; k < K && !rc; k++)
-        rc = to_node(a, ctx, k, &push, a->big, n * sizeof(float) + (size_t)W * sizeof(int64_t));
+    a->push_due = 1;
     return rc;
 }
 
@@ -132,14 +155,22 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
     a->n_done = 0;
     memset(a->counted, 0, (size_t)W * sizeof(int32_t));
     memset(a->incl, 0, (size_t)W * sizeof(int64_t));
+    memset(a->sent_incl, 0, (size_t)W * sizeof(int64_t));
+    a->push_due = 0;
     double t0 = het_clock_now();
     float lr = 0.0f;
     while (!rc) {
         if ((rc = hear_from(a, ctx, ins, done, blocked, ranks, &changed))) break;
         het_msg m = {0};
         in_msg in;
+        if (push_needed(a, ins, done) && (rc = flush_push(a, ctx))) break;
         het_stall_where("server: waiting for iteration numbers", epoch + 1, (long long)ctx->step);
-        if ((rc = het_ps_recv(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, 1))) break;
+        if ((rc = het_ps_recv(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, 0))) break;
+        /* an IN that arrived while the update ran is answered first (the push can wait for
+         * a pull it triggers); a later one, or none, sends the push at the update's end */
+        if (a->push_due && (m.done || m.deliver >= a->push_t) && (rc = flush_push(a, ctx)))
+            break;
+        het_comm_clock_wait(ctx->comm, m.deliver);
         if (m.done) { /* every worker heard from is done */
             int waiting = 0;
             for (int w = 0; w < W; w++) {
@@ -174,6 +205,7 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
     free(blocked);
     free(ranks);
     if (!rc && total > 0) rc = server_update(a, ctx, epoch, spe); /* the epoch's rest */
+    if (!rc) rc = flush_push(a, ctx);
     ctrl_msg end = {K_END, 0, ctx->step, -1, -1, 0, 0.0f};
     for (int k = 0; k < K && !rc; k++) rc = to_node(a, ctx, k, &end, NULL, 0);
     int wrc = rc ? HET_OK : het_ps_out_reap(ctx, &a->out, 1); /* a failure ends the job */

@@ -26,7 +26,7 @@ const het_strategy_opt het_asp_opts[] = {
 const het_strategy_opt het_inhad_opts[] = {
     PS_RANK, PS_SHARDS,
     MAX_STALENESS("a worker with more than N of its gradients not yet in the weights it holds "
-                  "waits for them (0: synchronous; -1: no bound)", 4),
+                  "waits for them (0: synchronous; -1: no bound)", 1),
     STALENESS_LR(1),
     {"soft-sync", "n", "n-softsync: an update every workers / n iteration numbers",
      HET_SOPT_INT, 1, 1e6, 1, NULL},
