@@ -7,6 +7,8 @@
 #   get their rows beside allreduce;
 # - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
+#   a strategy's own options (--max-staleness) reach only the runs of the strategies that
+#   have them, and one that none of the strategies compared has is refused;
 # - a malformed metrics file and a failing run: exit 1, one line on stderr naming the file and
 #   line or the strategy and command, and no table left behind;
 # - --out that is a file, or cannot be made or written in: exit 1, one line naming --out,
@@ -133,6 +135,25 @@ for w in "epoch_s 0.25" "time_to_target_s 0.5"; do
 done
 grep -q '^| strategy | ranks | time/epoch (virtual s) | time to 0.8 acc (virtual s) |' virt/compare.md &&
     grep -q 'Clock: virtual' virt/compare.md || fail "virtual: the table does not name its clock: $(head -5 virt/compare.md)"
+
+# a strategy's own options go to the runs of the strategies that have them, and only there
+cat >fake/argv.sh <<'EOF'
+#!/usr/bin/env bash
+# fake MPI launcher: records the words each strategy's run got, then runs as launch.sh
+for a in "$@"; do [ "$a" = --strategy ] && s=next || { [ "${s:-}" = next ] && s=$a; }; done
+printf '%s\n' "$*" >"$FAKE/argv-$s"
+exec bash "$FAKE/launch.sh" "$@"
+EOF
+for s in hgc asp inhad; do printf "$noarr$noarr" 1 0.2 1 2 0.3 2 >"fake/$s-1.jsonl"; done
+FAKE=$T/fake HET_MPIEXEC="bash $T/fake/argv.sh" "$HETRAIN" compare --data synthetic --epochs 2 \
+    --ranks 3 --out sopt --strategies hgc,asp,inhad --max-staleness 2 --inhad-threshold=3 \
+    --lr 0.1 >sopt.out 2>sopt.err || fail "strategy options: $(cat sopt.err)"
+grep -q -- '--lr 0.1 ' fake/argv-hgc && ! grep -q -- 'staleness\|threshold' fake/argv-hgc ||
+    fail "strategy options: hgc's run got '$(cat fake/argv-hgc)'"
+grep -q -- '--max-staleness 2 --lr 0.1 ' fake/argv-asp && ! grep -q -- threshold fake/argv-asp ||
+    fail "strategy options: asp's run got '$(cat fake/argv-asp)'"
+grep -q -- '--max-staleness 2 --inhad-threshold=3 --lr 0.1 ' fake/argv-inhad ||
+    fail "strategy options: inhad's run got '$(cat fake/argv-inhad)'"
 
 # ---- malformed metrics: exit 1, one line naming the file and line, no table ----
 bad() { # bad "EXPECTED IN STDERR" [CONTENT-OF-allreduce-1.jsonl: none without]
@@ -308,6 +329,12 @@ usage "option \-\-strategy does not apply to this command" --strategy hgc
 usage "unknown option \-\-fast" --fast
 usage "\-\-slowdown: 3 factors for \-\-ranks 2" --slowdown 1,1,2 --ranks 2
 usage "\-\-epochs: 0 is out of range" --epochs 0
+usage "\-\-max-staleness: an option of none of the strategies compared (allreduce, hgc)" \
+    --strategies allreduce,hgc --max-staleness 2
+usage "\-\-max-staleness: 'x' is not an integer" --strategies inhad --max-staleness x
+printf 'max-staleness = 2\n' >sopt.cfg
+usage "sopt.cfg sets max-staleness, an option of some strategies: give it on the command line" \
+    --strategies inhad --config sopt.cfg
 HET_MPI_TIMEOUT=60 het_mpirun 2 "$HETRAIN" compare "${COMMON[@]}" >m.out 2>m.err
 rc=$?
 [ $rc -eq 2 ] && grep -q "not under mpirun" m.err || fail "compare under mpirun: exit $rc, $(cat m.err)"

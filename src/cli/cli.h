@@ -26,6 +26,13 @@ int cli_calibrate(const het_train_config *c);
 int cli_compare_options(int argc, char **argv, int *n_rest);
 void cli_compare_help(void);
 int cli_compare(const het_train_config *c);
+/* compare_sopt.c: a strategy's own options on compare's command line go only to the runs of
+ * the strategies that have them. cli_compare_run_words copies rest[0..n_rest) into out
+ * without the words of options that `strategy` lacks, and returns how many it copied;
+ * cli_compare_check_sopts fails (HET_EINVAL, one line) on an option set in c that none of
+ * strat[0..n) has. */
+int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, char **out);
+int cli_compare_check_sopts(const het_train_config *c, const char *const *strat, int n_strat);
 
 /* The metrics of one run as compare reads them back (jsonl.c). */
 typedef struct cli_jsonl_epoch {

@@ -533,6 +533,7 @@ static int check_outputs(const plan *p, const het_train_config *c) {
 int cli_compare(const het_train_config *c) {
     plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
+    if (!st && cli_compare_check_sopts(c, p.strat, p.n_strat)) st = CLI_USAGE;
     if (!st) st = check_outputs(&p, c);
     if (st || (st = cli_job_out_dir(g_opt.out)) || (st = cli_signals_forward())) {
         fprintf(stderr, "%s\n", het_error_msg());
@@ -568,7 +569,7 @@ int cli_compare(const het_train_config *c) {
         argv[n++] = p.np;
         argv[n++] = p.self;
         argv[n++] = "train";
-        for (int w = 0; w < g_opt.n_rest; w++) argv[n++] = g_opt.rest[w];
+        n += cli_compare_run_words(g_opt.rest, g_opt.n_rest, s, argv + n);
         char *tail[] = {"--strategy", (char *)s, "--seed", seedbuf, "--metrics", metrics,
                         "--progress", "off", NULL};
         memcpy(argv + n, tail, sizeof tail);

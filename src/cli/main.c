@@ -51,9 +51,8 @@ static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch
                                              "out", "quiet", NULL};
 
 /* compare forwards these to every `train` run; it sets --strategy, --seed, --metrics and
- * --progress itself. A strategy's own options (its opts table) are not among them: forwarded
- * to every run, they would stop the runs of the strategies without them, so compare would
- * have to pass each to its strategies' runs only (not done yet). */
+ * --progress itself. A strategy's own options (its opts table) it takes too, and passes each
+ * only to the runs of the strategies that have it (compare_sopt.c). */
 static const char *const compare_keys[] = {
     "model", "data", "data-dir", "epochs", "batch", "lr", "schedule", "warmup-epochs",
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
@@ -129,8 +128,10 @@ static void print_main_help(void) {
            "error\n");
 }
 
+static const het_strategy_opt *strategy_opt(const char *key);
+
 static int allowed(const command *cmd, const char *key) {
-    if (!cmd->keys) return 1;
+    if (!cmd->keys || (cmd->own_options == cli_compare_options && strategy_opt(key))) return 1;
     for (int i = 0; cmd->keys[i]; i++)
         if (strcmp(cmd->keys[i], key) == 0) return 1;
     return 0;
@@ -192,7 +193,7 @@ static void print_command_help(const command *cmd) {
            "read options from FILE (once): 'key = value' lines, each key once, # comments; the "
            "command line wins",
            "-h, --help", "this help");
-    if (!cmd->keys) print_strategy_options();
+    if (!cmd->keys || cmd->own_options == cli_compare_options) print_strategy_options();
     if (strcmp(cmd->name, "train") == 0)
         printf("\nThreads: --threads N runs N worker threads per model and OpenBLAS with 1 "
                "thread. They split\neach batch, or on one rank, for dense stacks (mlp), the rows "
@@ -391,7 +392,18 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
     /* the strategy whose options those set must be may still come from the checkpoint: with
      * one, the second pass checks them */
     het_train_config first = c;
-    if (needs_ckpt || c.resume) memset(first.strategy_opts, 0, sizeof first.strategy_opts);
+    int compare = cmd->own_options == cli_compare_options; /* strategies checked per run */
+    if (compare && config_file) {
+        het_train_config f = het_train_config_defaults();
+        if (het_train_config_load(&f, config_file) == HET_OK && f.strategy_opts[0]) {
+            usage_error(cmd->name, "%s sets %.*s, an option of some strategies: give it on the "
+                        "command line, where compare passes it to the runs of those", config_file,
+                        (int)strcspn(f.strategy_opts, "="), f.strategy_opts);
+            return CLI_USAGE;
+        }
+    }
+    if (needs_ckpt || c.resume || compare)
+        memset(first.strategy_opts, 0, sizeof first.strategy_opts);
     if (het_train_config_check(&first)) {
         usage_error(cmd->name, "%s", het_error_msg());
         return CLI_USAGE;
