@@ -59,8 +59,11 @@ VCLUSTER_DIR=$T/other "$VC" up 2 >other.out 2>&1 && fail "a second cluster's up 
 VCLUSTER_DIR=$T/other "$VC" down >other.out 2>&1 || fail "the other cluster's down: $(cat other.out)"
 for ns in vh1 vh2; do ip netns list | grep -qw "^$ns" || fail "namespace $ns of the first cluster gone"; done
 ip link show vcbr0 >/dev/null 2>&1 || fail "the first cluster's bridge vcbr0 gone"
-"$VC" status >st.out 2>&1 && grep -q "^vcluster: up: vh1 vh2 link 1gbit" st.out ||
+"$VC" status >st.out 2>&1 && grep -q "^vcluster: up: vh1 vh2 link 1gbit burst 64kb" st.out ||
     fail "the first cluster's status: $(cat st.out)"
+# the bucket tc reports (64kb, rounded by its rate table: 65500b)
+tc qdisc show dev vc1-br | grep -Eq "tbf .*rate 1Gbit burst (6[45][0-9]{3}b|64Kb) " ||
+    fail "vc1-br's qdisc: $(tc qdisc show dev vc1-br)"
 
 ARGS=(train --model lenet5 --data synthetic --epochs 2 --train-limit 1024 --test-limit 256
       --seed 3 --progress off --threads 1)
@@ -102,6 +105,10 @@ ip -o link | grep -q ' vc[0-9]*-br' && fail "veth links left: $(ip -o link | gre
 [ -e "$VCLUSTER_DIR" ] && fail "state folder $VCLUSTER_DIR left"
 "$VC" run -np 2 true >r.out 2>&1 && fail "run with no cluster up accepted"
 grep -q "no cluster up" r.out || fail "run with no cluster: $(cat r.out)"
+
+"$VC" up 2 --rate 1gbit --burst lots >burst.out 2>&1 && fail "up with --burst lots accepted"
+grep -q "^vcluster: up: --burst expects a size such as 16kb, got 'lots'" burst.out ||
+    fail "up --burst lots: $(cat burst.out)"
 
 # a failed up and a refused one remove only what they made: someone else's vh7, vh2 survive
 foreign+=(vh7)
