@@ -18,9 +18,11 @@
 # ranks on 2 cores time the method, not the contention.
 #
 # Env: EPOCHS (default 8), TRAIN_LIMIT (default 0 = all 60 000), TEST_LIMIT (0 = all 10 000),
-# SEEDS (default "1 2 3"), TARGET (default 0.88), RUNS (default "allreduce asp inhad"), PS_FLAGS
-# (more flags for asp and inhad, e.g. "--staleness-lr off"), NET_BW,
-# NET_LAT, HET_DATA_DIR, BLAS_CORETYPE.
+# SEEDS (default "1 2 3"), TARGET (default 0.88), RUNS (default "allreduce asp asp-slr inhad";
+# asp-slr is asp with inhad's --staleness-lr on, the lr divided by the mean staleness; inhad-bN
+# is inhad with --max-staleness N), PS_FLAGS (more flags for asp and inhad, e.g. "--staleness-lr
+# off"), COSTS (a cost table to charge instead of measuring one; kept: a later run with the same
+# table times the same), NET_BW, NET_LAT, HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,18 +36,20 @@ limit=${TRAIN_LIMIT:-0}
 test_limit=${TEST_LIMIT:-0}
 seeds=${SEEDS:-1 2 3}
 target=${TARGET:-0.88}
-runs=${RUNS:-allreduce asp inhad}
+runs=${RUNS:-allreduce asp asp-slr inhad}
 net_bw=${NET_BW:-125M}
 net_lat=${NET_LAT:-50e-6}
 out=$(mktemp -d /tmp/het_bench_ps_XXXXXX)
 trap 'rm -rf "$out"' EXIT
-"$het" calibrate --model lenet5 --data fashion-mnist --data-dir "$data_dir" --batch 64 \
-    --threads 1 --clock virtual --costs-out "$out/costs.txt" --quiet
+costs=${COSTS:-$out/costs.txt}
+[ -n "${COSTS:-}" ] && [ -s "$COSTS" ] ||
+    "$het" calibrate --model lenet5 --data fashion-mnist --data-dir "$data_dir" --batch 64 \
+        --threads 1 --clock virtual --costs-out "$costs" --quiet
 common=(train --model lenet5 --data fashion-mnist --data-dir "$data_dir"
         --progress off --threads 1 --epochs "$epochs" --train-limit "$limit"
         --test-limit "$test_limit" --lr 0.02 --schedule cosine --momentum 0.9
         --ranks-per-node 2 --net-bw "$net_bw" --net-lat "$net_lat"
-        --clock virtual --compute-cost "calibrated:$out/costs.txt")
+        --clock virtual --compute-cost "calibrated:$costs")
 # time to target (virtual s), final accuracy, mean staleness, MB into the server per epoch
 summary() {
     awk -F'[:,\\[\\]{}]' -v target="$target" '/"type":"epoch"/ {
@@ -63,7 +67,7 @@ summary() {
 }
 echo "lenet5, Fashion-MNIST, ${limit/#0/60000} samples x $epochs epochs; 2 nodes x 2 workers," \
      "rank 3 3x slower; link --net-bw $net_bw --net-lat $net_lat; $(nproc) cores, OpenBLAS" \
-     "$blas_core; virtual clock, calibrated costs"
+     "$blas_core; virtual clock, calibrated costs ($costs)"
 echo
 echo "| strategy | seed | virtual s to $target | final test acc | staleness mean | MB into server/epoch | wall s |"
 echo "|---|---|---|---|---|---|---|"
@@ -71,6 +75,10 @@ for s in $runs; do
     for seed in $seeds; do
         case $s in
             allreduce) np=4 extra=(--strategy allreduce --batch 64 --slowdown 1,1,1,3) ;;
+            asp-slr) np=5 extra=(--strategy asp --staleness-lr on --batch 16 --slowdown 1,1,1,3,1
+                                 ${PS_FLAGS:-}) ;;
+            inhad-b*) np=5 extra=(--strategy inhad --max-staleness "${s#inhad-b}" --batch 16
+                                  --slowdown 1,1,1,3,1 ${PS_FLAGS:-}) ;;
             *) np=5 extra=(--strategy "$s" --batch 16 --slowdown 1,1,1,3,1 ${PS_FLAGS:-}) ;;
         esac
         t0=$(date +%s)
