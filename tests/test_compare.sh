@@ -196,6 +196,20 @@ FAKE_RC=3 fake --data synthetic --epochs 2 --out known >f.out 2>f.err
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy allreduce (seed 1) failed, exit status 3: bash .*launch.sh -np 2 " f.err ||
     fail "launcher exit 3: exit $rc, stderr: $(cat f.err)"
+# the run's error is named even when the launcher wrote the start's banner after it (a rank's
+# stdout and stderr reach the log through two pipes)
+cat >fake/late.sh <<'EOF'
+#!/usr/bin/env bash
+echo "hetrain: hgc: 3 speeds for 2 ranks, expected one per rank" >&2
+echo "hetrain: mlp on synthetic: 256 train / 128 test samples of 1x28x28, 10 classes"
+echo "mpirun detected that one or more processes exited with non-zero status"
+exit 1
+EOF
+HET_MPIEXEC="bash $T/fake/late.sh" "$HETRAIN" compare --data synthetic --epochs 2 --out late \
+    --strategies hgc >f.out 2>f.err
+rc=$?
+[ $rc -eq 1 ] && grep -q 'output in late/hgc-seed1.log: "hetrain: hgc: 3 speeds for 2 ranks' f.err ||
+    fail "banner after the error: exit $rc, stderr: $(cat f.err)"
 
 # ---- --out: checked before any run, named in one line; nothing announced, nothing run ----
 outbad() { # outbad "EXPECTED IN STDERR" OUT [run as: setpriv args]

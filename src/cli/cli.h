@@ -106,8 +106,8 @@ int cli_job_pending(void);
  * in: HET_OK, or HET_EIO with the line "hetrain compare: --out PATH: ..." recorded. */
 int cli_job_out_dir(const char *path);
 /* For compare's failure lines: argv as one shell line (arguments with odd characters in single
- * quotes), cut to n; and the last line of the file `log` that starts "hetrain", else its last
- * non-empty line ("" when none or unreadable). */
+ * quotes), cut to n; and the last line of the file `log` that starts "hetrain" (not the
+ * start's banner), else its last non-empty line ("" when none or unreadable). */
 void cli_job_shell_line(char *dst, size_t n, char *const *argv);
 void cli_job_last_line(const char *log, char *dst, size_t n);
 

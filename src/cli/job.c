@@ -190,7 +190,10 @@ void cli_job_shell_line(char *dst, size_t n, char *const *argv) {
     }
 }
 
-/* The last line of the log that starts "hetrain", else its last non-empty line. */
+/* The last line of the log that starts "hetrain", else its last non-empty line. The start's
+ * banner ("hetrain: mlp on synthetic: 256 train / 128 test samples of ...", on stdout) is not
+ * one: the launcher forwards a rank's stdout and stderr through two pipes, so under load the
+ * banner can land in the log after the error that ended the run. */
 void cli_job_last_line(const char *log, char *dst, size_t n) {
     FILE *f = fopen(log, "r");
     char line[512];
@@ -198,7 +201,8 @@ void cli_job_last_line(const char *log, char *dst, size_t n) {
     int mine = 0;
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = '\0';
-        int is_mine = strncmp(line, "hetrain", 7) == 0;
+        int banner = strstr(line, " train / ") && strstr(line, " test samples of ");
+        int is_mine = strncmp(line, "hetrain", 7) == 0 && !banner;
         if (line[0] && (is_mine || !mine)) {
             size_t m = strlen(line) < n ? strlen(line) : n - 1;
             memcpy(dst, line, m);

@@ -15,9 +15,9 @@
  * weights it holds (then it waits for the weights that bring it within N: every push says how
  * many of each worker's gradients it holds). N = 0 is synchronous training with T = workers:
  * every update holds one gradient of every worker, staleness 0. The default N = 1 lets a
- * worker compute one batch while its last gradient travels (measured in bench/bench_ps.sh's
- * setting, seed 2: bound 1 ends 0.5 point below allreduce in 0.70x its time; bound 2 and 4,
- * 1.6 and 3.5 points below).
+ * worker compute one batch while its last gradient travels: every gradient is one update
+ * old (README gives the measured accuracy and time of bounds 0, 1, 2 and 4 from
+ * bench/bench_ps.sh: 1 is the best trade).
  * SERVER: counts INs; at the threshold T (--inhad-threshold, default workers / --soft-sync n,
  * n-softsync's rule) it pulls every node's aggregate (the gradients whose INs it counted:
  * the sample-weighted mean of the node's gradients and their samples), averages them by samples,
