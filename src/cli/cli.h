@@ -8,6 +8,8 @@
 
 #include <hetrain.h>
 
+#include "strategy/strategy.h" /* het_strategy_opt */
+
 /* Exit statuses: 0 success, 1 runtime failure (data, files, training), 2 usage error. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
@@ -32,6 +34,9 @@ int cli_compare(const het_train_config *c);
  * cli_compare_check_sopts fails (HET_EINVAL, one line) on an option set in c that none of
  * strat[0..n) has. */
 int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, char **out);
+/* main.c: the entry of a registered strategy's own option called `key` (strategy.h), or NULL:
+ * such an option is a key of `train` beside the built-in ones, with a value always. */
+const het_strategy_opt *cli_strategy_opt(const char *key);
 int cli_compare_check_sopts(const het_train_config *c, const char *const *strat, int n_strat);
 
 /* The metrics of one run as compare reads them back (jsonl.c). */

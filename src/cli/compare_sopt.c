@@ -18,12 +18,7 @@ static const het_strategy_opt *word_opt(const char *w, int *inline_value) {
     memcpy(key, w + 2, kn);
     key[kn] = '\0';
     *inline_value = eq != NULL;
-    for (const char *const *n = het_strategy_names(); *n; n++) {
-        const het_strategy_ops *s = het_strategy_find(*n);
-        const het_strategy_opt *o = s ? het_strategy_opt_find(s->opts, key) : NULL;
-        if (o) return o;
-    }
-    return NULL;
+    return cli_strategy_opt(key);
 }
 
 int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, char **out) {

@@ -128,18 +128,15 @@ static void print_main_help(void) {
            "error\n");
 }
 
-static const het_strategy_opt *strategy_opt(const char *key);
-
 static int allowed(const command *cmd, const char *key) {
-    if (!cmd->keys || (cmd->own_options == cli_compare_options && strategy_opt(key))) return 1;
+    if (!cmd->keys || (cmd->own_options == cli_compare_options && cli_strategy_opt(key)))
+        return 1;
     for (int i = 0; cmd->keys[i]; i++)
         if (strcmp(cmd->keys[i], key) == 0) return 1;
     return 0;
 }
 
-/* The entry of a registered strategy's own option called `key` (strategy.h), or NULL: such an
- * option is a key of `train` beside the built-in ones, with a value always. */
-static const het_strategy_opt *strategy_opt(const char *key) {
+const het_strategy_opt *cli_strategy_opt(const char *key) {
     for (const char *const *n = het_strategy_names(); *n; n++) {
         const het_strategy_ops *s = het_strategy_find(*n);
         const het_strategy_opt *o = s ? het_strategy_opt_find(s->opts, key) : NULL;
@@ -239,7 +236,7 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
         const het_config_key *k = NULL;
         for (const het_config_key *p = het_train_config_keys(); p->key; p++)
             if (strcmp(p->key, key) == 0) k = p;
-        const het_strategy_opt *so = k ? NULL : strategy_opt(key);
+        const het_strategy_opt *so = k ? NULL : cli_strategy_opt(key);
         int is_config = strcmp(key, "config") == 0;
         if (!is_config && (!(k || so) || !allowed(cmd, key))) {
             if (k || so) usage_error(cmd->name, "option --%s does not apply to this command", key);
