@@ -5,7 +5,7 @@
 #   bitwise those of --clock wall (virtual time never changes the arithmetic);
 # - the metrics say "clock":"virtual", and rank 0's compute + comm + wait is its epoch's
 #   virtual time (nothing else moves V); the epoch line shows vtime; the slow rank's compute
-#   is about 2x the other's (CPU time x factor, nothing slept);
+#   is about 2x the other's (CPU time x factor, nothing slept; the median of up to 3 runs);
 # - --compute-cost calibrated:FILE (hetrain calibrate --costs-out FILE): two runs, one beside
 #   a CPU hog, give the same metrics (virtual times to 17 digits) and weights, bit for bit; the
 #   slow rank's compute is its factor x the other's; a bad table and another model's are
@@ -69,13 +69,27 @@ sum=$(grep '"type":"epoch"' "$m" | tail -1 | awk '{
     for (i = 1; i <= 4; i++) { s = $0; sub(".*\"" k[i] "\":\\[", "", s); sub(",.*", "", s); n += s }
     print n }')
 within "$sum" "$ep" 0.001 || fail "rank 0's split sums to $sum s, its virtual epoch is $ep s"
-c0=$(json_arr "$m" compute_s | cut -d, -f1)
-c1=$(json_arr "$m" compute_s | cut -d, -f2)
-# measured CPU times of two ranks sharing 2 cores move with the host's load (2.0-2.7x seen
-# here): the factor shows, exactly so with calibrated costs below
-# (a timing: under the sanitizers 1.2x was seen)
-timing_off || awk -v a="$c1" -v b="$c0" 'BEGIN { exit !(a > 1.5 * b && a < 4 * b) }' ||
-    fail "slowdown 2: rank 1 computed $c1 s, rank 0 $c0 s (expected about 2x)"
+# measured CPU times of two ranks sharing 2 cores move with the host's load: identical work
+# measured 0.155 or 0.20-0.24 s per epoch on this VM (bimodal), so one run's ratio went from
+# 1.47x to 2.7x. The factor shows in the median of up to 3 runs (exactly so with calibrated
+# costs below); a slowdown not applied gives about 1x. (A timing: under the sanitizers 1.2x
+# was seen.)
+ratio_of() { awk -v a="$(json_arr "$1" compute_s | cut -d, -f2)" \
+                 -v b="$(json_arr "$1" compute_s | cut -d, -f1)" 'BEGIN { print a / b }'; }
+in_band() { awk -v r="$1" 'BEGIN { exit !(r > 1.5 && r < 4) }'; }
+if ! timing_off; then
+    ratios=$(ratio_of "$m")
+    if ! in_band "$ratios"; then
+        for t in 2 3; do
+            mpi 2 train "${COMMON[@]}" --epochs 2 --slowdown 1,2 --ranks-per-node 1 --net-bw 125M \
+                --net-lat 50e-6 --clock virtual --metrics "ratio$t.jsonl" >"ratio$t.out" 2>&1 ||
+                fail "slowdown 2, try $t exited $?: $(tail -2 "ratio$t.out")"
+            ratios="$ratios $(ratio_of "ratio$t.jsonl")"
+        done
+        med=$(echo "$ratios" | tr ' ' '\n' | sort -g | sed -n 2p)
+        in_band "$med" || fail "slowdown 2: rank 1 computed $ratios x rank 0's (median $med, expected about 2x)"
+    fi
+fi
 d=$(json_arr "$m" delay_s)
 [ "$d" = "0,0" ] || fail "the virtual clock slept: delay_s [$d]"
 
