@@ -268,6 +268,53 @@ int het_model_eval_batch(het_model *m, const float *x, const uint8_t *y, int bat
 const float *het_model_forward(het_model *m, const float *x, int batch, int train,
                                uint64_t step_seed);
 
+/* ---- the range executor: layers [first, last) of a model on their own (pipelines) ----
+ * A pipeline stage runs a contiguous range of the model's layers on activations that come from
+ * outside (the stage before) and back-propagates from an output gradient that comes from
+ * outside (the stage after), producing the input gradient the stage before needs. Each
+ * micro-batch in flight keeps what its backward needs (activations, caches, its input) in a
+ * tape of its own, so several micro-batches can be between forward and backward at once, and
+ * a forward thread and a backward thread can run one range's layers at the same time on
+ * different tapes: both read the model's parameters (which must not change meanwhile),
+ * backward accumulates into a gradient buffer the caller names (one thread at a time per
+ * buffer), forward in training writes batch-norm running statistics.
+ * A range runs on the calling thread alone (no workers, no team): batch-coupled layers see
+ * the micro-batch as their batch (batch norm per micro-batch). Its layer calls are those of
+ * the model's executor for one worker: running the ranges [0, k) and [k, n) one after the
+ * other on a batch gives the bits of het_model_train_batch on that batch, when the model runs
+ * it as one chunk (one worker; a batch of at most the model's chunk, or a batch-coupled
+ * model), with sample0 = 0. */
+typedef struct het_tape het_tape;
+
+/* 1 when a range may start at layer `cut` (0 < cut < n_layers): the edge into it is plain and
+ * it is not a ReLU fused into the layer before (nn.h: layouts, fusion); the ends 0 and
+ * n_layers always can. */
+int het_model_cut_ok(const het_model *m, int cut);
+/* A tape for layers [first, last) of m and micro-batches of up to max_batch samples.
+ * HET_EINVAL (message) for a range that is empty, outside the model or starts or ends on an
+ * edge het_model_cut_ok refuses; HET_ENOMEM. */
+int  het_tape_create(het_tape **out, const het_model *m, int first, int last, int max_batch);
+void het_tape_free(het_tape *t);
+/* Bytes the tape allocated (activations, caches, scratch, gradient buffers). */
+size_t het_tape_bytes(const het_tape *t);
+/* Forward of the tape's range on `in` (batch samples of layer first's input shape, plain),
+ * which must stay unchanged until the tape's backward (the tape keeps the pointer, not a
+ * copy). train: training mode (dropout, batch-norm batch statistics, running statistics
+ * updated). Dropout draws the streams the model's executor draws for samples sample0,
+ * sample0 + 1, ... of a batch with seed step_seed. Returns the output (batch samples of layer
+ * last - 1's output shape, plain), owned by the tape, valid until its next forward; NULL with
+ * the message set for a batch outside 1..max_batch. */
+const float *het_range_forward(het_model *m, het_tape *t, const float *in, int batch, int train,
+                               uint64_t step_seed, int sample0);
+/* Backward of the tape's last forward (in training mode) from dout (the gradient of the
+ * range's output): ACCUMULATES parameter gradients into grads (a flat buffer laid out as
+ * het_model_grads: the layers' own offsets) and returns the gradient of the range's input,
+ * owned by the tape (valid until its next backward), when need_din; otherwise NULL, and
+ * layers below the range's first layer with parameters are not back-propagated (as the
+ * model's executor does below its first). */
+const float *het_range_backward(het_model *m, het_tape *t, const float *dout, float *grads,
+                                int need_din);
+
 /* ---- model zoo ---- */
 /* The layer list of a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") with `n_classes`
  * outputs, for input shape `in` (no zoo model depends on it today). On success *layers is a
