@@ -3,6 +3,7 @@
 #define HETRAIN_H
 #include "hetrain/core.h"
 #include "hetrain/tensor.h"
+#include "hetrain/codec.h"
 #include "hetrain/nn.h"
 #include "hetrain/optim.h"
 #include "hetrain/batch.h"
