@@ -13,6 +13,7 @@ static const het_strategy_ops *const strategies[] = {
     &het_strategy_daso,
     &het_strategy_asp,
     &het_strategy_inhad,
+    &het_strategy_gpipe,
 };
 #define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
 

@@ -1,0 +1,128 @@
+/* gpipe: pipeline parallelism, the baseline of Q-FB (METHODS.md section 4): GPipe (Huang et
+ * al., "GPipe: Efficient Training of Giant Neural Networks using Pipeline Parallelism",
+ * NeurIPS 2019) and, with --pipe-schedule 1f1b, the one-forward-one-backward schedule of
+ * PipeDream-Flush (Narayanan et al., "Memory-Efficient Pipeline-Parallel DNN Training", ICML
+ * 2021) that Megatron-LM runs.
+ *
+ * The model is cut into K stages over K ranks (R copies with --pipelines R); each step's
+ * share of a pipeline is split into M micro-batches (pipe.c: the partition, the messages, the
+ * update, the epoch's gathering). One thread per stage, no codecs: fp32 activations forward,
+ * fp32 gradients backward.
+ * - gpipe: every micro-batch's forward, then every micro-batch's backward. A stage keeps M
+ *   micro-batches' activations; its bubble is (K - 1) / (M + K - 1) of the step with equal
+ *   stages.
+ * - 1f1b: stage k runs min(K - k - 1, M) forwards (warm-up), then alternates one forward and
+ *   one backward, then the remaining backwards: at most K - k micro-batches in flight, the
+ *   same bubble.
+ * Backwards run in micro-batch order 0, 1, ... in both schedules (GPipe's paper does not fix
+ * it), so the gradients accumulate in the same order and both schedules give the same bits.
+ * Gradients of all M micro-batches accumulate; the update comes after the last backward, so
+ * the result is synchronous mini-batch SGD on the global batch (tests/test_pipe.sh: P ranks ==
+ * 1 rank). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/pipe.h"
+
+typedef struct gpipe {
+    het_pipe p;
+    int one_f_one_b;
+} gpipe;
+
+static int gp_init(het_strategy_ctx *ctx) {
+    gpipe *g = calloc(1, sizeof *g);
+    if (!g) return het_error_set(HET_ENOMEM, "gpipe: out of memory");
+    ctx->priv = g;
+    g->one_f_one_b = (int)het_strategy_opt_value(ctx->cfg, "pipe-schedule") == 1;
+    return het_pipe_init(&g->p, ctx, g->one_f_one_b ? "gpipe (1f1b)" : "gpipe");
+}
+
+/* One step's micro-batches in the configured order. */
+static int run_schedule(gpipe *g, het_strategy_ctx *ctx) {
+    het_pipe *p = &g->p;
+    const int M = p->n_micro;
+    int rc = HET_OK;
+    if (!g->one_f_one_b) {
+        for (int i = 0; i < M && !rc; i++) rc = het_pipe_forward(p, ctx, i);
+        for (int i = 0; i < M && !rc; i++) rc = het_pipe_backward(p, ctx, i);
+        return rc;
+    }
+    int warm = p->K - p->stage - 1, f = 0;
+    if (warm > M) warm = M;
+    for (; f < warm && !rc; f++) rc = het_pipe_forward(p, ctx, f);
+    for (int b = 0; b < M && !rc; b++) {
+        if (f < M) rc = het_pipe_forward(p, ctx, f++);
+        if (!rc) rc = het_pipe_backward(p, ctx, b);
+    }
+    return rc;
+}
+
+static int gp_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
+    gpipe *g = ctx->priv;
+    het_pipe *p = &g->p;
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
+    het_epoch_sums sums = {0, 0, 0, 0};
+    float lr = 0.0f;
+    p->bytes_fwd = p->bytes_bwd = 0;
+    het_sampler_set_epoch(ctx->sampler, epoch);
+    int rc = HET_OK;
+    for (int64_t pos = 0; pos < n && !rc; pos += B) {
+        double ts = het_clock_now();
+        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
+        rc = het_pipe_step_begin(p, ctx, pos);
+        if (!rc) rc = run_schedule(g, ctx);
+        if (!rc) rc = het_pipe_step_end(p, ctx, lr);
+        /* the loss is the last stage's: the others report no samples */
+        const int last = p->next < 0;
+        het_batch_result none = {0, 0, 0}, *mine = last ? &p->res : &none;
+        if (!rc) rc = het_step_record(ctx, &sums, mine, mine->count, mine, mine->count, 1, lr, ts);
+    }
+    /* a failing rank's partners would wait for it: agree before the collectives */
+    rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
+    if (rc) return rc;
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    if (!rc) rc = het_pipe_gather(p, ctx);
+    return rc ? rc : het_step_check_params(ctx);
+}
+
+static het_model *gp_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+static int gp_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+    (void)ctx;
+    (void)w; /* the stages are gathered at every epoch's end: rank 0 holds the whole model */
+    return HET_OK;
+}
+
+static int gp_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
+    (void)ctx;
+    (void)r;
+    return HET_OK;
+}
+
+static void gp_free(het_strategy_ctx *ctx) {
+    gpipe *g = ctx->priv;
+    if (g) het_pipe_free(&g->p);
+    free(g);
+    ctx->priv = NULL;
+}
+
+static void gp_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj) {
+    gpipe *g = ctx->priv;
+    het_pipe_report(&g->p, ctx, "gpipe", line, nl, json, nj);
+}
+
+static int gp_agreed(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
+    gpipe *g = ctx->priv;
+    if (cap < 1) return 0;
+    out[0] = het_agreed_bytes("pipeline stage cuts", g->p.cut,
+                              sizeof(int) * (size_t)(g->p.K + 1), HET_COMM_WORLD);
+    return 1;
+}
+
+const het_strategy_ops het_strategy_gpipe = {
+    "gpipe", "pipeline parallelism: layers cut into stages over ranks, micro-batches, all "
+    "forwards then all backwards (GPipe; --pipe-schedule 1f1b: PipeDream-Flush)",
+    gp_init, gp_train_epoch, gp_model_for_eval, gp_save_state, gp_load_state, gp_free,
+    gp_report, 0 /* each stage sums its own slice over its replicas */, gp_agreed,
+    het_gpipe_opts, 0 /* --batch is the global batch */,
+};

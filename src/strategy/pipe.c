@@ -1,0 +1,463 @@
+/* DESIGN: what the pipelines share (pipe.h): GPipe and 1F1B (gpipe.c), Q-FB (qfb.c).
+ *
+ * Ranks. P = R x K: --pipelines R copies of a pipeline of K stages; world rank r is stage
+ * r % K of pipeline r / K (a pipeline's stages are neighbours in rank order, so that with
+ * --ranks-per-node they share nodes). Stage k runs layers [cut[k], cut[k + 1]) of the model
+ * (nn/range.c); every rank holds the whole model, but between epochs a rank updates only its
+ * stage's slice of the parameters.
+ *
+ * Partition. Rank 0 times forward + backward of every segment between two places a range may
+ * start at (het_model_cut_ok: plain edges, not inside a fused ReLU), on a micro-batch of the
+ * run's size, the median of 3 after a warm-up, and chooses the K - 1 cuts that minimize the
+ * slowest stage's time (dynamic programming over the segments); the cuts are broadcast, so
+ * every rank runs rank 0's plan, which is printed.
+ *
+ * A step. --batch B is the global batch: B' = B (or the epoch's ragged rest) samples of the
+ * epoch's permutation, split evenly over the R pipelines, each pipeline's share into M
+ * micro-batches as evenly as possible (fewer when the share has fewer samples). Stage 0
+ * gathers a micro-batch's samples; every stage but the last sends its output forward
+ * (activations, fp32), the last computes the loss (gradient scale 1 / B', so that the
+ * micro-batches' gradients add up to the global batch's mean) and its gradient; backward runs
+ * from there, every stage but the first sends its input gradient back. Each micro-batch in
+ * flight has its own tape (activations, caches). Dropout draws the streams of the samples'
+ * positions in the global batch. After the step's micro-batches, a stage's gradients are summed
+ * over its R replicas (an all-reduce of its slice only) and its slice is updated: every
+ * micro-batch of step t saw the weights W(t) (synchronous mini-batch SGD; batch norm per
+ * micro-batch).
+ *
+ * The epoch's end. Batch-norm statistics are averaged over a stage's replicas; then each
+ * stage's parameters, state and optimizer state are broadcast from pipeline 0's rank of that
+ * stage to every rank (the contract: every rank holds the same model, rank 0 the
+ * authoritative one); they cost what the emulated network says, like every message.
+ *
+ * Messages: p2p (comm/p2p.c) tags HET_TAG_ACTS and HET_TAG_DACTS from a given neighbour, so
+ * delays, byte counts and the virtual clock are those of every strategy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/pipe.h"
+
+/* ---------------------------------------------------------------- options */
+
+static const char *const sched_words[] = {"gpipe", "1f1b", NULL};
+
+#define PIPELINES                                                                             \
+    {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "      \
+     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL}
+#define MICRO_BATCHES                                                                         \
+    {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "    \
+     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL}
+
+const het_strategy_opt het_gpipe_opts[] = {
+    PIPELINES, MICRO_BATCHES,
+    {"pipe-schedule", "gpipe|1f1b", "gpipe: all forwards, then all backwards; 1f1b: one "
+     "forward one backward (PipeDream-Flush, Megatron)", HET_SOPT_WORD, 0, 0, 0, sched_words},
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
+};
+
+/* ---------------------------------------------------------------- the partition */
+
+/* Median of three. */
+static double median3(double a, double b, double c) {
+    if (a > b) { double t = a; a = b; b = t; }
+    if (b > c) b = c;
+    return a > b ? a : b;
+}
+
+/* Rank 0: seconds of forward + backward of layers [a, b) on mb samples (median of 3 after a
+ * warm-up); the model's state is restored afterwards. < 0 on failure (message set). */
+static double time_segment(het_model *m, int a, int b, int mb, float *state_copy) {
+    het_tape *t = NULL;
+    if (het_tape_create(&t, m, a, b, mb) != HET_OK) return -1;
+    const het_layer *fl = het_model_layer(m, a), *ll = het_model_layer(m, b - 1);
+    size_t nin = het_shape_size(fl->in) * (size_t)mb, nout = het_shape_size(ll->out) * (size_t)mb;
+    float *x = het_alloc(sizeof(float) * nin), *d = het_alloc(sizeof(float) * nout);
+    double r = -1;
+    if (x && d) {
+        het_rng g;
+        het_rng_seed(&g, 1);
+        for (size_t i = 0; i < nin; i++) x[i] = het_rng_uniform(&g) - 0.5f;
+        for (size_t i = 0; i < nout; i++) d[i] = (het_rng_uniform(&g) - 0.5f) * 1e-3f;
+        double s[4];
+        for (int rep = 0; rep < 4; rep++) {
+            double t0 = het_now();
+            het_range_forward(m, t, x, mb, 1, 1, 0);
+            het_range_backward(m, t, d, het_model_grads(m), a > 0);
+            s[rep] = het_now() - t0;
+        }
+        r = median3(s[1], s[2], s[3]);
+        if (state_copy)
+            memcpy(het_model_state(m), state_copy, sizeof(float) * het_model_n_state(m));
+    } else {
+        het_error_set(HET_ENOMEM, "out of memory timing layers [%d, %d)", a, b);
+    }
+    het_free(x);
+    het_free(d);
+    het_tape_free(t);
+    return r;
+}
+
+/* Rank 0: the cuts of K stages of balanced measured cost into cut[0..K]; the stages' costs
+ * into cost[0..K). */
+static int plan_stages(het_model *m, int K, int mb, int *cut, double *cost) {
+    const int n = het_model_n_layers(m);
+    int at[256], S = 0; /* the places a range may start, then n */
+    for (int c = 0; c < n && S < 255; c++)
+        if (het_model_cut_ok(m, c)) at[S++] = c;
+    at[S] = n;
+    if (S < K)
+        return het_error_set(HET_EINVAL, "the model can be cut at %d places only (plain edges "
+                             "between layers): at most %d stages, not %d", S, S, K);
+    double seg[256], pre[257];
+    float *state = NULL;
+    size_t ns = het_model_n_state(m);
+    if (ns && !(state = malloc(sizeof(float) * ns)))
+        return het_error_set(HET_ENOMEM, "out of memory for the partition");
+    if (state) memcpy(state, het_model_state(m), sizeof(float) * ns);
+    pre[0] = 0;
+    for (int s = 0; s < S; s++) {
+        seg[s] = time_segment(m, at[s], at[s + 1], mb, state);
+        if (seg[s] < 0) {
+            free(state);
+            return HET_ENOMEM;
+        }
+        pre[s + 1] = pre[s] + seg[s];
+    }
+    free(state);
+    het_model_zero_grads(m);
+    /* best[k][s]: the least slowest stage cutting segments [0, s) into k stages */
+    static double best[HET_PIPE_MAX_STAGES + 1][257];
+    static int from[HET_PIPE_MAX_STAGES + 1][257];
+    for (int k = 0; k <= K; k++)
+        for (int s = 0; s <= S; s++) best[k][s] = 1e300;
+    best[0][0] = 0;
+    for (int k = 1; k <= K; k++)
+        for (int s = k; s <= S; s++)
+            for (int j = k - 1; j < s; j++) {
+                double v = best[k - 1][j], w = pre[s] - pre[j];
+                if (w > v) v = w;
+                if (v < best[k][s]) best[k][s] = v, from[k][s] = j;
+            }
+    int s = S;
+    for (int k = K; k >= 1; k--) {
+        int j = from[k][s];
+        cut[k] = at[s];
+        cost[k - 1] = pre[s] - pre[j];
+        s = j;
+    }
+    cut[0] = 0;
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+/* The flat-buffer slices of layers [a, b): parameters and state. */
+static void slices(const het_model *m, int a, int b, size_t *plo, size_t *phi, size_t *slo,
+                   size_t *shi) {
+    size_t o, c;
+    het_model_layer_params(m, a, &o, &c);
+    *plo = o;
+    *phi = b < het_model_n_layers(m) ? (het_model_layer_params(m, b, &o, &c), o)
+                                     : het_model_n_params(m);
+    het_model_layer_state(m, a, &o, &c);
+    *slo = o;
+    *shi = b < het_model_n_layers(m) ? (het_model_layer_state(m, b, &o, &c), o)
+                                     : het_model_n_state(m);
+}
+
+int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
+    const het_train_config *c = ctx->cfg;
+    het_model *m = ctx->model;
+    memset(p, 0, sizeof *p);
+    p->replicas = HET_COMM_NONE;
+    p->prev = p->next = -1;
+    p->R = (int)het_strategy_opt_value(c, "pipelines");
+    p->M = (int)het_strategy_opt_value(c, "micro-batches");
+    if (het_clock_virtual() && strncmp(c->compute_cost, "calibrated", 10) == 0)
+        return het_error_set(HET_EINVAL, "%s: --compute-cost calibrated has no costs of layer "
+                             "ranges: use --compute-cost measured", name);
+    if (ctx->size % p->R)
+        return het_error_set(HET_EINVAL, "%s: %d ranks are not a multiple of --pipelines %d",
+                             name, ctx->size, p->R);
+    p->K = ctx->size / p->R;
+    if (p->K > HET_PIPE_MAX_STAGES)
+        return het_error_set(HET_EINVAL, "%s: %d stages, at most %d", name, p->K,
+                             HET_PIPE_MAX_STAGES);
+    p->stage = ctx->rank % p->K;
+    p->line = ctx->rank / p->K;
+    const int share = (c->batch + p->R - 1) / p->R;
+    p->mb_max = (share + p->M - 1) / p->M;
+    /* the plan: rank 0 measures, everyone gets its cuts */
+    int rc = HET_OK;
+    double plan[2 * HET_PIPE_MAX_STAGES + 1] = {0};
+    if (ctx->rank == 0) {
+        int cut[HET_PIPE_MAX_STAGES + 1];
+        rc = plan_stages(m, p->K, p->mb_max, cut, p->stage_cost);
+        plan[0] = rc;
+        for (int k = 0; k <= p->K && !rc; k++) plan[1 + k] = cut[k];
+        for (int k = 0; k < p->K && !rc; k++) plan[2 + p->K + k] = p->stage_cost[k];
+    }
+    if (ctx->comm && MPI_Bcast(plan, 2 * p->K + 2, MPI_DOUBLE, 0, ctx->world) != MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "%s: broadcast of the stage plan failed", name);
+    if (plan[0] != 0) return ctx->rank == 0 ? rc : het_error_set(HET_EINVAL, "%s: rank 0 "
+                                                  "could not plan the stages", name);
+    for (int k = 0; k <= p->K; k++) p->cut[k] = (int)plan[1 + k];
+    for (int k = 0; k < p->K; k++) p->stage_cost[k] = plan[2 + p->K + k];
+    const int a = p->cut[p->stage], b = p->cut[p->stage + 1];
+    slices(m, a, b, &p->p_lo, &p->p_hi, &p->s_lo, &p->s_hi);
+    if (p->stage > 0) p->prev = ctx->rank - 1;
+    if (p->stage < p->K - 1) p->next = ctx->rank + 1;
+    p->in_floats = het_shape_size(het_model_layer(m, a)->in);
+    p->out_floats = het_shape_size(het_model_layer(m, b - 1)->out);
+    if (p->R > 1 && (rc = het_comm_split(ctx->comm, HET_COMM_WORLD, p->stage, p->line,
+                                         &p->replicas)))
+        return rc;
+    /* per micro-batch: a tape, its input and its output gradient */
+    const size_t mb = (size_t)p->mb_max;
+    p->tape = calloc((size_t)p->M, sizeof *p->tape);
+    p->in = calloc((size_t)p->M, sizeof *p->in);
+    p->dout = calloc((size_t)p->M, sizeof *p->dout);
+    p->sends = calloc((size_t)(2 * p->M), sizeof *p->sends);
+    p->recvs = calloc((size_t)(2 * p->M), sizeof *p->recvs);
+    p->idx = calloc((size_t)p->M * mb, sizeof *p->idx);
+    p->y = calloc((size_t)p->M * mb, 1);
+    p->probs = het_alloc(sizeof(float) * mb * (size_t)het_model_n_classes(m));
+    if (!p->tape || !p->in || !p->dout || !p->sends || !p->recvs || !p->idx || !p->y ||
+        !p->probs)
+        return het_error_set(HET_ENOMEM, "%s: out of memory for the stage's buffers", name);
+    for (int i = 0; i < p->M; i++) {
+        if ((rc = het_tape_create(&p->tape[i], m, a, b, p->mb_max))) return rc;
+        p->stash_bytes += het_tape_bytes(p->tape[i]);
+        if (!(p->in[i] = het_alloc(sizeof(float) * p->in_floats * mb)) ||
+            !(p->dout[i] = het_alloc(sizeof(float) * p->out_floats * mb)))
+            return het_error_set(HET_ENOMEM, "%s: out of memory for micro-batch buffers", name);
+    }
+    if (ctx->rank == 0) {
+        char line[1024];
+        size_t o = (size_t)snprintf(line, sizeof line, "%s: %d stage%s x %d pipeline%s, %d "
+                                    "micro-batches of up to %d samples:", name, p->K,
+                                    p->K > 1 ? "s" : "", p->R, p->R > 1 ? "s" : "", p->M,
+                                    p->mb_max);
+        for (int k = 0; k < p->K && o < sizeof line; k++)
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s stage %d layers %d-%d (%s .. "
+                                  "%s) %.2f ms", k ? ";" : "", k, p->cut[k], p->cut[k + 1] - 1,
+                                  het_model_layer(m, p->cut[k])->ops->name,
+                                  het_model_layer(m, p->cut[k + 1] - 1)->ops->name,
+                                  1e3 * p->stage_cost[k]);
+        het_log(HET_LOG_INFO, "%s\n", line);
+    }
+    return HET_OK;
+}
+
+void het_pipe_free(het_pipe *p) {
+    for (int i = 0; i < p->M; i++) {
+        if (p->tape) het_tape_free(p->tape[i]);
+        if (p->in) het_free(p->in[i]);
+        if (p->dout) het_free(p->dout[i]);
+    }
+    free(p->tape);
+    free(p->in);
+    free(p->dout);
+    free(p->sends);
+    free(p->recvs);
+    free(p->idx);
+    free(p->y);
+    het_free(p->probs);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---------------------------------------------------------------- a step */
+
+static size_t mb_bytes(const het_pipe *p, int i, size_t per_sample) {
+    return sizeof(float) * per_sample * (size_t)p->mb_len[i];
+}
+
+int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos) {
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch;
+    const int64_t Bs = n - pos < B ? n - pos : B;
+    int64_t lo, len;
+    het_partition_even(Bs, p->R, p->line, &lo, &len);
+    p->step_pos = pos;
+    p->step_len = (int)Bs;
+    p->grad_scale = 1.0f / (float)Bs;
+    p->seed = het_batch_seed(ctx->cfg->seed, ctx->step);
+    p->n_micro = len < p->M ? (int)len : p->M;
+    for (int i = 0; i < p->n_micro; i++) {
+        int64_t mlo, mlen;
+        het_partition_even(len, p->n_micro, i, &mlo, &mlen);
+        p->mb_start[i] = (int)(lo + mlo);
+        p->mb_len[i] = (int)mlen;
+    }
+    memset(&p->res, 0, sizeof p->res);
+    het_model_zero_grads(ctx->model);
+    int rc = HET_OK;
+    for (int i = 0; i < p->n_micro && !rc; i++) {
+        if (p->prev >= 0)
+            rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_ACTS, p->in[i],
+                                mb_bytes(p, i, p->in_floats), &p->recvs[i]);
+        if (!rc && p->next >= 0)
+            rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_DACTS, p->dout[i],
+                                mb_bytes(p, i, p->out_floats), &p->recvs[p->M + i]);
+    }
+    return rc;
+}
+
+/* Waits for message *m (a posted receive), then clears it for reuse. */
+static int take(het_strategy_ctx *ctx, het_msg *m, const char *what) {
+    het_stall_where(what, ctx->epoch + 1, (long long)ctx->step);
+    int rc = het_comm_msg_wait(ctx->comm, m);
+    memset(m, 0, sizeof *m);
+    return rc;
+}
+
+int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
+    het_model *m = ctx->model;
+    const int n = p->mb_len[i];
+    const int64_t *perm = ctx->sampler->perm + p->step_pos + p->mb_start[i];
+    int rc = p->prev >= 0 ? take(ctx, &p->recvs[i], "waiting for activations") : HET_OK;
+    if (rc) return rc;
+    double t0 = het_step_region_begin(ctx);
+    uint8_t *y = p->y + (size_t)i * (size_t)p->mb_max;
+    if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
+    const float *out = het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed, p->mb_start[i]);
+    if (!out) rc = HET_EINVAL; /* the message is set */
+    if (!rc && p->next < 0) { /* the loss of the last stage */
+        const int classes = het_model_n_classes(m);
+        for (int s = 0; s < n && p->prev >= 0; s++) y[s] = ctx->train->labels[perm[s]];
+        int correct = 0;
+        p->res.loss_sum += het_softmax_ce_forward(out, y, n, classes, p->probs, &correct);
+        p->res.correct += correct;
+        p->res.count += n;
+        het_softmax_ce_backward(p->dout[i], p->probs, y, n, classes, p->grad_scale);
+    }
+    het_step_region_end(ctx, "forward", i, t0);
+    p->busy_s += ctx->pace.last - t0;
+    if (!rc && p->next >= 0) {
+        size_t bytes = mb_bytes(p, i, p->out_floats);
+        p->bytes_fwd += (double)bytes;
+        rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_ACTS, out, bytes,
+                            &p->sends[i]);
+    }
+    return rc;
+}
+
+int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i) {
+    int rc = p->next >= 0 ? take(ctx, &p->recvs[p->M + i], "waiting for gradients") : HET_OK;
+    if (rc) return rc;
+    double t0 = het_step_region_begin(ctx);
+    const float *din = het_range_backward(ctx->model, p->tape[i], p->dout[i],
+                                          het_model_grads(ctx->model), p->prev >= 0);
+    het_step_region_end(ctx, "backward", i, t0);
+    p->busy_s += ctx->pace.last - t0;
+    if (p->prev >= 0) {
+        size_t bytes = mb_bytes(p, i, p->in_floats);
+        p->bytes_bwd += (double)bytes;
+        rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_DACTS, din, bytes,
+                            &p->sends[p->M + i]);
+    }
+    return rc;
+}
+
+int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
+    int rc = HET_OK;
+    if (ctx->comm) {
+        het_stall_where("pipeline sends", ctx->epoch + 1, (long long)ctx->step);
+        rc = het_comm_msg_waitall(ctx->comm, 2 * p->M, p->sends);
+        memset(p->sends, 0, (size_t)(2 * p->M) * sizeof *p->sends);
+    }
+    float *g = het_model_grads(ctx->model);
+    if (!rc && p->R > 1 && p->p_hi > p->p_lo)
+        rc = het_comm_allreduce_sum(ctx->comm, p->replicas, g + p->p_lo, p->p_hi - p->p_lo);
+    if (rc) return rc;
+    double t0 = het_step_region_begin(ctx);
+    int ok = 1;
+    if (p->p_hi > p->p_lo)
+        ok = het_optim_step_range(&ctx->cfg->optim, lr, het_model_params(ctx->model), g,
+                                  ctx->opt_state, het_model_n_params(ctx->model), ctx->step + 1,
+                                  p->p_lo, p->p_hi);
+    het_step_region_end(ctx, "optimizer", (int)ctx->step, t0);
+    p->busy_s += ctx->pace.last - t0;
+    ctx->step++;
+    /* non-finite weights: recorded here, every rank stops at the epoch's end
+     * (het_step_check_params once the stages are gathered) */
+    if (!ok && ctx->nonfinite.kind == HET_NF_NONE)
+        ctx->nonfinite = het_step_diagnose(ctx, p->res.loss_sum, ctx->step);
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------- the epoch's end */
+
+int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
+    het_model *m = ctx->model;
+    int rc = HET_OK;
+    if (!ctx->comm) return HET_OK;
+    float *state = het_model_state(m);
+    if (p->R > 1 && p->s_hi > p->s_lo) {
+        rc = het_comm_allreduce_sum(ctx->comm, p->replicas, state + p->s_lo, p->s_hi - p->s_lo);
+        for (size_t i = p->s_lo; i < p->s_hi && !rc; i++) state[i] /= (float)p->R;
+    }
+    const size_t np = het_model_n_params(m);
+    const size_t per = np ? het_optim_state_floats(&ctx->cfg->optim, np) / np : 0;
+    for (int k = 0; k < p->K && !rc; k++) {
+        size_t plo, phi, slo, shi;
+        slices(m, p->cut[k], p->cut[k + 1], &plo, &phi, &slo, &shi);
+        if (phi > plo)
+            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, het_model_params(m) + plo,
+                                sizeof(float) * (phi - plo), k);
+        for (size_t j = 0; j < per && phi > plo && !rc; j++)
+            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, ctx->opt_state + j * np + plo,
+                                sizeof(float) * (phi - plo), k);
+        if (!rc && shi > slo)
+            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, state + slo,
+                                sizeof(float) * (shi - slo), k);
+    }
+    /* every stage's figures (pipeline 0's ranks) on every rank, for the report */
+    double f[3 * HET_PIPE_MAX_STAGES] = {0};
+    if (!rc && p->line == 0) {
+        f[3 * p->stage] = (double)p->stash_bytes;
+        f[3 * p->stage + 1] = p->bytes_fwd;
+        f[3 * p->stage + 2] = p->bytes_bwd;
+    }
+    if (!rc) rc = het_step_sum_f64(ctx, f, (size_t)(3 * p->K));
+    if (!rc) memcpy(p->stage_fig, f, sizeof(double) * (size_t)(3 * p->K));
+    return rc;
+}
+
+/* ---------------------------------------------------------------- report */
+
+void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
+                     char *json, size_t nj) {
+    size_t a = (size_t)snprintf(line, nl, " | %s stages", name);
+    size_t b = (size_t)snprintf(json, nj, "\"%s\":{\"stages\":%d,\"pipelines\":%d,"
+                                "\"micro_batches\":%d,\"cuts\":[", name, p->K, p->R, p->M);
+    for (int k = 0; k <= p->K && b < nj; k++)
+        b += (size_t)snprintf(json + b, nj - b, "%s%d", k ? "," : "", p->cut[k]);
+    /* pipeline 0's ranks: the bubble = the part of the epoch not computing */
+    if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"bubble\":[");
+    for (int k = 0; k < p->K && a < nl && b < nj; k++) {
+        const double *t = ctx->rank_times ? ctx->rank_times + 4 * k : NULL;
+        double tot = t ? t[0] + t[1] + t[2] + t[3] : 0, bub = tot > 0 ? 1 - t[0] / tot : 0;
+        a += (size_t)snprintf(line + a, nl - a, "%s%d-%d", k ? "/" : " ", p->cut[k],
+                              p->cut[k + 1] - 1);
+        b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "", bub);
+    }
+    if (a < nl) a += (size_t)snprintf(line + a, nl - a, " bubble");
+    for (int k = 0; k < p->K && a < nl; k++) {
+        const double *t = ctx->rank_times ? ctx->rank_times + 4 * k : NULL;
+        double tot = t ? t[0] + t[1] + t[2] + t[3] : 0;
+        a += (size_t)snprintf(line + a, nl - a, "%s%.0f%%", k ? "/" : " ",
+                              tot > 0 ? 100 * (1 - t[0] / tot) : 0.0);
+    }
+    static const char *const fig[3] = {"stash_bytes", "bytes_fwd", "bytes_bwd"};
+    static const char *const txt[3] = {"stash MB", "MB fwd", "MB bwd"};
+    for (int j = 0; j < 3; j++) {
+        if (a < nl) a += (size_t)snprintf(line + a, nl - a, " %s", txt[j]);
+        if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"%s\":[", fig[j]);
+        for (int k = 0; k < p->K; k++) {
+            const double v = p->stage_fig[3 * k + j];
+            if (a < nl) a += (size_t)snprintf(line + a, nl - a, "%s%.2f", k ? "/" : " ", v / 1e6);
+            if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.0f", k ? "," : "", v);
+        }
+    }
+    if (b < nj) snprintf(json + b, nj - b, "]}");
+}

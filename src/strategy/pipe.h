@@ -1,0 +1,82 @@
+/* The pipelines' shared machinery (pipe.c), for gpipe.c (GPipe and 1F1B) and qfb.c: the
+ * ranks as R pipelines of K stages, the partition of the layers into stages, the micro-batches
+ * of a step, a stage's tapes and message buffers, the forward and backward of one micro-batch
+ * on a stage with its messages, the update of the stage's slice, and the gathering of the
+ * stages at the epoch's end. Internal to strategy/. */
+#ifndef HET_STRATEGY_PIPE_H
+#define HET_STRATEGY_PIPE_H
+
+#include "strategy/strategy.h"
+
+/* Message kinds (p2p tags): activations forward, their gradients backward. */
+enum { HET_TAG_ACTS = HET_TAG_USER, HET_TAG_DACTS = HET_TAG_USER + 1 };
+
+#define HET_PIPE_MAX_STAGES 64
+#define HET_PIPE_MAX_MICRO 1024
+
+typedef struct het_pipe {
+    int K, R, M;              /* stages, pipelines, micro-batches per step */
+    int stage, line;          /* this rank's stage and pipeline */
+    int cut[HET_PIPE_MAX_STAGES + 1]; /* stage k runs layers [cut[k], cut[k + 1]) */
+    size_t p_lo, p_hi;        /* this stage's parameters [p_lo, p_hi) of the flat buffer */
+    size_t s_lo, s_hi;        /* its non-trainable state */
+    het_comm_scope replicas;  /* this stage's ranks in every pipeline (R > 1), else NONE */
+    int prev, next;           /* world ranks of the stages before and after, -1: none */
+    int mb_max;               /* the largest micro-batch */
+    size_t in_floats, out_floats; /* per sample: the stage's input and output */
+    het_tape **tape;          /* M: one per micro-batch in flight */
+    float **in;               /* M: stage 0: the gathered inputs; else the activations received */
+    float **dout;             /* M: last stage: the loss gradient; else the gradients received */
+    uint8_t *y;               /* M x mb_max labels (last stage) */
+    float *probs;             /* mb_max x classes (last stage) */
+    het_msg *sends, *recvs;   /* 2 M each: activations [0, M), gradients [M, 2 M) */
+    int64_t *idx;             /* M x mb_max sample indices */
+    /* the current step */
+    int n_micro;              /* micro-batches with samples (a ragged last step has fewer) */
+    int mb_len[HET_PIPE_MAX_MICRO], mb_start[HET_PIPE_MAX_MICRO]; /* sizes, first sample in
+                                                                     the global batch */
+    int64_t step_pos;         /* the step's first position in the epoch's permutation */
+    int step_len;             /* samples of the global step */
+    float grad_scale;         /* 1 / the global step's samples */
+    uint64_t seed;            /* the step's dropout seed */
+    het_batch_result res;     /* last stage: the step's figures over this pipeline */
+    /* figures of the epoch */
+    double bytes_fwd, bytes_bwd; /* payload sent forward and backward */
+    double busy_s;            /* the stage's compute */
+    size_t stash_bytes;       /* the tapes' */
+    double stage_cost[HET_PIPE_MAX_STAGES]; /* measured at init (rank 0's figures, every rank) */
+    double stage_fig[3 * HET_PIPE_MAX_STAGES]; /* per stage of pipeline 0, at the epoch's end:
+                                                  stash bytes, bytes forward, bytes backward */
+} het_pipe;
+
+/* The options of gpipe and qfb (pipe.c). */
+extern const het_strategy_opt het_gpipe_opts[];
+
+/* Sets up p for ctx (collective over the world): R = --pipelines, K = ranks / R, M =
+ * --micro-batches; measures the layers' costs on rank 0 and cuts the model into K stages of
+ * balanced cost (cuts only where het_model_cut_ok allows), broadcasts the cuts, prints the
+ * plan; makes the replica groups, the tapes and buffers. `name` names the strategy in
+ * messages. Refuses --compute-cost calibrated (its table has no ranges). */
+int  het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name);
+void het_pipe_free(het_pipe *p);
+
+/* The step at position pos of the epoch: its micro-batches on this pipeline, its seed and
+ * scale; zeroes the gradients; posts the receives of the step's messages. */
+int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos);
+/* Forward of micro-batch i on this stage (its input gathered or received; its output sent,
+ * or on the last stage the loss and its gradient): a paced, traced region. */
+int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i);
+/* Backward of micro-batch i (its output gradient from the loss or received; the input
+ * gradient sent to the stage before): a paced, traced region. */
+int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i);
+/* Ends the step: waits for its sends, sums the stage's gradients over its replicas, updates
+ * the stage's slice of the parameters with lr, advances ctx->step. */
+int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr);
+/* The epoch's end: every stage's parameters, state and optimizer state to every rank
+ * (batch-norm statistics averaged over the replicas first). Collective. */
+int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx);
+/* The epoch line's " | pipe ..." and the metrics' "pipe":{...}. */
+void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
+                     char *json, size_t nj);
+
+#endif

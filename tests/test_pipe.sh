@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The pipelines end to end under real mpirun (gpipe; strategy/gpipe.c, pipe.c):
+# - gpipe with K = 2 and 3 stages, both schedules (gpipe, 1f1b), micro-batches of the model's
+#   chunk (16 samples), gives one process's SGD bit for bit (the stages' layer calls and the
+#   order the micro-batches' gradients add up in are those of one process), with momentum,
+#   on both clocks; with Adam too (its state is gathered from the stages);
+# - 2 pipelines x 2 stages with one micro-batch each give 2-rank allreduce bit for bit (each
+#   stage's gradients summed over its replicas);
+# - resume: 1 epoch, checkpoint, resume to 2 equals 2 epochs straight;
+# - the plan line, the epoch line's bubble, the metrics' "gpipe" member (cuts, bubble in
+#   [0, 1], activation bytes forward = gradient bytes backward on a 2-stage pipeline, exactly
+#   the samples x the cut's activation size);
+# - refusals, one line each: ranks not a multiple of --pipelines, more stages than places to
+#   cut, --compute-cost calibrated.
+# Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/mpi.sh"
+het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found" >&2; exit 1; }
+many=1
+het_mpi_np_ok 6 || { many=0; echo "test_pipe: the parts with 3 to 6 ranks skipped: more than the cores ($het_mpi_flavor busy-polls)"; }
+T=$(mktemp -d /tmp/het_pipe_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+mpi() { local P=$1; shift; het_mpirun "$P" "$HETRAIN" "$@"; }
+COMMON=(--model lenet5 --data synthetic --train-limit 512 --test-limit 128 --seed 3 --progress off
+        --batch 32 --lr 0.05)
+
+# run NAME P ARGS...: a run that must succeed, weights in NAME.st, output in NAME.out
+run() {
+    local name=$1 P=$2; shift 2
+    if [ "$P" -gt 2 ] && [ $many = 0 ]; then return 1; fi
+    mpi "$P" train "${COMMON[@]}" "$@" --export-safetensors "$name.st" >"$name.out" 2>&1 ||
+        { fail "$name exited $?: $(tail -3 "$name.out")"; return 1; }
+}
+same() { # A B: bitwise equal weights
+    [ -f "$1.st" ] && [ -f "$2.st" ] || return
+    cmp -s "$1.st" "$2.st" || fail "$2: weights differ from $1's"
+}
+
+# ---- K stages == one process, bit for bit ----
+"$HETRAIN" train "${COMMON[@]}" --epochs 2 --momentum 0.9 --export-safetensors one.st >one.out 2>&1 ||
+    fail "one process exited $?: $(tail -3 one.out)"
+run k2 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 && same one k2
+run k2v 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --clock virtual --net-bw 125M \
+    --ranks-per-node 1 && same one k2v
+run k2f 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --pipe-schedule 1f1b && same one k2f
+run k3 3 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 && same one k3
+run k3f 3 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --pipe-schedule 1f1b && same one k3f
+"$HETRAIN" train "${COMMON[@]}" --epochs 2 --optimizer adam --lr 0.002 --export-safetensors adam1.st \
+    >adam1.out 2>&1 || fail "adam, one process exited $?: $(tail -3 adam1.out)"
+run adam2 2 --epochs 2 --optimizer adam --lr 0.002 --strategy gpipe --micro-batches 2 && same adam1 adam2
+echo "test_pipe: gpipe and 1f1b on 2 and 3 stages equal one process bit for bit"
+
+# ---- R pipelines == allreduce over R ranks ----
+run ar2 2 --epochs 2 --momentum 0.9 && run r2 4 --epochs 2 --momentum 0.9 --strategy gpipe \
+    --pipelines 2 --micro-batches 1 && same ar2 r2
+
+# ---- resume ----
+run full 2 --epochs 2 --momentum 0.9 --strategy gpipe --pipe-schedule 1f1b
+run half 2 --epochs 1 --momentum 0.9 --strategy gpipe --pipe-schedule 1f1b --checkpoint ck.bin
+run rest 2 --epochs 2 --momentum 0.9 --strategy gpipe --pipe-schedule 1f1b --checkpoint ck.bin --resume &&
+    same full rest
+
+# ---- what it reports ----
+run rep 2 --epochs 1 --strategy gpipe --micro-batches 4 --metrics rep.jsonl
+if [ -f rep.out ]; then
+    grep -q '^gpipe: 2 stages x 1 pipeline, 4 micro-batches of up to 8 samples: stage 0 layers 0-' rep.out ||
+        fail "no plan line: $(grep -m1 gpipe rep.out)"
+    grep -q '^epoch 1/1 .* | gpipe stages 0-[0-9]*/[0-9]*-[0-9]* bubble [0-9]*%/[0-9]*% stash MB' rep.out ||
+        fail "no pipeline figures in the epoch line: $(grep -m1 '^epoch' rep.out)"
+    j=$(grep '"type":"epoch"' rep.jsonl | tail -1 | sed -n 's/.*"gpipe":{\([^}]*\)}.*/\1/p')
+    [ -n "$j" ] || fail "no gpipe member in the metrics"
+    cut=$(echo "$j" | sed -n 's/.*"cuts":\[0,\([0-9]*\),[0-9]*\].*/\1/p')
+    fwd=$(echo "$j" | sed -n 's/.*"bytes_fwd":\[\([0-9]*\),0\].*/\1/p')
+    bwd=$(echo "$j" | sed -n 's/.*"bytes_bwd":\[0,\([0-9]*\)\].*/\1/p')
+    [ -n "$fwd" ] && [ "$fwd" = "$bwd" ] || fail "bytes forward $fwd, backward $bwd: expected equal ($j)"
+    # lenet5's activation at the cut, floats per sample (28x28 input: conv 6@28x28, pool 14x14)
+    case "$cut" in
+        1|2) per=$((6 * 28 * 28)) ;;
+        3|4) per=$((6 * 14 * 14)) ;;
+        *) per= ;;
+    esac
+    [ -z "$per" ] || [ "$fwd" = $((512 * per * 4)) ] ||
+        fail "cut $cut: $fwd bytes forward, expected 512 samples x $per floats x 4"
+    echo "$j" | grep -o '"bubble":\[[^]]*\]' | tr -d '"bubble:[]' | tr ',' '\n' |
+        awk '{ if ($1 < 0 || $1 > 1) bad = 1 } END { exit bad }' || fail "bubble outside [0, 1]: $j"
+fi
+
+# ---- refusals ----
+refused() { # what expected-pattern P args...
+    local what=$1 pat=$2 P=$3; shift 3
+    if [ "$P" -gt 2 ] && [ $many = 0 ]; then return; fi
+    mpi "$P" train "${COMMON[@]}" --epochs 1 "$@" >bad.out 2>&1 && { fail "$what: accepted"; return; }
+    grep -q "$pat" bad.out || fail "$what: $(grep -m1 -i error bad.out)"
+}
+refused "3 ranks, 2 pipelines" "3 ranks are not a multiple of --pipelines 2" 3 --strategy gpipe --pipelines 2
+refused "calibrated" "calibrated has no costs of layer ranges" 2 --strategy gpipe --clock virtual \
+    --compute-cost calibrated
+refused "too many stages" "at most [0-9]* stages, not 6" 6 --strategy gpipe --model mlp
+
+[ $failures -eq 0 ] || { echo "test_pipe: $failures failure(s)" >&2; exit 1; }
+echo "test_pipe: all checks passed"
