@@ -63,7 +63,7 @@ static int gp_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
     const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
     het_epoch_sums sums = {0, 0, 0, 0};
     float lr = 0.0f;
-    p->bytes_fwd = p->bytes_bwd = 0;
+    het_pipe_epoch_begin(p);
     het_sampler_set_epoch(ctx->sampler, epoch);
     int rc = HET_OK;
     for (int64_t pos = 0; pos < n && !rc; pos += B) {

@@ -260,10 +260,104 @@ void het_pipe_free(het_pipe *p) {
     free(p->dout);
     free(p->sends);
     free(p->recvs);
+    for (int i = 0; i < p->M; i++) {
+        if (p->rbuf_a) het_free(p->rbuf_a[i]);
+        if (p->rbuf_g) het_free(p->rbuf_g[i]);
+        if (p->sbuf_a) het_free(p->sbuf_a[i]);
+        if (p->sbuf_g) het_free(p->sbuf_g[i]);
+    }
+    free(p->rbuf_a);
+    free(p->rbuf_g);
+    free(p->sbuf_a);
+    free(p->sbuf_g);
+    het_free(p->residual);
+    het_free(p->gc_work);
     free(p->idx);
     free(p->y);
     het_free(p->probs);
     memset(p, 0, sizeof *p);
+}
+
+/* ---------------------------------------------------------------- codecs */
+
+static uint8_t **byte_bufs(int M, size_t cap) {
+    uint8_t **b = calloc((size_t)M, sizeof *b);
+    for (int i = 0; b && i < M; i++)
+        if (!(b[i] = het_alloc(cap ? cap : 1))) return b; /* het_pipe_free frees them */
+    return b;
+}
+
+int het_pipe_codecs(het_pipe *p, const char *name) {
+    const size_t mb = (size_t)p->mb_max, na = p->out_floats * mb, ni = p->in_floats * mb;
+    int ok = 1;
+    if (p->act_q8) {
+        p->cap_a = het_q8_bytes(p->next >= 0 ? na : ni);
+        if (p->next >= 0) ok &= (p->sbuf_a = byte_bufs(p->M, het_q8_bytes(na))) != NULL;
+        if (p->prev >= 0) ok &= (p->rbuf_a = byte_bufs(p->M, het_q8_bytes(ni))) != NULL;
+    }
+    if (p->grad_gc) {
+        if (p->prev >= 0) {
+            ok &= (p->sbuf_g = byte_bufs(p->M, het_gc_bytes(ni, ni, p->gc.quantize))) != NULL;
+            ok &= (p->residual = het_alloc(sizeof(float) * ni)) != NULL;
+            ok &= (p->gc_work = het_alloc(sizeof(float) * ni)) != NULL;
+            if (p->residual) memset(p->residual, 0, sizeof(float) * ni);
+        }
+        if (p->next >= 0) ok &= (p->rbuf_g = byte_bufs(p->M, het_gc_bytes(na, na, p->gc.quantize))) != NULL;
+    }
+    for (int i = 0; ok && i < p->M; i++)
+        ok = (!p->sbuf_a || p->sbuf_a[i]) && (!p->rbuf_a || p->rbuf_a[i]) &&
+             (!p->sbuf_g || p->sbuf_g[i]) && (!p->rbuf_g || p->rbuf_g[i]);
+    return ok ? HET_OK : het_error_set(HET_ENOMEM, "%s: out of memory for the codecs", name);
+}
+
+void het_pipe_epoch_begin(het_pipe *p) {
+    p->bytes_fwd = p->bytes_bwd = p->raw_fwd = p->raw_bwd = p->busy_s = 0;
+    p->epoch_t0 = het_clock_now();
+}
+
+int het_pipe_take_acts(het_pipe *p, int i, const het_msg *m) {
+    if (!p->act_q8) return HET_OK; /* received into p->in[i] */
+    return het_q8_unpack(p->in[i], p->in_floats * (size_t)p->mb_len[i], p->rbuf_a[i], m->bytes);
+}
+
+int het_pipe_pack_acts(het_pipe *p, int i, const float *out, const void **buf, size_t *bytes) {
+    const size_t n = p->out_floats * (size_t)p->mb_len[i];
+    p->raw_fwd += (double)(sizeof(float) * n);
+    if (!p->act_q8) {
+        *buf = out;
+        *bytes = sizeof(float) * n;
+    } else {
+        int rc = het_q8_pack(p->sbuf_a[i], het_q8_bytes(n), out, n);
+        if (rc) return rc;
+        *buf = p->sbuf_a[i];
+        *bytes = het_q8_bytes(n);
+    }
+    p->bytes_fwd += (double)*bytes;
+    return HET_OK;
+}
+
+int het_pipe_take_grads(het_pipe *p, int i, const het_msg *m) {
+    if (!p->grad_gc) return HET_OK; /* received into p->dout[i] */
+    return het_gc_decode(p->dout[i], p->out_floats * (size_t)p->mb_len[i], p->rbuf_g[i],
+                         m->bytes, 0);
+}
+
+int het_pipe_pack_grads(het_pipe *p, int i, const float *din, const void **buf, size_t *bytes) {
+    const size_t n = p->in_floats * (size_t)p->mb_len[i];
+    p->raw_bwd += (double)(sizeof(float) * n);
+    if (!p->grad_gc) {
+        *buf = din;
+        *bytes = sizeof(float) * n;
+    } else {
+        het_gc_config c = p->gc;
+        if (c.mode == HET_GC_TOPK) c.k = het_gc_k_of_ratio(p->gc_ratio, n);
+        int rc = het_gc_encode(p->sbuf_g[i], het_gc_bytes(n, n, c.quantize), bytes, p->residual,
+                               din, n, &c, p->gc_work);
+        if (rc) return rc;
+        *buf = p->sbuf_g[i];
+    }
+    p->bytes_bwd += (double)*bytes;
+    return HET_OK;
 }
 
 /* ---------------------------------------------------------------- a step */
@@ -292,20 +386,30 @@ int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos) {
     het_model_zero_grads(ctx->model);
     int rc = HET_OK;
     for (int i = 0; i < p->n_micro && !rc; i++) {
+        const size_t na = p->in_floats * (size_t)p->mb_len[i];
+        const size_t ng = p->out_floats * (size_t)p->mb_len[i];
         if (p->prev >= 0)
-            rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_ACTS, p->in[i],
-                                mb_bytes(p, i, p->in_floats), &p->recvs[i]);
+            rc = p->act_q8 ? het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_ACTS,
+                                            p->rbuf_a[i], het_q8_bytes(na), &p->recvs[i])
+                           : het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_ACTS,
+                                            p->in[i], mb_bytes(p, i, p->in_floats), &p->recvs[i]);
         if (!rc && p->next >= 0)
-            rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_DACTS, p->dout[i],
-                                mb_bytes(p, i, p->out_floats), &p->recvs[p->M + i]);
+            rc = p->grad_gc
+                     ? het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_DACTS,
+                                      p->rbuf_g[i], het_gc_bytes(ng, ng, p->gc.quantize),
+                                      &p->recvs[p->M + i])
+                     : het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_DACTS,
+                                      p->dout[i], mb_bytes(p, i, p->out_floats),
+                                      &p->recvs[p->M + i]);
     }
     return rc;
 }
 
-/* Waits for message *m (a posted receive), then clears it for reuse. */
-static int take(het_strategy_ctx *ctx, het_msg *m, const char *what) {
+/* Waits for message *m (a posted receive) into *got, then clears it for reuse. */
+static int take(het_strategy_ctx *ctx, het_msg *m, het_msg *got, const char *what) {
     het_stall_where(what, ctx->epoch + 1, (long long)ctx->step);
     int rc = het_comm_msg_wait(ctx->comm, m);
+    *got = *m;
     memset(m, 0, sizeof *m);
     return rc;
 }
@@ -314,13 +418,16 @@ int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
     het_model *m = ctx->model;
     const int n = p->mb_len[i];
     const int64_t *perm = ctx->sampler->perm + p->step_pos + p->mb_start[i];
-    int rc = p->prev >= 0 ? take(ctx, &p->recvs[i], "waiting for activations") : HET_OK;
+    het_msg got = {0};
+    int rc = p->prev >= 0 ? take(ctx, &p->recvs[i], &got, "waiting for activations") : HET_OK;
     if (rc) return rc;
     double t0 = het_step_region_begin(ctx);
     uint8_t *y = p->y + (size_t)i * (size_t)p->mb_max;
     if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
-    const float *out = het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed, p->mb_start[i]);
-    if (!out) rc = HET_EINVAL; /* the message is set */
+    else rc = het_pipe_take_acts(p, i, &got);
+    const float *out = rc ? NULL : het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed,
+                                                      p->mb_start[i]);
+    if (!out && !rc) rc = HET_EINVAL; /* the message is set */
     if (!rc && p->next < 0) { /* the loss of the last stage */
         const int classes = het_model_n_classes(m);
         for (int s = 0; s < n && p->prev >= 0; s++) y[s] = ctx->train->labels[perm[s]];
@@ -330,31 +437,34 @@ int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
         p->res.count += n;
         het_softmax_ce_backward(p->dout[i], p->probs, y, n, classes, p->grad_scale);
     }
+    const void *buf = NULL;
+    size_t bytes = 0;
+    if (!rc && p->next >= 0) rc = het_pipe_pack_acts(p, i, out, &buf, &bytes);
     het_step_region_end(ctx, "forward", i, t0);
     p->busy_s += ctx->pace.last - t0;
-    if (!rc && p->next >= 0) {
-        size_t bytes = mb_bytes(p, i, p->out_floats);
-        p->bytes_fwd += (double)bytes;
-        rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_ACTS, out, bytes,
+    if (!rc && p->next >= 0)
+        rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_ACTS, buf, bytes,
                             &p->sends[i]);
-    }
     return rc;
 }
 
 int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i) {
-    int rc = p->next >= 0 ? take(ctx, &p->recvs[p->M + i], "waiting for gradients") : HET_OK;
+    het_msg got = {0};
+    int rc = p->next >= 0 ? take(ctx, &p->recvs[p->M + i], &got, "waiting for gradients")
+                          : HET_OK;
     if (rc) return rc;
     double t0 = het_step_region_begin(ctx);
-    const float *din = het_range_backward(ctx->model, p->tape[i], p->dout[i],
-                                          het_model_grads(ctx->model), p->prev >= 0);
+    if (p->next >= 0) rc = het_pipe_take_grads(p, i, &got);
+    const float *din = rc ? NULL : het_range_backward(ctx->model, p->tape[i], p->dout[i],
+                                                      het_model_grads(ctx->model), p->prev >= 0);
+    const void *buf = NULL;
+    size_t bytes = 0;
+    if (!rc && p->prev >= 0) rc = het_pipe_pack_grads(p, i, din, &buf, &bytes);
     het_step_region_end(ctx, "backward", i, t0);
     p->busy_s += ctx->pace.last - t0;
-    if (p->prev >= 0) {
-        size_t bytes = mb_bytes(p, i, p->in_floats);
-        p->bytes_bwd += (double)bytes;
-        rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_DACTS, din, bytes,
+    if (!rc && p->prev >= 0)
+        rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_DACTS, buf, bytes,
                             &p->sends[p->M + i]);
-    }
     return rc;
 }
 
@@ -390,15 +500,15 @@ int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
 int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
     het_model *m = ctx->model;
     int rc = HET_OK;
-    if (!ctx->comm) return HET_OK;
+    const double t_end = het_clock_now();
     float *state = het_model_state(m);
-    if (p->R > 1 && p->s_hi > p->s_lo) {
+    if (p->R > 1 && p->s_hi > p->s_lo && ctx->comm) {
         rc = het_comm_allreduce_sum(ctx->comm, p->replicas, state + p->s_lo, p->s_hi - p->s_lo);
         for (size_t i = p->s_lo; i < p->s_hi && !rc; i++) state[i] /= (float)p->R;
     }
     const size_t np = het_model_n_params(m);
     const size_t per = np ? het_optim_state_floats(&ctx->cfg->optim, np) / np : 0;
-    for (int k = 0; k < p->K && !rc; k++) {
+    for (int k = 0; k < p->K && !rc && ctx->comm; k++) {
         size_t plo, phi, slo, shi;
         slices(m, p->cut[k], p->cut[k + 1], &plo, &phi, &slo, &shi);
         if (phi > plo)
@@ -412,14 +522,19 @@ int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
                                 sizeof(float) * (shi - slo), k);
     }
     /* every stage's figures (pipeline 0's ranks) on every rank, for the report */
-    double f[3 * HET_PIPE_MAX_STAGES] = {0};
+    double f[HET_PIPE_FIGS * HET_PIPE_MAX_STAGES] = {0};
     if (!rc && p->line == 0) {
-        f[3 * p->stage] = (double)p->stash_bytes;
-        f[3 * p->stage + 1] = p->bytes_fwd;
-        f[3 * p->stage + 2] = p->bytes_bwd;
+        double *g = f + HET_PIPE_FIGS * p->stage;
+        g[0] = (double)p->stash_bytes;
+        g[1] = p->bytes_fwd;
+        g[2] = p->bytes_bwd;
+        g[3] = p->raw_fwd;
+        g[4] = p->raw_bwd;
+        g[5] = p->busy_s;
+        g[6] = t_end - p->epoch_t0;
     }
-    if (!rc) rc = het_step_sum_f64(ctx, f, (size_t)(3 * p->K));
-    if (!rc) memcpy(p->stage_fig, f, sizeof(double) * (size_t)(3 * p->K));
+    if (!rc) rc = het_step_sum_f64(ctx, f, (size_t)(HET_PIPE_FIGS * p->K));
+    if (!rc) memcpy(p->stage_fig, f, sizeof(double) * (size_t)(HET_PIPE_FIGS * p->K));
     return rc;
 }
 
@@ -427,35 +542,35 @@ int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
 
 void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
                      char *json, size_t nj) {
+    (void)ctx;
+    const double *f = p->stage_fig;
     size_t a = (size_t)snprintf(line, nl, " | %s stages", name);
     size_t b = (size_t)snprintf(json, nj, "\"%s\":{\"stages\":%d,\"pipelines\":%d,"
                                 "\"micro_batches\":%d,\"cuts\":[", name, p->K, p->R, p->M);
     for (int k = 0; k <= p->K && b < nj; k++)
         b += (size_t)snprintf(json + b, nj - b, "%s%d", k ? "," : "", p->cut[k]);
-    /* pipeline 0's ranks: the bubble = the part of the epoch not computing */
-    if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"bubble\":[");
-    for (int k = 0; k < p->K && a < nl && b < nj; k++) {
-        const double *t = ctx->rank_times ? ctx->rank_times + 4 * k : NULL;
-        double tot = t ? t[0] + t[1] + t[2] + t[3] : 0, bub = tot > 0 ? 1 - t[0] / tot : 0;
+    for (int k = 0; k < p->K && a < nl; k++)
         a += (size_t)snprintf(line + a, nl - a, "%s%d-%d", k ? "/" : " ", p->cut[k],
                               p->cut[k + 1] - 1);
-        b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "", bub);
-    }
+    /* the bubble: the part of the epoch in which no thread of the stage computed */
     if (a < nl) a += (size_t)snprintf(line + a, nl - a, " bubble");
-    for (int k = 0; k < p->K && a < nl; k++) {
-        const double *t = ctx->rank_times ? ctx->rank_times + 4 * k : NULL;
-        double tot = t ? t[0] + t[1] + t[2] + t[3] : 0;
-        a += (size_t)snprintf(line + a, nl - a, "%s%.0f%%", k ? "/" : " ",
-                              tot > 0 ? 100 * (1 - t[0] / tot) : 0.0);
+    if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"bubble\":[");
+    for (int k = 0; k < p->K; k++) {
+        const double *g = f + HET_PIPE_FIGS * k;
+        const double bub = g[6] > 0 ? 1 - g[5] / g[6] : 0;
+        if (a < nl) a += (size_t)snprintf(line + a, nl - a, "%s%.0f%%", k ? "/" : " ", 100 * bub);
+        if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "", bub);
     }
-    static const char *const fig[3] = {"stash_bytes", "bytes_fwd", "bytes_bwd"};
+    static const char *const fig[5] = {"stash_bytes", "bytes_fwd", "bytes_bwd", "bytes_fwd_fp32",
+                                       "bytes_bwd_fp32"};
     static const char *const txt[3] = {"stash MB", "MB fwd", "MB bwd"};
-    for (int j = 0; j < 3; j++) {
-        if (a < nl) a += (size_t)snprintf(line + a, nl - a, " %s", txt[j]);
+    for (int j = 0; j < 5; j++) {
+        if (j < 3 && a < nl) a += (size_t)snprintf(line + a, nl - a, " %s", txt[j]);
         if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"%s\":[", fig[j]);
         for (int k = 0; k < p->K; k++) {
-            const double v = p->stage_fig[3 * k + j];
-            if (a < nl) a += (size_t)snprintf(line + a, nl - a, "%s%.2f", k ? "/" : " ", v / 1e6);
+            const double v = f[HET_PIPE_FIGS * k + j];
+            if (j < 3 && a < nl)
+                a += (size_t)snprintf(line + a, nl - a, "%s%.2f", k ? "/" : " ", v / 1e6);
             if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.0f", k ? "," : "", v);
         }
     }

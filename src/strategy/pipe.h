@@ -6,6 +6,7 @@
 #ifndef HET_STRATEGY_PIPE_H
 #define HET_STRATEGY_PIPE_H
 
+#include "hetrain/codec.h"
 #include "strategy/strategy.h"
 
 /* Message kinds (p2p tags): activations forward, their gradients backward. */
@@ -13,6 +14,7 @@ enum { HET_TAG_ACTS = HET_TAG_USER, HET_TAG_DACTS = HET_TAG_USER + 1 };
 
 #define HET_PIPE_MAX_STAGES 64
 #define HET_PIPE_MAX_MICRO 1024
+#define HET_PIPE_FIGS 7
 
 typedef struct het_pipe {
     int K, R, M;              /* stages, pipelines, micro-batches per step */
@@ -40,13 +42,25 @@ typedef struct het_pipe {
     float grad_scale;         /* 1 / the global step's samples */
     uint64_t seed;            /* the step's dropout seed */
     het_batch_result res;     /* last stage: the step's figures over this pipeline */
+    /* codecs (qfb; off: fp32 both ways): activations as per-tensor int8 (het_q8_*), input
+     * gradients through 2-Step GC with error feedback (het_gc_*) */
+    int act_q8, grad_gc;
+    het_gc_config gc;         /* mode, threshold, quantize; k from gc_ratio per micro-batch */
+    double gc_ratio;
+    uint8_t **rbuf_a, **rbuf_g; /* M each: encoded messages received (where a codec is on) */
+    uint8_t **sbuf_a, **sbuf_g; /* M each: encoded messages sent */
+    size_t cap_a, cap_g;      /* their capacity */
+    float *residual, *gc_work; /* the gradient codec's error feedback and scratch */
     /* figures of the epoch */
     double bytes_fwd, bytes_bwd; /* payload sent forward and backward */
-    double busy_s;            /* the stage's compute */
+    double raw_fwd, raw_bwd;  /* what the same messages take in fp32 */
+    double busy_s;            /* time some thread of the stage computed (overlaps once) */
+    double epoch_t0;          /* the epoch's start on the chosen clock */
     size_t stash_bytes;       /* the tapes' */
     double stage_cost[HET_PIPE_MAX_STAGES]; /* measured at init (rank 0's figures, every rank) */
-    double stage_fig[3 * HET_PIPE_MAX_STAGES]; /* per stage of pipeline 0, at the epoch's end:
-                                                  stash bytes, bytes forward, bytes backward */
+    double stage_fig[HET_PIPE_FIGS * HET_PIPE_MAX_STAGES]; /* per stage of pipeline 0, at the
+                                 epoch's end: stash bytes, bytes forward and backward, their
+                                 fp32 sizes, busy seconds, the epoch's seconds */
 } het_pipe;
 
 /* The options of gpipe and qfb (pipe.c). */
@@ -63,6 +77,18 @@ void het_pipe_free(het_pipe *p);
 /* The step at position pos of the epoch: its micro-batches on this pipeline, its seed and
  * scale; zeroes the gradients; posts the receives of the step's messages. */
 int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos);
+/* The codecs of p->act_q8, grad_gc, gc and gc_ratio (set them after init): their buffers. */
+int het_pipe_codecs(het_pipe *p, const char *name);
+/* Resets the epoch's figures and notes its start. */
+void het_pipe_epoch_begin(het_pipe *p);
+/* Message payloads (no MPI; any one thread per direction): the activations of micro-batch i
+ * received in m into p->in[i]; its output `out` as the payload to send (*buf, *bytes); the
+ * gradient received in m into p->dout[i]; the input gradient din as the payload to send.
+ * Decoding validates the message (HET_EFORMAT with a message). */
+int het_pipe_take_acts(het_pipe *p, int i, const het_msg *m);
+int het_pipe_pack_acts(het_pipe *p, int i, const float *out, const void **buf, size_t *bytes);
+int het_pipe_take_grads(het_pipe *p, int i, const het_msg *m);
+int het_pipe_pack_grads(het_pipe *p, int i, const float *din, const void **buf, size_t *bytes);
 /* Forward of micro-batch i on this stage (its input gathered or received; its output sent,
  * or on the last stage the loss and its gradient): a paced, traced region. */
 int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i);
