@@ -409,6 +409,9 @@ int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index);
  * message arrives, and the caller decides what that time means (a thread of its own beside
  * the main loop; information the rank would hold locally on a real cluster). */
 int het_comm_msg_wait_untimed(het_comm *c, het_msg *m);
+/* As het_comm_msg_test, untimed in the same way: *done = 1 once MPI has delivered m, whatever
+ * the clock reads (m->deliver says when it arrives, for the caller's own clock). */
+int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done);
 /* Moves the clock to t if it is behind (virtual: V = t, booked as waiting; wall: sleeps until
  * het_now() = t, booked as delay). */
 void het_comm_clock_wait(het_comm *c, double t);

@@ -324,6 +324,24 @@ int het_comm_msg_wait(het_comm *c, het_msg *m) {
     return rc != HET_OK ? rc : finish(c, m);
 }
 
+int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done) {
+    if (!c || !m || !done) return het_error_set(HET_EINVAL, "p2p test untimed: NULL argument");
+    *done = 1;
+    if (!active(m)) return HET_OK;
+    *done = 0;
+    int arrived = 0;
+    double t0 = het_now();
+    int rc = msg_progress(c, m, &arrived);
+    c->st.comm_s += het_now() - t0;
+    if (rc != HET_OK || !arrived) return rc;
+    *done = 1;
+    int kind = m->kind;
+    m->kind = M_SEND; /* finish() then moves no clock and sleeps nothing */
+    rc = finish(c, m);
+    m->kind = kind;
+    return rc;
+}
+
 int het_comm_msg_wait_untimed(het_comm *c, het_msg *m) {
     if (!c || !m) return het_error_set(HET_EINVAL, "p2p wait untimed: NULL argument");
     if (!active(m)) return HET_OK;

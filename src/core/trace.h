@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* Lanes ("tid") of a rank's timeline. */
-enum { HET_TID_COMPUTE = 0, HET_TID_COMM = 1 };
+enum { HET_TID_COMPUTE = 0, HET_TID_COMM = 1, HET_TID_FORWARD = 2 /* qfb: a stage's forward thread */ };
 
 typedef struct het_trace het_trace;
 

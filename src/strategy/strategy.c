@@ -14,6 +14,7 @@ static const het_strategy_ops *const strategies[] = {
     &het_strategy_asp,
     &het_strategy_inhad,
     &het_strategy_gpipe,
+    &het_strategy_qfb,
 };
 #define N_STRATEGIES (int)(sizeof strategies / sizeof strategies[0])
 

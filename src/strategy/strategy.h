@@ -217,6 +217,7 @@ extern const het_strategy_ops het_strategy_daso;
 extern const het_strategy_ops het_strategy_asp;
 extern const het_strategy_ops het_strategy_inhad;
 extern const het_strategy_ops het_strategy_gpipe;
+extern const het_strategy_ops het_strategy_qfb;
 /* The parameter-server strategies' option tables (ps_opts.c). */
 extern const het_strategy_opt het_asp_opts[], het_inhad_opts[];
 

@@ -1,0 +1,502 @@
+/* qfb: the Q-FB pipeline (D. Xiao, C. Yang, W. Wu, "Efficient DNN training based on
+ * backpropagation parallelization", Computing 104 (2022) 2431-2451; METHODS.md section 4,
+ * reconstructed from the abstract: the paper's text is not public).
+ *
+ * The partition, the micro-batches, the replicas and the epoch's gathering are gpipe's
+ * (pipe.c). What Q-FB adds:
+ * - Per stage a forward thread and a backward thread that share the stage's weights and one
+ *   gradient accumulator: forward of micro-batch i + 1 runs while backward of micro-batch i
+ *   runs. The forward thread takes micro-batches 0, 1, ... as their inputs arrive; the
+ *   backward thread takes them in the same order as their output gradients arrive (on the
+ *   last stage: as the forward thread computed the loss). Each micro-batch has its own tape,
+ *   so the two threads never share activations; the weights change only after all M
+ *   backwards (accumulated-gradient update), so every micro-batch of step t sees W(t): with
+ *   the codecs off the result is synchronous SGD, bit for bit that of gpipe and one process.
+ * - Codecs, each switchable (--act-codec, --grad-codec): activations forward as per-tensor
+ *   affine int8 (tensor/codec.c: codes, minimum, scale); input gradients backward as "2-Step
+ *   GC": sparsified (top-k of --grad-topk of the values, or |v| >= --grad-threshold), then the
+ *   kept values quantized to int8 (--grad-quant), with error feedback: what was not sent is
+ *   added to the next micro-batch's gradient before it is encoded (ours: the paper does not
+ *   say where the residual goes; it is kept per position of the stage's input). The threads
+ *   encode and decode: it is their compute.
+ * - MPI is called by the rank's main thread alone (MPI_THREAD_FUNNELED): it posts the step's
+ *   receives, hands arrived messages to the threads, sends what they produced, and sleeps on a
+ *   condition variable between polls (100 us while messages are outstanding).
+ * - Time. Each thread is a lane with its own clock: on the wall clock both are real time, a
+ *   piece's slowdown is a sleep of the thread that computed it; on the virtual clock a lane's
+ *   time starts at the step's start, waits for its input's arrival (the message's delivery
+ *   time) and advances by its pieces' CPU time (the thread's clock) x the rank's slowdown;
+ *   its messages leave at its own time (het_comm_isend_at). At the step's end the rank's clock
+ *   moves to the later lane. The time split's compute is the time in which either thread
+ *   computed (overlaps counted once); the rest of the step is waiting.
+ * --calibrated compute costs are refused (pipe.c). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "emul/emul.h"
+#include "strategy/pipe.h"
+
+enum { LANE_F = 0, LANE_B = 1 };
+
+typedef struct qfb qfb;
+
+typedef struct lane {
+    qfb *q;
+    int which;
+    pthread_t th;
+    double t;          /* virtual clock: the lane's time */
+    double s[HET_PIPE_MAX_MICRO], e[HET_PIPE_MAX_MICRO]; /* its pieces this step (chosen clock) */
+} lane;
+
+struct qfb {
+    het_pipe p;
+    het_strategy_ctx *ctx;
+    lane lane[2];
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* the threads' wake-up: a new step, an input, quit */
+    pthread_cond_t main_cv; /* the main thread's: a thread produced something */
+    int gen, quit, err;
+    char errmsg[512];
+    double factor, t0;     /* the rank's slowdown; the step's start (chosen clock) */
+    /* per micro-batch of the step, under mu */
+    unsigned char in_ok[HET_PIPE_MAX_MICRO], g_ok[HET_PIPE_MAX_MICRO];
+    unsigned char f_done[HET_PIPE_MAX_MICRO], b_done[HET_PIPE_MAX_MICRO];
+    het_msg in_msg[HET_PIPE_MAX_MICRO], g_msg[HET_PIPE_MAX_MICRO]; /* as received */
+    const void *f_buf[HET_PIPE_MAX_MICRO], *b_buf[HET_PIPE_MAX_MICRO];
+    size_t f_bytes[HET_PIPE_MAX_MICRO], b_bytes[HET_PIPE_MAX_MICRO];
+};
+
+/* ---------------------------------------------------------------- options */
+
+static const char *const act_words[] = {"int8", "off", NULL};
+static const char *const gc_words[] = {"2step", "off", NULL};
+static const char *const sparse_words[] = {"topk", "threshold", "none", NULL};
+static const char *const quant_words[] = {"int8", "off", NULL};
+
+const het_strategy_opt het_qfb_opts[] = {
+    {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "
+     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL},
+    {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "
+     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL},
+    {"act-codec", "int8|off", "activations sent forward as per-tensor affine int8, or fp32",
+     HET_SOPT_WORD, 0, 0, 0, act_words},
+    {"grad-codec", "2step|off", "gradients sent backward through 2-Step GC (sparsify, then "
+     "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gc_words},
+    {"grad-sparsify", "topk|threshold|none", "2-Step GC's first step: the --grad-topk largest "
+     "values, those of |v| >= --grad-threshold, or all", HET_SOPT_WORD, 0, 0, 0, sparse_words},
+    {"grad-topk", "X", "the fraction of a message's values top-k keeps", HET_SOPT_FLOAT, 1e-6,
+     1, 0.25, NULL},
+    {"grad-threshold", "T", "the magnitude the threshold keeps from", HET_SOPT_FLOAT, 0, 1e30,
+     1e-4, NULL},
+    {"grad-quant", "int8|off", "2-Step GC's second step: kept values as int8, or fp32",
+     HET_SOPT_WORD, 0, 0, 0, quant_words},
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
+};
+
+/* ---------------------------------------------------------------- the lanes */
+
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The lane waits for an input that arrives at `at` (chosen clock). */
+static void lane_arrive(lane *l, double at) {
+    if (het_clock_virtual()) {
+        if (at > l->t) l->t = at;
+    } else {
+        het_sleep_until(at);
+    }
+}
+
+/* A piece's start; returns what lane_end needs. */
+static double lane_begin(const lane *l, double *start) {
+    *start = het_clock_virtual() ? l->t : het_now();
+    return het_clock_virtual() ? thread_cpu() : *start;
+}
+
+/* A piece's end: stretched by the rank's slowdown (a sleep, or the lane's clock); its
+ * interval kept for the step's busy time and the trace. */
+static void lane_end(lane *l, int i, double start, double mark, const char *event) {
+    qfb *q = l->q;
+    double end;
+    if (het_clock_virtual()) {
+        l->t += (thread_cpu() - mark) * q->factor;
+        end = l->t;
+    } else {
+        double t = het_now() - mark;
+        if (q->factor > 1.0) het_sleep_s((q->factor - 1.0) * t);
+        end = het_now();
+    }
+    l->s[i] = start;
+    l->e[i] = end;
+    het_trace_add(q->ctx->trace, event, l->which == LANE_F ? HET_TID_FORWARD : HET_TID_COMPUTE,
+                  i, start, end);
+}
+
+/* A thread's failure: the first is kept with its message (messages are per thread). */
+static void lane_fail(qfb *q, int rc) {
+    if (!q->err) {
+        q->err = rc;
+        snprintf(q->errmsg, sizeof q->errmsg, "%s", het_error_msg());
+    }
+    pthread_cond_broadcast(&q->main_cv);
+    pthread_cond_broadcast(&q->cv);
+}
+
+static int forward_piece(qfb *q, lane *l, int i) {
+    het_pipe *p = &q->p;
+    het_strategy_ctx *ctx = q->ctx;
+    het_model *m = ctx->model;
+    const int n = p->mb_len[i];
+    const int64_t *perm = ctx->sampler->perm + p->step_pos + p->mb_start[i];
+    uint8_t *y = p->y + (size_t)i * (size_t)p->mb_max;
+    double start, mark = lane_begin(l, &start);
+    int rc = HET_OK;
+    if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
+    else rc = het_pipe_take_acts(p, i, &q->in_msg[i]);
+    const float *out = rc ? NULL : het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed,
+                                                      p->mb_start[i]);
+    if (!out && !rc) rc = HET_EINVAL;
+    if (!rc && p->next < 0) {
+        const int classes = het_model_n_classes(m);
+        for (int s = 0; s < n && p->prev >= 0; s++) y[s] = ctx->train->labels[perm[s]];
+        int correct = 0;
+        p->res.loss_sum += het_softmax_ce_forward(out, y, n, classes, p->probs, &correct);
+        p->res.correct += correct;
+        p->res.count += n;
+        het_softmax_ce_backward(p->dout[i], p->probs, y, n, classes, p->grad_scale);
+    } else if (!rc) {
+        rc = het_pipe_pack_acts(p, i, out, &q->f_buf[i], &q->f_bytes[i]);
+    }
+    lane_end(l, i, start, mark, "forward");
+    return rc;
+}
+
+static int backward_piece(qfb *q, lane *l, int i) {
+    het_pipe *p = &q->p;
+    het_model *m = q->ctx->model;
+    double start, mark = lane_begin(l, &start);
+    int rc = p->next >= 0 ? het_pipe_take_grads(p, i, &q->g_msg[i]) : HET_OK;
+    const float *din = rc ? NULL : het_range_backward(m, p->tape[i], p->dout[i],
+                                                      het_model_grads(m), p->prev >= 0);
+    if (!rc && p->prev >= 0) rc = het_pipe_pack_grads(p, i, din, &q->b_buf[i], &q->b_bytes[i]);
+    lane_end(l, i, start, mark, "backward");
+    return rc;
+}
+
+/* A lane's thread: each step, its pieces in micro-batch order as their inputs are there. */
+static void *lane_main(void *arg) {
+    lane *l = arg;
+    qfb *q = l->q;
+    int seen = 0;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->quit && q->gen == seen) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->quit) break;
+        seen = q->gen;
+        const int n = q->p.n_micro, last = q->p.next < 0;
+        for (int i = 0; i < n && !q->err && !q->quit; i++) {
+            if (l->which == LANE_F) {
+                while (!q->in_ok[i] && !q->err && !q->quit) pthread_cond_wait(&q->cv, &q->mu);
+            } else {
+                while (!(q->f_done[i] && (last || q->g_ok[i])) && !q->err && !q->quit)
+                    pthread_cond_wait(&q->cv, &q->mu);
+            }
+            if (q->err || q->quit) break;
+            double at = q->t0;
+            if (l->which == LANE_F && q->p.prev >= 0) at = q->in_msg[i].deliver;
+            if (l->which == LANE_B) {
+                at = q->lane[LANE_F].e[i];
+                if (!last && q->g_msg[i].deliver > at) at = q->g_msg[i].deliver;
+            }
+            pthread_mutex_unlock(&q->mu);
+            lane_arrive(l, at);
+            int rc = l->which == LANE_F ? forward_piece(q, l, i) : backward_piece(q, l, i);
+            pthread_mutex_lock(&q->mu);
+            if (rc) {
+                lane_fail(q, rc);
+                break;
+            }
+            if (l->which == LANE_F) q->f_done[i] = 1;
+            else q->b_done[i] = 1;
+            pthread_cond_broadcast(&q->cv);
+            pthread_cond_broadcast(&q->main_cv);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the main thread */
+
+/* The busy time of the step: the union of both lanes' pieces. */
+static double busy_union(const qfb *q, int n) {
+    double s[2 * HET_PIPE_MAX_MICRO], e[2 * HET_PIPE_MAX_MICRO];
+    int k = 0;
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < n; i++) s[k] = q->lane[w].s[i], e[k++] = q->lane[w].e[i];
+    /* insertion sort by start: 2 M intervals */
+    for (int a = 1; a < k; a++)
+        for (int b = a; b > 0 && s[b] < s[b - 1]; b--) {
+            double t = s[b]; s[b] = s[b - 1]; s[b - 1] = t;
+            t = e[b]; e[b] = e[b - 1]; e[b - 1] = t;
+        }
+    double sum = 0, cs = 0, ce = -1e300;
+    for (int a = 0; a < k; a++) {
+        if (s[a] > ce) {
+            if (ce > cs) sum += ce - cs;
+            cs = s[a];
+            ce = e[a];
+        } else if (e[a] > ce) {
+            ce = e[a];
+        }
+    }
+    if (k && ce > cs) sum += ce - cs;
+    return sum;
+}
+
+/* One step's micro-batches: start the lanes, move messages until every backward is done. */
+static int run_step(qfb *q) {
+    het_pipe *p = &q->p;
+    het_strategy_ctx *ctx = q->ctx;
+    const int n = p->n_micro, M = p->M;
+    int sent_f = 0, sent_b = 0, rc = HET_OK;
+    pthread_mutex_lock(&q->mu);
+    memset(q->in_ok, 0, sizeof q->in_ok);
+    memset(q->g_ok, 0, sizeof q->g_ok);
+    memset(q->f_done, 0, sizeof q->f_done);
+    memset(q->b_done, 0, sizeof q->b_done);
+    q->t0 = het_clock_now();
+    q->lane[LANE_F].t = q->lane[LANE_B].t = q->t0;
+    for (int i = 0; i < n && p->prev < 0; i++) q->in_ok[i] = 1; /* stage 0 gathers its own */
+    q->gen++;
+    pthread_cond_broadcast(&q->cv);
+    for (;;) {
+        int all = !q->err, changed = 0, pending = 0;
+        /* arrivals */
+        pthread_mutex_unlock(&q->mu);
+        for (int i = 0; i < n && !rc; i++) {
+            int d = 0;
+            if (p->prev >= 0 && !q->in_ok[i]) {
+                if (!(rc = het_comm_msg_test_untimed(ctx->comm, &p->recvs[i], &d)) && d) {
+                    q->in_msg[i] = p->recvs[i];
+                    memset(&p->recvs[i], 0, sizeof p->recvs[i]);
+                    pthread_mutex_lock(&q->mu);
+                    q->in_ok[i] = 1;
+                    pthread_mutex_unlock(&q->mu);
+                    changed = 1;
+                } else {
+                    pending = 1;
+                }
+            }
+            if (!rc && p->next >= 0 && !q->g_ok[i]) {
+                if (!(rc = het_comm_msg_test_untimed(ctx->comm, &p->recvs[M + i], &d)) && d) {
+                    q->g_msg[i] = p->recvs[M + i];
+                    memset(&p->recvs[M + i], 0, sizeof p->recvs[M + i]);
+                    pthread_mutex_lock(&q->mu);
+                    q->g_ok[i] = 1;
+                    pthread_mutex_unlock(&q->mu);
+                    changed = 1;
+                } else {
+                    pending = 1;
+                }
+            }
+        }
+        pthread_mutex_lock(&q->mu);
+        if (rc) break;
+        if (changed) pthread_cond_broadcast(&q->cv);
+        /* what the lanes produced, in order */
+        while (!rc && p->next >= 0 && sent_f < n && q->f_done[sent_f]) {
+            const int i = sent_f++;
+            rc = het_comm_isend_at(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_ACTS, q->f_buf[i],
+                                   q->f_bytes[i], q->lane[LANE_F].e[i], &p->sends[i]);
+        }
+        while (!rc && p->prev >= 0 && sent_b < n && q->b_done[sent_b]) {
+            const int i = sent_b++;
+            rc = het_comm_isend_at(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_DACTS, q->b_buf[i],
+                                   q->b_bytes[i], q->lane[LANE_B].e[i], &p->sends[M + i]);
+        }
+        if (rc || q->err) break;
+        for (int i = 0; i < n; i++) all &= q->b_done[i];
+        if (all && (p->next < 0 || sent_f == n) && (p->prev < 0 || sent_b == n)) break;
+        pending |= sent_f > 0 || sent_b > 0; /* sends progress inside MPI calls too */
+        if (pending && ctx->comm) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&q->main_cv, &q->mu, &ts);
+        } else {
+            pthread_cond_wait(&q->main_cv, &q->mu);
+        }
+    }
+    if (q->err && !rc) rc = het_error_set(q->err, "%s", q->errmsg);
+    if (rc) { /* stop the lanes: they wait for the next step */
+        q->err = q->err ? q->err : rc;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    if (rc) return rc;
+    /* the step's end on the rank's clock: the later lane; compute is the busy union */
+    const double busy = busy_union(q, n);
+    const double end = q->lane[LANE_F].t > q->lane[LANE_B].t ? q->lane[LANE_F].t
+                                                              : q->lane[LANE_B].t;
+    p->busy_s += busy;
+    ctx->pace.compute_s += busy;
+    if (het_clock_virtual()) {
+        het_clock_advance(busy);
+        if (ctx->comm) het_comm_clock_wait(ctx->comm, end);
+        else het_clock_advance_to(end);
+    }
+    het_pace_begin(&ctx->pace); /* the main thread's own piece starts here */
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------- the strategy */
+
+static void stop_lanes(qfb *q) {
+    if (!q->started) return;
+    pthread_mutex_lock(&q->mu);
+    q->quit = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    for (int w = 0; w < q->started; w++) pthread_join(q->lane[w].th, NULL);
+    q->started = 0;
+}
+
+static int qfb_init(het_strategy_ctx *ctx) {
+    qfb *q = calloc(1, sizeof *q);
+    if (!q) return het_error_set(HET_ENOMEM, "qfb: out of memory");
+    ctx->priv = q;
+    q->ctx = ctx;
+    q->factor = ctx->pace.factor;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    pthread_cond_init(&q->main_cv, NULL);
+    int rc = het_pipe_init(&q->p, ctx, "qfb");
+    if (rc) return rc;
+    const het_train_config *c = ctx->cfg;
+    het_pipe *p = &q->p;
+    p->act_q8 = het_strategy_opt_value(c, "act-codec") == 0;
+    p->grad_gc = het_strategy_opt_value(c, "grad-codec") == 0;
+    const int sp = (int)het_strategy_opt_value(c, "grad-sparsify");
+    p->gc.mode = sp == 0 ? HET_GC_TOPK : sp == 1 ? HET_GC_THRESHOLD : HET_GC_NONE;
+    p->gc.threshold = (float)het_strategy_opt_value(c, "grad-threshold");
+    p->gc.quantize = het_strategy_opt_value(c, "grad-quant") == 0;
+    p->gc_ratio = het_strategy_opt_value(c, "grad-topk");
+    if ((rc = het_pipe_codecs(p, "qfb"))) return rc;
+    for (int w = 0; w < 2; w++) {
+        q->lane[w].q = q;
+        q->lane[w].which = w;
+        if (pthread_create(&q->lane[w].th, NULL, lane_main, &q->lane[w]) != 0) {
+            stop_lanes(q);
+            return het_error_set(HET_ENOMEM, "qfb: cannot start the %s thread",
+                                 w ? "backward" : "forward");
+        }
+        q->started = w + 1;
+    }
+    if (ctx->rank == 0)
+        het_log(HET_LOG_INFO, "qfb: a forward and a backward thread per stage; activations %s, "
+                "gradients %s\n", p->act_q8 ? "int8" : "fp32",
+                !p->grad_gc ? "fp32" : p->gc.mode == HET_GC_TOPK ? (p->gc.quantize ?
+                "2-Step GC (top-k, int8)" : "2-Step GC (top-k, fp32)") :
+                p->gc.mode == HET_GC_THRESHOLD ? (p->gc.quantize ? "2-Step GC (threshold, int8)"
+                : "2-Step GC (threshold, fp32)") : "int8 (all values)");
+    return HET_OK;
+}
+
+static int qfb_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
+    qfb *q = ctx->priv;
+    het_pipe *p = &q->p;
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
+    het_epoch_sums sums = {0, 0, 0, 0};
+    float lr = 0.0f;
+    het_pipe_epoch_begin(p);
+    het_sampler_set_epoch(ctx->sampler, epoch);
+    q->factor = ctx->pace.factor; /* --slowdown-at may change it between epochs */
+    int rc = HET_OK;
+    for (int64_t pos = 0; pos < n && !rc; pos += B) {
+        double ts = het_clock_now();
+        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
+        rc = het_pipe_step_begin(p, ctx, pos);
+        if (!rc) rc = run_step(q);
+        if (!rc) rc = het_pipe_step_end(p, ctx, lr);
+        const int last = p->next < 0;
+        het_batch_result none = {0, 0, 0}, *mine = last ? &p->res : &none;
+        if (!rc) rc = het_step_record(ctx, &sums, mine, mine->count, mine, mine->count, 1, lr, ts);
+    }
+    rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
+    if (rc) return rc;
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    if (!rc) rc = het_pipe_gather(p, ctx);
+    return rc ? rc : het_step_check_params(ctx);
+}
+
+static het_model *qfb_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+static int qfb_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+    qfb *q = ctx->priv;
+    het_pipe *p = &q->p;
+    /* the gradient codec's residuals: per rank (stages > 0), so that a resumed run sends what
+     * the uninterrupted one would */
+    if (!p->grad_gc) return HET_OK;
+    const size_t n = p->in_floats * (size_t)p->mb_max;
+    float *r = p->residual;
+    float *zero = NULL;
+    if (!r && !(r = zero = calloc(n ? n : 1, sizeof(float))))
+        return het_error_set(HET_ENOMEM, "qfb: out of memory saving the residuals");
+    int rc = het_step_save_per_rank(ctx, w, "s.qfb.residual", r, sizeof(float) * n);
+    free(zero);
+    return rc;
+}
+
+static int qfb_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
+    qfb *q = ctx->priv;
+    het_pipe *p = &q->p;
+    if (!p->grad_gc) return HET_OK;
+    const size_t n = p->in_floats * (size_t)p->mb_max;
+    float *res = p->residual, *scratch = NULL;
+    if (!res && !(res = scratch = calloc(n ? n : 1, sizeof(float))))
+        return het_error_set(HET_ENOMEM, "qfb: out of memory loading the residuals");
+    int rc = het_step_load_per_rank(ctx, r, "s.qfb.residual", res, sizeof(float) * n);
+    free(scratch);
+    return rc;
+}
+
+static void qfb_free(het_strategy_ctx *ctx) {
+    qfb *q = ctx->priv;
+    if (!q) return;
+    stop_lanes(q);
+    het_pipe_free(&q->p);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    pthread_cond_destroy(&q->main_cv);
+    free(q);
+    ctx->priv = NULL;
+}
+
+static void qfb_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj) {
+    qfb *q = ctx->priv;
+    het_pipe_report(&q->p, ctx, "qfb", line, nl, json, nj);
+}
+
+static int qfb_agreed(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
+    qfb *q = ctx->priv;
+    if (cap < 1) return 0;
+    out[0] = het_agreed_bytes("pipeline stage cuts", q->p.cut, sizeof(int) * (size_t)(q->p.K + 1),
+                              HET_COMM_WORLD);
+    return 1;
+}
+
+const het_strategy_ops het_strategy_qfb = {
+    "qfb", "Q-FB pipeline: stages over ranks, a forward and a backward thread per stage, "
+    "accumulated-gradient updates, int8 activations and 2-Step GC gradients",
+    qfb_init, qfb_train_epoch, qfb_model_for_eval, qfb_save_state, qfb_load_state, qfb_free,
+    qfb_report, 0 /* each stage sums its own slice over its replicas */, qfb_agreed,
+    het_qfb_opts, 0 /* --batch is the global batch */,
+};
