@@ -439,33 +439,46 @@ static int qfb_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
 
 static het_model *qfb_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
 
-static int qfb_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+/* Floats of the residual section per rank: the largest stage input of any rank (sections of
+ * het_step_save_per_rank have one size on every rank). */
+static size_t residual_floats(const qfb *q) {
+    const het_pipe *p = &q->p;
+    size_t most = 0;
+    for (int k = 1; k < p->K; k++) {
+        size_t n = het_shape_size(het_model_layer(q->ctx->model, p->cut[k])->in);
+        if (n > most) most = n;
+    }
+    return most * (size_t)p->mb_max;
+}
+
+/* The gradient codec's residuals (stages > 0), per rank: a resumed run then sends what the
+ * uninterrupted one would. save: every rank's, padded to one size; load: each its own. */
+static int residuals(het_strategy_ctx *ctx, het_ckpt_writer *w, het_ckpt_reader *r) {
     qfb *q = ctx->priv;
     het_pipe *p = &q->p;
-    /* the gradient codec's residuals: per rank (stages > 0), so that a resumed run sends what
-     * the uninterrupted one would */
-    if (!p->grad_gc) return HET_OK;
-    const size_t n = p->in_floats * (size_t)p->mb_max;
-    float *r = p->residual;
-    float *zero = NULL;
-    if (!r && !(r = zero = calloc(n ? n : 1, sizeof(float))))
-        return het_error_set(HET_ENOMEM, "qfb: out of memory saving the residuals");
-    int rc = het_step_save_per_rank(ctx, w, "s.qfb.residual", r, sizeof(float) * n);
-    free(zero);
+    const size_t n = residual_floats(q), mine = p->residual ? p->in_floats * (size_t)p->mb_max : 0;
+    if (!p->grad_gc || n == 0 || (r && !het_ckpt_has(r, "s.qfb.residual")))
+        return HET_OK; /* none kept (a checkpoint of codecs off): they start at zero */
+    float *buf = calloc(n, sizeof(float));
+    if (!buf) return het_error_set(HET_ENOMEM, "qfb: out of memory for the residuals");
+    int rc;
+    if (!r) {
+        if (mine) memcpy(buf, p->residual, sizeof(float) * mine);
+        rc = het_step_save_per_rank(ctx, w, "s.qfb.residual", buf, sizeof(float) * n);
+    } else {
+        rc = het_step_load_per_rank(ctx, r, "s.qfb.residual", buf, sizeof(float) * n);
+        if (!rc && mine) memcpy(p->residual, buf, sizeof(float) * mine);
+    }
+    free(buf);
     return rc;
 }
 
+static int qfb_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
+    return residuals(ctx, w, NULL);
+}
+
 static int qfb_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    qfb *q = ctx->priv;
-    het_pipe *p = &q->p;
-    if (!p->grad_gc) return HET_OK;
-    const size_t n = p->in_floats * (size_t)p->mb_max;
-    float *res = p->residual, *scratch = NULL;
-    if (!res && !(res = scratch = calloc(n ? n : 1, sizeof(float))))
-        return het_error_set(HET_ENOMEM, "qfb: out of memory loading the residuals");
-    int rc = het_step_load_per_rank(ctx, r, "s.qfb.residual", res, sizeof(float) * n);
-    free(scratch);
-    return rc;
+    return residuals(ctx, NULL, r);
 }
 
 static void qfb_free(het_strategy_ctx *ctx) {
