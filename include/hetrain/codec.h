@@ -95,7 +95,7 @@ size_t het_gc_bytes(size_t n, size_t k, int quantize);
  * keep all of g + r, sent ones their quantization error (|error| <= scale / 2), so decoded +
  * new r sums to g + old r up to float rounding. Quantized: scale = max|kept| / 127, code =
  * v / scale rounded to nearest (ties away from zero). work: n floats of scratch for HET_GC_TOPK
- * (|v| for the selection: quickselect, O(n) on average, no sort), or NULL to have them
+ * (|v| for the selection: a radix select, O(n), no sort), or NULL to have them
  * allocated in the call; unused by the other modes. Fails, with nothing written and r
  * unchanged: HET_EINVAL when some g + r is not finite (the index is named), the config is
  * invalid for n (k not in 1..n, threshold NaN or < 0, unknown mode), n > UINT32_MAX or cap is

@@ -87,8 +87,9 @@ const het_strategy_opt het_qfb_opts[] = {
      "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gc_words},
     {"grad-sparsify", "topk|threshold|none", "2-Step GC's first step: the --grad-topk largest "
      "values, those of |v| >= --grad-threshold, or all", HET_SOPT_WORD, 0, 0, 0, sparse_words},
-    {"grad-topk", "X", "the fraction of a message's values top-k keeps", HET_SOPT_FLOAT, 1e-6,
-     1, 0.25, NULL},
+    {"grad-topk", "X", "the fraction of a message's values top-k keeps (below 0.2 with int8 "
+     "values: above, the indices cost more than sending every value)", HET_SOPT_FLOAT, 1e-6,
+     1, 0.1, NULL},
     {"grad-threshold", "T", "the magnitude the threshold keeps from", HET_SOPT_FLOAT, 0, 1e30,
      1e-4, NULL},
     {"grad-quant", "int8|off", "2-Step GC's second step: kept values as int8, or fp32",

@@ -10,9 +10,8 @@
  *   (values near +-3e38) although every input and output is a float.
  * - gc runs in three passes over n: (A) v = g + r checked finite, max |v| and the count of
  *   threshold mode, |v| into `work` for top-k, nothing of the caller's written, so a failure
- *   leaves r as it was; (B) top-k only: quickselect (random pivot, three-way partition, so runs
- *   of equal magnitudes, zeros of ReLU nets, end it at once) finds T, the k-th largest |v|,
- *   and a count over the permuted `work` gives how many are > T; (C) one pass in index order
+ *   leaves r as it was; (B) top-k only: a radix select over the bits of |v| (kth_largest)
+ *   finds T, the k-th largest |v|, and how many are > T; (C) one pass in index order
  *   keeps |v| > T and the first k - count(> T) of |v| == T (ties to lower indices), writes
  *   indices and codes, and sets r. The indices come out ascending without a sort.
  * - The largest kept |v| is the largest |v| of all whenever anything is kept (top-k keeps it,
@@ -153,33 +152,44 @@ static inline int gc_quant(float v, float inv) {
     return v < 0.0f ? -q : q;
 }
 
-/* The k-th largest (k in 1..n) of a[n], which it permutes: quickselect with a random pivot
- * (a fixed-seed generator: the value found does not depend on it, only the time) and a
- * three-way partition, [lo, gt) > p, [gt, lt) == p, [lt, hi) < p. O(n) on average. */
-static float kth_largest(float *a, size_t n, size_t k) {
-    size_t lo = 0, hi = n, want = k - 1;
-    uint64_t s = 0x9e3779b97f4a7c15u ^ (uint64_t)n;
-    for (;;) {
-        if (hi - lo == 1) return a[lo];
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
-        float p = a[lo + (size_t)(s % (uint64_t)(hi - lo))];
-        size_t gt = lo, i = lo, lt = hi;
-        while (i < lt) {
-            float v = a[i];
-            if (v > p) {
-                a[i++] = a[gt];
-                a[gt++] = v;
-            } else if (v < p) {
-                a[i] = a[--lt];
-                a[lt] = v;
-            } else {
-                i++;
-            }
+/* The k-th largest (k in 1..n) of a[n] (every a[i] >= 0 and finite, so that their bits order
+ * them as unsigned integers), which it overwrites: a radix select, three passes of 11, 11 and
+ * 10 bits, each a histogram of the candidates left, the bucket that holds the k-th largest,
+ * and the candidates of that bucket moved to the front. O(n) with branch-free loops. */
+static inline uint32_t f_bits(const float *a, size_t i) {
+    uint32_t v;
+    memcpy(&v, a + i, sizeof v);
+    return v;
+}
+
+static float kth_largest(float *a, size_t n, size_t k, size_t *above) {
+    static const int shift[3] = {21, 10, 0}, width[3] = {11, 11, 10};
+    *above = 0;
+    uint32_t prefix = 0, mask = 0;
+    size_t m = n, want = k; /* candidates a[0, m); the want-th largest of them */
+    for (int pass = 0; pass < 3; pass++) {
+        size_t hist[2048] = {0};
+        const uint32_t sh = (uint32_t)shift[pass], wm = (1u << width[pass]) - 1u;
+        for (size_t i = 0; i < m; i++) hist[(f_bits(a, i) >> sh) & wm]++;
+        uint32_t b = wm;
+        for (;; b--) { /* from the top: the bucket where the count reaches want */
+            if (hist[b] >= want) break;
+            want -= hist[b];
+            *above += hist[b]; /* all of them larger than the k-th */
         }
-        if (want < gt) hi = gt;
-        else if (want < lt) return p;
-        else lo = lt;
+        prefix |= b << sh;
+        mask |= wm << sh;
+        size_t w = 0;
+        for (size_t i = 0; i < m; i++) {
+            const float v = a[i];
+            a[w] = v;
+            w += (f_bits(a, i) & mask) == prefix;
+        }
+        m = w;
     }
+    float t;
+    memcpy(&t, &prefix, sizeof t);
+    return t;
 }
 
 /* Step 1's rule for one |v| in index order: a copy per pass, since top-k counts the ties. */
@@ -252,9 +262,8 @@ int het_gc_encode(uint8_t *buf, size_t cap, size_t *len, float *r, const float *
     }
     gc_sel sel = {cfg->mode, cfg->threshold, 0};
     if (topk) { /* pass B */
-        sel.t = kth_largest(work, n, k);
-        size_t above = 0;
-        for (size_t i = 0; i < n; i++) above += work[i] > sel.t;
+        size_t above;
+        sel.t = kth_largest(work, n, k, &above);
         sel.ties = k - above;
     }
     het_free(own);
