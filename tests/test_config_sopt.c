@@ -152,6 +152,29 @@ static void test_float(void) {
     }
 }
 
+/* HET_SOPT_LIST (the pipelines' --stages): ascending integers in [lo, hi], written back
+ * without blanks or leading zeros; anything else refused with one message. */
+static void test_list(void) {
+    const het_strategy_opt l = {"cuts", "C1,C2", "a test list", HET_SOPT_LIST, 1, 100, 0, NULL};
+    char canon[64];
+    CHECK(het_sopt_parse(&l, "3", canon, sizeof canon) == HET_OK && strcmp(canon, "3") == 0,
+          "3: '%s'", canon);
+    CHECK(het_sopt_parse(&l, "3,7,100", canon, sizeof canon) == HET_OK &&
+          strcmp(canon, "3,7,100") == 0, "3,7,100: '%s'", canon);
+    CHECK(het_sopt_parse(&l, "03,07", canon, sizeof canon) == HET_OK &&
+          strcmp(canon, "3,7") == 0, "03,07: '%s'", canon);
+    static const char *const bad[] = {"", "0", "101", "3,3", "7,3", "3,", ",3", "3;7", "x",
+                                      "3,x", " 3", "3 ,7", "-1", "3,,7", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int st = het_sopt_parse(&l, bad[i], canon, sizeof canon);
+        char want[128];
+        snprintf(want, sizeof want, "cuts: '%s' is not a list of ascending integers in 1..100 "
+                 "separated by commas", bad[i]);
+        CHECK(st == HET_EINVAL && strcmp(het_error_msg(), want) == 0, "'%s': '%s'", bad[i],
+              st ? het_error_msg() : "accepted");
+    }
+}
+
 /* Tables that share a name agree on kind, bounds and words (strategy.h), and no registered
  * strategy's option is named as a built-in key (which would hide it). */
 static void test_tables_agree(void) {
@@ -221,6 +244,7 @@ int main(void) {
     test_equal_bytes();
     test_values();
     test_float();
+    test_list();
     test_tables_agree();
     test_echo();
     return het_test_finish("test_config_sopt");

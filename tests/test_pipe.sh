@@ -10,8 +10,10 @@
 # - the plan line, the epoch line's bubble, the metrics' "gpipe" member (cuts, bubble in
 #   [0, 1], activation bytes forward = gradient bytes backward on a 2-stage pipeline, exactly
 #   the samples x the cut's activation size);
+# - --stages 9 cuts there (and the bits are still one process's);
 # - refusals, one line each: ranks not a multiple of --pipelines, more stages than places to
-#   cut, --compute-cost calibrated.
+#   cut, --compute-cost calibrated, --stages with the wrong count, at a place the model cannot
+#   be cut, not ascending.
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -50,6 +52,9 @@ run k2v 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --clock v
 run k2f 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --pipe-schedule 1f1b && same one k2f
 run k3 3 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 && same one k3
 run k3f 3 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --pipe-schedule 1f1b && same one k3f
+run k2s 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --stages 9 && same one k2s
+[ -f k2s.out ] && { grep -q '^gpipe: 2 stages .* stage 0 layers 0-8 (.*) [0-9.]* ms; stage 1 layers 9-11 ' k2s.out ||
+    fail "--stages 9: $(grep -m1 '^gpipe' k2s.out)"; }
 "$HETRAIN" train "${COMMON[@]}" --epochs 2 --optimizer adam --lr 0.002 --export-safetensors adam1.st \
     >adam1.out 2>&1 || fail "adam, one process exited $?: $(tail -3 adam1.out)"
 run adam2 2 --epochs 2 --optimizer adam --lr 0.002 --strategy gpipe --micro-batches 2 && same adam1 adam2
@@ -101,6 +106,9 @@ refused "3 ranks, 2 pipelines" "3 ranks are not a multiple of --pipelines 2" 3 -
 refused "calibrated" "calibrated has no costs of layer ranges" 2 --strategy gpipe --clock virtual \
     --compute-cost calibrated
 refused "too many stages" "at most [0-9]* stages, not 6" 6 --strategy gpipe --model mlp
+refused "--stages, 2 cuts for 2 stages" "stages gives 2 cuts, 2 stages need 1" 2 --strategy gpipe --stages 3,5
+refused "--stages at the end" "cannot be cut before layer 12 (12 layers" 2 --strategy gpipe --stages 12
+refused "--stages descending" "is not a list of ascending integers" 2 --strategy gpipe --stages 5,3
 
 [ $failures -eq 0 ] || { echo "test_pipe: $failures failure(s)" >&2; exit 1; }
 echo "test_pipe: all checks passed"

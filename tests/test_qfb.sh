@@ -6,8 +6,8 @@
 # - codecs on (int8 activations, 2-Step GC gradients): the bytes between stages are at most
 #   30 % of their fp32 size, as the metrics report them; the loss still falls; on the virtual
 #   clock two runs give the same weights bit for bit (the lanes' clocks do not depend on the
-#   host), and resume (the gradient codec's residuals in the checkpoint) equals an
-#   uninterrupted run;
+#   host), and resume (the gradient codec's residuals and the stage cuts in the checkpoint)
+#   equals an uninterrupted run, also where the resumed run would cut elsewhere;
 # - (test_qfb_threads.sh: many micro-batches on one rank, also under ThreadSanitizer);
 # - refusals: a --grad-topk outside (0, 1], an option of qfb given to gpipe.
 # Env: HETRAIN (the binary).
@@ -53,7 +53,9 @@ run k3v 3 --epochs 2 "${OFF[@]}" --micro-batches 2 --clock virtual && same one k
 echo "test_qfb: codecs off, 1 to 3 stages on both clocks: one process's weights bit for bit"
 
 # ---- codecs on ----
-CODEC=(--strategy qfb --micro-batches 4 --clock virtual --ranks-per-node 1 --net-bw 125M)
+# the cut fixed: with codecs on, where the stages are cut decides what is compressed, and the
+# measured plan may move with the host's load
+CODEC=(--strategy qfb --micro-batches 4 --clock virtual --ranks-per-node 1 --net-bw 125M --stages 3)
 if run c1 2 --epochs 2 "${CODEC[@]}" --metrics c1.jsonl; then
     for d in fwd bwd; do
         sent=$(qfb_arr c1.jsonl "bytes_$d" | sum)
@@ -67,6 +69,11 @@ if run c1 2 --epochs 2 "${CODEC[@]}" --metrics c1.jsonl; then
     run c2 2 --epochs 2 "${CODEC[@]}" && same c1 c2
     run ch 2 --epochs 1 "${CODEC[@]}" --checkpoint ck.bin &&
         run cr 2 --epochs 2 "${CODEC[@]}" --checkpoint ck.bin --resume && same c1 cr
+    # a resume whose plan differs (here: another --stages) takes the checkpoint's cuts
+    run ch2 2 --epochs 1 "${CODEC[@]}" --checkpoint ck2.bin &&
+        run cr2 2 --epochs 2 "${CODEC[@]}" --checkpoint ck2.bin --resume --stages 9 && same c1 cr2
+    [ -f cr2.out ] && { grep -q "^qfb: the checkpoint's stages replace the measured plan" cr2.out ||
+        fail "no line on the checkpoint's stages: $(grep -m3 '^qfb' cr2.out)"; }
     grep -q '^qfb: a forward and a backward thread per stage; activations int8, gradients 2-Step GC (top-k, int8)' c1.out ||
         fail "no codec line: $(grep -m2 '^qfb' c1.out)"
 fi

@@ -155,6 +155,7 @@ static void print_strategy_options(void) {
             char left[64], def[64];
             snprintf(left, sizeof left, "--%s %s", o->name, o->metavar);
             if (o->kind == HET_SOPT_WORD) snprintf(def, sizeof def, "%s", o->words[(int)o->def]);
+            else if (o->kind == HET_SOPT_LIST) snprintf(def, sizeof def, "unset");
             else snprintf(def, sizeof def, "%.10g", o->def);
             printf("  %-26s %s (default %s)\n", left, o->help, def);
         }

@@ -87,16 +87,15 @@ static int gp_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
 
 static het_model *gp_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
 
+/* The stages are gathered at every epoch's end (rank 0 holds the whole model): the cuts. */
 static int gp_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
-    (void)ctx;
-    (void)w; /* the stages are gathered at every epoch's end: rank 0 holds the whole model */
-    return HET_OK;
+    gpipe *g = ctx->priv;
+    return het_pipe_save(&g->p, w);
 }
 
 static int gp_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    (void)ctx;
-    (void)r;
-    return HET_OK;
+    gpipe *g = ctx->priv;
+    return het_pipe_load(&g->p, ctx, r, "gpipe");
 }
 
 static void gp_free(het_strategy_ctx *ctx) {

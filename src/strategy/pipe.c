@@ -49,7 +49,7 @@ static const char *const sched_words[] = {"gpipe", "1f1b", NULL};
      "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL}
 
 const het_strategy_opt het_gpipe_opts[] = {
-    PIPELINES, MICRO_BATCHES,
+    PIPELINES, MICRO_BATCHES, HET_PIPE_STAGES_OPT,
     {"pipe-schedule", "gpipe|1f1b", "gpipe: all forwards, then all backwards; 1f1b: one "
      "forward one backward (PipeDream-Flush, Megatron)", HET_SOPT_WORD, 0, 0, 0, sched_words},
     {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
@@ -97,9 +97,9 @@ static double time_segment(het_model *m, int a, int b, int mb, float *state_copy
     return r;
 }
 
-/* Rank 0: the cuts of K stages of balanced measured cost into cut[0..K]; the stages' costs
- * into cost[0..K). */
-static int plan_stages(het_model *m, int K, int mb, int *cut, double *cost) {
+/* Rank 0: the cuts of K stages into cut[0..K], the given ones (given[0..K-1), --stages) or
+ * those of balanced measured cost; the stages' measured costs into cost[0..K). */
+static int plan_stages(het_model *m, int K, int mb, const int *given, int *cut, double *cost) {
     const int n = het_model_n_layers(m);
     int at[256], S = 0; /* the places a range may start, then n */
     for (int c = 0; c < n && S < 255; c++)
@@ -108,6 +108,11 @@ static int plan_stages(het_model *m, int K, int mb, int *cut, double *cost) {
     if (S < K)
         return het_error_set(HET_EINVAL, "the model can be cut at %d places only (plain edges "
                              "between layers): at most %d stages, not %d", S, S, K);
+    for (int k = 0; given && k < K - 1; k++)
+        if (given[k] <= 0 || given[k] >= n || !het_model_cut_ok(m, given[k]))
+            return het_error_set(HET_EINVAL, "--stages: the model cannot be cut before layer %d "
+                                 "(%d layers; the edge there is channel-blocked or inside a "
+                                 "fused ReLU)", given[k], n);
     double seg[256], pre[257];
     float *state = NULL;
     size_t ns = het_model_n_state(m);
@@ -146,6 +151,15 @@ static int plan_stages(het_model *m, int K, int mb, int *cut, double *cost) {
         s = j;
     }
     cut[0] = 0;
+    if (given) { /* the user's cuts, costed by the segments they hold */
+        for (int k = 1; k < K; k++) cut[k] = given[k - 1];
+        for (int k = 0, s0 = 0; k < K; k++) {
+            int s1 = s0;
+            while (at[s1] < cut[k + 1]) s1++;
+            cost[k] = pre[s1] - pre[s0];
+            s0 = s1;
+        }
+    }
     return HET_OK;
 }
 
@@ -163,6 +177,68 @@ static void slices(const het_model *m, int a, int b, size_t *plo, size_t *phi, s
     *slo = o;
     *shi = b < het_model_n_layers(m) ? (het_model_layer_state(m, b, &o, &c), o)
                                      : het_model_n_state(m);
+}
+
+/* The stage's slices and buffers for p->cut: per micro-batch a tape, its input and its
+ * output gradient; the codecs' buffers when they are on. */
+static int stage_alloc(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
+    het_model *m = ctx->model;
+    const int a = p->cut[p->stage], b = p->cut[p->stage + 1];
+    int rc;
+    slices(m, a, b, &p->p_lo, &p->p_hi, &p->s_lo, &p->s_hi);
+    p->in_floats = het_shape_size(het_model_layer(m, a)->in);
+    p->out_floats = het_shape_size(het_model_layer(m, b - 1)->out);
+    const size_t mb = (size_t)p->mb_max;
+    p->stash_bytes = 0;
+    p->tape = calloc((size_t)p->M, sizeof *p->tape);
+    p->in = calloc((size_t)p->M, sizeof *p->in);
+    p->dout = calloc((size_t)p->M, sizeof *p->dout);
+    p->sends = calloc((size_t)(2 * p->M), sizeof *p->sends);
+    p->recvs = calloc((size_t)(2 * p->M), sizeof *p->recvs);
+    p->idx = calloc((size_t)p->M * mb, sizeof *p->idx);
+    p->y = calloc((size_t)p->M * mb, 1);
+    p->probs = het_alloc(sizeof(float) * mb * (size_t)het_model_n_classes(m));
+    if (!p->tape || !p->in || !p->dout || !p->sends || !p->recvs || !p->idx || !p->y ||
+        !p->probs)
+        return het_error_set(HET_ENOMEM, "%s: out of memory for the stage's buffers", name);
+    for (int i = 0; i < p->M; i++) {
+        if ((rc = het_tape_create(&p->tape[i], m, a, b, p->mb_max))) return rc;
+        p->stash_bytes += het_tape_bytes(p->tape[i]);
+        if (!(p->in[i] = het_alloc(sizeof(float) * p->in_floats * mb)) ||
+            !(p->dout[i] = het_alloc(sizeof(float) * p->out_floats * mb)))
+            return het_error_set(HET_ENOMEM, "%s: out of memory for micro-batch buffers", name);
+    }
+    return p->act_q8 || p->grad_gc ? het_pipe_codecs(p, name) : HET_OK;
+}
+
+/* Frees what stage_alloc made (and the codecs' buffers). */
+static void stage_release(het_pipe *p) {
+    for (int i = 0; i < p->M; i++) {
+        if (p->tape) het_tape_free(p->tape[i]);
+        if (p->in) het_free(p->in[i]);
+        if (p->dout) het_free(p->dout[i]);
+        if (p->rbuf_a) het_free(p->rbuf_a[i]);
+        if (p->rbuf_g) het_free(p->rbuf_g[i]);
+        if (p->sbuf_a) het_free(p->sbuf_a[i]);
+        if (p->sbuf_g) het_free(p->sbuf_g[i]);
+    }
+    free(p->tape);
+    free(p->in);
+    free(p->dout);
+    free(p->rbuf_a);
+    free(p->rbuf_g);
+    free(p->sbuf_a);
+    free(p->sbuf_g);
+    het_free(p->residual);
+    het_free(p->gc_work);
+    free(p->sends);
+    free(p->recvs);
+    free(p->idx);
+    free(p->y);
+    het_free(p->probs);
+    p->tape = NULL, p->in = p->dout = NULL, p->rbuf_a = p->rbuf_g = p->sbuf_a = p->sbuf_g = NULL;
+    p->residual = p->gc_work = p->probs = NULL, p->sends = p->recvs = NULL, p->idx = NULL;
+    p->y = NULL;
 }
 
 int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
@@ -190,9 +266,14 @@ int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
     /* the plan: rank 0 measures, everyone gets its cuts */
     int rc = HET_OK;
     double plan[2 * HET_PIPE_MAX_STAGES + 1] = {0};
+    int given[HET_PIPE_MAX_STAGES + 1];
+    const int n_given = het_strategy_opt_list(c, "stages", given, HET_PIPE_MAX_STAGES + 1);
+    if (n_given && n_given != p->K - 1)
+        return het_error_set(HET_EINVAL, "%s: --stages gives %d cut%s, %d stages need %d", name,
+                             n_given, n_given == 1 ? "" : "s", p->K, p->K - 1);
     if (ctx->rank == 0) {
         int cut[HET_PIPE_MAX_STAGES + 1];
-        rc = plan_stages(m, p->K, p->mb_max, cut, p->stage_cost);
+        rc = plan_stages(m, p->K, p->mb_max, n_given ? given : NULL, cut, p->stage_cost);
         plan[0] = rc;
         for (int k = 0; k <= p->K && !rc; k++) plan[1 + k] = cut[k];
         for (int k = 0; k < p->K && !rc; k++) plan[2 + p->K + k] = p->stage_cost[k];
@@ -201,37 +282,15 @@ int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
         return het_error_set(HET_EMPI, "%s: broadcast of the stage plan failed", name);
     if (plan[0] != 0) return ctx->rank == 0 ? rc : het_error_set(HET_EINVAL, "%s: rank 0 "
                                                   "could not plan the stages", name);
+    /* rank 0's message names the strategy too */
     for (int k = 0; k <= p->K; k++) p->cut[k] = (int)plan[1 + k];
     for (int k = 0; k < p->K; k++) p->stage_cost[k] = plan[2 + p->K + k];
-    const int a = p->cut[p->stage], b = p->cut[p->stage + 1];
-    slices(m, a, b, &p->p_lo, &p->p_hi, &p->s_lo, &p->s_hi);
     if (p->stage > 0) p->prev = ctx->rank - 1;
     if (p->stage < p->K - 1) p->next = ctx->rank + 1;
-    p->in_floats = het_shape_size(het_model_layer(m, a)->in);
-    p->out_floats = het_shape_size(het_model_layer(m, b - 1)->out);
     if (p->R > 1 && (rc = het_comm_split(ctx->comm, HET_COMM_WORLD, p->stage, p->line,
                                          &p->replicas)))
         return rc;
-    /* per micro-batch: a tape, its input and its output gradient */
-    const size_t mb = (size_t)p->mb_max;
-    p->tape = calloc((size_t)p->M, sizeof *p->tape);
-    p->in = calloc((size_t)p->M, sizeof *p->in);
-    p->dout = calloc((size_t)p->M, sizeof *p->dout);
-    p->sends = calloc((size_t)(2 * p->M), sizeof *p->sends);
-    p->recvs = calloc((size_t)(2 * p->M), sizeof *p->recvs);
-    p->idx = calloc((size_t)p->M * mb, sizeof *p->idx);
-    p->y = calloc((size_t)p->M * mb, 1);
-    p->probs = het_alloc(sizeof(float) * mb * (size_t)het_model_n_classes(m));
-    if (!p->tape || !p->in || !p->dout || !p->sends || !p->recvs || !p->idx || !p->y ||
-        !p->probs)
-        return het_error_set(HET_ENOMEM, "%s: out of memory for the stage's buffers", name);
-    for (int i = 0; i < p->M; i++) {
-        if ((rc = het_tape_create(&p->tape[i], m, a, b, p->mb_max))) return rc;
-        p->stash_bytes += het_tape_bytes(p->tape[i]);
-        if (!(p->in[i] = het_alloc(sizeof(float) * p->in_floats * mb)) ||
-            !(p->dout[i] = het_alloc(sizeof(float) * p->out_floats * mb)))
-            return het_error_set(HET_ENOMEM, "%s: out of memory for micro-batch buffers", name);
-    }
+    if ((rc = stage_alloc(p, ctx, name))) return rc;
     if (ctx->rank == 0) {
         char line[1024];
         size_t o = (size_t)snprintf(line, sizeof line, "%s: %d stage%s x %d pipeline%s, %d "
@@ -250,31 +309,7 @@ int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
 }
 
 void het_pipe_free(het_pipe *p) {
-    for (int i = 0; i < p->M; i++) {
-        if (p->tape) het_tape_free(p->tape[i]);
-        if (p->in) het_free(p->in[i]);
-        if (p->dout) het_free(p->dout[i]);
-    }
-    free(p->tape);
-    free(p->in);
-    free(p->dout);
-    free(p->sends);
-    free(p->recvs);
-    for (int i = 0; i < p->M; i++) {
-        if (p->rbuf_a) het_free(p->rbuf_a[i]);
-        if (p->rbuf_g) het_free(p->rbuf_g[i]);
-        if (p->sbuf_a) het_free(p->sbuf_a[i]);
-        if (p->sbuf_g) het_free(p->sbuf_g[i]);
-    }
-    free(p->rbuf_a);
-    free(p->rbuf_g);
-    free(p->sbuf_a);
-    free(p->sbuf_g);
-    het_free(p->residual);
-    het_free(p->gc_work);
-    free(p->idx);
-    free(p->y);
-    het_free(p->probs);
+    stage_release(p);
     memset(p, 0, sizeof *p);
 }
 
@@ -288,6 +323,7 @@ static uint8_t **byte_bufs(int M, size_t cap) {
 }
 
 int het_pipe_codecs(het_pipe *p, const char *name) {
+    if (p->rbuf_a || p->rbuf_g || p->sbuf_a || p->sbuf_g || p->residual) return HET_OK;
     const size_t mb = (size_t)p->mb_max, na = p->out_floats * mb, ni = p->in_floats * mb;
     int ok = 1;
     if (p->act_q8) {
@@ -351,6 +387,7 @@ int het_pipe_pack_grads(het_pipe *p, int i, const float *din, const void **buf, 
     } else {
         het_gc_config c = p->gc;
         if (c.mode == HET_GC_TOPK) c.k = het_gc_k_of_ratio(p->gc_ratio, n);
+        if (!p->gc_feedback) memset(p->residual, 0, sizeof(float) * n);
         int rc = het_gc_encode(p->sbuf_g[i], het_gc_bytes(n, n, c.quantize), bytes, p->residual,
                                din, n, &c, p->gc_work);
         if (rc) return rc;
@@ -536,6 +573,39 @@ int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
     if (!rc) rc = het_step_sum_f64(ctx, f, (size_t)(HET_PIPE_FIGS * p->K));
     if (!rc) memcpy(p->stage_fig, f, sizeof(double) * (size_t)(HET_PIPE_FIGS * p->K));
     return rc;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+int het_pipe_save(het_pipe *p, het_ckpt_writer *w) {
+    int32_t c[HET_PIPE_MAX_STAGES + 1];
+    for (int k = 0; k <= p->K; k++) c[k] = p->cut[k];
+    return w ? het_ckpt_put(w, "s.pipe.cuts", c, sizeof(int32_t) * (size_t)(p->K + 1)) : HET_OK;
+}
+
+int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const char *name) {
+    if (!het_ckpt_has(r, "s.pipe.cuts")) return HET_OK;
+    int32_t c[HET_PIPE_MAX_STAGES + 1];
+    int rc = het_ckpt_get(r, "s.pipe.cuts", c, sizeof(int32_t) * (size_t)(p->K + 1));
+    if (rc) return het_error_set(HET_EFORMAT, "%s: the checkpoint's stage cuts are not those of "
+                                 "%d stages", name, p->K);
+    const int n = het_model_n_layers(ctx->model);
+    int same = 1;
+    for (int k = 0; k <= p->K; k++) {
+        if (c[k] < 0 || c[k] > n || (k && c[k] <= c[k - 1]) || (k == 0) != (c[k] == 0) ||
+            (k == p->K) != (c[k] == n) || !het_model_cut_ok(ctx->model, c[k]))
+            return het_error_set(HET_EFORMAT, "%s: the checkpoint's stage cut %d (layer %d) is "
+                                 "not a place the model can be cut", name, k, (int)c[k]);
+        same &= c[k] == p->cut[k];
+    }
+    if (same) return HET_OK;
+    /* the run measured another plan than the checkpoint's: the checkpoint's wins, so that the
+     * resumed run computes what the uninterrupted one did (codecs see the same tensors) */
+    stage_release(p);
+    for (int k = 0; k <= p->K; k++) p->cut[k] = c[k];
+    if (ctx->rank == 0)
+        het_log(HET_LOG_INFO, "%s: the checkpoint's stages replace the measured plan\n", name);
+    return stage_alloc(p, ctx, name);
 }
 
 /* ---------------------------------------------------------------- report */

@@ -47,6 +47,7 @@ typedef struct het_pipe {
     int act_q8, grad_gc;
     het_gc_config gc;         /* mode, threshold, quantize; k from gc_ratio per micro-batch */
     double gc_ratio;
+    int gc_feedback;          /* 1: error feedback; 0: the residual is dropped every time */
     uint8_t **rbuf_a, **rbuf_g; /* M each: encoded messages received (where a codec is on) */
     uint8_t **sbuf_a, **sbuf_g; /* M each: encoded messages sent */
     size_t cap_a, cap_g;      /* their capacity */
@@ -63,6 +64,11 @@ typedef struct het_pipe {
                                  fp32 sizes, busy seconds, the epoch's seconds */
 } het_pipe;
 
+/* --stages, shared by gpipe's and qfb's tables. */
+#define HET_PIPE_STAGES_OPT                                                                   \
+    {"stages", "C1,C2,...", "the stages' first layers after the first stage's (K - 1 cuts, "  \
+     "ascending); unset: cut where the measured times balance", HET_SOPT_LIST, 1, 100000, 0,  \
+     NULL}
 /* The options of gpipe and qfb (pipe.c). */
 extern const het_strategy_opt het_gpipe_opts[];
 
@@ -101,6 +107,11 @@ int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr);
 /* The epoch's end: every stage's parameters, state and optimizer state to every rank
  * (batch-norm statistics averaged over the replicas first). Collective. */
 int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx);
+/* Checkpoints: the stage cuts (section s.pipe.cuts; w is NULL off rank 0). A resume takes
+ * the checkpoint's cuts where the run measured others (the tapes are made again); a
+ * checkpoint without them keeps the plan; cuts that do not fit the model: HET_EFORMAT. */
+int het_pipe_save(het_pipe *p, het_ckpt_writer *w);
+int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const char *name);
 /* The epoch line's " | pipe ..." and the metrics' "pipe":{...}. */
 void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
                      char *json, size_t nj);

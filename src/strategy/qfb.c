@@ -75,12 +75,14 @@ static const char *const act_words[] = {"int8", "off", NULL};
 static const char *const gc_words[] = {"2step", "off", NULL};
 static const char *const sparse_words[] = {"topk", "threshold", "none", NULL};
 static const char *const quant_words[] = {"int8", "off", NULL};
+static const char *const onoff_words[] = {"on", "off", NULL};
 
 const het_strategy_opt het_qfb_opts[] = {
     {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "
      "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL},
     {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "
      "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL},
+    HET_PIPE_STAGES_OPT,
     {"act-codec", "int8|off", "activations sent forward as per-tensor affine int8, or fp32",
      HET_SOPT_WORD, 0, 0, 0, act_words},
     {"grad-codec", "2step|off", "gradients sent backward through 2-Step GC (sparsify, then "
@@ -94,6 +96,8 @@ const het_strategy_opt het_qfb_opts[] = {
      1e-4, NULL},
     {"grad-quant", "int8|off", "2-Step GC's second step: kept values as int8, or fp32",
      HET_SOPT_WORD, 0, 0, 0, quant_words},
+    {"grad-feedback", "on|off", "error feedback: what 2-Step GC did not send is added to the "
+     "next micro-batch's gradient", HET_SOPT_WORD, 0, 0, 0, onoff_words},
     {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
 };
 
@@ -390,6 +394,7 @@ static int qfb_init(het_strategy_ctx *ctx) {
     p->gc.threshold = (float)het_strategy_opt_value(c, "grad-threshold");
     p->gc.quantize = het_strategy_opt_value(c, "grad-quant") == 0;
     p->gc_ratio = het_strategy_opt_value(c, "grad-topk");
+    p->gc_feedback = het_strategy_opt_value(c, "grad-feedback") == 0;
     if ((rc = het_pipe_codecs(p, "qfb"))) return rc;
     for (int w = 0; w < 2; w++) {
         q->lane[w].q = q;
@@ -475,11 +480,15 @@ static int residuals(het_strategy_ctx *ctx, het_ckpt_writer *w, het_ckpt_reader 
 }
 
 static int qfb_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
-    return residuals(ctx, w, NULL);
+    qfb *q = ctx->priv;
+    int rc = het_pipe_save(&q->p, w);
+    return rc ? rc : residuals(ctx, w, NULL);
 }
 
 static int qfb_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    return residuals(ctx, NULL, r);
+    qfb *q = ctx->priv; /* the lanes wait for a step: the buffers may be made again */
+    int rc = het_pipe_load(&q->p, ctx, r, "qfb");
+    return rc ? rc : residuals(ctx, NULL, r);
 }
 
 static void qfb_free(het_strategy_ctx *ctx) {

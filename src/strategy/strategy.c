@@ -71,13 +71,34 @@ static _Noreturn void opt_abort(const char *what, const char *name, const char *
     abort();
 }
 
-double het_strategy_opt_value(const het_train_config *c, const char *name) {
+/* The configured strategy's entry `name` (aborts when there is none). */
+static const het_strategy_opt *configured_opt(const het_train_config *c, const char *name) {
     const het_strategy_ops *s = NULL;
     for (int i = 0; i < N_STRATEGIES && !s; i++)
         if (strcmp(strategies[i]->name, c->strategy) == 0) s = strategies[i];
     if (!s) opt_abort("not a registered strategy", name, c->strategy);
     const het_strategy_opt *o = het_strategy_opt_find(s->opts, name);
     if (!o) opt_abort("not an option", name, c->strategy);
+    return o;
+}
+
+int het_strategy_opt_list(const het_train_config *c, const char *name, int *out, int cap) {
+    const het_strategy_opt *o = configured_opt(c, name);
+    if (o->kind != HET_SOPT_LIST) opt_abort("not a list option", name, c->strategy);
+    char val[sizeof c->strategy_opts];
+    if (!het_strategy_opts_lookup(c->strategy_opts, name, val, sizeof val)) return 0;
+    int n = 0;
+    for (char *p = val, *end; *p && n < cap; p = *end ? end + 1 : end) {
+        out[n++] = (int)strtol(p, &end, 10);
+        if (end == p) opt_abort("not a list in strategy_opts for an option", name, c->strategy);
+    }
+    return n;
+}
+
+double het_strategy_opt_value(const het_train_config *c, const char *name) {
+    const het_strategy_opt *o = configured_opt(c, name);
+    if (o->kind == HET_SOPT_LIST) opt_abort("a list option (het_strategy_opt_list)", name,
+                                            c->strategy);
     char val[sizeof c->strategy_opts];
     if (!het_strategy_opts_lookup(c->strategy_opts, name, val, sizeof val)) return o->def;
     if (o->kind == HET_SOPT_WORD) {

@@ -145,7 +145,9 @@ het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
  * het_train_config.strategy_opts; het_train_config_check refuses an option that the chosen
  * strategy does not declare. Options of one name in several tables (asp and inhad share
  * theirs) must have the same kind, bounds and words; defaults may differ. */
-typedef enum { HET_SOPT_INT = 0, HET_SOPT_FLOAT, HET_SOPT_WORD } het_sopt_kind;
+/* HET_SOPT_LIST: integers in [lo, hi], comma-separated, strictly ascending ("3,7"); def is
+ * unused (unset: the strategy chooses), read with het_strategy_opt_list. */
+typedef enum { HET_SOPT_INT = 0, HET_SOPT_FLOAT, HET_SOPT_WORD, HET_SOPT_LIST } het_sopt_kind;
 typedef struct het_strategy_opt {
     const char *name;               /* without "--"; NULL ends a table */
     const char *metavar;            /* "N", "X", "on|off" */
@@ -161,6 +163,10 @@ typedef struct het_strategy_opt {
  * (a programming error otherwise: aborts with a message). It scans the registry and the text
  * of c->strategy_opts: read the values once, at init, not per step. */
 double het_strategy_opt_value(const het_train_config *c, const char *name);
+/* The integers of HET_SOPT_LIST option `name` of the configured strategy: up to cap into out;
+ * returns how many were set (0: unset). Aborts as het_strategy_opt_value for a name not in
+ * the table or not a list. */
+int het_strategy_opt_list(const het_train_config *c, const char *name, int *out, int cap);
 /* The entry called `name` (exactly) of a table (NULL: none), or NULL. */
 const het_strategy_opt *het_strategy_opt_find(const het_strategy_opt *table, const char *name);
 /* The value text of option `name` in the text of het_train_config.strategy_opts into val (n

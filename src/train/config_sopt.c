@@ -111,6 +111,28 @@ int het_sopt_parse(const het_strategy_opt *o, const char *v, char *canon, size_t
     char lo[32], hi[32], *end = NULL;
     snprintf(lo, sizeof lo, "%.10g", o->lo);
     snprintf(hi, sizeof hi, "%.10g", o->hi);
+    if (o->kind == HET_SOPT_LIST) { /* "3,7": integers in [lo, hi], strictly ascending */
+        size_t used = 0;
+        long long prev = 0;
+        int count = 0;
+        canon[0] = '\0';
+        for (const char *p = v;;) {
+            char *e = NULL;
+            errno = 0;
+            long long x = isdigit((unsigned char)*p) || *p == '-' ? strtoll(p, &e, 10) : 0;
+            if (!e || e == p || errno == ERANGE || (*e && *e != ',') || (double)x < o->lo ||
+                (double)x > o->hi || (count && x <= prev))
+                return het_error_set(HET_EINVAL, "%s: '%s' is not a list of ascending integers "
+                                     "in %s..%s separated by commas", o->name, v, lo, hi);
+            used += (size_t)snprintf(canon + used, used < n ? n - used : 0, "%s%lld",
+                                     count ? "," : "", x);
+            prev = x;
+            count++;
+            if (!*e) break;
+            p = e + 1;
+        }
+        return used < n ? HET_OK : het_error_set(HET_EINVAL, "%s: '%s' is too long", o->name, v);
+    }
     errno = 0;
     int ok = *v && !isspace((unsigned char)*v);
     if (o->kind == HET_SOPT_INT) {
