@@ -17,10 +17,11 @@
 #   bytes_fwd/bwd and bytes_fwd/bwd_fp32), K = 2.
 # - accuracy: EPOCHS (10) epochs of lenet5 and resnet20 on all of Fashion-MNIST on 2 ranks
 #   (K = 2, M = 4, SGD momentum 0.9, lr 0.05 cosine, batch 64): the final test accuracy of
-#   gpipe, qfb with codecs off and qfb with codecs on. Long: about 3 minutes per lenet5 run
-#   and 35 per resnet20 run on 2 cores (MODELS="lenet5" for the short part).
+#   gpipe, qfb with codecs off and qfb with codecs on. Long: about 1 minute per lenet5 run
+#   and 25 per resnet20 run on 2 cores (MODELS=lenet5 for the short part).
 #
-# Env: ROUNDS (3), EPOCHS (10), MODELS ("lenet5 resnet20"), TRAIN_LIMIT (0 = all) for the
+# Env: ROUNDS (3), EPOCHS (10), MODELS ("lenet5 resnet20"), TRAIN_LIMIT (0 = all) and RUNS
+# ("gpipe qfb-off qfb"; qfb-off gives gpipe's weights bit for bit, tests/test_qfb.sh) for the
 # accuracy part, HET_DATA_DIR, BLAS_CORETYPE.
 set -euo pipefail
 build=${1:-build}
@@ -88,7 +89,7 @@ pipes)
             mpirun --oversubscribe -n "$P" "$het" "${base[@]}" "${a[@]}" --pipelines "$R" \
                 --clock "$clk" --metrics "$out/p.jsonl" >"$out/p.out" 2>&1 ||
                 { echo "$s on $P ranks failed: $(tail -2 "$out/p.out")"; continue; }
-            bub=$(arr "$out/p.jsonl" "$st" bubble | tr ',' '\n' | awk '{ printf "%s%.0f%%", NR > 1 ? " " : "", 100 * $1 }')
+            bub=$(arr "$out/p.jsonl" "$st" bubble | tr ',' '\n' | awk '{ printf "%s%.0f%%", (NR > 1 ? " " : ""), 100 * $1 }')
             printf '%-28s %-8s %12s  %s\n' "$s, K=$((P / R)) x R=$R" "$clk" \
                 "$(het_epoch_rate "$out/p.out")" "$bub"
         done
@@ -110,7 +111,7 @@ accuracy)
     echo
     echo "== test accuracy after $epochs epochs, 2 ranks (K = 2, M = 4), batch 64, lr 0.05 cosine, momentum 0.9 =="
     for model in ${MODELS:-lenet5 resnet20}; do
-        for s in gpipe qfb-off qfb; do
+        for s in ${RUNS:-gpipe qfb-off qfb}; do
             case $s in
             gpipe) a=(--strategy gpipe) ;;
             qfb-off) a=(--strategy qfb --act-codec off --grad-codec off) ;;
