@@ -4,7 +4,8 @@
 #   compare.md, compare.csv (the same number of fields on every line), accuracy.svg and
 #   split.svg (well-formed XML, exactly one polyline per strategy in accuracy.svg), keeps every
 #   run's JSONL and log, and prints the table; the parameter servers asp and inhad (3 ranks)
-#   get their rows beside allreduce;
+#   and the pipelines gpipe and qfb (2 ranks, --micro-batches for them only) get their rows
+#   beside allreduce;
 # - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
 #   a strategy's own options (--max-staleness) reach only the runs of the strategies that
@@ -79,6 +80,14 @@ timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,asp,inhad -
     --target-acc 0.5 --out ps >ps.out 2>ps.err || fail "compare with asp, inhad: $(cat ps.err)"
 for s in allreduce asp inhad; do
     grep -q "^| $s | 3 | " ps/compare.md || fail "compare.md has no row for $s: $(cat ps/compare.md)"
+done
+
+# ---- the pipelines (2 ranks: 2 stages), a pipeline option passed to them only ----
+timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,gpipe,qfb --ranks 2 \
+    --micro-batches 2 --target-acc 0.5 --out pipe >pipe.out 2>pipe.err ||
+    fail "compare with gpipe, qfb: $(cat pipe.err)"
+for s in allreduce gpipe qfb; do
+    grep -q "^| $s | 2 | " pipe/compare.md || fail "compare.md has no row for $s: $(cat pipe/compare.md)"
 done
 
 # ---- the figures, from known metrics (a fake launcher copies them) ----
