@@ -3,8 +3,9 @@
 # - codecs off: 1, 2 and 3 stages, on both clocks, give one process's SGD bit for bit (the
 #   forward thread runs ahead, the backward thread adds the micro-batches' gradients in
 #   order; the update waits for all of them);
-# - codecs on (int8 activations, 2-Step GC gradients): the bytes between stages are at most
-#   30 % of their fp32 size, as the metrics report them; the loss still falls; on the virtual
+# - codecs on (int8 activations, int8 gradients: 2-Step GC without its first step, the
+#   default): the bytes between stages are at most 30 % of their fp32 size, as the metrics
+#   report them; with top-k of 10 %, 12.5 % backward; the loss still falls; on the virtual
 #   clock two runs give the same weights bit for bit (the lanes' clocks do not depend on the
 #   host), and resume (the gradient codec's residuals and the stage cuts in the checkpoint)
 #   equals an uninterrupted run, also where the resumed run would cut elsewhere;
@@ -74,10 +75,18 @@ if run c1 2 --epochs 2 "${CODEC[@]}" --metrics c1.jsonl; then
         run cr2 2 --epochs 2 "${CODEC[@]}" --checkpoint ck2.bin --resume --stages 9 && same c1 cr2
     [ -f cr2.out ] && { grep -q "^qfb: the checkpoint's stages replace the measured plan" cr2.out ||
         fail "no line on the checkpoint's stages: $(grep -m3 '^qfb' cr2.out)"; }
-    grep -q '^qfb: a forward and a backward thread per stage; activations int8, gradients 2-Step GC (top-k, int8)' c1.out ||
+    grep -q '^qfb: a forward and a backward thread per stage; activations int8, gradients int8 (all values)' c1.out ||
         fail "no codec line: $(grep -m2 '^qfb' c1.out)"
 fi
 run th 2 --epochs 1 "${CODEC[@]}" --grad-sparsify threshold --grad-threshold 1e-5 --grad-quant off
+# top-k of 10 %, int8: 5 bytes a kept value, an eighth of fp32 (headers aside)
+if run tk 2 --epochs 1 "${CODEC[@]}" --grad-sparsify topk --grad-topk 0.1 --metrics tk.jsonl; then
+    sent=$(qfb_arr tk.jsonl bytes_bwd | sum)
+    raw=$(qfb_arr tk.jsonl bytes_bwd_fp32 | sum)
+    awk -v s="$sent" -v r="$raw" 'BEGIN { exit !(s > 0.12 * r && s < 0.13 * r) }' ||
+        fail "top-k 0.1: $sent bytes backward against $raw in fp32 (expected 12.5 %)"
+    grep -q 'gradients 2-Step GC (top-k, int8)' tk.out || fail "top-k: $(grep -m2 '^qfb' tk.out)"
+fi
 
 # ---- refusals ----
 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --strategy qfb --grad-topk 2 >bad.out 2>&1 &&

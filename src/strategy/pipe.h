@@ -72,6 +72,11 @@ typedef struct het_pipe {
 /* The options of gpipe and qfb (pipe.c). */
 extern const het_strategy_opt het_gpipe_opts[];
 
+/* Rank 0's plan (pipe_plan.c): the cuts of K stages of model m into cut[0..K], the given ones
+ * (given[0..K-1), --stages; NULL: none) or those that balance the measured time of a
+ * micro-batch of mb samples; each stage's measured seconds into cost[0..K). HET_EINVAL with
+ * a message for more stages than places to cut or a given cut the model cannot take. */
+int het_pipe_plan(het_model *m, int K, int mb, const int *given, int *cut, double *cost);
 /* Sets up p for ctx (collective over the world): R = --pipelines, K = ranks / R, M =
  * --micro-batches; measures the layers' costs on rank 0 and cuts the model into K stages of
  * balanced cost (cuts only where het_model_cut_ok allows), broadcasts the cuts, prints the
