@@ -57,32 +57,11 @@ static int run_schedule(gpipe *g, het_strategy_ctx *ctx) {
     return rc;
 }
 
+static int gp_run(void *user, het_strategy_ctx *ctx) { return run_schedule(user, ctx); }
+
 static int gp_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     gpipe *g = ctx->priv;
-    het_pipe *p = &g->p;
-    const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0, 0};
-    float lr = 0.0f;
-    het_pipe_epoch_begin(p);
-    het_sampler_set_epoch(ctx->sampler, epoch);
-    int rc = HET_OK;
-    for (int64_t pos = 0; pos < n && !rc; pos += B) {
-        double ts = het_clock_now();
-        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
-        rc = het_pipe_step_begin(p, ctx, pos);
-        if (!rc) rc = run_schedule(g, ctx);
-        if (!rc) rc = het_pipe_step_end(p, ctx, lr);
-        /* the loss is the last stage's: the others report no samples */
-        const int last = p->next < 0;
-        het_batch_result none = {0, 0, 0}, *mine = last ? &p->res : &none;
-        if (!rc) rc = het_step_record(ctx, &sums, mine, mine->count, mine, mine->count, 1, lr, ts);
-    }
-    /* a failing rank's partners would wait for it: agree before the collectives */
-    rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
-    if (rc) return rc;
-    rc = het_step_epoch_figures(ctx, &sums, lr, st);
-    if (!rc) rc = het_pipe_gather(p, ctx);
-    return rc ? rc : het_step_check_params(ctx);
+    return het_pipe_epoch(&g->p, ctx, epoch, st, gp_run, g);
 }
 
 static het_model *gp_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }

@@ -424,6 +424,34 @@ int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
     return HET_OK;
 }
 
+/* ---------------------------------------------------------------- an epoch */
+
+int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stats *st,
+                   int (*run)(void *user, het_strategy_ctx *ctx), void *user) {
+    const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
+    het_epoch_sums sums = {0, 0, 0, 0};
+    float lr = 0.0f;
+    het_pipe_epoch_begin(p);
+    het_sampler_set_epoch(ctx->sampler, epoch);
+    int rc = HET_OK;
+    for (int64_t pos = 0; pos < n && !rc; pos += B) {
+        double ts = het_clock_now();
+        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
+        rc = het_pipe_step_begin(p, ctx, pos);
+        if (!rc) rc = run(user, ctx);
+        if (!rc) rc = het_pipe_step_end(p, ctx, lr);
+        /* the loss is the last stage's: the others report no samples */
+        het_batch_result none = {0, 0, 0}, *mine = p->next < 0 ? &p->res : &none;
+        if (!rc) rc = het_step_record(ctx, &sums, mine, mine->count, mine, mine->count, 1, lr, ts);
+    }
+    /* a failing rank's partners would wait for it: agree before the collectives */
+    rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
+    if (rc) return rc;
+    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    if (!rc) rc = het_pipe_gather(p, ctx);
+    return rc ? rc : het_step_check_params(ctx);
+}
+
 /* ---------------------------------------------------------------- the epoch's end */
 
 int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {

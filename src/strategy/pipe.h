@@ -109,6 +109,12 @@ int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i);
 /* Ends the step: waits for its sends, sums the stage's gradients over its replicas, updates
  * the stage's slice of the parameters with lr, advances ctx->step. */
 int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr);
+/* One epoch of a pipeline strategy (collective): each step's micro-batches set up
+ * (het_pipe_step_begin), run by run(user, ctx) in the strategy's order, the update
+ * (het_pipe_step_end) and the step's figures; then the epoch's figures, the stages gathered
+ * (het_pipe_gather) and the check of the weights. */
+int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stats *st,
+                   int (*run)(void *user, het_strategy_ctx *ctx), void *user);
 /* The epoch's end: every stage's parameters, state and optimizer state to every rank
  * (batch-norm statistics averaged over the replicas first). Collective. */
 int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx);

@@ -417,31 +417,15 @@ static int qfb_init(het_strategy_ctx *ctx) {
     return HET_OK;
 }
 
+static int qfb_run(void *user, het_strategy_ctx *ctx) {
+    (void)ctx;
+    return run_step(user);
+}
+
 static int qfb_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     qfb *q = ctx->priv;
-    het_pipe *p = &q->p;
-    const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0, 0};
-    float lr = 0.0f;
-    het_pipe_epoch_begin(p);
-    het_sampler_set_epoch(ctx->sampler, epoch);
     q->factor = ctx->pace.factor; /* --slowdown-at may change it between epochs */
-    int rc = HET_OK;
-    for (int64_t pos = 0; pos < n && !rc; pos += B) {
-        double ts = het_clock_now();
-        lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
-        rc = het_pipe_step_begin(p, ctx, pos);
-        if (!rc) rc = run_step(q);
-        if (!rc) rc = het_pipe_step_end(p, ctx, lr);
-        const int last = p->next < 0;
-        het_batch_result none = {0, 0, 0}, *mine = last ? &p->res : &none;
-        if (!rc) rc = het_step_record(ctx, &sums, mine, mine->count, mine, mine->count, 1, lr, ts);
-    }
-    rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
-    if (rc) return rc;
-    rc = het_step_epoch_figures(ctx, &sums, lr, st);
-    if (!rc) rc = het_pipe_gather(p, ctx);
-    return rc ? rc : het_step_check_params(ctx);
+    return het_pipe_epoch(&q->p, ctx, epoch, st, qfb_run, q);
 }
 
 static het_model *qfb_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
