@@ -92,8 +92,7 @@ static void gp_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, 
 static int gp_agreed(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
     gpipe *g = ctx->priv;
     if (cap < 1) return 0;
-    out[0] = het_agreed_bytes("pipeline stage cuts", g->p.cut,
-                              sizeof(int) * (size_t)(g->p.K + 1), HET_COMM_WORLD);
+    out[0] = het_pipe_agreed(&g->p);
     return 1;
 }
 

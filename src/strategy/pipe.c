@@ -343,32 +343,48 @@ static int take(het_strategy_ctx *ctx, het_msg *m, het_msg *got, const char *wha
     return rc;
 }
 
-int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
+int het_pipe_forward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const het_msg *got,
+                             const void **buf, size_t *bytes) {
     het_model *m = ctx->model;
     const int n = p->mb_len[i];
     const int64_t *perm = ctx->sampler->perm + p->step_pos + p->mb_start[i];
+    uint8_t *y = p->y + (size_t)i * (size_t)p->mb_max;
+    int rc = HET_OK;
+    if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
+    else rc = het_pipe_take_acts(p, i, got);
+    const float *out = rc ? NULL : het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed,
+                                                      p->mb_start[i]);
+    if (!out && !rc) rc = HET_EINVAL; /* the message is set */
+    if (rc) return rc;
+    if (p->next >= 0) return het_pipe_pack_acts(p, i, out, buf, bytes);
+    /* the loss of the last stage */
+    const int classes = het_model_n_classes(m);
+    for (int s = 0; s < n && p->prev >= 0; s++) y[s] = ctx->train->labels[perm[s]];
+    int correct = 0;
+    p->res.loss_sum += het_softmax_ce_forward(out, y, n, classes, p->probs, &correct);
+    p->res.correct += correct;
+    p->res.count += n;
+    het_softmax_ce_backward(p->dout[i], p->probs, y, n, classes, p->grad_scale);
+    return HET_OK;
+}
+
+int het_pipe_backward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const het_msg *got,
+                              const void **buf, size_t *bytes) {
+    int rc = p->next >= 0 ? het_pipe_take_grads(p, i, got) : HET_OK;
+    const float *din = rc ? NULL : het_range_backward(ctx->model, p->tape[i], p->dout[i],
+                                                      het_model_grads(ctx->model), p->prev >= 0);
+    if (!rc && p->prev >= 0) rc = het_pipe_pack_grads(p, i, din, buf, bytes);
+    return rc;
+}
+
+int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
     het_msg got = {0};
     int rc = p->prev >= 0 ? take(ctx, &p->recvs[i], &got, "waiting for activations") : HET_OK;
     if (rc) return rc;
     double t0 = het_step_region_begin(ctx);
-    uint8_t *y = p->y + (size_t)i * (size_t)p->mb_max;
-    if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
-    else rc = het_pipe_take_acts(p, i, &got);
-    const float *out = rc ? NULL : het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed,
-                                                      p->mb_start[i]);
-    if (!out && !rc) rc = HET_EINVAL; /* the message is set */
-    if (!rc && p->next < 0) { /* the loss of the last stage */
-        const int classes = het_model_n_classes(m);
-        for (int s = 0; s < n && p->prev >= 0; s++) y[s] = ctx->train->labels[perm[s]];
-        int correct = 0;
-        p->res.loss_sum += het_softmax_ce_forward(out, y, n, classes, p->probs, &correct);
-        p->res.correct += correct;
-        p->res.count += n;
-        het_softmax_ce_backward(p->dout[i], p->probs, y, n, classes, p->grad_scale);
-    }
     const void *buf = NULL;
     size_t bytes = 0;
-    if (!rc && p->next >= 0) rc = het_pipe_pack_acts(p, i, out, &buf, &bytes);
+    rc = het_pipe_forward_compute(p, ctx, i, &got, &buf, &bytes);
     het_step_region_end(ctx, "forward", i, t0);
     p->busy_s += ctx->pace.last - t0;
     if (!rc && p->next >= 0)
@@ -383,12 +399,9 @@ int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i) {
                           : HET_OK;
     if (rc) return rc;
     double t0 = het_step_region_begin(ctx);
-    if (p->next >= 0) rc = het_pipe_take_grads(p, i, &got);
-    const float *din = rc ? NULL : het_range_backward(ctx->model, p->tape[i], p->dout[i],
-                                                      het_model_grads(ctx->model), p->prev >= 0);
     const void *buf = NULL;
     size_t bytes = 0;
-    if (!rc && p->prev >= 0) rc = het_pipe_pack_grads(p, i, din, &buf, &bytes);
+    rc = het_pipe_backward_compute(p, ctx, i, &got, &buf, &bytes);
     het_step_region_end(ctx, "backward", i, t0);
     p->busy_s += ctx->pace.last - t0;
     if (!rc && p->prev >= 0)
@@ -565,4 +578,9 @@ void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char 
         }
     }
     if (b < nj) snprintf(json + b, nj - b, "]}");
+}
+
+het_agreed_value het_pipe_agreed(const het_pipe *p) {
+    return het_agreed_bytes("pipeline stage cuts", p->cut, sizeof(int) * (size_t)(p->K + 1),
+                            HET_COMM_WORLD);
 }

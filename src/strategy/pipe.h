@@ -100,6 +100,17 @@ int het_pipe_take_acts(het_pipe *p, int i, const het_msg *m);
 int het_pipe_pack_acts(het_pipe *p, int i, const float *out, const void **buf, size_t *bytes);
 int het_pipe_take_grads(het_pipe *p, int i, const het_msg *m);
 int het_pipe_pack_grads(het_pipe *p, int i, const float *din, const void **buf, size_t *bytes);
+/* The compute of micro-batch i's forward, for any thread (no MPI): its input gathered (stage
+ * 0) or decoded from the message `got`, the layers, then the payload to send (*buf, *bytes)
+ * or, on the last stage, the loss and its gradient. Backward likewise: the output gradient
+ * decoded from `got` (not on the last stage), the layers into the gradient accumulator, the
+ * input gradient's payload (not on stage 0). */
+int het_pipe_forward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const het_msg *got,
+                             const void **buf, size_t *bytes);
+int het_pipe_backward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const het_msg *got,
+                              const void **buf, size_t *bytes);
+/* The stage cuts as a value every rank must hold alike (the strategies' agreed_state). */
+het_agreed_value het_pipe_agreed(const het_pipe *p);
 /* Forward of micro-batch i on this stage (its input gathered or received; its output sent,
  * or on the last stage the loss and its gradient): a paced, traced region. */
 int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i);

@@ -155,42 +155,17 @@ static void lane_fail(qfb *q, int rc) {
 }
 
 static int forward_piece(qfb *q, lane *l, int i) {
-    het_pipe *p = &q->p;
-    het_strategy_ctx *ctx = q->ctx;
-    het_model *m = ctx->model;
-    const int n = p->mb_len[i];
-    const int64_t *perm = ctx->sampler->perm + p->step_pos + p->mb_start[i];
-    uint8_t *y = p->y + (size_t)i * (size_t)p->mb_max;
     double start, mark = lane_begin(l, &start);
-    int rc = HET_OK;
-    if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
-    else rc = het_pipe_take_acts(p, i, &q->in_msg[i]);
-    const float *out = rc ? NULL : het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed,
-                                                      p->mb_start[i]);
-    if (!out && !rc) rc = HET_EINVAL;
-    if (!rc && p->next < 0) {
-        const int classes = het_model_n_classes(m);
-        for (int s = 0; s < n && p->prev >= 0; s++) y[s] = ctx->train->labels[perm[s]];
-        int correct = 0;
-        p->res.loss_sum += het_softmax_ce_forward(out, y, n, classes, p->probs, &correct);
-        p->res.correct += correct;
-        p->res.count += n;
-        het_softmax_ce_backward(p->dout[i], p->probs, y, n, classes, p->grad_scale);
-    } else if (!rc) {
-        rc = het_pipe_pack_acts(p, i, out, &q->f_buf[i], &q->f_bytes[i]);
-    }
+    int rc = het_pipe_forward_compute(&q->p, q->ctx, i, &q->in_msg[i], &q->f_buf[i],
+                                      &q->f_bytes[i]);
     lane_end(l, i, start, mark, "forward");
     return rc;
 }
 
 static int backward_piece(qfb *q, lane *l, int i) {
-    het_pipe *p = &q->p;
-    het_model *m = q->ctx->model;
     double start, mark = lane_begin(l, &start);
-    int rc = p->next >= 0 ? het_pipe_take_grads(p, i, &q->g_msg[i]) : HET_OK;
-    const float *din = rc ? NULL : het_range_backward(m, p->tape[i], p->dout[i],
-                                                      het_model_grads(m), p->prev >= 0);
-    if (!rc && p->prev >= 0) rc = het_pipe_pack_grads(p, i, din, &q->b_buf[i], &q->b_bytes[i]);
+    int rc = het_pipe_backward_compute(&q->p, q->ctx, i, &q->g_msg[i], &q->b_buf[i],
+                                       &q->b_bytes[i]);
     lane_end(l, i, start, mark, "backward");
     return rc;
 }
@@ -496,8 +471,7 @@ static void qfb_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json,
 static int qfb_agreed(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
     qfb *q = ctx->priv;
     if (cap < 1) return 0;
-    out[0] = het_agreed_bytes("pipeline stage cuts", q->p.cut, sizeof(int) * (size_t)(q->p.K + 1),
-                              HET_COMM_WORLD);
+    out[0] = het_pipe_agreed(&q->p);
     return 1;
 }
 
