@@ -23,9 +23,14 @@ enum { HET_ON_NAN_STOP = 0, HET_ON_NAN_SKIP_STEP = 1 };
  * same name with '_' written '-' (het_train_config_set), used by command-line options and
  * config files alike. */
 typedef struct het_train_config {
-    char model[32];             /* zoo name: mlp | lenet5 | cifar-cnn | resnet20 */
-    char data[32];              /* fashion-mnist | mnist | cifar10 | synthetic */
+    char model[32];             /* zoo name: mlp | lenet5 | cifar-cnn | resnet20; with
+                                   model_file, the file's name without directory and suffix */
+    char model_file[HET_PATH_LEN]; /* "" = the zoo model `model`; else a model file: ONNX
+                                   (network and initial weights) or hetrain's text format */
+    char data[32];              /* fashion-mnist | mnist | cifar10 | idx | synthetic */
     char data_dir[HET_PATH_LEN];/* "" = the dataset's default directory */
+    char synthetic_shape[32];   /* data synthetic: "CxHxW" of its images ("" = 1x28x28) */
+    int classes;                /* data synthetic: its class count (0 = 10) */
     int epochs;                 /* total epochs of the run (a resumed run continues to it) */
     int batch;                  /* samples per step; the epoch's last batch may be smaller */
     het_schedule sched;         /* lr = sched.base_lr; total_epochs is set from epochs */
@@ -40,6 +45,9 @@ typedef struct het_train_config {
     char metrics[HET_PATH_LEN]; /* "" = none; JSON Lines: one object per epoch (and step) */
     int metrics_steps;          /* 1: also one object per step in the metrics file */
     char export_safetensors[HET_PATH_LEN]; /* "" = none; weights written after training */
+    char export_onnx[HET_PATH_LEN]; /* "" = none; the trained model as ONNX (inference graph) */
+    char init_from[HET_PATH_LEN]; /* "" = none; initial parameters and batch-norm statistics
+                                   from a safetensors file, by name and shape */
     het_progress progress;      /* live progress bar: auto = only when stdout is a terminal */
     int quiet;                  /* 1: print nothing but errors (front ends honour it) */
     int on_nan;                 /* HET_ON_NAN_*: what a non-finite loss or gradient does */

@@ -63,9 +63,19 @@ static const char *const *const word_lists[] = {batching_words, weighting_words,
 
 static const key_def keys[] = {
     {{"model", "NAME", "mlp | lenet5 | cifar-cnn | resnet20"}, K_MODEL, OFF(model), 0, 0, 0},
-    {{"data", "NAME", "fashion-mnist | mnist | cifar10 | synthetic"}, K_DATA, OFF(data), 0, 0, 0},
+    {{"model-file", "FILE", "the network from a file instead of --model: ONNX (network and "
+      "initial weights) or hetrain's text format (docs/MODELS.md)"}, K_STR, OFF(model_file), 0,
+     0, 0},
+    {{"init-from", "FILE", "initial parameters and batch-norm statistics from safetensors, by "
+      "name and shape"}, K_STR, OFF(init_from), 0, 0, 0},
+    {{"data", "NAME", "fashion-mnist | mnist | cifar10 | idx (any IDX files in --data-dir) | "
+      "synthetic"}, K_DATA, OFF(data), 0, 0, 0},
     {{"data-dir", "DIR", "dataset directory (default: the dataset's standard place)"}, K_STR,
      OFF(data_dir), 0, 0, 0},
+    {{"synthetic-shape", "CxHxW", "data synthetic: image shape (default 1x28x28)"}, K_NAME,
+     OFF(synthetic_shape), 0, 0, 0},
+    {{"classes", "K", "data synthetic: number of classes (default 10)"}, K_INT, OFF(classes), 0,
+     256, 0},
     {{"epochs", "N", "epochs to train (a resumed run continues up to N)"}, K_INT, OFF(epochs), 1,
      1e6, 0},
     {{"batch", "N", "samples per step"}, K_INT, OFF(batch), 1, 65536, 0},
@@ -113,6 +123,8 @@ static const key_def keys[] = {
      0, F_RUN},
     {{"export-safetensors", "FILE", "write the weights as safetensors"}, K_STR,
      OFF(export_safetensors), 0, 0, F_RUN},
+    {{"export-onnx", "FILE", "write the trained model as ONNX (inference graph)"}, K_STR,
+     OFF(export_onnx), 0, 0, F_RUN},
     {{"progress", "MODE", "live progress bar: auto | on | off"}, K_PROGRESS, OFF(progress), 0, 0,
      F_RUN},
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
@@ -441,8 +453,8 @@ static int set_word(const key_def *k, int *field, const char *v, const char *con
 }
 
 int het_train_config_set(het_train_config *c, const char *key, const char *value) {
-    static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic",
-                                           NULL};
+    static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "idx",
+                                           "synthetic", NULL};
     static const char *const scheds[] = {"constant", "step", "cosine", "plateau", NULL};
     static const char *const opts[] = {"sgd", "adam", NULL};
     static const char *const modes[] = {"auto", "on", "off", NULL};

@@ -11,8 +11,8 @@
 #include "train/internal.h"
 
 int het_train_check_paths(const het_train_config *c, const char *config_file) {
-    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN], tmp[5][HET_PATH_LEN + 8];
-    het_path_use u[16 + HET_DATASET_MAX_FILES];
+    char data[HET_DATASET_MAX_FILES][HET_PATH_LEN], tmp[6][HET_PATH_LEN + 8];
+    het_path_use u[20 + HET_DATASET_MAX_FILES];
     int n = 0;
     /* outputs; the checkpoint is read too when resumed (eval and export read it: an output
      * there has no other output to meet but --export-safetensors, so the same check holds) */
@@ -20,17 +20,19 @@ int het_train_check_paths(const het_train_config *c, const char *config_file) {
     u[n++] = (het_path_use){"metrics", c->metrics, HET_PATH_OUT};
     u[n++] = (het_path_use){"trace", c->trace, HET_PATH_OUT};
     u[n++] = (het_path_use){"export-safetensors", c->export_safetensors, HET_PATH_OUT};
+    u[n++] = (het_path_use){"export-onnx", c->export_onnx, HET_PATH_OUT};
     u[n++] = (het_path_use){"out", c->out, HET_PATH_OUT};
     u[n++] = (het_path_use){"costs-out", c->costs_out, HET_PATH_OUT};
     /* what is written first and renamed into place: "<path>.tmp" */
-    const char *tmp_of[5] = {c->checkpoint, c->trace, c->export_safetensors, c->out,
-                             c->costs_out};
-    static const char *const tmp_what[5] = {"checkpoint (its temporary file)",
+    const char *tmp_of[6] = {c->checkpoint, c->trace, c->export_safetensors, c->out,
+                             c->costs_out, c->export_onnx};
+    static const char *const tmp_what[6] = {"checkpoint (its temporary file)",
                                             "trace (its temporary file)",
                                             "export-safetensors (its temporary file)",
                                             "out (its temporary file)",
-                                            "costs-out (its temporary file)"};
-    for (int i = 0; i < 5; i++)
+                                            "costs-out (its temporary file)",
+                                            "export-onnx (its temporary file)"};
+    for (int i = 0; i < 6; i++)
         if (tmp_of[i][0]) {
             snprintf(tmp[i], sizeof tmp[i], "%s.tmp", tmp_of[i]);
             u[n++] = (het_path_use){tmp_what[i], tmp[i], HET_PATH_OUT};
@@ -38,6 +40,8 @@ int het_train_check_paths(const het_train_config *c, const char *config_file) {
     /* inputs */
     u[n++] = (het_path_use){"speeds-file", c->speeds_file, HET_PATH_IN};
     u[n++] = (het_path_use){"config", config_file, HET_PATH_IN};
+    u[n++] = (het_path_use){"model-file", c->model_file, HET_PATH_IN};
+    u[n++] = (het_path_use){"init-from", c->init_from, HET_PATH_IN};
     const char *costs = het_train_costs_file(c);
     u[n++] = (het_path_use){"compute-cost", costs ? costs : "", HET_PATH_IN};
     int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
@@ -94,6 +98,7 @@ int het_train_config_check(const het_train_config *c) {
     het_shape sh;
     int classes;
     if (het_train_data_shape(c->data, &sh, &classes)) return HET_EINVAL;
+    if (c->model_file[0]) return HET_OK; /* read (and checked) when the model is built */
     int known = 0;
     for (const char *const *z = het_zoo_names(); *z; z++) known |= strcmp(*z, c->model) == 0;
     if (!known) return het_error_set(HET_EINVAL, "model: unknown model '%s'", c->model);
