@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """PyTorch peer of bench_train: the same models, data, optimizer and batch order semantics.
 
+The models are the zoo's PyTorch twins of tools/hetrain_zoo.py (shared with tools/make_fixtures.py).
+
 Run with Debian's /usr/bin/python3 (python3-torch 1.13). Fashion-MNIST is read from the same
 gzip IDX files with gzip + numpy (no torchvision), normalized (x/255 - 0.2860) / 0.3530 and held
 as one preloaded float tensor: batches are index_select()s of it, no DataLoader (the fairest
@@ -26,6 +28,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import hetrain_zoo  # noqa: E402  (the zoo's PyTorch twins, defined once)
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -53,52 +58,12 @@ def load(data_dir, split):
     return x.contiguous(), torch.from_numpy(y.astype(np.int64))
 
 
-class Block(nn.Module):
-    """ResNet basic block as src/nn/resblock.c: conv-BN-ReLU-conv-BN + shortcut, ReLU; option A
-    shortcut (x[:, :, ::s, ::s], zero channels split before and after)."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-        self.b1 = nn.BatchNorm2d(cout)
-        self.c2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
-        self.b2 = nn.BatchNorm2d(cout)
-        self.stride, self.lo, self.hi = stride, (cout - cin) // 2, cout - cin - (cout - cin) // 2
-
-    def forward(self, x):
-        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
-        sc = x
-        if self.stride != 1 or self.lo or self.hi:
-            sc = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.lo, self.hi))
-        return F.relu(y + sc)
-
-
 def build(name):
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                             nn.ReLU(), nn.Linear(128, 10))
-    if name == "lenet5":
-        return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                             nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                             nn.Linear(84, 10))
-    if name == "cifar-cnn":
-        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
-                             nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-                             nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Dropout(0.5),
-                             nn.Linear(256, 10))
-    if name == "resnet20":
-        layers = [nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU()]
-        cin = 16
-        for s, w in enumerate((16, 32, 64)):
-            for b in range(3):
-                layers.append(Block(cin, w, 2 if (s > 0 and b == 0) else 1))
-                cin = w
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
-        return nn.Sequential(*layers)
-    sys.exit(f"unknown model '{name}', expected mlp, lenet5, cifar-cnn or resnet20")
+    """The zoo's twin (tools/hetrain_zoo.py); an unknown name ends the process with its line."""
+    try:
+        return hetrain_zoo.build(name)
+    except ValueError as e:
+        sys.exit(str(e))
 
 
 def flops(model):

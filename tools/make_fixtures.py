@@ -3,6 +3,8 @@
 
     /usr/bin/python3 tools/make_fixtures.py [OUTDIR]      # default: tests/fixtures
 
+The models are the zoo's PyTorch twins of tools/hetrain_zoo.py (shared with bench/torch_peer.py).
+
 Files
   ref_mlp.bin, ref_lenet5.bin, ref_resblock.bin   model reference (tests/test_reference.c;
   resblock: a stem and two ResNet basic blocks, stride 1 and 2 with the option-A shortcut)
@@ -49,7 +51,9 @@ import zlib
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hetrain_zoo  # noqa: E402  (the zoo's PyTorch twins, defined once)
 
 MAGIC = 0x58494648
 VERSION = 1
@@ -73,40 +77,12 @@ def write_fixture(path, entries):
     print(f"{path}: {len(entries)} entries, {len(out)} bytes")
 
 
-class Block(nn.Module):
-    """ResNet basic block as src/nn/resblock.c: conv-BN-ReLU-conv-BN + shortcut, ReLU, without
-    conv biases; option A shortcut (x[:, :, ::s, ::s], zero channels split before and after)."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-        self.b1 = nn.BatchNorm2d(cout)
-        self.c2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
-        self.b2 = nn.BatchNorm2d(cout)
-        self.stride, self.lo, self.hi = stride, (cout - cin) // 2, cout - cin - (cout - cin) // 2
-
-    def forward(self, x):
-        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
-        sc = x
-        if self.stride != 1 or self.lo or self.hi:
-            sc = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.lo, self.hi))
-        return F.relu(y + sc)
-
-
 def make_model(name):
     if name == "resblock":  # tests/test_reference.c builds the same layers (not a zoo model)
         return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                             Block(16, 16, 1), Block(16, 32, 2), nn.AdaptiveAvgPool2d(1),
-                             nn.Flatten(), nn.Linear(32, 10))
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                             nn.ReLU(), nn.Linear(128, 10))
-    if name == "lenet5":
-        return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                             nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                             nn.Linear(84, 10))
-    raise ValueError(name)
+                             hetrain_zoo.Block(16, 16, 1), hetrain_zoo.Block(16, 32, 2),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    return hetrain_zoo.build(name)
 
 
 def flat(ts):
