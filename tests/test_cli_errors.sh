@@ -77,6 +77,18 @@ printf 'epochs = 1\n' >"$T/ok.cfg"
 expect_usage "\-\-config given twice" train --config "$T/ok.cfg" --config "$T/ok.cfg"
 expect_usage "\-\-config given twice" eval --config="$T/ok.cfg" --checkpoint x --config "$T/bad.conf"
 
+# the catalog's keys (docs/DATA.md): a shape that is not CxHxW, more channels than the
+# per-channel normalization holds, one class, synthetic's keys on another dataset, idx without
+# a directory
+expect_usage "synthetic-shape: '3x8', expected CxHxW" train --data synthetic --synthetic-shape 3x8
+expect_usage "synthetic-shape: '3xax8', expected CxHxW" train --data synthetic --synthetic-shape 3xax8
+expect_usage "synthetic-shape: 4x8x8, expected 1..3 channels" \
+    train --data synthetic --synthetic-shape 4x8x8
+expect_usage "classes: 1, expected 2..256" train --data synthetic --classes 1
+expect_usage "synthetic-shape: applies to --data synthetic, not fashion-mnist" \
+    train --synthetic-shape 1x28x28
+expect_usage "idx has no default directory: pass --data-dir DIR" train --data idx
+
 if [ $failures -ne 0 ]; then
     echo "test_cli_errors: $failures failed" >&2
     exit 1

@@ -1,5 +1,7 @@
 /* Data layer on valid input: the real Fashion-MNIST (gzip and gunzipped), concatenated gzip
- * members, CIFAR-10 layout, the synthetic generator, gather normalization, named loading. */
+ * members, CIFAR-10 layout, the synthetic generator, gather normalization, named loading; the
+ * catalog's idx (any IDX directory) and synthetic shapes, and the configuration keys that pick
+ * them (data, data-dir, synthetic-shape, classes). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -7,6 +9,7 @@
 #include <zlib.h>
 
 #include "hetrain/data.h"
+#include "hetrain/train.h"
 #include "test.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -296,6 +299,226 @@ static void test_gather(void) {
     het_dataset_free(&d);
 }
 
+/* Writes an IDX file of unsigned bytes (dims[0..nd), then the payload) as dir/name, through
+ * zlib when gz; returns 0 or -1. */
+static int write_idx(const char *dir, const char *name, int gz, int nd, const uint32_t *dims,
+                     const uint8_t *payload) {
+    unsigned char hdr[16] = {0, 0, 8, (unsigned char)nd};
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        for (int b = 0; b < 4; b++) hdr[4 + 4 * i + b] = (unsigned char)(dims[i] >> (24 - 8 * b));
+        n *= dims[i];
+    }
+    char p[600];
+    path_in(p, sizeof p, dir, name);
+    if (!gz) {
+        FILE *f = fopen(p, "wb");
+        if (!f) return -1;
+        size_t w = fwrite(hdr, 1, 4 + 4 * (size_t)nd, f) + fwrite(payload, 1, n, f);
+        return fclose(f) == 0 && w == 4 + 4 * (size_t)nd + n ? 0 : -1;
+    }
+    gzFile g = gzopen(p, "wb");
+    if (!g) return -1;
+    int ok = gzwrite(g, hdr, 4 + 4 * (unsigned)nd) == 4 + 4 * nd && gzwrite(g, payload,
+                                                                            (unsigned)n) == (int)n;
+    return gzclose(g) == Z_OK && ok ? 0 : -1;
+}
+
+/* Removes the four IDX files (raw and .gz) of dir, and dir. */
+static void remove_idx_dir(const char *dir) {
+    static const char *const base[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char p[600], name[64];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "%s%s", base[i / 2], i % 2 ? ".gz" : "");
+        path_in(p, sizeof p, dir, name);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* --data idx: a directory of small IDX files of 5 x 7 images, some gzip-compressed and some
+ * raw; the shape from the headers, the class count from the labels of both splits, the
+ * training split's normalization; --classes; a test shape that differs, a missing file, no
+ * directory, labels that are all 0. */
+static void test_idx_dir(void) {
+    char dir[512];
+    path_in(dir, sizeof dir, tmpdir, "idx");
+    CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    uint8_t img[6 * 35], lab_tr[6] = {0, 1, 2, 3, 4, 1}, lab_te[3] = {0, 5, 2};
+    for (int i = 0; i < 6 * 35; i++) img[i] = (uint8_t)(i * 7 % 251);
+    uint32_t dtr[3] = {6, 5, 7}, dte[3] = {3, 5, 7}, ltr[1] = {6}, lte[1] = {3};
+    CHECK(write_idx(dir, "train-images-idx3-ubyte", 0, 3, dtr, img) == 0, "write train images");
+    CHECK(write_idx(dir, "train-labels-idx1-ubyte.gz", 1, 1, ltr, lab_tr) == 0, "write labels");
+    CHECK(write_idx(dir, "t10k-images-idx3-ubyte.gz", 1, 3, dte, img + 35) == 0, "write test");
+    CHECK(write_idx(dir, "t10k-labels-idx1-ubyte", 0, 1, lte, lab_te) == 0, "write labels");
+
+    het_dataset_spec spec = {"idx", dir, {0, 0, 0}, 0};
+    het_dataset tr, te;
+    het_shape sh = {0, 0, 0};
+    int k = 0, st = het_dataset_describe(&spec, &sh, &k);
+    CHECK(st == HET_OK && sh.c == 1 && sh.h == 5 && sh.w == 7 && k == 6,
+          "describe idx: %d, %dx%dx%d, %d classes: %s", st, sh.c, sh.h, sh.w, k,
+          st ? het_error_msg() : "");
+    st = het_dataset_load(&tr, &te, &spec);
+    CHECK(st == HET_OK, "load idx: %s", het_error_msg());
+    if (st == HET_OK) {
+        CHECK(strcmp(tr.name, "idx") == 0 && strcmp(te.name, "idx") == 0, "name %s", tr.name);
+        CHECK(tr.n == 6 && te.n == 3, "n %lld / %lld", (long long)tr.n, (long long)te.n);
+        CHECK(tr.shape.c == 1 && tr.shape.h == 5 && tr.shape.w == 7 && te.shape.h == 5 &&
+              te.shape.w == 7, "shape %dx%dx%d", tr.shape.c, tr.shape.h, tr.shape.w);
+        CHECK(tr.n_classes == 6 && te.n_classes == 6, "classes %d / %d (max label 5 + 1)",
+              tr.n_classes, te.n_classes);
+        CHECK(memcmp(tr.images, img, 6 * 35) == 0 && memcmp(te.images, img + 35, 3 * 35) == 0,
+              "pixels");
+        CHECK(te.labels[1] == 5 && tr.labels[4] == 4, "labels");
+        double sum = 0;
+        for (int i = 0; i < 6 * 35; i++) sum += img[i];
+        CHECK_CLOSE(tr.mean[0], sum / (6 * 35) / 255.0, 1e-6, "idx mean of the training bytes");
+        CHECK(te.mean[0] == tr.mean[0] && te.std[0] == tr.std[0], "test uses train statistics");
+    }
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+
+    /* the same through the configuration keys */
+    het_train_config c = het_train_config_defaults();
+    CHECK(het_train_config_set(&c, "data", "idx") == HET_OK && het_train_config_set(&c,
+          "data-dir", dir) == HET_OK, "set data idx: %s", het_error_msg());
+    st = het_train_data_shape(&c, &sh, &k);
+    CHECK(st == HET_OK && sh.h == 5 && sh.w == 7 && k == 6, "config idx shape: %s",
+          het_error_msg());
+    CHECK(het_train_config_check(&c) == HET_OK, "config check idx: %s", het_error_msg());
+    char files[HET_DATASET_MAX_FILES][HET_PATH_LEN], want[600];
+    int nf = het_dataset_files("idx", dir, files, HET_DATASET_MAX_FILES);
+    path_in(want, sizeof want, dir, "t10k-labels-idx1-ubyte");
+    CHECK(nf == 8 && strcmp(files[7], want) == 0, "idx files: %d, last %s", nf,
+          nf ? files[nf - 1] : "");
+    CHECK(het_dataset_files("idx", NULL, files, HET_DATASET_MAX_FILES) == 0, "idx without dir");
+
+    /* --classes: more classes than labels, or too few for them */
+    spec.n_classes = 9;
+    st = het_dataset_describe(&spec, &sh, &k);
+    CHECK(st == HET_OK && k == 9, "idx with 9 classes: %d: %s", k, het_error_msg());
+    spec.n_classes = 5;
+    st = het_dataset_load(&tr, &te, &spec);
+    CHECK(st == HET_EFORMAT && strstr(het_error_msg(), "t10k-labels-idx1-ubyte: offset 9: "
+                                      "label 5 out of range, expected < 5"),
+          "idx with 5 classes: %d: %s", st, het_error_msg());
+    spec.n_classes = 0;
+
+    /* test images of another size than the training images */
+    uint32_t dbad[3] = {3, 4, 7};
+    CHECK(write_idx(dir, "t10k-images-idx3-ubyte.gz", 1, 3, dbad, img) == 0, "write 4x7");
+    char msg[1400];
+    snprintf(msg, sizeof msg, "%s/t10k-images-idx3-ubyte.gz: offset 8: images of 4 x 7, "
+             "expected 5 x 7 as in %s/train-images-idx3-ubyte", dir, dir);
+    st = het_dataset_load(&tr, &te, &spec);
+    CHECK(st == HET_EFORMAT && strstr(het_error_msg(), msg), "shape mismatch: %d: %s", st,
+          het_error_msg());
+    CHECK(tr.images == NULL && te.images == NULL, "outputs cleared on failure");
+    st = het_train_config_check(&c);
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), msg), "config check mismatch: %s",
+          het_error_msg());
+    CHECK(write_idx(dir, "t10k-images-idx3-ubyte.gz", 1, 3, dte, img) == 0, "rewrite test");
+
+    /* labels all 0: one class */
+    uint8_t zeros[6] = {0};
+    CHECK(write_idx(dir, "t10k-labels-idx1-ubyte", 0, 1, lte, zeros) == 0, "zero labels");
+    CHECK(write_idx(dir, "train-labels-idx1-ubyte.gz", 1, 1, ltr, zeros) == 0, "zero labels");
+    st = het_dataset_describe(&spec, &sh, &k);
+    CHECK(st == HET_EFORMAT && strstr(het_error_msg(), "every label is 0"), "one class: %s",
+          het_error_msg());
+
+    /* a missing file: named with the reason and what idx reads */
+    char gone[600];
+    path_in(gone, sizeof gone, dir, "train-labels-idx1-ubyte.gz");
+    unlink(gone);
+    st = het_dataset_load(&tr, &te, &spec);
+    snprintf(msg, sizeof msg, "%s: No such file or directory", gone);
+    CHECK(st == HET_EIO && strstr(het_error_msg(), msg) &&
+              strstr(het_error_msg(), "--data idx reads"),
+          "missing file: %d: %s", st, het_error_msg());
+    st = het_train_data_shape(&c, &sh, &k);
+    CHECK(st == HET_EIO && strstr(het_error_msg(), msg), "missing file (shape): %s",
+          het_error_msg());
+
+    spec.dir = NULL;
+    st = het_dataset_load(&tr, &te, &spec);
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), "idx has no default directory: pass "
+                                     "--data-dir"), "idx without dir: %s", het_error_msg());
+    remove_idx_dir(dir);
+}
+
+/* --data synthetic with --synthetic-shape 3x8x8 --classes 4, by spec and by configuration. */
+static void test_synthetic_shape(void) {
+    het_dataset_spec spec = {"synthetic", NULL, {3, 8, 8}, 4};
+    het_dataset tr, te;
+    het_shape sh;
+    int k = 0, st = het_dataset_load(&tr, &te, &spec);
+    CHECK(st == HET_OK, "synthetic 3x8x8: %s", het_error_msg());
+    if (st == HET_OK) {
+        CHECK(tr.n == 2048 && te.n == 512, "n %lld / %lld", (long long)tr.n, (long long)te.n);
+        CHECK(tr.shape.c == 3 && tr.shape.h == 8 && tr.shape.w == 8 && te.shape.c == 3,
+              "shape %dx%dx%d", tr.shape.c, tr.shape.h, tr.shape.w);
+        CHECK(tr.n_classes == 4 && te.n_classes == 4, "classes %d", tr.n_classes);
+        int seen[256] = {0}, bad = 0;
+        for (int64_t i = 0; i < tr.n; i++) bad += tr.labels[i] >= 4, seen[tr.labels[i]] = 1;
+        CHECK(bad == 0 && seen[0] && seen[1] && seen[2] && seen[3], "labels: %d >= 4", bad);
+        for (int ch = 0; ch < 3; ch++)
+            CHECK(tr.std[ch] > 0.1f && te.mean[ch] == tr.mean[ch], "channel %d stats", ch);
+    }
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+
+    het_train_config c = het_train_config_defaults();
+    CHECK(het_train_config_set(&c, "data", "synthetic") == HET_OK &&
+              het_train_config_set(&c, "synthetic-shape", "3x8x8") == HET_OK &&
+              het_train_config_set(&c, "classes", "4") == HET_OK,
+          "set synthetic keys: %s", het_error_msg());
+    st = het_train_data_shape(&c, &sh, &k);
+    CHECK(st == HET_OK && sh.c == 3 && sh.h == 8 && sh.w == 8 && k == 4,
+          "config synthetic shape %dx%dx%d, %d classes: %s", sh.c, sh.h, sh.w, k,
+          het_error_msg());
+    CHECK(het_train_config_check(&c) == HET_OK, "config check: %s", het_error_msg());
+    st = het_train_data_load(&c, &tr, &te);
+    CHECK(st == HET_OK && tr.shape.c == 3 && tr.n_classes == 4, "config load: %s",
+          het_error_msg());
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
+
+    /* refused with one line naming the key */
+    static const struct { const char *key, *value, *msg; } bad[] = {
+        {"synthetic-shape", "3x8", "synthetic-shape: '3x8', expected CxHxW"},
+        {"synthetic-shape", "0x8x8", "synthetic-shape: '0x8x8', expected CxHxW"},
+        {"synthetic-shape", "3x8x8x1", "expected CxHxW, three whole numbers >= 1"},
+        {"synthetic-shape", "3 x8x8", "expected CxHxW"},
+        {"synthetic-shape", "3x-8x8", "expected CxHxW"},
+        {"synthetic-shape", "3x99999999999x8", "expected CxHxW"},
+        {"synthetic-shape", "4x8x8", "synthetic-shape: 4x8x8, expected 1..3 channels"},
+        {"synthetic-shape", "3x1024x1024", "synthetic-shape: 3x1024x1024 is 3145728 values"},
+        {"classes", "1", "classes: 1, expected 2..256"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        het_train_config b = c;
+        st = het_train_config_set(&b, bad[i].key, bad[i].value);
+        if (st == HET_OK) st = het_train_config_check(&b);
+        CHECK(st == HET_EINVAL && strstr(het_error_msg(), bad[i].msg), "%s %s: %d: '%s', "
+              "expected '%s'", bad[i].key, bad[i].value, st, het_error_msg(), bad[i].msg);
+    }
+    /* the keys of synthetic on other datasets */
+    het_train_config o = het_train_config_defaults();
+    het_train_config_set(&o, "synthetic-shape", "1x28x28");
+    st = het_train_config_check(&o);
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), "synthetic-shape: applies to --data "
+                                     "synthetic, not fashion-mnist"), "%s", het_error_msg());
+    o = het_train_config_defaults();
+    het_train_config_set(&o, "data", "cifar10");
+    het_train_config_set(&o, "classes", "10");
+    st = het_train_config_check(&o);
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), "classes: applies to --data synthetic "
+                                     "and idx, not cifar10"), "%s", het_error_msg());
+}
+
 static void test_names(void) {
     het_dataset tr, te;
     int st = het_dataset_load_named(&tr, &te, "imagenet", NULL);
@@ -320,6 +543,8 @@ int main(void) {
     test_synthetic();
     test_gather();
     test_names();
+    test_idx_dir();
+    test_synthetic_shape();
     rmdir(tmpdir);
     return het_test_finish("test_data");
 }

@@ -1,5 +1,6 @@
 /* hetrain data: IDX (MNIST / Fashion-MNIST, gzip or raw) and CIFAR-10 binary readers with full
- * validation of outside bytes, a synthetic generator for tests, and the epoch sampler.
+ * validation of outside bytes, a synthetic generator for tests, the catalog that loads a
+ * dataset by name (docs/DATA.md), and the epoch sampler.
  *
  * Every reader failure returns HET_EFORMAT or HET_EIO with one line naming the file, the byte
  * offset and what was expected, e.g.
@@ -15,7 +16,7 @@ extern "C" {
 
 /* A labelled image set held as bytes; normalized to float when a batch is gathered. */
 typedef struct het_dataset {
-    char name[32];     /* "fashion-mnist", "mnist", "cifar10", "synthetic" */
+    char name[32];     /* "fashion-mnist", "mnist", "cifar10", "idx", "synthetic" */
     int64_t n;         /* samples */
     het_shape shape;   /* per-sample C x H x W */
     int n_classes;
@@ -37,17 +38,42 @@ int het_dataset_load_cifar(het_dataset *d, const char *const *paths, int n_paths
 /* Class-dependent random images: learnable, deterministic in seed. */
 int het_dataset_synthetic(het_dataset *d, int64_t n, het_shape shape, int n_classes,
                           uint64_t seed);
-/* Loads train and test splits of a named dataset from `dir` (NULL: the default directory,
- * /usr/share/datasets/fashion-mnist for "fashion-mnist"). Names: fashion-mnist, mnist, cifar10,
- * synthetic (train 2048 / test 512 of 1x28x28, 10 classes). */
+/* ---- the catalog (src/data/catalog.c): datasets by name, above the format readers ---- */
+
+/* Which dataset to load and how. */
+typedef struct het_dataset_spec {
+    const char *name;  /* fashion-mnist, mnist, cifar10, idx, synthetic */
+    const char *dir;   /* NULL: the dataset's default directory (fashion-mnist only has one) */
+    het_shape shape;   /* synthetic: per-sample C x H x W (C 1..3); all 0: 1 x 28 x 28 */
+    int n_classes;     /* synthetic: 2..256 (0: 10); idx: 2..256, every label below it (0: the
+                        * largest label of both splits + 1); others: 0 */
+} het_dataset_spec;
+
+/* Loads the train and test splits of spec->name:
+ *   fashion-mnist, mnist  the four IDX files in dir (fashion-mnist's default directory:
+ *                         /usr/share/datasets/fashion-mnist), 1 x 28 x 28, 10 classes
+ *   cifar10               the CIFAR-10 binary batches in dir or dir/cifar-10-batches-bin
+ *   idx                   the four IDX files in dir, any rows x cols (the test images the
+ *                         training images' size), classes as spec->n_classes says
+ *   synthetic             train 2048 / test 512 of spec->shape in spec->n_classes classes
+ * Each IDX file is read from NAME.gz, or else NAME. The named sets are normalized with their
+ * published per-channel mean and std; idx and synthetic with the training split's. On failure
+ * both are zeroed, with one line naming the file (and a hint where to get it). */
+int het_dataset_load(het_dataset *train, het_dataset *test, const het_dataset_spec *spec);
+/* het_dataset_load of {name, dir} (synthetic: 1 x 28 x 28, 10 classes). */
 int het_dataset_load_named(het_dataset *train, het_dataset *test, const char *name,
                            const char *dir);
+/* The per-sample shape and class count het_dataset_load(spec) gives, without loading the
+ * images: for idx, the image files' headers and the label files (one byte a sample) are read
+ * and checked; the other datasets need no file. Fails as het_dataset_load would, or with
+ * HET_EINVAL on a spec out of range (shape, classes, an unknown name). */
+int het_dataset_describe(const het_dataset_spec *spec, het_shape *shape, int *n_classes);
 /* Frees images and labels (unless borrowed) and zeroes d; NULL is a no-op. */
 void het_dataset_free(het_dataset *d);
 /* The files het_dataset_load_named(name, dir) may read, whether they exist or not (IDX: each
  * file and its .gz; CIFAR-10: dir and dir/cifar-10-batches-bin), up to cap of them into
- * paths; returns how many there are (0 for synthetic or an unknown name, or mnist and cifar10
- * without a dir). For checks that no output is one of them. */
+ * paths; returns how many there are (0 for synthetic or an unknown name, or mnist, idx and
+ * cifar10 without a dir). For checks that no output is one of them. */
 #define HET_DATASET_MAX_FILES 12
 int het_dataset_files(const char *name, const char *dir, char (*paths)[HET_PATH_LEN], int cap);
 

@@ -85,8 +85,15 @@ typedef struct het_config_key {
 } het_config_key;
 const het_config_key *het_train_config_keys(void);
 
-/* Per-sample shape and class count of a named dataset, without loading it. */
-int het_train_data_shape(const char *data, het_shape *shape, int *n_classes);
+/* The dataset c names (data, data-dir, synthetic-shape parsed, classes) as the catalog's
+ * spec; spec->name and spec->dir point into c. HET_EINVAL on a synthetic-shape that is not
+ * CxHxW. */
+int het_train_data_spec(const het_train_config *c, het_dataset_spec *spec);
+/* Per-sample shape and class count of c's dataset, without loading the images
+ * (het_dataset_describe: for --data idx the files' headers and labels are read). */
+int het_train_data_shape(const het_train_config *c, het_shape *shape, int *n_classes);
+/* Loads the train and test splits of c's dataset (het_dataset_load), privately. */
+int het_train_data_load(const het_train_config *c, het_dataset *train, het_dataset *test);
 
 
 /* ---- the trainer ---- */

@@ -72,7 +72,7 @@ int cli_calibrate(const het_train_config *c) {
 static int build_model(const het_train_config *c, het_model **m) {
     het_shape in;
     int classes;
-    if (het_train_data_shape(c->data, &in, &classes)) return HET_EINVAL;
+    if (het_train_data_shape(c, &in, &classes)) return HET_EINVAL;
     return het_zoo_build(m, c->model, in, classes, c->batch, c->threads);
 }
 
@@ -111,7 +111,7 @@ int cli_info(const het_train_config *c) {
     het_dataset tr, te;
     memset(&tr, 0, sizeof tr);
     memset(&te, 0, sizeof te);
-    if (het_dataset_load_named(&tr, &te, c->data, c->data_dir[0] ? c->data_dir : NULL)) {
+    if (het_train_data_load(c, &tr, &te)) {
         het_log(HET_LOG_QUIET, "dataset %s: not available: %s\n", c->data, het_error_msg());
         return CLI_OK;
     }

@@ -37,8 +37,6 @@ static int read_header(het_reader *r, unsigned char *buf, size_t n, uint64_t hea
                          (ull)(at + got), (ull)header, (ull)header);
 }
 
-/* Reads and validates one IDX file of `ndims` dimensions into f (f->data owned by caller on
- * success, freed here on failure). */
 /* Reads and checks the magic and the dimensions; sets f->header, f->dims, f->payload. */
 static int idx_header(het_reader *r, const char *path, int ndims, idx_file *f) {
     f->header = 4 + 4 * (uint64_t)ndims;
@@ -122,6 +120,8 @@ static int idx_payload(het_reader *r, const char *path, idx_file *f) {
     return HET_OK;
 }
 
+/* Reads and validates one IDX file of `ndims` dimensions into f (f->data owned by caller on
+ * success, freed here on failure). */
 static int idx_read(const char *path, int ndims, idx_file *f) {
     memset(f, 0, sizeof *f);
     het_reader r;
@@ -134,6 +134,43 @@ static int idx_read(const char *path, int ndims, idx_file *f) {
         f->data = NULL;
     }
     return st;
+}
+
+int het_idx_image_shape(const char *path, int64_t *n, het_shape *shape) {
+    idx_file f;
+    memset(&f, 0, sizeof f);
+    het_reader r;
+    int st = het_reader_open(&r, path);
+    if (!st) st = idx_header(&r, path, 3, &f);
+    het_reader_close(&r);
+    if (st) return st;
+    *n = (int64_t)f.dims[0];
+    *shape = (het_shape){1, (int)f.dims[1], (int)f.dims[2]};
+    return HET_OK;
+}
+
+/* The first label >= n_classes: its message, as the loader and the catalog give it. */
+static int label_range(const char *path, const idx_file *f, int n_classes) {
+    for (uint64_t i = 0; i < f->dims[0]; i++)
+        if (f->data[i] >= n_classes)
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: label %u out of range, "
+                                 "expected < %d", path, (ull)(f->header + i), f->data[i],
+                                 n_classes);
+    return HET_OK;
+}
+
+int het_idx_labels(const char *path, int n_classes, int64_t *n, int *max) {
+    idx_file f;
+    int st = idx_read(path, 1, &f);
+    if (!st) st = label_range(path, &f, n_classes);
+    int m = 0;
+    for (uint64_t i = 0; !st && i < f.dims[0]; i++)
+        if (f.data[i] > m) m = f.data[i];
+    free(f.data);
+    if (st) return st;
+    *n = (int64_t)f.dims[0];
+    *max = m;
+    return HET_OK;
 }
 
 int het_dataset_load_idx(het_dataset *d, const char *images_path, const char *labels_path,
@@ -158,14 +195,7 @@ int het_dataset_load_idx(het_dataset *d, const char *images_path, const char *la
                            images_path);
         goto fail;
     }
-    for (uint64_t i = 0; i < lab.dims[0]; i++) {
-        if (lab.data[i] >= n_classes) {
-            st = het_error_set(HET_EFORMAT, "%s: offset %llu: label %u out of range, expected "
-                               "< %d", labels_path, (ull)(lab.header + i), lab.data[i],
-                               n_classes);
-            goto fail;
-        }
-    }
+    if ((st = label_range(labels_path, &lab, n_classes))) goto fail;
     snprintf(d->name, sizeof d->name, "idx");
     d->n = (int64_t)img.dims[0];
     d->shape = (het_shape){1, (int)img.dims[1], (int)img.dims[2]};

@@ -46,7 +46,14 @@ int het_reader_read(het_reader *r, void *buf, size_t n, size_t *got);
 int het_reader_drain(het_reader *r, uint64_t limit, uint64_t *n);
 void het_reader_close(het_reader *r);
 
-/* Shared by the loaders (dataset.c): per-channel mean and std of d's bytes scaled to [0, 1],
+/* The catalog's questions to the IDX reader (idx.c), without loading the images: an image
+ * file's sample count and shape (1 x rows x cols) from its header alone (the payload is not
+ * read), and a label file's count and largest label, every label checked below n_classes (the
+ * labels are read: one byte a sample). Errors as het_dataset_load_idx. */
+int het_idx_image_shape(const char *path, int64_t *n, het_shape *shape);
+int het_idx_labels(const char *path, int n_classes, int64_t *n, int *max);
+
+/* Shared by the loaders (in dataset.c): per-channel mean and std of d's bytes scaled to [0, 1],
  * accumulated in a fixed order (deterministic). */
 void het_dataset_compute_stats(het_dataset *d);
 

@@ -97,7 +97,7 @@ int het_train_config_check(const het_train_config *c) {
     if (het_train_check_paths(c, NULL)) return HET_EINVAL;
     het_shape sh;
     int classes;
-    if (het_train_data_shape(c->data, &sh, &classes)) return HET_EINVAL;
+    if (het_train_data_shape(c, &sh, &classes)) return HET_EINVAL;
     if (c->model_file[0]) return HET_OK; /* read (and checked) when the model is built */
     int known = 0;
     for (const char *const *z = het_zoo_names(); *z; z++) known |= strcmp(*z, c->model) == 0;
@@ -105,17 +105,46 @@ int het_train_config_check(const het_train_config *c) {
     return HET_OK;
 }
 
-int het_train_data_shape(const char *data, het_shape *shape, int *n_classes) {
-    static const struct { const char *name; het_shape s; } sets[] = {
-        {"fashion-mnist", {1, 28, 28}}, {"mnist", {1, 28, 28}},
-        {"synthetic", {1, 28, 28}},     {"cifar10", {3, 32, 32}},
-    };
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
-        if (strcmp(sets[i].name, data) == 0) {
-            *shape = sets[i].s;
-            *n_classes = 10;
-            return HET_OK;
-        }
-    return het_error_set(HET_EINVAL, "data: unknown dataset '%s', expected one of: "
-                         "fashion-mnist, mnist, cifar10, synthetic", data);
+/* "CxHxW" into s: three whole numbers >= 1 (at most 2^20 each; the catalog checks the rest). */
+static int parse_shape(const char *text, het_shape *s) {
+    int v[3] = {0, 0, 0}, k = 0;
+    const char *p = text;
+    for (; k < 3; k++, p++) {
+        long x = 0;
+        const char *start = p;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if ((x = x * 10 + (*p - '0')) > (1L << 20)) break;
+        if (p == start || x < 1 || x > (1L << 20) || *p != (k < 2 ? 'x' : '\0')) break;
+        v[k] = (int)x;
+    }
+    if (k < 3)
+        return het_error_set(HET_EINVAL, "synthetic-shape: '%s', expected CxHxW, three whole "
+                             "numbers >= 1 such as 3x32x32 (channels x height x width)", text);
+    *s = (het_shape){v[0], v[1], v[2]};
+    return HET_OK;
+}
+
+int het_train_data_spec(const het_train_config *c, het_dataset_spec *spec) {
+    memset(spec, 0, sizeof *spec);
+    spec->name = c->data;
+    spec->dir = c->data_dir[0] ? c->data_dir : NULL;
+    spec->n_classes = c->classes;
+    return c->synthetic_shape[0] ? parse_shape(c->synthetic_shape, &spec->shape) : HET_OK;
+}
+
+int het_train_data_shape(const het_train_config *c, het_shape *shape, int *n_classes) {
+    het_dataset_spec spec;
+    int st = het_train_data_spec(c, &spec);
+    return st ? st : het_dataset_describe(&spec, shape, n_classes);
+}
+
+int het_train_data_load(const het_train_config *c, het_dataset *train, het_dataset *test) {
+    het_dataset_spec spec;
+    int st = het_train_data_spec(c, &spec);
+    if (st) {
+        memset(train, 0, sizeof *train);
+        memset(test, 0, sizeof *test);
+        return st;
+    }
+    return het_dataset_load(train, test, &spec);
 }

@@ -19,7 +19,7 @@
  *
  * Private copies, as before: without MPI or on one rank (the old path, bitwise), on a host with
  * one rank, with HET_SHARED_DATA=0 on any rank of the host, or when a host's ranks name
- * different data or data directories (node-local paths may hold different files, which the
+ * different data, data directories, synthetic shapes or class counts (node-local paths may hold different files, which the
  * data comparison of consistency.c must still see). The host decides with one all-reduce, so its
  * ranks never part between collectives.
  *
@@ -70,7 +70,8 @@ static uint64_t data_bytes(const het_dataset *d) {
 }
 
 /* The host's communicator and whether its ranks share one copy: all want it (HET_SHARED_DATA
- * is not 0) and name the same data and data directory. Collective over the world. */
+ * is not 0) and name the same dataset (data, data directory, synthetic shape and classes: what
+ * het_train_data_load reads). Collective over the world. */
 static int host_decide(het_trainer *t, int *share) {
     const het_train_config *c = &t->cfg;
     *share = 0;
@@ -82,7 +83,10 @@ static int host_decide(het_trainer *t, int *share) {
     MPI_Comm_rank(t->host, &t->host_rank);
     MPI_Comm_size(t->host, &t->host_size);
     const char *env = getenv("HET_SHARED_DATA");
-    uint64_t key = fnv(fnv(0xcbf29ce484222325ULL, c->data), c->data_dir);
+    char classes[16];
+    snprintf(classes, sizeof classes, "%d", c->classes);
+    uint64_t key = fnv(fnv(fnv(fnv(0xcbf29ce484222325ULL, c->data), c->data_dir),
+                           c->synthetic_shape), classes);
     uint64_t v[3] = {!(env && strcmp(env, "0") == 0), key, ~key};
     MPI_Request req;
     err = MPI_Iallreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MIN, t->host, &req);
@@ -90,7 +94,7 @@ static int host_decide(het_trainer *t, int *share) {
     if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Iallreduce over the host", 0);
     t->data_why = t->host_size == 1 ? "one rank per host"
                   : !v[0]            ? "HET_SHARED_DATA=0"
-                  : v[1] != ~v[2]    ? "the host's ranks name different data directories"
+                  : v[1] != ~v[2]    ? "the host's ranks name different datasets"
                                      : NULL;
     *share = t->data_why == NULL;
     return HET_OK;
@@ -164,8 +168,7 @@ int het_trainer_load_data(het_trainer *t) {
     t->data_why = "one process";
     if (t->mpi && t->size > 1) st = host_decide(t, &share);
     if (!st && (!share || t->host_rank == 0))
-        st = het_dataset_load_named(&t->train, &t->test, c->data,
-                                    c->data_dir[0] ? c->data_dir : NULL);
+        st = het_train_data_load(c, &t->train, &t->test);
     if ((st = het_trainer_agree(t, st))) return st;
     if (share && (st = het_trainer_agree(t, share_window(t)))) return st;
     t->data_bytes = data_bytes(&t->train) + data_bytes(&t->test);
