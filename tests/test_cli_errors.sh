@@ -56,7 +56,7 @@ expect_usage "nesterov" train --nesterov --momentum 0
 expect_usage "needs --checkpoint" train --resume
 expect_usage "does not apply" eval --checkpoint x.ckpt --epochs 3
 expect_usage "\-\-checkpoint FILE is required" eval
-expect_usage "\-\-export-safetensors FILE is required" export --checkpoint x.ckpt
+expect_usage "\-\-export-safetensors FILE or \-\-export-onnx FILE is required" export --checkpoint x.ckpt
 expect_usage "cannot open" train --config "$T/none.conf"
 expect_usage "$T: is a directory, expected a config file" train --config "$T"
 printf 'epochs = 2\nwarp = 9\n' >"$T/bad.conf"

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "hetero/hetero.h"
+#include "hetrain/netfile.h"
 
 int cli_train(const het_train_config *c) {
     het_trainer *t;
@@ -26,8 +27,11 @@ int cli_eval(const het_train_config *c) {
     het_log_set_level(level);
     if (created) return cli_fail();
     double loss, acc;
-    int st = cli_agree(het_checkpoint_load_weights(het_trainer_model(t), c->model,
-                                                   c->checkpoint));
+    /* the checkpoint's weights, or those the model was created with (--model-file's ONNX
+     * initializers, --init-from) */
+    int st = c->checkpoint[0] ? cli_agree(het_checkpoint_load_weights(het_trainer_model(t),
+                                                                      c->model, c->checkpoint))
+                              : HET_OK;
     if (!st) st = het_trainer_evaluate(t, &loss, &acc);
     if (!st) {
         int64_t n = het_trainer_test_set(t)->n;
@@ -69,11 +73,15 @@ int cli_calibrate(const het_train_config *c) {
     return st ? cli_fail() : CLI_OK;
 }
 
-static int build_model(const het_train_config *c, het_model **m) {
+/* The run's network (the zoo's or --model-file's) and its model, without initial weights. */
+static int build_model(const het_train_config *c, het_net *net, het_model **m) {
     het_shape in;
     int classes;
+    *m = NULL;
+    memset(net, 0, sizeof *net);
     if (het_train_data_shape(c, &in, &classes)) return HET_EINVAL;
-    return het_zoo_build(m, c->model, in, classes, c->batch, c->threads);
+    int st = c->model_file[0] ? het_net_read(net, c->model_file) : het_net_zoo(net, c->model);
+    return st ? st : het_net_build(m, net, in, classes, c->batch, c->threads);
 }
 
 static void shape_str(char *buf, size_t n, het_shape s) {
@@ -82,22 +90,34 @@ static void shape_str(char *buf, size_t n, het_shape s) {
 
 int cli_info(const het_train_config *c) {
     het_model *m;
-    if (build_model(c, &m)) return cli_fail();
+    het_net net;
+    if (build_model(c, &net, &m)) {
+        het_net_free(&net);
+        return cli_fail();
+    }
     het_shape in = het_model_in_shape(m);
     char a[32], b[32];
     shape_str(a, sizeof a, in);
-    het_log(HET_LOG_QUIET, "model %s: input %s, %d classes\n", c->model, a,
-            het_model_n_classes(m));
-    het_log(HET_LOG_QUIET, "  %3s  %-10s %-12s %-12s %10s\n", "#", "layer", "input", "output",
-            "params");
+    het_log(HET_LOG_QUIET, "model %s%s%s: input %s, %d classes%s\n", c->model,
+            c->model_file[0] ? " from " : "", c->model_file, a, het_model_n_classes(m),
+            net.params ? ", initial weights from the file" : "");
+    het_log(HET_LOG_QUIET, "  %3s  %-10s %-12s %-12s %10s  %s\n", "#", "layer", "input", "output",
+            "params", "as written");
     for (int i = 0; i < het_model_n_layers(m); i++) {
         const het_layer *l = het_model_layer(m, i);
         size_t off, n;
         het_model_layer_params(m, i, &off, &n);
         shape_str(a, sizeof a, l->in);
         shape_str(b, sizeof b, l->out);
-        het_log(HET_LOG_QUIET, "  %3d  %-10s %-12s %-12s %10zu\n", i, l->ops->name, a, b, n);
+        char text[256] = "";
+        het_net one = {.n = 1};
+        one.layer[0] = net.layer[i];
+        het_net_format(&one, text, sizeof text);
+        text[strcspn(text, "\n")] = 0;
+        het_log(HET_LOG_QUIET, "  %3d  %-10s %-12s %-12s %10zu  %s\n", i, l->ops->name, a, b, n,
+                text);
     }
+    het_net_free(&net);
     size_t np = het_model_n_params(m);
     het_log(HET_LOG_QUIET, "parameters: %zu (%.1f KiB as float32), state: %zu\n", np,
             (double)np * 4 / 1024.0, het_model_n_state(m));
@@ -134,14 +154,26 @@ int cli_info(const het_train_config *c) {
 
 int cli_export(const het_train_config *c) {
     het_model *m = NULL;
-    int st = cli_agree(build_model(c, &m));
-    if (st) return cli_fail();
-    st = het_checkpoint_load_weights(m, c->model, c->checkpoint);
-    if (!st && het_log_rank() == 0) st = het_safetensors_write(m, c->export_safetensors);
+    het_net net;
+    int st = cli_agree(build_model(c, &net, &m));
+    if (!st && c->checkpoint[0]) {
+        st = het_checkpoint_load_weights(m, c->model, c->checkpoint);
+    } else if (!st) { /* the weights the file gives (ONNX initializers, --init-from) */
+        het_model_init_params(m, c->seed);
+        st = het_net_load_weights(&net, m);
+        if (!st && c->init_from[0]) st = het_safetensors_read(m, c->init_from);
+    }
+    if (!st && het_log_rank() == 0 && c->export_safetensors[0])
+        st = het_safetensors_write(m, c->export_safetensors);
+    if (!st && het_log_rank() == 0 && c->export_onnx[0])
+        st = het_net_write_onnx(&net, m, c->export_onnx);
     st = cli_agree(st);
-    if (!st)
-        het_log(HET_LOG_INFO, "wrote %s: %zu parameters of %s\n", c->export_safetensors,
-                het_model_n_params(m), c->model);
+    const char *out[2] = {c->export_safetensors, c->export_onnx};
+    for (int i = 0; i < 2 && !st; i++)
+        if (out[i][0])
+            het_log(HET_LOG_INFO, "wrote %s: %zu parameters of %s\n", out[i],
+                    het_model_n_params(m), c->model);
     het_model_free(m);
+    het_net_free(&net);
     return st ? cli_fail() : CLI_OK;
 }

@@ -39,11 +39,15 @@ typedef struct command {
     void (*own_help)(void); /* prints its own options for --help */
 } command;
 
-static const char *const eval_keys[] = {"model", "data", "data-dir", "batch", "threads",
+static const char *const eval_keys[] = {"model", "model-file", "init-from", "data", "data-dir",
+                                        "synthetic-shape", "classes", "batch", "threads",
                                         "checkpoint", "test-limit", "quiet", NULL};
-static const char *const info_keys[] = {"model", "data", "data-dir", "batch", "threads", NULL};
-static const char *const export_keys[] = {"checkpoint", "model", "data", "export-safetensors",
-                                          "quiet", NULL};
+static const char *const info_keys[] = {"model", "model-file", "data", "data-dir",
+                                        "synthetic-shape", "classes", "batch", "threads", NULL};
+static const char *const export_keys[] = {"checkpoint", "model", "model-file", "init-from",
+                                          "data", "data-dir", "synthetic-shape", "classes",
+                                          "seed", "export-safetensors", "export-onnx", "quiet",
+                                          NULL};
 static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch", "threads",
                                              "slowdown", "ranks-per-node", "calibrate-steps",
                                              "clock", "compute-cost", "costs-out",
@@ -54,7 +58,8 @@ static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch
  * --progress itself. A strategy's own options (its opts table) it takes too, and passes each
  * only to the runs of the strategies that have it (compare_sopt.c). */
 static const char *const compare_keys[] = {
-    "model", "data", "data-dir", "epochs", "batch", "lr", "schedule", "warmup-epochs",
+    "model", "model-file", "init-from", "data", "data-dir", "synthetic-shape", "classes",
+    "epochs", "batch", "lr", "schedule", "warmup-epochs",
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
     "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
@@ -67,12 +72,13 @@ static const char *const compare_keys[] = {
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,
      NULL},
-    {"eval", cli_eval, "evaluate a checkpoint on the test set (needs --checkpoint)", eval_keys,
+    {"eval", cli_eval, "evaluate a checkpoint (--checkpoint) or a model file's weights on the "
+     "test set", eval_keys,
      NULL, NULL},
     {"info", cli_info, "describe a model (layers, shapes, parameters, FLOPs) and a dataset",
      info_keys, NULL, NULL},
-    {"export", cli_export, "write a checkpoint's weights as safetensors (needs --checkpoint "
-     "and --export-safetensors)", export_keys, NULL, NULL},
+    {"export", cli_export, "write a checkpoint's model as safetensors or ONNX (needs "
+     "--checkpoint and --export-safetensors or --export-onnx)", export_keys, NULL, NULL},
     {"calibrate", cli_calibrate, "measure every rank's training speed (for hgc's "
      "--speeds-file: --out FILE)", calibrate_keys, NULL, NULL},
     {"compare", cli_compare, "train with each strategy under mpirun (and seeds), then tables "
@@ -378,12 +384,13 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
     het_train_config c = het_train_config_defaults();
     if (apply(cmd, &c, config_file, pairs, n_pairs)) return CLI_USAGE;
     int needs_ckpt = strcmp(cmd->name, "eval") == 0 || strcmp(cmd->name, "export") == 0;
-    if (needs_ckpt && !c.checkpoint[0]) {
-        usage_error(cmd->name, "--checkpoint FILE is required");
+    if (needs_ckpt && !c.checkpoint[0] && !c.model_file[0] && !c.init_from[0]) {
+        usage_error(cmd->name, "--checkpoint FILE is required (or the weights from "
+                    "--model-file FILE.onnx or --init-from FILE)");
         return CLI_USAGE;
     }
-    if (strcmp(cmd->name, "export") == 0 && !c.export_safetensors[0]) {
-        usage_error(cmd->name, "--export-safetensors FILE is required");
+    if (strcmp(cmd->name, "export") == 0 && !c.export_safetensors[0] && !c.export_onnx[0]) {
+        usage_error(cmd->name, "--export-safetensors FILE or --export-onnx FILE is required");
         return CLI_USAGE;
     }
     if (strcmp(cmd->name, "train") != 0) c.resume = 0;

@@ -72,10 +72,6 @@ static const key_def keys[] = {
       "synthetic"}, K_DATA, OFF(data), 0, 0, 0},
     {{"data-dir", "DIR", "dataset directory (default: the dataset's standard place)"}, K_STR,
      OFF(data_dir), 0, 0, 0},
-    {{"synthetic-shape", "CxHxW", "data synthetic: image shape (default 1x28x28)"}, K_NAME,
-     OFF(synthetic_shape), 0, 0, 0},
-    {{"classes", "K", "data synthetic: number of classes (default 10)"}, K_INT, OFF(classes), 0,
-     256, 0},
     {{"epochs", "N", "epochs to train (a resumed run continues up to N)"}, K_INT, OFF(epochs), 1,
      1e6, 0},
     {{"batch", "N", "samples per step"}, K_INT, OFF(batch), 1, 65536, 0},
@@ -112,6 +108,10 @@ static const key_def keys[] = {
      0, 4e18, 0},
     {{"test-limit", "N", "use the first N test samples (0: all)"}, K_I64, OFF(test_limit), 0,
      4e18, 0},
+    {{"synthetic-shape", "CxHxW", "data synthetic: image shape (default 1x28x28)"}, K_NAME,
+     OFF(synthetic_shape), 0, 0, 0},
+    {{"classes", "K", "data synthetic: number of classes (default 10)"}, K_INT, OFF(classes), 0,
+     256, 0},
     {{"checkpoint", "FILE", "checkpoint file (written every --checkpoint-every epochs and at "
       "the end)"}, K_STR, OFF(checkpoint), 0, 0, F_RUN},
     {{"checkpoint-every", "N", "epochs between checkpoints"}, K_INT, OFF(checkpoint_every), 1,
@@ -130,7 +130,7 @@ static const key_def keys[] = {
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
     {{"on-nan", "MODE", "non-finite loss or gradient: stop | skip-step (drop the step's update)"},
      K_WORD, OFF(on_nan), 3, 0, 0},
-    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc | daso"}, K_STRATEGY,
+    {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc | asp | inhad | daso | gpipe | qfb"}, K_STRATEGY,
      OFF(strategy), 0, 0, 0},
     {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,
      OFF(ranks_per_node), 0, 1e6, 0},
@@ -485,6 +485,13 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
             return het_error_set(HET_EINVAL, "%s: path longer than %d bytes", k->pub.key,
                                  HET_PATH_LEN - 1);
         snprintf(field, HET_PATH_LEN, "%s", v);
+        if (k->off == OFF(model_file) && v[0]) { /* the model's name: the file's stem */
+            const char *b = strrchr(v, '/'), *dot;
+            b = b ? b + 1 : v;
+            dot = strrchr(b, '.');
+            int len = dot && dot > b ? (int)(dot - b) : (int)strlen(b);
+            snprintf(c->model, sizeof c->model, "%.*s", len < 31 ? len : 31, b);
+        }
         return HET_OK;
     case K_NAME: return set_name(k, field, v, NULL, "name");
     case K_MODEL: return set_name(k, field, v, het_zoo_names(), "model");
@@ -508,6 +515,7 @@ size_t het_train_config_format(const het_train_config *c, int run_keys, char *bu
     for (size_t i = 0; i < N_KEYS; i++) {
         const key_def *k = &keys[i];
         if ((k->flags & F_RUN) && !run_keys) continue;
+        if (k->type == K_MODEL && c->model_file[0]) continue; /* the file's name: not a zoo name */
         const char *field = (const char *)c + k->off;
         char val[HET_PATH_LEN + 32];
         switch (k->type) {

@@ -33,6 +33,7 @@
 
 #include "hetero/hetero.h"
 #include "hetrain/batch.h"
+#include "hetrain/netfile.h"
 #include "hetrain/tensor.h"
 #include "train/trainer.h"
 
@@ -118,9 +119,10 @@ static int create_mpi(het_trainer *t) {
 /* Rank 0 writes every output: its folder must exist and be writable before any training, so
  * that a bad path fails in a second rather than after the run (and loses nothing). */
 static int probe_outputs(const het_train_config *c) {
-    const char *key[] = {"checkpoint", "metrics", "trace", "export-safetensors"};
-    const char *path[] = {c->checkpoint, c->metrics, c->trace, c->export_safetensors};
-    for (int i = 0; i < 4; i++) {
+    const char *key[] = {"checkpoint", "metrics", "trace", "export-safetensors", "export-onnx"};
+    const char *path[] = {c->checkpoint, c->metrics, c->trace, c->export_safetensors,
+                          c->export_onnx};
+    for (int i = 0; i < 5; i++) {
         if (!path[i][0]) continue;
         char dir[HET_PATH_LEN];
         het_path_dir(path[i], dir, sizeof dir);
@@ -203,13 +205,25 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
                            (long long)t->n_test);
         goto fail;
     }
-    st = het_zoo_build(&t->model, cfg->model, t->train.shape, t->train.n_classes, cfg->batch,
-                       cfg->threads);
+    het_net net; /* the zoo's model file or the user's (text or ONNX, with initial weights) */
+    st = cfg->model_file[0] ? het_net_read(&net, cfg->model_file) : het_net_zoo(&net, cfg->model);
+    if (!st)
+        st = het_net_build(&t->model, &net, t->train.shape, t->train.n_classes, cfg->batch,
+                           cfg->threads);
     if (!st) {
         clockid_t clocks[HET_PACE_MAX_THREADS]; /* the virtual clock costs their CPU time too */
         het_pace_set_threads(&t->ctx.pace, clocks,
                              het_model_worker_clocks(t->model, clocks, HET_PACE_MAX_THREADS));
         het_model_init_params(t->model, cfg->seed);
+        st = het_net_load_weights(&net, t->model); /* an ONNX file's weights, if any */
+        if (!st && cfg->init_from[0] && !cfg->resume && t->rank == 0) {
+            /* --init-from: rank 0's weights from the file (agreed below); the broadcast then
+             * gives them to every rank. A resumed run takes its checkpoint's instead. */
+            st = het_safetensors_read(t->model, cfg->init_from);
+            if (!st)
+                het_log(HET_LOG_INFO, "init: %d tensors from %s\n",
+                        het_safetensors_count(t->model), cfg->init_from);
+        }
         t->n_opt_state = het_optim_state_floats(&cfg->optim, het_model_n_params(t->model));
         size_t sample = het_shape_size(t->train.shape);
         t->opt_state = het_alloc(t->n_opt_state * sizeof(float));
@@ -222,6 +236,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
             !t->ctx.rank_bytes)
             st = het_error_set(HET_ENOMEM, "out of memory for the model's buffers");
     }
+    het_net_free(&net);
     if (!st) st = het_sampler_init(&t->sampler, t->n_train, cfg->seed, 1);
     if ((st = het_trainer_agree(t, st))) goto fail;
     /* the header before the first transfer, which the emulated network may make slow */
@@ -495,6 +510,18 @@ int het_trainer_run(het_trainer *t) {
         st = t->rank == 0 ? het_safetensors_write(t->model, c->export_safetensors) : HET_OK;
         if ((st = het_trainer_agree(t, st))) return st;
         het_log(HET_LOG_INFO, "weights: %s\n", c->export_safetensors);
+    }
+    if (c->export_onnx[0]) { /* the network again from its file (the weights are the model's) */
+        het_net net;
+        memset(&net, 0, sizeof net);
+        st = HET_OK;
+        if (t->rank == 0) {
+            st = c->model_file[0] ? het_net_read(&net, c->model_file) : het_net_zoo(&net, c->model);
+            if (!st) st = het_net_write_onnx(&net, t->model, c->export_onnx);
+            het_net_free(&net);
+        }
+        if ((st = het_trainer_agree(t, st))) return st;
+        het_log(HET_LOG_INFO, "onnx: %s\n", c->export_onnx);
     }
     if ((st = het_trainer_report_memory(t))) return st;
     if (t->n_hist > 0) {
