@@ -413,7 +413,7 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
         usage_error(cmd->name, "%s", het_error_msg());
         return CLI_USAGE;
     }
-    if (needs_ckpt || c.resume) {
+    if ((needs_ckpt && c.checkpoint[0]) || c.resume) {
         /* Second pass: the checkpoint's configuration underneath. */
         het_train_config base = het_train_config_defaults();
         if (het_train_config_from_checkpoint(&base, c.checkpoint)) return pre_fail();
