@@ -118,9 +118,16 @@ static void roundtrip(const char *name, het_shape in) {
     CHECK(het_model_n_layers(a) == zn.n, "%s: zoo has %d layers, the test's list %d", name,
           het_model_n_layers(a), zn.n);
     het_model_init_params(a, 1234);
-    /* batch-norm statistics that are not the initial 0 and 1 */
-    fill(het_model_state(a) ? het_model_state(a) : NULL, het_model_n_state(a), 99);
-    for (size_t i = 1; i < het_model_n_state(a); i += 2) het_model_state(a)[i] += 2.0f;
+    /* batch-norm statistics that are not the initial 0 and 1: blocks of C means, C variances */
+    fill(het_model_state(a), het_model_n_state(a), 99);
+    for (int i = 0; i < het_model_n_layers(a); i++) {
+        size_t off, cnt, C = (size_t)het_model_layer(a, i)->out.c;
+        het_model_layer_state(a, i, &off, &cnt);
+        for (size_t j = 0; j < cnt; j++) {
+            float *v = het_model_state(a) + off + j;
+            *v = (j / C) % 2 ? 0.5f + fabsf(*v) : 0.1f * *v;
+        }
+    }
     char path[512];
     path_of(path, sizeof path, name);
     int st = het_net_write_onnx(&zn, a, path);

@@ -125,6 +125,8 @@ static double t_get(const Onnx__TensorProto *t, size_t i) {
         else v = t->int32_data[i];
         return v;
     }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return raw ? raw[i] : t->int32_data[i];
     default: { /* INT64 */
         int64_t v;
         if (raw) memcpy(&v, raw + 8 * i, 8);
@@ -150,6 +152,7 @@ static int t_data_ok(rd *r, const Onnx__TensorProto *t, size_t n, int want_float
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: sz = 8, have = t->n_double_data; break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: sz = 4, have = t->n_int32_data; break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: sz = 8, have = t->n_int64_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: sz = 1, have = t->n_int32_data; break;
     default: break;
     }
     const char *nm = t->name ? t->name : "";
@@ -670,9 +673,13 @@ static int resblock(rd *r, const size_t *cand, const char **cur) {
     float eps[2], mom[2];
     r->used[i1] = 1;
     if ((e = conv_args(r, c1, &oc, &k, &s, &p))) return e;
-    if (k != 3 || p != 1 || opt(c1, 2) || oc < in.c)
-        return fail(r, c1, HET_EINVAL, "a residual block's first Conv must be 3x3, pad 1, without "
-                    "bias, widening or keeping the channels");
+    if (opt(c1, 2))
+        return fail(r, c1, HET_EINVAL, "a residual block's Conv has a bias: batch norm folded "
+                    "into it? (torch.onnx.export in eval mode does that; export with "
+                    "training=torch.onnx.TrainingMode.PRESERVE)");
+    if (k != 3 || p != 1 || oc < in.c)
+        return fail(r, c1, HET_EINVAL, "a residual block's first Conv must be 3x3, pad 1, "
+                    "widening or keeping the channels");
     Onnx__NodeProto *b1 = sole(r, c1->output[0]), *r1 = b1 ? sole(r, b1->output[0]) : NULL;
     Onnx__NodeProto *c2 = r1 ? sole(r, r1->output[0]) : NULL;
     if (!is_op(b1, "BatchNormalization") || !is_op(r1, "Relu") || !is_op(c2, "Conv"))
