@@ -8,7 +8,7 @@ order="core tensor optim nn data emul comm batch hetero strategy train cli"
 level() { # level of a folder or public header name
     local i=0
     for l in $order; do [ "$l" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done
-    case "$1" in ckpt) level core ;; config) level optim ;; codec) level tensor ;; *) echo -1 ;; esac
+    case "$1" in ckpt) level core ;; config) level optim ;; codec) level tensor ;; netfile) level nn ;; *) echo -1 ;; esac
 }
 fail=0
 for f in src/*/*.[ch] include/hetrain/*.h; do
