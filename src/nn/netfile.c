@@ -301,6 +301,14 @@ void het_net_free(het_net *net) {
     net->n_params = net->n_state = 0;
 }
 
+/* The shortest text of x that reads back as the same float ("0.1", not "0.100000001"). */
+static void fmt_float(char *v, size_t n, float x) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(v, n, "%.*g", digits, (double)x);
+        if (strtof(v, NULL) == x) return;
+    }
+}
+
 /* One layer in canonical form: every key it takes, in table order. */
 static int format_layer(const het_net_layer *L, char *buf, size_t cap) {
     const kind_def *d = &kinds[L->kind];
@@ -316,9 +324,9 @@ static int format_layer(const het_net_layer *L, char *buf, size_t cap) {
         case A_K: snprintf(v, sizeof v, "%d", L->k); break;
         case A_STRIDE: snprintf(v, sizeof v, "%d", L->stride); break;
         case A_PAD: snprintf(v, sizeof v, "%d", L->pad); break;
-        case A_P: snprintf(v, sizeof v, "%.9g", (double)L->p); break;
-        case A_MOMENTUM: snprintf(v, sizeof v, "%.9g", (double)L->momentum); break;
-        default: snprintf(v, sizeof v, "%.9g", (double)L->eps); break;
+        case A_P: fmt_float(v, sizeof v, L->p); break;
+        case A_MOMENTUM: fmt_float(v, sizeof v, L->momentum); break;
+        default: fmt_float(v, sizeof v, L->eps); break;
         }
         if (a == A_STRIDE && L->kind == HET_NL_AVGPOOL && L->k == 0) continue;
         n += snprintf(buf + n, (size_t)n < cap ? cap - (size_t)n : 0, " %s=%s", arg_names[a], v);
