@@ -17,7 +17,8 @@
 static void zoo_net(het_net *net, const char *name) {
     memset(net, 0, sizeof *net);
     snprintf(net->name, sizeof net->name, "%s", name);
-#define L(...) net->layer[net->n++] = (het_net_layer){.kind = __VA_ARGS__}
+#define L(...)                                                                                     \
+    net->layer[net->n++] = (het_net_layer) { .kind = __VA_ARGS__ }
     if (strcmp(name, "mlp") == 0) {
         L(HET_NL_DENSE, .out = 256);
         L(HET_NL_RELU);
@@ -56,7 +57,8 @@ static void zoo_net(het_net *net, const char *name) {
         L(HET_NL_RELU);
         for (int s = 0; s < 3; s++)
             for (int b = 0; b < 3; b++)
-                L(HET_NL_RESBLOCK, .out = 16 << s, .stride = s > 0 && b == 0 ? 2 : 1, .k = 3, .pad = 1);
+                L(HET_NL_RESBLOCK, .out = 16 << s, .stride = s > 0 && b == 0 ? 2 : 1, .k = 3,
+                  .pad = 1);
         L(HET_NL_AVGPOOL, .k = 0, .stride = 0);
         L(HET_NL_DENSE, .out = 10);
     }
@@ -145,26 +147,34 @@ static void roundtrip(const char *name, het_shape in) {
         const het_net_layer *x = &imp.layer[i], *y = &ref.layer[i];
         int same = x->kind == y->kind;
         switch (y->kind) {
-        case HET_NL_CONV: same &= x->out == y->out && x->k == y->k && x->stride == y->stride && x->pad == y->pad; break;
+        case HET_NL_CONV:
+            same &= x->out == y->out && x->k == y->k && x->stride == y->stride && x->pad == y->pad;
+            break;
         case HET_NL_MAXPOOL:
-        case HET_NL_AVGPOOL: same &= x->k == y->k && (x->stride ? x->stride : x->k) == (y->stride ? y->stride : y->k); break;
+        case HET_NL_AVGPOOL:
+            same &=
+                x->k == y->k && (x->stride ? x->stride : x->k) == (y->stride ? y->stride : y->k);
+            break;
         case HET_NL_DENSE: same &= x->out == y->out; break;
         case HET_NL_BATCHNORM: same &= x->eps == y->eps && x->momentum == y->momentum; break;
         case HET_NL_RESBLOCK: same &= x->out == y->out && x->stride == y->stride; break;
         default: break;
         }
-        CHECK(same, "%s: layer %d (node '%s'): kind %d out %d k %d stride %d pad %d eps %g mom %g, "
-              "expected kind %d out %d k %d stride %d pad %d", name, i, x->node, x->kind, x->out, x->k,
-              x->stride, x->pad, (double)x->eps, (double)x->momentum, y->kind, y->out, y->k, y->stride, y->pad);
+        CHECK(same,
+              "%s: layer %d (node '%s'): kind %d out %d k %d stride %d pad %d eps %g mom %g, "
+              "expected kind %d out %d k %d stride %d pad %d",
+              name, i, x->node, x->kind, x->out, x->k, x->stride, x->pad, (double)x->eps,
+              (double)x->momentum, y->kind, y->out, y->k, y->stride, y->pad);
         CHECK(x->node[0] != 0, "%s: layer %d has no node name", name, i);
     }
     CHECK(imp.n_params == het_model_n_params(a) && imp.n_state == het_model_n_state(a),
-          "%s: %zu params, %zu state read; the model has %zu, %zu", name, imp.n_params,
-          imp.n_state, het_model_n_params(a), het_model_n_state(a));
+          "%s: %zu params, %zu state read; the model has %zu, %zu", name, imp.n_params, imp.n_state,
+          het_model_n_params(a), het_model_n_state(a));
     int wsame = imp.n_params == het_model_n_params(a) &&
                 memcmp(imp.params, het_model_params(a), imp.n_params * sizeof(float)) == 0 &&
                 imp.n_state == het_model_n_state(a) &&
-                (imp.n_state == 0 || memcmp(imp.state, het_model_state(a), imp.n_state * sizeof(float)) == 0);
+                (imp.n_state == 0 ||
+                 memcmp(imp.state, het_model_state(a), imp.n_state * sizeof(float)) == 0);
     CHECK(wsame, "%s: weights differ from the model's", name);
     if (imp.n == ref.n && wsame) {
         /* b from the file, c from the zoo's list (without dropout) with a's weights */
@@ -184,11 +194,14 @@ static void roundtrip(const char *name, het_shape in) {
             float *keep = malloc(10 * batch * sizeof *keep);
             memcpy(keep, la, 10 * batch * sizeof *keep);
             const float *lb = het_model_forward(b, x, batch, 0, 1);
-            CHECK(lb && memcmp(keep, lb, 10 * batch * sizeof *keep) == 0, "%s: logits differ", name);
+            CHECK(lb && memcmp(keep, lb, 10 * batch * sizeof *keep) == 0, "%s: logits differ",
+                  name);
             het_model_zero_grads(b);
             het_model_zero_grads(c);
-            CHECK(het_model_train_batch(b, x, y, batch, 1.0f / batch, 5, NULL) == HET_OK, "%s", het_error_msg());
-            CHECK(het_model_train_batch(c, x, y, batch, 1.0f / batch, 5, NULL) == HET_OK, "%s", het_error_msg());
+            CHECK(het_model_train_batch(b, x, y, batch, 1.0f / batch, 5, NULL) == HET_OK, "%s",
+                  het_error_msg());
+            CHECK(het_model_train_batch(c, x, y, batch, 1.0f / batch, 5, NULL) == HET_OK, "%s",
+                  het_error_msg());
             CHECK(memcmp(het_model_grads(b), het_model_grads(c), imp.n_params * sizeof(float)) == 0,
                   "%s: gradients after a training step differ", name);
             CHECK(imp.n_state == 0 || memcmp(het_model_state(b), het_model_state(c),
@@ -330,7 +343,8 @@ static void corrupt(void) {
     write_bytes(p, b, 0);
     expect_fail(p, NULL);
     /* field 7 (graph), length-delimited, length 2^40 */
-    static const uint8_t huge[] = {0x08, 0x08, 0x3a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0x0a, 0x00};
+    static const uint8_t huge[] = {0x08, 0x08, 0x3a, 0x80, 0x80, 0x80,
+                                   0x80, 0x80, 0x20, 0x0a, 0x00};
     path_of(p, sizeof p, "huge-length");
     write_bytes(p, huge, sizeof huge);
     expect_fail(p, NULL);
@@ -349,18 +363,21 @@ static void corrupt(void) {
 int main(void) {
     const char *out = getenv("HET_ONNX_OUT");
     char tmpl[] = "/tmp/test_onnx.XXXXXX";
-    if (out && *out) snprintf(dir, sizeof dir, "%s", out);
-    else if (mkdtemp(tmpl)) snprintf(dir, sizeof dir, "%s", tmpl);
-    else return fprintf(stderr, "mkdtemp failed\n"), 1;
+    if (out && *out)
+        snprintf(dir, sizeof dir, "%s", out);
+    else if (mkdtemp(tmpl))
+        snprintf(dir, sizeof dir, "%s", tmpl);
+    else
+        return fprintf(stderr, "mkdtemp failed\n"), 1;
     roundtrip("mlp", (het_shape){1, 28, 28});
     roundtrip("lenet5", (het_shape){1, 28, 28});
     roundtrip("cifar-cnn", (het_shape){3, 32, 32});
     roundtrip("resnet20", (het_shape){3, 32, 32});
     corrupt();
     if (!(out && *out)) { /* leave nothing behind */
-        static const char *const names[] = {"mlp", "lenet5", "cifar-cnn", "resnet20", "truncated",
-                                            "truncated-end", "garbage", "empty", "huge-length",
-                                            "sigmoid", "bad-shape"};
+        static const char *const names[] = {"mlp",         "lenet5",        "cifar-cnn", "resnet20",
+                                            "truncated",   "truncated-end", "garbage",   "empty",
+                                            "huge-length", "sigmoid",       "bad-shape"};
         char p[512];
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             path_of(p, sizeof p, names[i]);

@@ -219,16 +219,22 @@ static void resblock(wr *w, int i, const float *p, const float *st, het_shape in
     static const char *const part[8] = {"conv1.weight", "bn1.weight", "bn1.bias",
                                         "conv2.weight", "bn2.weight", "bn2.bias"};
     int64_t d1[4] = {oc, C, 3, 3}, d2[4] = {oc, oc, 3, 3};
-    const float *src[6] = {p, p + oc * C * 9, p + oc * C * 9 + oc, p + oc * C * 9 + 2 * oc,
+    const float *src[6] = {p,
+                           p + oc * C * 9,
+                           p + oc * C * 9 + oc,
+                           p + oc * C * 9 + 2 * oc,
                            p + oc * C * 9 + 2 * oc + oc * oc * 9,
                            p + oc * C * 9 + 3 * oc + oc * oc * 9};
     const char *ini[6], *sti[4];
     for (int k = 0; k < 6; k++) {
         snprintf(nm[0], sizeof nm[0], "layers.%d.%s", i, part[k]);
-        ini[k] = init_f(w, nm[0], src[k], k == 0 || k == 3 ? 4 : 1, k == 0 ? d1 : k == 3 ? d2 : &oc);
+        ini[k] = init_f(w, nm[0], src[k], k == 0 || k == 3 ? 4 : 1,
+                        k == 0   ? d1
+                        : k == 3 ? d2
+                                 : &oc);
     }
-    static const char *const spart[4] = {"bn1.running_mean", "bn1.running_var",
-                                         "bn2.running_mean", "bn2.running_var"};
+    static const char *const spart[4] = {"bn1.running_mean", "bn1.running_var", "bn2.running_mean",
+                                         "bn2.running_var"};
     for (int k = 0; k < 4; k++) {
         snprintf(nm[0], sizeof nm[0], "layers.%d.%s", i, spart[k]);
         sti[k] = init_f(w, nm[0], st + k * oc, 1, &oc);
@@ -262,7 +268,8 @@ static void resblock(wr *w, int i, const float *p, const float *st, het_shape in
         const char *pin[2] = {NULL, init_i(w, nm[5], pads, 8)};
         snprintf(nm[0], sizeof nm[0], "/layers.%d/Pad", i);
         Onnx__NodeProto *pd = node(w, nm[0], "Pad", 2, pin);
-        Onnx__AttributeProto *a = attr(w, pd, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+        Onnx__AttributeProto *a =
+            attr(w, pd, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
         if (a) a->has_s = 1, a->s.len = 8, a->s.data = (uint8_t *)"constant";
         sc = w->cur;
     }
@@ -273,17 +280,17 @@ static void resblock(wr *w, int i, const float *p, const float *st, het_shape in
 }
 
 static const char *const model_kind[HET_NL_COUNT] = {
-    [HET_NL_CONV] = "conv2d",   [HET_NL_BATCHNORM] = "batchnorm", [HET_NL_RELU] = "relu",
-    [HET_NL_MAXPOOL] = "maxpool", [HET_NL_AVGPOOL] = "avgpool", [HET_NL_FLATTEN] = "flatten",
-    [HET_NL_DENSE] = "dense",   [HET_NL_DROPOUT] = "dropout",   [HET_NL_RESBLOCK] = "resblock"};
+    [HET_NL_CONV] = "conv2d",     [HET_NL_BATCHNORM] = "batchnorm", [HET_NL_RELU] = "relu",
+    [HET_NL_MAXPOOL] = "maxpool", [HET_NL_AVGPOOL] = "avgpool",     [HET_NL_FLATTEN] = "flatten",
+    [HET_NL_DENSE] = "dense",     [HET_NL_DROPOUT] = "dropout",     [HET_NL_RESBLOCK] = "resblock"};
 
 /* The nodes of layer i; HET_EINVAL when the model's layer is not the net's. */
 static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const char *path) {
     const het_net_layer *L = &net->layer[i];
     const het_layer *ml = het_model_layer(m, i);
     if ((unsigned)L->kind >= HET_NL_COUNT || strcmp(ml->ops->name, model_kind[L->kind]) != 0)
-        return het_error_set(HET_EINVAL, "%s: layer %d of the net is not the model's (%s)", path,
-                             i, ml->ops->name);
+        return het_error_set(HET_EINVAL, "%s: layer %d of the net is not the model's (%s)", path, i,
+                             ml->ops->name);
     size_t po, pn, so, sn;
     het_model_layer_params(m, i, &po, &pn);
     het_model_layer_state(m, i, &so, &sn);
@@ -320,7 +327,9 @@ static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const cha
     case HET_NL_MAXPOOL:
     case HET_NL_AVGPOOL: {
         int g = L->kind == HET_NL_AVGPOOL && L->k == 0;
-        const char *op = g ? "GlobalAveragePool" : L->kind == HET_NL_MAXPOOL ? "MaxPool" : "AveragePool";
+        const char *op = g                           ? "GlobalAveragePool"
+                         : L->kind == HET_NL_MAXPOOL ? "MaxPool"
+                                                     : "AveragePool";
         snprintf(name, sizeof name, "/layers.%d/%s", i, op);
         unary(w, name, op);
         if (!g) {
@@ -350,13 +359,9 @@ static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const cha
             attr_i(w, nd, "transB", 1);
         }
         break;
-    case HET_NL_DROPOUT:
-        break; /* inference graph */
-    case HET_NL_RESBLOCK:
-        resblock(w, i, p, st, in, out, L->stride);
-        break;
-    default:
-        break;
+    case HET_NL_DROPOUT: break; /* inference graph */
+    case HET_NL_RESBLOCK: resblock(w, i, p, st, in, out, L->stride); break;
+    default: break;
     }
     return HET_OK;
 }
@@ -415,7 +420,8 @@ static int write_file(const char *path, const uint8_t *buf, size_t n) {
 int het_net_write_onnx(const het_net *net, het_model *m, const char *path) {
     int n = het_model_n_layers(m);
     if (net->n != n)
-        return het_error_set(HET_EINVAL, "%s: the net has %d layers, the model %d", path, net->n, n);
+        return het_error_set(HET_EINVAL, "%s: the net has %d layers, the model %d", path, net->n,
+                             n);
     wr w = {0};
     w.cap_node = w.cap_init = 16 * (size_t)n + 8;
     w.node = az(&w, w.cap_node * sizeof *w.node);
@@ -467,8 +473,8 @@ int het_net_write_onnx(const het_net *net, het_model *m, const char *path) {
     }
     size_t packed = onnx__model_proto__pack(&mp, buf);
     st = packed == len ? write_file(path, buf, len)
-                       : het_error_set(HET_EIO, "%s: protobuf packing wrote %zu of %zu bytes",
-                                       path, packed, len);
+                       : het_error_set(HET_EIO, "%s: protobuf packing wrote %zu of %zu bytes", path,
+                                       packed, len);
     free(buf);
     wr_free(&w);
     return st;

@@ -1,0 +1,71 @@
+/* Internal to nn/: what the ONNX reader's two files share (onnx_const.c: tensors, constants
+ * and the folding of constant sub-graphs; onnx_read.c: the walk from input to output). */
+#ifndef HET_NN_ONNX_INTERNAL_H
+#define HET_NN_ONNX_INTERNAL_H
+
+#include "hetrain/netfile.h"
+#include "onnx/onnx.pb-c.h"
+
+#define KT_MAX 4096                      /* elements of a folded constant */
+#define ONNX_MAX_BYTES ((size_t)1 << 30) /* larger files are refused (protobuf's limit is 2 GiB) */
+
+typedef struct kt { /* a constant: numbers, or an alias of a float initializer */
+    const char *name;
+    int rank;
+    int64_t dims[4];
+    size_t n;
+    int64_t *iv; /* integers (floats truncated) */
+    double *fv;  /* the same values as doubles */
+    const Onnx__TensorProto *alias;
+} kt;
+
+typedef struct rd {
+    const char *path;
+    Onnx__GraphProto *g;
+    kt *k;
+    size_t nk, cap_k;
+    char *used; /* per node: 1 folded or walked */
+    het_net *net;
+    float *params, *state;
+    size_t np, ns, cap_p, cap_s;
+    het_shape sh; /* the current value's shape per sample */
+    int rank;     /* and its rank, 4 or 2 */
+} rd;
+
+/* "FILE: node 'NAME' (OpType): MESSAGE" (without a node: "FILE: MESSAGE"); returns st. */
+int het_onnx_fail(rd *r, const Onnx__NodeProto *nd, int st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Input i of nd, or NULL when absent or "" (an omitted optional input). */
+const char *het_onnx_in(const Onnx__NodeProto *nd, size_t i);
+/* nd's attribute `name`, or NULL. */
+const Onnx__AttributeProto *het_onnx_attr(const Onnx__NodeProto *nd, const char *name);
+/* The initializer `name` (or an Identity's alias of one), or NULL. */
+const Onnx__TensorProto *het_onnx_init(const rd *r, const char *name);
+/* HET_OK when t holds n numbers of a type het_onnx_get reads (float32 only when want_float);
+ * else HET_EFORMAT naming the tensor. */
+int het_onnx_data_ok(rd *r, const Onnx__TensorProto *t, size_t n, int want_float);
+/* Element i of a tensor het_onnx_data_ok accepted, as a double. */
+double het_onnx_get(const Onnx__TensorProto *t, size_t i);
+/* Attribute `name` of nd as an int (def when absent); with n > 0 an INTS attribute of n equal
+ * values (else HET_EINVAL naming the attribute and its values). */
+int het_onnx_attr_int(rd *r, const Onnx__NodeProto *nd, const char *name, int n, int64_t def,
+                      int64_t *v);
+int het_onnx_attr_float(rd *r, const Onnx__NodeProto *nd, const char *name, float def, float *v);
+/* HET_EINVAL naming the first attribute of nd not in the space-separated list `known` (and an
+ * auto_pad other than NOTSET). */
+int het_onnx_known_attrs(rd *r, const Onnx__NodeProto *nd, const char *known);
+/* "d0, d1, ..." (at most 8) into buf. */
+void het_onnx_fmt_dims(char *buf, size_t cap, const int64_t *d, size_t n);
+/* Appends input `in` of nd, a float32 initializer of shape dims (rank 1, 2 or 4), to the
+ * parameters (state: to the state); tr: stored transposed ([in, out] for [out, in], rank 2);
+ * an absent input appends zeros when zero_ok. A wrong shape names the tensor and both shapes. */
+int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int rank,
+                  const int64_t *dims, int tr, int zero_ok);
+/* The bytes of path (malloc'ed), at most ONNX_MAX_BYTES: HET_EIO, HET_EFORMAT. */
+int het_onnx_read_file(const char *path, uint8_t **buf, size_t *n);
+/* The constant `name` (folded, or a small numeric initializer), or NULL. */
+kt *het_onnx_const(rd *r, const char *name);
+/* Folds the constant nodes of the graph (marks them used); HET_OK or an error. */
+int het_onnx_fold(rd *r);
+
+#endif
