@@ -172,6 +172,19 @@ int het_checkpoint_load_weights(het_model *m, const char *model_name, const char
  * in PyTorch shapes, atomically (temporary file + rename). */
 int het_safetensors_write(het_model *m, const char *path);
 
+/* Reads every parameter and batch-norm statistic of m from a safetensors file, by the names
+ * and shapes het_safetensors_write gives them; the names may carry one common prefix other
+ * than "layers." before the layer index ("0.weight", "net.0.weight": docs/SAFETENSORS.md).
+ * dtype F32, or F16 / BF16 / F64 converted to float. PyTorch's "*.num_batches_tracked" and
+ * "__metadata__" are skipped; any other tensor the model lacks, one it needs that the file
+ * lacks, a shape or dtype that differs, a truncated file or a malformed header fails with a
+ * one-line message (HET_EFORMAT; HET_EIO, HET_ENOMEM), and then m is unchanged: nothing is
+ * copied unless the whole file checks out. HET_OK once every tensor is copied. */
+int het_safetensors_read(het_model *m, const char *path);
+/* The number of tensors het_safetensors_write writes for m and het_safetensors_read reads
+ * (skipped ones not counted), or HET_ENOMEM. */
+int het_safetensors_count(const het_model *m);
+
 #ifdef __cplusplus
 }
 #endif

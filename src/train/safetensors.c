@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "train/internal.h"
+#include "train/safetensors.h"
 
 typedef struct sbuf {
     char *p;
@@ -60,27 +61,45 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-/* One tensor entry; `first` tracks the comma. dims: rank entries. */
-static void tensor(sbuf *b, int *first, const char *name, size_t begin, size_t count, int rank,
-                   const int *dims) {
-    sb_printf(b, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", *first ? "" : ",", name);
-    for (int i = 0; i < rank; i++) sb_printf(b, "%s%d", i ? "," : "", dims[i]);
-    sb_printf(b, "],\"data_offsets\":[%zu,%zu]}", begin * 4, (begin + count) * 4);
-    *first = 0;
+/* A growing list of tensors; `oom` once an allocation failed. */
+typedef struct tlist {
+    het_st_tensor *t;
+    int n, cap, oom;
+} tlist;
+
+static void add(tlist *l, int layer, int state, size_t off, size_t count, int rank,
+                const int *dims, const char *part) {
+    if (l->oom) return;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 32;
+        het_st_tensor *t = realloc(l->t, (size_t)cap * sizeof *t);
+        if (!t) {
+            l->oom = 1;
+            return;
+        }
+        l->t = t;
+        l->cap = cap;
+    }
+    het_st_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "layers.%d.%s", layer, part);
+    t->layer = layer;
+    t->state = state;
+    t->off = off;
+    t->count = count;
+    t->rank = rank;
+    for (int d = 0; d < rank; d++) t->dims[d] = dims[d];
 }
 
-/* Emits the tensors of layer i (params [off, off + n)). */
-static void layer_tensors(sbuf *b, int *first, const het_layer *l, int i, size_t off, size_t n) {
-    char name[96];
+/* The parameter tensors of layer i (params [off, off + n)). */
+static void layer_tensors(tlist *b, const het_layer *l, int i, size_t off, size_t n) {
     const char *kind = l->ops->name;
     int in = (int)het_shape_size(l->in), out = (int)het_shape_size(l->out);
     int ic = l->in.c, oc = l->out.c;
     if (strcmp(kind, "dense") == 0 && n == (size_t)out * (size_t)in + (size_t)out) {
         int w[2] = {out, in};
-        snprintf(name, sizeof name, "layers.%d.weight", i);
-        tensor(b, first, name, off, (size_t)out * (size_t)in, 2, w);
-        snprintf(name, sizeof name, "layers.%d.bias", i);
-        tensor(b, first, name, off + (size_t)out * (size_t)in, (size_t)out, 1, &out);
+        add(b, i, 0, off, (size_t)out * (size_t)in, 2, w, "weight");
+        add(b, i, 0, off + (size_t)out * (size_t)in, (size_t)out, 1, &out, "bias");
         return;
     }
     if (strcmp(kind, "conv2d") == 0 && oc > 0 && ic > 0 && n > (size_t)oc &&
@@ -89,18 +108,14 @@ static void layer_tensors(sbuf *b, int *first, const het_layer *l, int i, size_t
         int k = (int)lround(sqrt((double)kk));
         if ((size_t)k * (size_t)k == kk) {
             int w[4] = {oc, ic, k, k};
-            snprintf(name, sizeof name, "layers.%d.weight", i);
-            tensor(b, first, name, off, n - (size_t)oc, 4, w);
-            snprintf(name, sizeof name, "layers.%d.bias", i);
-            tensor(b, first, name, off + n - (size_t)oc, (size_t)oc, 1, &oc);
+            add(b, i, 0, off, n - (size_t)oc, 4, w, "weight");
+            add(b, i, 0, off + n - (size_t)oc, (size_t)oc, 1, &oc, "bias");
             return;
         }
     }
     if (strcmp(kind, "batchnorm") == 0 && n == 2 * (size_t)ic) {
-        snprintf(name, sizeof name, "layers.%d.weight", i);
-        tensor(b, first, name, off, (size_t)ic, 1, &ic);
-        snprintf(name, sizeof name, "layers.%d.bias", i);
-        tensor(b, first, name, off + (size_t)ic, (size_t)ic, 1, &ic);
+        add(b, i, 0, off, (size_t)ic, 1, &ic, "weight");
+        add(b, i, 0, off + (size_t)ic, (size_t)ic, 1, &ic, "bias");
         return;
     }
     size_t w1 = (size_t)oc * (size_t)ic * 9, w2 = (size_t)oc * (size_t)oc * 9;
@@ -110,62 +125,101 @@ static void layer_tensors(sbuf *b, int *first, const het_layer *l, int i, size_t
                                             "conv2.weight", "bn2.weight", "bn2.bias"};
         size_t cnt[6] = {w1, (size_t)oc, (size_t)oc, w2, (size_t)oc, (size_t)oc};
         for (int p = 0; p < 6; p++) {
-            snprintf(name, sizeof name, "layers.%d.%s", i, part[p]);
-            tensor(b, first, name, off, cnt[p], p == 0 || p == 3 ? 4 : 1,
-                   p == 0 ? d1 : p == 3 ? d2 : &oc);
+            add(b, i, 0, off, cnt[p], p == 0 || p == 3 ? 4 : 1, p == 0 ? d1 : p == 3 ? d2 : &oc,
+                part[p]);
             off += cnt[p];
         }
         return;
     }
     int flat = (int)n;
-    snprintf(name, sizeof name, "layers.%d.params", i);
-    tensor(b, first, name, off, n, 1, &flat);
+    add(b, i, 0, off, n, 1, &flat, "params");
 }
 
-/* Emits the non-trainable state tensors of layer i (state [off, off + n) of the state buffer,
- * which follows the parameters in the data section: `base` = number of parameters). */
-static void layer_state_tensors(sbuf *b, int *first, const het_layer *l, int i, size_t base,
-                                size_t off, size_t n) {
-    char name[96];
+/* The non-trainable state tensors of layer i (state [off, off + n)). */
+static void layer_state_tensors(tlist *b, const het_layer *l, int i, size_t off, size_t n) {
     const char *kind = l->ops->name;
     if (strcmp(kind, "batchnorm") == 0 && n % 2 == 0) {
         int c = (int)(n / 2);
-        snprintf(name, sizeof name, "layers.%d.running_mean", i);
-        tensor(b, first, name, base + off, (size_t)c, 1, &c);
-        snprintf(name, sizeof name, "layers.%d.running_var", i);
-        tensor(b, first, name, base + off + (size_t)c, (size_t)c, 1, &c);
+        add(b, i, 1, off, (size_t)c, 1, &c, "running_mean");
+        add(b, i, 1, off + (size_t)c, (size_t)c, 1, &c, "running_var");
         return;
     }
     if (strcmp(kind, "resblock") == 0 && n % 4 == 0) {
         int c = (int)(n / 4);
         static const char *const part[4] = {"bn1.running_mean", "bn1.running_var",
                                             "bn2.running_mean", "bn2.running_var"};
-        for (int p = 0; p < 4; p++) {
-            snprintf(name, sizeof name, "layers.%d.%s", i, part[p]);
-            tensor(b, first, name, base + off + (size_t)p * (size_t)c, (size_t)c, 1, &c);
-        }
+        for (int p = 0; p < 4; p++)
+            add(b, i, 1, off + (size_t)p * (size_t)c, (size_t)c, 1, &c, part[p]);
         return;
     }
     int flat = (int)n;
-    snprintf(name, sizeof name, "layers.%d.state", i);
-    tensor(b, first, name, base + off, n, 1, &flat);
+    add(b, i, 1, off, n, 1, &flat, "state");
 }
 
-int het_safetensors_write(het_model *m, const char *path) {
-    sbuf b = {0};
-    int first = 1;
-    sb_printf(&b, "{");
+int het_st_tensors(const het_model *m, het_st_tensor **out) {
+    tlist l = {0};
     for (int i = 0; i < het_model_n_layers(m); i++) {
         size_t off, n;
         het_model_layer_params(m, i, &off, &n);
-        if (n > 0) layer_tensors(&b, &first, het_model_layer(m, i), i, off, n);
+        if (n > 0) layer_tensors(&l, het_model_layer(m, i), i, off, n);
     }
-    size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
     for (int i = 0; i < het_model_n_layers(m); i++) {
         size_t off, n;
         het_model_layer_state(m, i, &off, &n);
-        if (n > 0) layer_state_tensors(&b, &first, het_model_layer(m, i), i, n_params, off, n);
+        if (n > 0) layer_state_tensors(&l, het_model_layer(m, i), i, off, n);
     }
+    if (l.oom) {
+        free(l.t);
+        *out = NULL;
+        return het_error_set(HET_ENOMEM, "out of memory listing the model's tensors");
+    }
+    *out = l.t;
+    return l.n;
+}
+
+int het_safetensors_count(const het_model *m) {
+    het_st_tensor *t;
+    int n = het_st_tensors(m, &t);
+    free(t);
+    return n;
+}
+
+int het_st_find(const het_st_tensor *t, int nt, const char *name, size_t *prefix_len) {
+    const char *idx = NULL, *rest = NULL;
+    for (const char *s = name; *s;) { /* the last component of digits only */
+        const char *dot = strchr(s, '.');
+        size_t k = dot ? (size_t)(dot - s) : strlen(s);
+        if (dot && k > 0 && strspn(s, "0123456789") == k) idx = s, rest = dot + 1;
+        s += k + (dot != NULL);
+    }
+    *prefix_len = idx ? (size_t)(idx - name) : 0;
+    if (!idx || !*rest) return -1;
+    for (int k = 0; k < nt; k++) {
+        size_t n = (size_t)(rest - idx); /* "<i>." */
+        if (strncmp(t[k].name, "layers.", 7) == 0 && strncmp(t[k].name + 7, idx, n) == 0 &&
+            strcmp(t[k].name + 7 + n, rest) == 0)
+            return k;
+    }
+    return -1;
+}
+
+int het_safetensors_write(het_model *m, const char *path) {
+    het_st_tensor *t;
+    int nt = het_st_tensors(m, &t);
+    if (nt < 0) return nt;
+    size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
+    sbuf b = {0};
+    int first = 1;
+    sb_printf(&b, "{");
+    for (int k = 0; k < nt; k++) {
+        size_t begin = (t[k].state ? n_params : 0) + t[k].off;
+        sb_printf(&b, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", first ? "" : ",", t[k].name);
+        for (int d = 0; d < t[k].rank; d++)
+            sb_printf(&b, "%s%lld", d ? "," : "", (long long)t[k].dims[d]);
+        sb_printf(&b, "],\"data_offsets\":[%zu,%zu]}", begin * 4, (begin + t[k].count) * 4);
+        first = 0;
+    }
+    free(t);
     sb_printf(&b, "%s\"__metadata__\":{\"format\":\"pt\",\"producer\":\"hetrain\"}}",
               first ? "" : ",");
     while (!b.oom && (8 + b.n) % 8 != 0) sb_printf(&b, " ");
