@@ -48,7 +48,8 @@ static const char *const export_keys[] = {"checkpoint", "model", "model-file", "
                                           "data", "data-dir", "synthetic-shape", "classes",
                                           "seed", "export-safetensors", "export-onnx", "quiet",
                                           NULL};
-static const char *const calibrate_keys[] = {"model", "data", "data-dir", "batch", "threads",
+static const char *const calibrate_keys[] = {"model", "model-file", "data", "data-dir",
+                                             "synthetic-shape", "classes", "batch", "threads",
                                              "slowdown", "ranks-per-node", "calibrate-steps",
                                              "clock", "compute-cost", "costs-out",
                                              "train-limit", "test-limit", "seed", "progress",

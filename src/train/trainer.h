@@ -81,7 +81,7 @@ int het_trainer_compare_strategy(het_trainer *t);
 /* shared_data.c */
 /* Loads the configured train and test sets, once per host when several ranks share a host
  * (one copy in an MPI shared window, read-only; HET_SHARED_DATA=0: one per rank), otherwise
- * privately through het_dataset_load_named. Collective over the world under MPI; the status
+ * privately through het_train_data_load. Collective over the world under MPI; the status
  * is agreed, so every rank returns the loading rank's error. */
 int  het_trainer_load_data(het_trainer *t);
 /* Frees the datasets and the host's window (collective over the host); before MPI_Finalize. */
