@@ -110,8 +110,8 @@ static const key_def keys[] = {
      4e18, 0},
     {{"synthetic-shape", "CxHxW", "data synthetic: image shape (default 1x28x28)"}, K_NAME,
      OFF(synthetic_shape), 0, 0, 0},
-    {{"classes", "K", "data synthetic: number of classes (default 10); data idx: overrides the largest label + 1"}, K_INT, OFF(classes), 0,
-     256, 0},
+    {{"classes", "K", "data synthetic: number of classes (default 10); data idx: overrides "
+      "the largest label + 1"}, K_INT, OFF(classes), 0, 256, 0},
     {{"checkpoint", "FILE", "checkpoint file (written every --checkpoint-every epochs and at "
       "the end)"}, K_STR, OFF(checkpoint), 0, 0, F_RUN},
     {{"checkpoint-every", "N", "epochs between checkpoints"}, K_INT, OFF(checkpoint_every), 1,
