@@ -17,6 +17,8 @@
  *  - whole models (cifar-cnn, resnet20) with their edges blocked and cifar-cnn's four ReLUs
  *    fused into its convolutions equal HET_LAYOUT=plain: loss, gradients, running statistics
  *    and eval logits, 1 and 2 workers
+ *  - refusals and failures of oneDNN (through the test hook het_dnnl_inject): statuses,
+ *    messages, fallbacks, NaN outputs and the fault record (check_failures)
  * Tolerance: 1e-5 relative to the sum of absolute terms (float rounding of a sum).
  * Skips (exit 77) when hetrain is built without oneDNN. */
 #include <math.h>
@@ -110,11 +112,12 @@ static int bwd(const blk_call *c, const float *x, const float *w, const float *d
 }
 
 static void check_shape_blk(shape s, const int *batches, int nb, int blk) {
-    het_dnnl_conv *h = het_dnnl_conv_new(s.C, s.H, s.W, s.O, s.k, s.stride, s.pad, s.bias);
+    het_dnnl_conv *h = NULL;
+    int st = het_dnnl_conv_create(&h, s.C, s.H, s.W, s.O, s.k, s.stride, s.pad, s.bias);
     char what[160];
     snprintf(what, sizeof what, "C%d %dx%d O%d k%d s%d p%d bias%d blk%d", s.C, s.H, s.W, s.O,
              s.k, s.stride, s.pad, s.bias, blk);
-    CHECK(h != NULL, "%s: oneDNN refused the shape: %s", what, het_error_msg());
+    CHECK(st == HET_OK && h != NULL, "%s: oneDNN refused the shape: %s", what, het_error_msg());
     if (!h) return;
     int oh = (s.H + 2 * s.pad - s.k) / s.stride + 1, ow = (s.W + 2 * s.pad - s.k) / s.stride + 1;
     size_t ps, fixed, xs = (size_t)s.C * s.H * s.W, ys = (size_t)s.O * oh * ow;
@@ -334,6 +337,135 @@ static void *run_job(void *arg) {
     return NULL;
 }
 
+/* Every element of p[0..n) NaN. */
+static int all_nan(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == p[i]) return 0;
+    return 1;
+}
+
+/* The fault record holds status st and a message containing want; then clears it. */
+static void check_fault(const char *what, int st, const char *want) {
+    char msg[256];
+    int got = het_dnnl_fault(msg, sizeof msg);
+    CHECK(got == st, "%s: fault %d (%s), expected %d", what, got, msg, st);
+    CHECK(!want || strstr(msg, want), "%s: fault message '%s' lacks '%s'", what, msg, want);
+    het_dnnl_fault_clear();
+}
+
+/* Refusals and failures of oneDNN end as statuses, never the process (tensor.h), provoked
+ * through the test hook het_dnnl_inject (tensor/internal.h): oneDNN refuses no sane shape and
+ * does not fail while running on this machine.
+ *  - het_dnnl_conv_create: a shape with no output is HET_EINVAL; a refused shape HET_ENOTSUP,
+ *    no handle, the message "conv2d: oneDNN refused <shape>: ...: unimplemented"; the layers
+ *    then plan on their own kernels and compute what they compute with oneDNN disabled
+ *  - a refused new batch size: plain operands get HET_ENOTSUP with nothing written and no
+ *    fault; blocked ones get NaN outputs and the fault
+ *  - a failure while running: the status, NaN outputs (forward y; backward dw, db, dx) and the
+ *    fault "conv2d: oneDNN forward failed on <shape>: ...: runtime_error"
+ *  - a whole model (cifar-cnn, blocked) on failing oneDNN: train_batch returns, the loss is not
+ *    finite, the fault names the convolution. */
+static void check_failures(void) {
+    het_dnnl_fault_clear();
+    CHECK(het_dnnl_fault(NULL, 0) == HET_OK, "a fault before any failure");
+    het_dnnl_conv *h = (het_dnnl_conv *)&rng;
+    CHECK(het_dnnl_conv_create(&h, 16, 2, 2, 16, 5, 1, 0, 0) == HET_EINVAL && h == NULL,
+          "kernel 5 on 2x2 without padding: %s", het_error_msg());
+    CHECK(strstr(het_error_msg(), "conv2d: oneDNN") != NULL, "message '%s'", het_error_msg());
+
+    /* refused at creation */
+    het_dnnl_inject(HET_DNNL_INJECT_REFUSE);
+    h = (het_dnnl_conv *)&rng;
+    CHECK(het_dnnl_conv_create(&h, 16, 8, 8, 16, 3, 1, 1, 0) == HET_ENOTSUP && h == NULL,
+          "injected refusal at creation: %s", het_error_msg());
+    CHECK(strstr(het_error_msg(), "conv2d: oneDNN refused 16->16 channels, kernel 3") &&
+              strstr(het_error_msg(), "unimplemented"),
+          "refusal message '%s'", het_error_msg());
+    /* the layers fall back to their own kernels: the same as oneDNN disabled */
+    check_layer("conv2d refused", het_conv2d_new(32, 3, 1, 1), het_conv2d_new(32, 3, 1, 1),
+                (het_shape){16, 6, 6}, 3, 1);
+    check_layer("resblock refused", het_resblock_new(32, 2), het_resblock_new(32, 2),
+                (het_shape){16, 7, 7}, 2, 1);
+    het_model *m = NULL;
+    CHECK(het_zoo_build(&m, "resnet20", (het_shape){3, 8, 8}, 10, 4, 1) == HET_OK,
+          "resnet20 with oneDNN refusing: %s", het_error_msg());
+    het_model_free(m);
+    het_dnnl_inject(0);
+    check_fault("refusals at plan", HET_OK, NULL);
+
+    /* refused for a new batch size, and failing while running */
+    const int C = 16, HW = 6, O = 32;
+    const size_t xs = (size_t)C * HW * HW, ys = (size_t)O * HW * HW, ws = (size_t)O * C * 9;
+    CHECK(het_dnnl_conv_create(&h, C, HW, HW, O, 3, 1, 1, 1) == HET_OK && h, "handle: %s",
+          het_error_msg());
+    if (!h) return;
+    size_t ps, fixed;
+    het_dnnl_conv_work(h, &ps, &fixed);
+    const int n = 3;
+    float *x = rnd(xs * n), *w = rnd(ws), *b = rnd(O), *y = rnd(ys * n), *y0 = copy(y, ys * n);
+    float *dy = rnd(ys * n), *dx = rnd(xs * n), *dw = rnd(ws), *db = rnd(O);
+    float *work = rnd(ps * n + fixed);
+    het_dnnl_inject(HET_DNNL_INJECT_REFUSE);
+    CHECK(het_dnnl_conv_forward(h, n, x, w, b, y, work, 0) == HET_ENOTSUP, "plain refusal: %s",
+          het_error_msg());
+    CHECK(memcmp(y, y0, sizeof(float) * ys * n) == 0, "a plain refusal wrote y");
+    CHECK(strstr(het_error_msg(), "conv2d: oneDNN refused") && strstr(het_error_msg(), "batch 3"),
+          "message '%s'", het_error_msg());
+    check_fault("plain refusal", HET_OK, NULL);
+    { /* blocked operands (16 | C, O: with reorders where oneDNN picked another layout) */
+        CHECK(het_dnnl_conv_forward(h, n, x, w, b, y, work, HET_DNNL_X_BLK | HET_DNNL_Y_BLK) ==
+                  HET_ENOTSUP, "blocked refusal: %s", het_error_msg());
+        CHECK(all_nan(y, ys * n), "a blocked refusal left y not NaN");
+        check_fault("blocked refusal", HET_ENOTSUP, "conv2d: oneDNN refused 16->32 channels");
+        CHECK(het_dnnl_conv_backward(h, n, x, w, dy, dx, 0, dw, db, work,
+                                     HET_DNNL_X_BLK | HET_DNNL_Y_BLK) == HET_ENOTSUP,
+              "blocked backward refusal");
+        CHECK(all_nan(dw, ws) && all_nan(db, O) && all_nan(dx, xs * n),
+              "a blocked backward refusal left dw, db or dx not NaN");
+        check_fault("blocked backward refusal", HET_ENOTSUP, "conv2d: oneDNN refused 16->32");
+    }
+    het_dnnl_inject(HET_DNNL_INJECT_RUN);
+    for (int blk = 0; blk <= 3; blk += 3) {
+        memcpy(y, y0, sizeof(float) * ys * n);
+        int st = het_dnnl_conv_forward(h, 1, x, w, b, y, work, blk);
+        CHECK(st == HET_EINVAL, "blk %d: failure while running: %d %s", blk, st, het_error_msg());
+        CHECK(all_nan(y, ys), "blk %d: a failed forward left y not NaN", blk);
+        check_fault("failed forward", HET_EINVAL,
+                    "conv2d: oneDNN forward failed on 16->32 channels, kernel 3, stride 1, pad 1, "
+                    "on 6x6, batch 1: convolution (a test's injected failure): runtime_error");
+        memset(dw, 0, sizeof(float) * ws);
+        st = het_dnnl_conv_backward(h, 1, x, w, dy, dx, 1, dw, db, work, blk);
+        CHECK(st == HET_EINVAL, "blk %d: failed backward: %d", blk, st);
+        CHECK(all_nan(dw, ws) && all_nan(db, O) && all_nan(dx, xs),
+              "blk %d: a failed backward left dw, db or dx not NaN", blk);
+        check_fault("failed backward", HET_EINVAL, "conv2d: oneDNN backward failed on 16->32");
+    }
+    /* a whole model: the step returns, its loss is not finite, the fault says why */
+    m = NULL;
+    CHECK(het_zoo_build(&m, "cifar-cnn", (het_shape){1, 12, 12}, 10, 4, 1) == HET_OK,
+          "cifar-cnn: %s", het_error_msg());
+    if (m) {
+        het_model_init_params(m, 3);
+        float *in = rnd(4 * 144);
+        uint8_t lab[4] = {1, 2, 3, 4};
+        het_batch_result r;
+        het_model_zero_grads(m);
+        CHECK(het_model_train_batch(m, in, lab, 4, 0.25f, 1, &r) == HET_OK, "train_batch");
+        CHECK(!isfinite(r.loss_sum), "loss %g finite on a failing oneDNN", r.loss_sum);
+        check_fault("cifar-cnn", HET_EINVAL, "conv2d: oneDNN forward failed on 1->32 channels");
+        het_free(in);
+        het_model_free(m);
+    }
+    het_dnnl_inject(0);
+    /* the handle works again */
+    CHECK(het_dnnl_conv_forward(h, n, x, w, b, y, work, 0) == HET_OK, "after the failures: %s",
+          het_error_msg());
+    CHECK(het_dnnl_fault(NULL, 0) == HET_OK, "a fault after the failures ended");
+    float *bufs[] = {x, w, b, y, y0, dy, dx, dw, db, work};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) het_free(bufs[i]);
+    het_dnnl_conv_free(h);
+}
+
 int main(void) {
     if (!het_dnnl_available()) {
         printf("test_conv_dnnl: SKIP: hetrain was built without oneDNN (libdnnl-dev)\n");
@@ -366,7 +498,9 @@ int main(void) {
                 (het_shape){16, 5, 5}, 2, 0);
 
     /* channel-blocked layers against themselves run plain */
-    het_dnnl_conv *probe = het_dnnl_conv_new(16, 8, 8, 16, 3, 1, 1, 0);
+    het_dnnl_conv *probe = NULL;
+    CHECK(het_dnnl_conv_create(&probe, 16, 8, 8, 16, 3, 1, 1, 0) == HET_OK, "probe: %s",
+          het_error_msg());
     int x_ok = 0, y_ok = 0;
     if (probe) het_dnnl_conv_blocked(probe, &x_ok, &y_ok);
     het_dnnl_conv_free(probe);
@@ -402,8 +536,9 @@ int main(void) {
     }
 
     /* concurrent calls on one handle with different batch sizes */
-    het_dnnl_conv *h = het_dnnl_conv_new(16, 9, 9, 16, 3, 1, 1, 0);
-    CHECK(h != NULL, "handle: %s", het_error_msg());
+    het_dnnl_conv *h = NULL;
+    CHECK(het_dnnl_conv_create(&h, 16, 9, 9, 16, 3, 1, 1, 0) == HET_OK && h, "handle: %s",
+          het_error_msg());
     if (h) {
         job jobs[3] = {{h, 2, 0}, {h, 7, 0}, {h, 2, 0}};
         pthread_t t[3];
@@ -417,9 +552,13 @@ int main(void) {
     const int many[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
     check_shape((shape){16, 3, 3, 16, 3, 1, 1, 1}, many, 20);
 
-    /* disabled: no handle */
+    /* disabled: no handle, and no failure */
     het_dnnl_disable(1);
-    CHECK(het_dnnl_conv_new(16, 8, 8, 16, 3, 1, 1, 0) == NULL, "disabled but made a handle");
+    het_dnnl_conv *off = (het_dnnl_conv *)&rng;
+    CHECK(het_dnnl_conv_create(&off, 16, 8, 8, 16, 3, 1, 1, 0) == HET_OK && off == NULL,
+          "disabled but made a handle");
     het_dnnl_disable(0);
+
+    check_failures();
     return het_test_finish("test_conv_dnnl");
 }

@@ -88,25 +88,35 @@ int het_blas_set_threads(int n);
  * padding, with or without a bias. Arrays are plain NCHW (x, y, dx, dy) and OIHW (w, dw). Every
  * call takes `work`: het_dnnl_conv_work's per_sample * n + fixed floats, 64-byte aligned.
  * Backward adds the weight (and bias, unless db is NULL) gradient onto dw (db) and writes dx (dx_add = 0) or adds
- * onto it (dx_add = 1); dx == NULL skips the input gradient. Calls return HET_OK, or an error
- * before writing anything when the primitives of a new batch size cannot be made (the caller
- * then uses its own kernels); a failure of oneDNN while running ends the process with its
- * message (outputs would be half written).
- * het_dnnl_conv_new returns NULL when oneDNN is not built in, disabled, or refuses the shape. */
+ * onto it (dx_add = 1); dx == NULL skips the input gradient. No call ends the process.
+ * Calls return HET_OK; HET_ENOTSUP (message set) when oneDNN refuses the primitives of a new
+ * batch size on plain operands, with nothing written: the caller then runs its own kernels;
+ * any other failure (a refusal on a channel-blocked side, which no caller has another path
+ * for; out of memory or an error while running, when outputs may be half written) returns its
+ * status with the message set, fills the outputs (y; dw, db, dx) with NaN, so that nothing
+ * goes on from half-written values unnoticed (a NaN loss or weight stops a run: --on-nan), and
+ * keeps the failure as the process's oneDNN fault (het_dnnl_fault, tensor/internal.h): a
+ * layer's forward and backward cannot return a status.
+ * het_dnnl_conv_create: HET_OK with *out a handle, or with *out NULL when oneDNN is not built in
+ * or is disabled; HET_ENOTSUP (*out NULL, message "conv2d: oneDNN refused ...: <oneDNN's
+ * status>") when oneDNN refuses the shape (its own out of memory included: the caller's kernels
+ * need none); HET_EINVAL for a shape with no output (k larger than the padded input, a size
+ * below 1); HET_ENOMEM. */
 typedef struct het_dnnl_conv het_dnnl_conv;
 int het_dnnl_available(void);
 /* What runs convolutions, for the startup line, e.g. "oneDNN 2.6.3 (AVX-512) where channels
  * are multiples of 16". */
 const char *het_dnnl_describe(void);
-het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad, int bias);
+int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k, int stride,
+                         int pad, int bias);
 void het_dnnl_conv_free(het_dnnl_conv *h);
 void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed);
 /* Layouts of a call's activations: `blk` holds HET_DNNL_X_BLK when x and dx are channel-blocked
  * (nChw16c: channel c of sample s at position p = h * W + w is element
  * s * C * H * W + (c / 16) * H * W * 16 + p * 16 + c % 16), HET_DNNL_Y_BLK when y and dy are;
  * 0: all plain NCHW. A side may be blocked only where het_dnnl_conv_blocked says so. A call
- * with a blocked side that oneDNN refuses ends the process with the message (no caller has
- * another path for that layout). */
+ * with a blocked side that fails leaves its outputs NaN (above: no caller has another path for
+ * that layout). */
 #define HET_DNNL_X_BLK 1
 #define HET_DNNL_Y_BLK 2
 /* In `blk` too: forward applies y = max(y, 0) itself (a oneDNN post-op: a ReLU layer after the

@@ -32,7 +32,10 @@
  *    of 16 and whose input channels are too or at most 4 (cifar-cnn: 1->32, 32->32, 32->64,
  *    64->64): its blocked-layout kernels ran these 2.2-2.5x faster than the wide path (one
  *    thread, batch 32: 32->32 at 28x28 forward 7162 -> 2815 us). LeNet's 6 and 16 channels stay
- *    on the direct kernels. A call oneDNN refuses falls back to the paths above. Where oneDNN
+ *    on the direct kernels. A shape oneDNN refuses at plan, or a batch size it refuses on plain
+ *    activations, falls back to the paths above (a note on stderr, once per process); out of
+ *    memory fails the plan. Where oneDNN fails on blocked activations or while running, the
+ *    layer's outputs are NaN and het_dnnl_fault says why (tensor.h). Where oneDNN
  *    runs on channel-blocked activations itself, the layer reads and writes them blocked
  *    (nn.h: HET_BLK_TAKE / EMIT), which spares the reorders between consecutive layers. */
 #include <math.h>
@@ -166,8 +169,11 @@ static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     }
     het_dnnl_conv_free(c->dn);
     c->dn = NULL;
-    if (c->oc % 16 == 0 && (c->C % 16 == 0 || c->C <= 4))
-        c->dn = het_dnnl_conv_new(c->C, c->H, c->W, c->oc, c->k, c->stride, c->pad, 1);
+    if (c->oc % 16 == 0 && (c->C % 16 == 0 || c->C <= 4)) {
+        int st = het_dnnl_conv_create(&c->dn, c->C, c->H, c->W, c->oc, c->k, c->stride, c->pad, 1);
+        if (st == HET_ENOTSUP) het_dnnl_note_fallback(); /* the paths above take it */
+        else if (st != HET_OK) return st;
+    }
     if (c->dn) { /* room for either path: the calls of one never overlap the other's */
         size_t ps, fixed;
         het_dnnl_conv_work(c->dn, &ps, &fixed);
@@ -403,18 +409,27 @@ static void conv_forward_own(conv2d *c, const het_exec *x, const float *in, floa
     }
 }
 
-/* The layouts and fusion of this layer's oneDNN calls (a blocked call oneDNN refuses ends the
- * process there: this layer has no other path for that layout). */
+/* The layouts and fusion of this layer's oneDNN calls (a blocked call that oneDNN refuses
+ * leaves NaN outputs: this layer has no other path for that layout). */
 static int conv_blk(const het_layer *l) {
     return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0) |
            (l->relu_out ? HET_DNNL_RELU : 0);
 }
 
+/* Whether a oneDNN call's status leaves the work to this layer's own kernels: a refusal on
+ * plain operands (nothing written). Any other failure left NaN outputs and a fault (tensor.h),
+ * which the layer keeps: forward and backward return no status. */
+static int dnnl_fallback(const het_layer *l, int st) {
+    if (st != HET_ENOTSUP || l->in_blk || l->out_blk) return 0;
+    het_dnnl_note_fallback();
+    return 1;
+}
+
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
-    if (c->dn && het_dnnl_conv_forward(c->dn, batch, in, x->params,
-                                       x->params + (size_t)c->oc * (size_t)c->ckk, out,
-                                       x->work, conv_blk(l)) == HET_OK)
+    if (c->dn && !dnnl_fallback(l, het_dnnl_conv_forward(c->dn, batch, in, x->params,
+                                                         x->params + (size_t)c->oc * (size_t)c->ckk,
+                                                         out, x->work, conv_blk(l))))
         return;
     conv_forward_own(c, x, in, out, batch);
     if (l->relu_out) het_vrelu(out, het_shape_size(l->out) * (size_t)batch);
@@ -424,9 +439,10 @@ static void conv_backward(het_layer *l, const het_exec *x, const float *in, cons
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
-    if (c->dn && het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0, x->grads,
-                                        x->grads + (size_t)c->oc * (size_t)c->ckk, x->work,
-                                        conv_blk(l)) == HET_OK)
+    if (c->dn && !dnnl_fallback(l, het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din,
+                                                          0, x->grads,
+                                                          x->grads + (size_t)c->oc * (size_t)c->ckk,
+                                                          x->work, conv_blk(l))))
         return;
     if (c->direct && het_conv_direct_ok(c->k, c->pad)) {
         conv_backward_direct(c, x, in, dout, din, batch);

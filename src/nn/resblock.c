@@ -13,7 +13,10 @@
  *
  * Convolutions run through oneDNN when it is built in (tensor/conv_dnnl.c: 2.8-4.5x faster at
  * these shapes, one thread, batch 32: 16->16 at 28x28 forward + backward 12.4 -> 2.6 ms), else
- * (and as the reference) im2col + GEMM per sample (het_im2col / het_gemm / het_col2im); batch norm
+ * (and as the reference) im2col + GEMM per sample (het_im2col / het_gemm / het_col2im), which
+ * also takes a shape or batch size oneDNN refuses on plain activations (a note on stderr, once
+ * per process; on blocked ones, or when oneDNN fails while running, the convolution's outputs
+ * are NaN and het_dnnl_fault says why, tensor.h); batch norm
  * is the math of bn_math.h (momentum 0.1, eps 1e-5, PyTorch's defaults; with several workers
  * on a batch, whole-batch statistics: two meetings in forward, two in backward).
  *
@@ -36,6 +39,7 @@
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
 #include "nn/bn_math.h"
+#include "tensor/internal.h"
 
 #define RB_MOMENTUM 0.1f
 #define RB_EPS 1e-5f
@@ -101,8 +105,17 @@ static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->work_fixed = 2 * r->kmax * r->P;
     het_dnnl_conv_free(r->dn1);
     het_dnnl_conv_free(r->dn2);
-    r->dn1 = het_dnnl_conv_new(r->cin, r->H, r->W, r->cout, 3, r->stride, 1, 0);
-    r->dn2 = r->dn1 ? het_dnnl_conv_new(r->cout, r->OH, r->OW, r->cout, 3, 1, 1, 0) : NULL;
+    r->dn1 = r->dn2 = NULL;
+    int st = het_dnnl_conv_create(&r->dn1, r->cin, r->H, r->W, r->cout, 3, r->stride, 1, 0);
+    if (st == HET_OK && r->dn1)
+        st = het_dnnl_conv_create(&r->dn2, r->cout, r->OH, r->OW, r->cout, 3, 1, 1, 0);
+    if (st == HET_ENOTSUP) { /* both on im2col + GEMM */
+        het_dnnl_note_fallback();
+    } else if (st != HET_OK) {
+        het_dnnl_conv_free(r->dn1);
+        r->dn1 = NULL;
+        return st;
+    }
     if (!r->dn2) {
         het_dnnl_conv_free(r->dn1);
         r->dn1 = NULL;
@@ -141,13 +154,21 @@ static void rb_init(het_layer *l, float *params, float *state, het_rng *rng) {
     }
 }
 
+/* Whether a oneDNN call's status leaves the work to im2col + GEMM: a refusal on plain operands
+ * (nothing written). Any other failure left NaN outputs and a fault (tensor.h). */
+static int dnnl_fallback(int st, int blk) {
+    if (st != HET_ENOTSUP || blk) return 0;
+    het_dnnl_note_fallback();
+    return 1;
+}
+
 /* y[n] = W (cout x K) . im2col(x[n]) for each sample: 3x3 convolution, pad 1, no bias; through
  * oneDNN when dn is not NULL (col is then its work memory), on blocked x and y when blk. */
 static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const float *x,
                     const float *w, float *col, int cin, int H, int W, int stride, int K,
                     int batch, int blk) {
     const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
-    if (dn && het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl) == HET_OK) return;
+    if (dn && !dnnl_fallback(het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl), blk)) return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     const int P = (int)r->P;
     for (int n = 0; n < batch; n++) {
@@ -163,7 +184,8 @@ static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx
                              float *col, float *dcol, int cin, int H, int W, int stride, int K,
                              int batch, int blk) {
     const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
-    if (dn && het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col, fl) == HET_OK)
+    if (dn && !dnnl_fallback(het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col,
+                                                    fl), blk))
         return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     if (dx && !dx_add) memset(dx, 0, sizeof(float) * xs * (size_t)batch);

@@ -25,58 +25,89 @@
  *
  * Operands are float arrays: x [n x C x H x W], w [O x C x k x k], b [O], y [n x O x oh x ow],
  * activations plain (NCHW) or blocked, weights always plain. Blocked copies live in the
- * caller's work buffer, het_dnnl_conv_work() floats per sample plus a fixed part. Without oneDNN (HET_HAVE_DNNL undefined) het_dnnl_conv_new returns NULL and
- * callers use their own kernels. */
+ * caller's work buffer, het_dnnl_conv_work() floats per sample plus a fixed part. Without
+ * oneDNN (HET_HAVE_DNNL undefined) het_dnnl_conv_create gives no handle: callers use their own.
+ *
+ * Failures never end the process (tensor.h): a refusal on plain operands is HET_ENOTSUP with
+ * nothing written (the layer runs its own kernels); any other failure fills the outputs with NaN
+ * (a run stops on them: --on-nan) and is kept as the fault (het_dnnl_fault, tensor/internal.h),
+ * since a layer's forward and backward cannot return a status. */
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/core.h"
 #include "hetrain/tensor.h"
+#include "tensor/internal.h"
 
 static _Atomic int dnnl_threads = 1; /* het_blas_set_threads keeps it */
 static _Atomic int dnnl_disabled;    /* tests and HET_CONV=ref */
+static _Atomic int dnnl_inject;      /* tests: HET_DNNL_INJECT_* */
 
 void het_dnnl_set_threads(int n) { dnnl_threads = n < 1 ? 1 : n; }
 void het_dnnl_disable(int off) { dnnl_disabled = off; }
+void het_dnnl_inject(int what) { dnnl_inject = what; }
+
+/* The fault record (het_dnnl_fault) and whether the first fault and fallback were printed. */
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static int fault_status, printed[2]; /* [0] the first fault, [1] the first fallback */
+static char fault_msg[256];
+
+int het_dnnl_fault(char *msg, size_t n) {
+    pthread_mutex_lock(&fault_mu);
+    int st = fault_status;
+    if (msg && n > 0) snprintf(msg, n, "%s", fault_msg);
+    pthread_mutex_unlock(&fault_mu);
+    return st;
+}
+
+void het_dnnl_fault_clear(void) {
+    pthread_mutex_lock(&fault_mu);
+    fault_status = HET_OK, fault_msg[0] = '\0';
+    pthread_mutex_unlock(&fault_mu);
+}
+
+/* Keeps the current message as the fault if status is one and none is kept; prints it with
+ * `tail` the first time for printed[which]. Returns status. */
+static int keep_fault(int status, int which, const char *tail) {
+    pthread_mutex_lock(&fault_mu);
+    int print = !printed[which];
+    printed[which] = 1;
+    if (status != HET_OK && fault_status == HET_OK)
+        fault_status = status, snprintf(fault_msg, sizeof fault_msg, "%s", het_error_msg());
+    pthread_mutex_unlock(&fault_mu);
+    if (print) fprintf(stderr, "hetrain: %s%s\n", het_error_msg(), tail), fflush(stderr);
+    return status;
+}
+
+void het_dnnl_note_fallback(void) {
+    keep_fault(HET_OK, 1, "; it runs on hetrain's own kernels (printed once)");
+}
 
 #ifndef HET_HAVE_DNNL
 
+/* Never called with a handle: het_dnnl_conv_create makes none. */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
 int het_dnnl_available(void) { return 0; }
 const char *het_dnnl_describe(void) { return "hetrain's own (built without oneDNN)"; }
-het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad,
-                                 int bias) {
-    (void)C, (void)H, (void)W, (void)O, (void)k, (void)stride, (void)pad, (void)bias;
-    return NULL;
-}
-void het_dnnl_conv_free(het_dnnl_conv *h) { (void)h; }
-void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixed) {
-    (void)h;
-    *per_sample = *fixed = 0;
-}
-void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) {
-    (void)h;
-    *x_ok = *y_ok = 0;
-}
+int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k, int stride,
+                         int pad, int bias) { return *out = NULL, HET_OK; }
+void het_dnnl_conv_free(het_dnnl_conv *h) {}
+void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *ps, size_t *fixed) { *ps = *fixed = 0; }
+void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) { *x_ok = *y_ok = 0; }
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
-                          const float *b, float *y, float *work, int blk) {
-    (void)h, (void)n, (void)x, (void)w, (void)b, (void)y, (void)work, (void)blk;
-    return HET_EINVAL;
-}
+                          const float *b, float *y, float *work, int blk) { return HET_EINVAL; }
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
-                           float *work, int blk) {
-    (void)h, (void)n, (void)x, (void)w, (void)dy, (void)dx, (void)dx_add, (void)dw, (void)db;
-    (void)work, (void)blk;
-    return HET_EINVAL;
-}
+                           float *work, int blk) { return HET_EINVAL; }
 
 #else
 
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
-#include <pthread.h>
-
 
 /* A reorder from one layout to another, NULL when the two are the same. */
 typedef struct reorder {
@@ -153,8 +184,11 @@ const char *het_dnnl_describe(void) {
     return text;
 }
 
+/* A oneDNN call that failed: the message names it and oneDNN's status; out of memory is
+ * HET_ENOMEM, anything else HET_EINVAL (callers that can fall back return HET_ENOTSUP). */
 static int fail(dnnl_status_t s, const char *what) {
-    return het_error_set(HET_EINVAL, "oneDNN: %s failed (status %d)", what, (int)s);
+    return het_error_set(s == dnnl_out_of_memory ? HET_ENOMEM : HET_EINVAL, "%s: %s", what,
+                         dnnl_status2str(s));
 }
 
 #define TRY(call, what)                                     \
@@ -252,8 +286,11 @@ static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
     return e;
 }
 
-/* Builds the primitives and reorders of batch size n (forward with a ReLU when relu). */
+/* Builds the primitives and reorders of batch size n (forward with a ReLU when relu); on
+ * failure the message names the step and oneDNN's status (reword adds the shape). */
 static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
+    if (dnnl_inject & HET_DNNL_INJECT_REFUSE)
+        return fail(dnnl_unimplemented, "convolution descriptor (a test's injected refusal)");
     dnnl_dims_t ds = {n, h->C, h->H, h->W}, dw = {h->O, h->C, h->k, h->k}, db = {h->O};
     dnnl_dims_t dd = {n, h->O, h->oh, h->ow};
     dnnl_dims_t st = {h->stride, h->stride}, pl = {h->pad, h->pad};
@@ -342,7 +379,7 @@ static int keep_set(het_dnnl_conv *h, prim_set *s) {
     if (h->n_sets == h->cap_sets) {
         int cap = h->cap_sets ? 2 * h->cap_sets : 4;
         prim_set **p = realloc(h->sets, (size_t)cap * sizeof *p);
-        if (!p) return het_error_set(HET_ENOMEM, "oneDNN: out of memory"), 0;
+        if (!p) return het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory"), 0;
         h->sets = p;
         h->cap_sets = cap;
     }
@@ -350,34 +387,46 @@ static int keep_set(het_dnnl_conv *h, prim_set *s) {
     return 1;
 }
 
-het_dnnl_conv *het_dnnl_conv_new(int C, int H, int W, int O, int k, int stride, int pad,
-                                 int bias) {
-    if (!het_dnnl_available()) return NULL;
+/* The message becomes "conv2d: oneDNN <verb> 16->32 channels, kernel 3, stride 2, pad 1, on
+ * 9x9, batch n: <the message>"; returns status. */
+static int reword(int status, const het_dnnl_conv *h, int n, const char *verb) {
+    char why[200];
+    snprintf(why, sizeof why, "%s", het_error_msg());
+    return het_error_set(status, "conv2d: oneDNN %s %d->%d channels, kernel %d, stride %d, pad "
+                         "%d, on %dx%d, batch %d: %s", verb, h->C, h->O, h->k, h->stride, h->pad,
+                         h->H, h->W, n, why);
+}
+
+int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k, int stride,
+                         int pad, int bias) {
+    *out = NULL;
+    if (!het_dnnl_available()) return HET_OK;
+    if (C < 1 || H < 1 || W < 1 || O < 1 || k < 1 || stride < 1 || pad < 0 || H + 2 * pad < k ||
+        W + 2 * pad < k)
+        return het_error_set(HET_EINVAL, "conv2d: oneDNN: no output for input %dx%dx%d, %d "
+                             "channels out, kernel %d, stride %d, pad %d", C, H, W, O, k,
+                             stride, pad);
     het_dnnl_conv *h = calloc(1, sizeof *h);
-    if (!h) return NULL;
+    if (!h) return het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory");
     *h = (het_dnnl_conv){.C = C, .H = H, .W = W, .O = O, .k = k, .stride = stride, .pad = pad,
-                         .bias = bias};
-    h->oh = (H + 2 * pad - k) / stride + 1;
-    h->ow = (W + 2 * pad - k) / stride + 1;
-    h->x_blk = C % 16 == 0;
-    h->y_blk = O % 16 == 0;
+                         .bias = bias, .oh = (H + 2 * pad - k) / stride + 1,
+                         .ow = (W + 2 * pad - k) / stride + 1, .x_blk = C % 16 == 0,
+                         .y_blk = O % 16 == 0};
     pthread_mutex_init(&h->mu, NULL);
     use_threads();
     prim_set *s = calloc(1, sizeof *s);
-    if (!s || set_build(h, 1, 0, s) != HET_OK) {
-        set_free(s);
-        het_dnnl_conv_free(h);
-        return NULL;
+    int rc = !s ? het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory")
+             : set_build(h, 1, 0, s) != HET_OK ? reword(HET_ENOTSUP, h, 1, "refused") : HET_OK;
+    if (rc == HET_OK) {
+        set_sizes(s, &h->per_sample, &h->fixed);
+        h->x_ok = h->x_blk && !s->f_src_in[1].p && !s->w_src_in[1].p && !s->d_dsrc_out[1].p;
+        h->y_ok = h->y_blk && !s->f_dst_out[1].p && !s->d_ddst_in[1].p && !s->w_ddst_in[1].p;
+        rc = keep_set(h, s) ? HET_OK : HET_ENOMEM;
     }
-    set_sizes(s, &h->per_sample, &h->fixed);
-    h->x_ok = h->x_blk && !s->f_src_in[1].p && !s->w_src_in[1].p && !s->d_dsrc_out[1].p;
-    h->y_ok = h->y_blk && !s->f_dst_out[1].p && !s->d_ddst_in[1].p && !s->w_ddst_in[1].p;
-    if (!keep_set(h, s)) {
-        set_free(s);
-        het_dnnl_conv_free(h);
-        return NULL;
-    }
-    return h;
+    if (rc == HET_OK) return *out = h, HET_OK;
+    set_free(s);
+    het_dnnl_conv_free(h);
+    return rc;
 }
 
 void het_dnnl_conv_free(het_dnnl_conv *h) {
@@ -401,26 +450,16 @@ void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) {
 /* Makes and keeps the set of batch n (h's mutex held); NULL with the error set on failure. */
 static prim_set *set_new(het_dnnl_conv *h, int n, int relu) {
     prim_set *s = calloc(1, sizeof *s);
-    if (!s) {
-        het_error_set(HET_ENOMEM, "oneDNN: out of memory");
-        return NULL;
-    }
-    if (set_build(h, n, relu, s) != HET_OK) {
-        set_free(s);
-        return NULL;
-    }
-    size_t act, fixed;
-    set_sizes(s, &act, &fixed);
-    if (act > h->per_sample * (size_t)n + h->fixed || fixed > h->fixed) {
-        het_error_set(HET_EINVAL, "oneDNN: batch %d needs more work memory than planned", n);
-        set_free(s);
-        return NULL;
-    }
-    if (!keep_set(h, s)) {
-        set_free(s);
-        return NULL;
-    }
-    return s;
+    size_t act = 0, fixed = 0;
+    if (!s) return het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory"), NULL;
+    int rc = set_build(h, n, relu, s);
+    if (rc == HET_OK) set_sizes(s, &act, &fixed);
+    if (rc == HET_OK && (act > h->per_sample * (size_t)n + h->fixed || fixed > h->fixed))
+        rc = het_error_set(HET_ENOTSUP, "more work memory than planned");
+    if (rc != HET_OK) reword(HET_ENOTSUP, h, n, "refused");
+    if (rc == HET_OK && keep_set(h, s)) return s;
+    set_free(s);
+    return NULL;
 }
 
 /* The set of batch n and the current thread count (made on first use); NULL with the error set
@@ -438,29 +477,25 @@ static prim_set *set_for(het_dnnl_conv *h, int n, int relu) {
 }
 
 /* The layouts of a call (0 plain, 1 blocked, per side) and the set of batch n; NULL with the
- * error set when oneDNN refuses. Blocked operands have no other path (only oneDNN and the
- * layers that keep them read that layout), so a refusal then ends the process with the
- * message, as a failure while running does (call_end). */
+ * error set when oneDNN refuses (nothing written yet): plain operands are then HET_ENOTSUP,
+ * blocked ones, which only oneDNN reads here, a failure (call_failed). */
 static prim_set *call_set(het_dnnl_conv *h, int n, int blk, int *lx, int *ly) {
     *lx = (blk & HET_DNNL_X_BLK) != 0;
     *ly = (blk & HET_DNNL_Y_BLK) != 0;
-    prim_set *s = NULL;
     if ((*lx && !h->x_blk) || (*ly && !h->y_blk))
-        het_error_set(HET_EINVAL, "oneDNN: a blocked operand with channels %d -> %d", h->C, h->O);
-    else
-        s = set_for(h, n, (blk & HET_DNNL_RELU) != 0);
-    if (!s && (*lx || *ly)) {
-        fprintf(stderr, "hetrain: %s\n", het_error_msg());
-        abort();
-    }
-    return s;
+        return het_error_set(HET_EINVAL, "conv2d: oneDNN: a blocked operand with channels %d -> "
+                             "%d", h->C, h->O), NULL;
+    return set_for(h, n, (blk & HET_DNNL_RELU) != 0);
 }
 
-/* Arguments and memories of one execution, freed by run(). */
+/* Arguments and memories of one execution, freed by call_end; the outputs it fills with NaN
+ * when it fails (a forward's y; a backward's db, dw, dx). */
 typedef struct call {
     dnnl_stream_t stream;
     dnnl_memory_t mem[24];
     int n_mem;
+    float *out[3];
+    size_t out_n[3];
 } call;
 
 static dnnl_memory_t wrap(call *c, const dnnl_memory_desc_t *md, const void *p) {
@@ -490,30 +525,35 @@ static dnnl_memory_t operand(call *c, const reorder *r, const dnnl_memory_desc_t
 }
 
 static int call_begin(call *c) {
-    memset(c, 0, sizeof *c);
     TRY(dnnl_stream_create(&c->stream, engine, dnnl_stream_default_flags), "stream");
     return HET_OK;
 }
 /* (call_end destroys a NULL stream harmlessly when call_begin failed: dnnl_stream_destroy
  * accepts NULL.) */
 
+/* A call that failed (tensor.h): its outputs filled with NaN, the failure kept as the fault. */
+static int call_failed(call *c, int status) {
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; c->out[i] && j < c->out_n[i]; j++) c->out[i][j] = NAN;
+    return keep_fault(status, 0, "; the convolution's outputs are NaN");
+}
+
 /* Ends a call. Outputs may be half written when oneDNN fails while running (out of memory: it
  * wraps the caller's arrays, so only descriptors are allocated), and the caller cannot redo the
- * step from there: that ends the process with the message. */
-static int call_end(call *c, int rc) {
+ * step from there: call_failed. */
+static int call_end(const het_dnnl_conv *h, int n, call *c, int rc) {
     if (rc == HET_OK && dnnl_stream_wait(c->stream) != dnnl_success) rc = fail(dnnl_runtime_error, "wait");
     for (int i = 0; i < c->n_mem; i++) dnnl_memory_destroy(c->mem[i]);
     dnnl_stream_destroy(c->stream);
-    if (rc != HET_OK) {
-        fprintf(stderr, "hetrain: %s\n", het_error_msg());
-        abort();
-    }
-    return rc;
+    if (rc == HET_OK) return HET_OK;
+    return call_failed(c, reword(rc, h, n, c->out[1] ? "backward failed on" : "forward failed on"));
 }
 
 static int run(call *c, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args) {
     for (int i = 0; i < nargs; i++)
         if (!args[i].memory) return fail(dnnl_out_of_memory, "memory");
+    if (dnnl_inject & HET_DNNL_INJECT_RUN)
+        return fail(dnnl_runtime_error, "convolution (a test's injected failure)");
     TRY(dnnl_primitive_execute(p, c->stream, nargs, args), "convolution");
     return HET_OK;
 }
@@ -521,9 +561,9 @@ static int run(call *c, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *ar
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
                           const float *b, float *y, float *work, int blk) {
     int lx, ly;
+    call c = {.out = {y}, .out_n = {(size_t)n * (size_t)h->O * (size_t)h->oh * (size_t)h->ow}};
     prim_set *s = call_set(h, n, blk, &lx, &ly);
-    if (!s) return HET_EINVAL;
-    call c;
+    if (!s) return lx || ly ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP; /* a refusal */
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
     const reorder *yo = &s->f_dst_out[ly];
@@ -534,16 +574,18 @@ int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *
                             {DNNL_ARG_BIAS, h->bias ? wrap(&c, &s->u_b, b) : NULL}};
     if (rc == HET_OK) rc = run(&c, s->fwd, h->bias ? 4 : 3, a);
     if (rc == HET_OK && yo->p) rc = exec2(&c, yo, dst, wrap(&c, &s->u_dst[ly], y));
-    return call_end(&c, rc);
+    return call_end(h, n, &c, rc);
 }
 
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
                            float *work, int blk) {
-    int lx, ly;
+    int lx, ly; /* out[1] (dw) tells call_end a backward */
+    call c = {.out = {h->bias ? db : NULL, dw, dx},
+              .out_n = {(size_t)h->O, (size_t)h->O * (size_t)h->C * (size_t)h->k * (size_t)h->k,
+                        (size_t)n * (size_t)h->C * (size_t)h->H * (size_t)h->W}};
     prim_set *s = call_set(h, n, blk, &lx, &ly);
-    if (!s) return HET_EINVAL;
-    call c;
+    if (!s) return lx || ly ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP; /* a refusal */
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
     const dnnl_memory_desc_t *ux = &s->u_src[lx], *uy = &s->u_dst[ly];
@@ -572,7 +614,7 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
         if (rc == HET_OK) rc = run(&c, s->bwd_d, 3, b);
         if (rc == HET_OK && out->p) rc = exec2(&c, out, dsrc, wrap(&c, ux, dx));
     }
-    return call_end(&c, rc);
+    return call_end(h, n, &c, rc);
 }
 
 #endif /* HET_HAVE_DNNL */

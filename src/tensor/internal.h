@@ -1,6 +1,7 @@
 /* Kernels used inside the library but not (yet) part of the public tensor.h: the "wide" im2col
  * for stride-1 convolutions, a vector add, the SIMD level that layers dispatch on, and the
- * direct convolution kernels (conv_direct.c). Same conventions as tensor.h; each optimized
+ * direct convolution kernels (conv_direct.c), oneDNN's fault record and its test hook
+ * (conv_dnnl.c). Same conventions as tensor.h; each optimized
  * kernel has a naive _ref twin (ref.c) that tests/test_kernels.c (tests/test_conv_direct.c for
  * the direct convolution) compares with.
  *
@@ -85,5 +86,24 @@ void het_conv_direct_dx_ref(float *din, const float *dcl, const float *wcl, int 
 void het_conv_direct_dw_ref(float *dw, float *db, const float *xp, size_t xstride,
                             const float *dout, size_t dstride, int n, int O, int C, int Hp, int Wp,
                             int k);
+
+/* ---- oneDNN's failures (conv_dnnl.c) ----
+ * The first failure of a oneDNN call that left a convolution's outputs NaN (tensor.h: a
+ * failure while running, or any failure on channel-blocked operands), kept for the process:
+ * its status (HET_OK: none so far) and, when msg is not NULL, its message (n bytes at most).
+ * Sticky until het_dnnl_fault_clear. A layer's forward and backward return nothing, so this is
+ * where an executor (or a test) learns why a step's values turned NaN; the first fault is also
+ * printed once on stderr. */
+int  het_dnnl_fault(char *msg, size_t n);
+void het_dnnl_fault_clear(void);
+/* A layer that runs its own kernels because oneDNN refused it (HET_ENOTSUP): prints the
+ * refusal (het_error_msg()) once per process on stderr, as a note. */
+void het_dnnl_note_fallback(void);
+/* Tests only: what oneDNN refuses from now on (a bit set; 0 ends it). REFUSE: every set of
+ * primitives made afterwards (a new handle, a new batch size) fails as oneDNN's
+ * "unimplemented"; RUN: every execution of a convolution fails as its "runtime_error". */
+#define HET_DNNL_INJECT_REFUSE 1
+#define HET_DNNL_INJECT_RUN 2
+void het_dnnl_inject(int what);
 
 #endif
