@@ -94,3 +94,45 @@ printf '\x03\x3f\x00\x47\x01\x00\x00\x40\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00
 printf '\x01\x3f\x00\x47\x01\x00\x00\x40\x00\x00\x00\x03\x00\x00\x00\x0a\xd7\x23\x3c\x03\x00\x00\x00\x0a\x00\x00\x00\x3f\x00\x00\x00\x7f\x81\x05' >"$C/codec/gc-sparse-ok"
 printf '\x00\x03\x00\x51\x01\x00\x00\x04\x00\x00\x00\x00\x00\x80\xbf\x81\x80\x00\x3c\x00\xff\x80\x07' >"$C/codec/q8-ok"
 printf '\x00\x03\x00\x51\x01\x00\x00\x04\x00\x00\x00\x00\x00\x80\xbf\x81\x80\x00\x3c\x00\xff' >"$C/codec/q8-short"
+
+# ---- safetensors: fuzz_safetensors.c's tiny model as hetrain exports it, and variants: PyTorch's
+# names (no prefix, num_batches_tracked, F16 / BF16 / F64 tensors), truncated, a huge header
+# length, bad JSON, overlapping offsets ----
+mkdir -p "$C/safetensors"
+printf 'conv out=2 k=3 stride=1 pad=1\nbatchnorm momentum=0.1 eps=1e-5\nrelu\nresblock out=2 stride=1\nflatten\ndense out=classes\n' >"$w/tiny.net"
+"$H" export --model-file "$w/tiny.net" --data synthetic --synthetic-shape 1x4x4 --classes 3 \
+    --export-safetensors "$C/safetensors/ok" --quiet
+python3 - "$C/safetensors" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+raw = open(d + "/ok", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+def write(name, header, blob):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    open(d + "/" + name, "wb").write(struct.pack("<Q", len(h)) + h + blob)
+torch, blob = {}, b""
+for k, e in hdr.items():
+    if k == "__metadata__":
+        continue
+    b, end = e["data_offsets"]
+    v = data[b:end]
+    dt = {"layers.0.bias": "F16", "layers.5.bias": "BF16", "layers.1.weight": "F64"}.get(k, "F32")
+    if dt != "F32":
+        f = struct.unpack("<%df" % (len(v) // 4), v)
+        v = struct.pack("<%de" % len(f), *f) if dt == "F16" else struct.pack("<%dd" % len(f), *f) \
+            if dt == "F64" else b"".join(struct.pack("<f", x)[2:] for x in f)
+    torch[k[len("layers."):]] = {"dtype": dt, "shape": e["shape"],
+                                 "data_offsets": [len(blob), len(blob) + len(v)]}
+    blob += v
+for k in ("1.num_batches_tracked", "3.bn1.num_batches_tracked", "3.bn2.num_batches_tracked"):
+    torch[k] = {"dtype": "I64", "shape": [], "data_offsets": [len(blob), len(blob) + 8]}
+    blob += struct.pack("<q", 7)
+write("torch-names", torch, blob)
+open(d + "/truncated", "wb").write(raw[:-12])
+open(d + "/huge-length", "wb").write(b"\xff" * 8 + b"{}")
+open(d + "/bad-json", "wb").write(raw.replace(b'"layers.0.weight":', b'"layers.0.weight";', 1))
+hdr["layers.0.bias"]["data_offsets"] = [0, 8]
+write("overlap", hdr, data)
+PY
+ls -l "$C/safetensors"
