@@ -95,6 +95,42 @@ printf '\x01\x3f\x00\x47\x01\x00\x00\x40\x00\x00\x00\x03\x00\x00\x00\x0a\xd7\x23
 printf '\x00\x03\x00\x51\x01\x00\x00\x04\x00\x00\x00\x00\x00\x80\xbf\x81\x80\x00\x3c\x00\xff\x80\x07' >"$C/codec/q8-ok"
 printf '\x00\x03\x00\x51\x01\x00\x00\x04\x00\x00\x00\x00\x00\x80\xbf\x81\x80\x00\x3c\x00\xff' >"$C/codec/q8-short"
 
+# ---- onnx: test_onnx's tiny models as hetrain exports them and two of its broken files; with
+# Debian's python3-torch, torch.onnx.export of a tiny option-A ResNet (its F.pad is a constant
+# sub-graph the reader folds), in PRESERVE mode and in TRAINING mode (bool constants, Dropout) ----
+mkdir -p "$C/onnx" "$w/onnx"
+HET_ONNX_OUT="$w/onnx" "$(dirname "$H")/test_onnx" >/dev/null
+cp "$w"/onnx/{tiny-cnn,tiny-res,sigmoid,huge-length}.onnx "$C/onnx/"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    for mode in PRESERVE TRAINING; do
+        /usr/bin/python3 - "$C/onnx/torch-tiny-res-${mode,,}.onnx" "$mode" 2>/dev/null <<'PY'
+import sys, torch, torch.nn as nn, torch.nn.functional as F
+class Block(nn.Module):
+    def __init__(s, i, o, st):
+        super().__init__()
+        s.conv1, s.bn1 = nn.Conv2d(i, o, 3, st, 1, bias=False), nn.BatchNorm2d(o)
+        s.conv2, s.bn2 = nn.Conv2d(o, o, 3, 1, 1, bias=False), nn.BatchNorm2d(o)
+        s.short, s.p = st != 1 or i != o, (o - i) // 2
+    def forward(s, x):
+        y = s.bn2(s.conv2(F.relu(s.bn1(s.conv1(x)))))
+        return F.relu(y + (F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, s.p, s.p)) if s.short else x))
+class Net(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.c, s.b, s.b1, s.b2 = nn.Conv2d(1, 2, 3, 1, 1), nn.BatchNorm2d(2), Block(2, 2, 1), Block(2, 4, 2)
+        s.d, s.fc = nn.Dropout(0.5), nn.Linear(4, 3)
+    def forward(s, x):
+        x = s.b2(s.b1(F.relu(s.b(s.c(x)))))
+        return s.fc(s.d(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
+torch.manual_seed(0)
+torch.onnx.export(Net().eval(), torch.randn(1, 1, 4, 4), sys.argv[1], opset_version=13,
+                  training=getattr(torch.onnx.TrainingMode, sys.argv[2]), input_names=["input"],
+                  output_names=["logits"], dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+PY
+    done
+fi
+ls -l "$C/onnx"
+
 # ---- safetensors: fuzz_safetensors.c's tiny model as hetrain exports it, and variants: PyTorch's
 # names (no prefix, num_batches_tracked, F16 / BF16 / F64 tensors), truncated, a huge header
 # length, bad JSON, overlapping offsets ----

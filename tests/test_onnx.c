@@ -51,6 +51,26 @@ static void zoo_net(het_net *net, const char *name) {
         L(HET_NL_RELU);
         L(HET_NL_DROPOUT, .p = 0.5f);
         L(HET_NL_DENSE, .out = 10);
+    } else if (strcmp(name, "tiny-cnn") == 0) { /* small seeds for fuzz/corpus/onnx too */
+        L(HET_NL_CONV, .out = 2, .k = 3, .stride = 1, .pad = 1);
+        L(HET_NL_BATCHNORM, .momentum = 0.2f, .eps = 1e-3f);
+        L(HET_NL_RELU);
+        L(HET_NL_AVGPOOL, .k = 2, .stride = 2);
+        L(HET_NL_CONV, .out = 3, .k = 2, .stride = 1, .pad = 0);
+        L(HET_NL_MAXPOOL, .k = 2, .stride = 1);
+        L(HET_NL_FLATTEN);
+        L(HET_NL_DENSE, .out = 4);
+        L(HET_NL_BATCHNORM, .momentum = 0.1f, .eps = 1e-5f);
+        L(HET_NL_RELU);
+        L(HET_NL_DROPOUT, .p = 0.25f);
+        L(HET_NL_DENSE, .out = 10);
+    } else if (strcmp(name, "tiny-res") == 0) { /* every shortcut: identity, option A s 2 and 1 */
+        L(HET_NL_RESBLOCK, .out = 2, .stride = 1, .k = 3, .pad = 1);
+        L(HET_NL_RESBLOCK, .out = 4, .stride = 2, .k = 3, .pad = 1);
+        L(HET_NL_RESBLOCK, .out = 6, .stride = 1, .k = 3, .pad = 1);
+        L(HET_NL_RESBLOCK, .out = 9, .stride = 2, .k = 3, .pad = 1);
+        L(HET_NL_AVGPOOL, .k = 0, .stride = 0);
+        L(HET_NL_DENSE, .out = 10);
     } else { /* resnet20 */
         L(HET_NL_CONV, .out = 16, .k = 3, .stride = 1, .pad = 1);
         L(HET_NL_BATCHNORM, .momentum = 0.1f, .eps = 1e-5f);
@@ -115,7 +135,10 @@ static void roundtrip(const char *name, het_shape in) {
     zoo_net(&zn, name);
     without_dropout(&ref, &zn);
     het_model *a = NULL;
-    CHECK(het_zoo_build(&a, name, in, 10, batch, 1) == HET_OK, "%s: %s", name, het_error_msg());
+    if (strncmp(name, "tiny", 4) == 0)
+        a = build(&zn, in, batch);
+    else
+        CHECK(het_zoo_build(&a, name, in, 10, batch, 1) == HET_OK, "%s: %s", name, het_error_msg());
     if (!a) return;
     CHECK(het_model_n_layers(a) == zn.n, "%s: zoo has %d layers, the test's list %d", name,
           het_model_n_layers(a), zn.n);
@@ -320,6 +343,95 @@ static void write_bad_shape(const char *src, const char *path) {
     free(b);
 }
 
+/* The other ways to write a dense layer: tiny-cnn's last Gemm with transB 0 (the weight
+ * stored [in, out]), or a MatMul then an Add of the bias; both read as the same layer and
+ * weights. */
+static void dense_forms(void) {
+    char src[512], p[512];
+    path_of(src, sizeof src, "tiny-cnn");
+    het_net ref;
+    CHECK(het_net_read_onnx(&ref, src) == HET_OK, "%s", het_error_msg());
+    for (int form = 0; form < 2; form++) {
+        size_t n = 0;
+        uint8_t *b = slurp(src, &n);
+        Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
+        CHECK(m != NULL, "cannot unpack %s", src);
+        if (!m) {
+            free(b);
+            continue;
+        }
+        Onnx__GraphProto *g = m->graph;
+        Onnx__NodeProto *gemm = g->node[g->n_node - 1];
+        Onnx__TensorProto *w = NULL;
+        for (size_t i = 0; i < g->n_initializer; i++)
+            if (strcmp(g->initializer[i]->name, gemm->input[1]) == 0) w = g->initializer[i];
+        CHECK(strcmp(gemm->op_type, "Gemm") == 0 && w && w->n_dims == 2, "tiny-cnn's last node");
+        if (!w || w->n_dims != 2) break;
+        /* the weight transposed to [in, out] */
+        size_t O = (size_t)w->dims[0], I = (size_t)w->dims[1];
+        float *t = malloc(O * I * sizeof *t), *x = (float *)w->raw_data.data;
+        for (size_t o = 0; o < O; o++)
+            for (size_t i = 0; i < I; i++) t[i * O + o] = x[o * I + i];
+        memcpy(x, t, O * I * sizeof *t);
+        free(t);
+        w->dims[0] = (int64_t)I, w->dims[1] = (int64_t)O;
+        Onnx__NodeProto add = ONNX__NODE_PROTO__INIT, **nodes = NULL, **old_nodes = NULL;
+        char *add_in[2], *add_out[1] = {"logits"}, *mm_out = "mm_out";
+        char *keep_out = gemm->output[0];
+        size_t keep_n = gemm->n_input, keep_attr = gemm->n_attribute;
+        char *keep_op = gemm->op_type;
+        if (form == 0) {
+            for (size_t i = 0; i < gemm->n_attribute; i++)
+                if (strcmp(gemm->attribute[i]->name, "transB") == 0) gemm->attribute[i]->i = 0;
+        } else { /* MatMul(x, W) -> Add(., bias) */
+            gemm->op_type = "MatMul";
+            gemm->n_input = 2;
+            gemm->n_attribute = 0;
+            gemm->output[0] = mm_out;
+            add_in[0] = mm_out;
+            add_in[1] = gemm->input[2];
+            add.name = "bias_add";
+            add.op_type = "Add";
+            add.n_input = 2;
+            add.input = add_in;
+            add.n_output = 1;
+            add.output = add_out;
+            old_nodes = g->node;
+            nodes = malloc((g->n_node + 1) * sizeof *nodes);
+            memcpy(nodes, g->node, g->n_node * sizeof *nodes);
+            nodes[g->n_node] = &add;
+            g->node = nodes, g->n_node++;
+        }
+        size_t k = onnx__model_proto__get_packed_size(m);
+        uint8_t *o = malloc(k);
+        onnx__model_proto__pack(m, o);
+        path_of(p, sizeof p, form ? "matmul-add" : "gemm-transb0");
+        write_bytes(p, o, k);
+        free(o);
+        if (form == 1) { /* give protobuf-c back what it allocated */
+            g->n_node--;
+            g->node = old_nodes;
+            free(nodes);
+            gemm->op_type = keep_op, gemm->n_input = keep_n, gemm->n_attribute = keep_attr;
+            gemm->output[0] = keep_out;
+        }
+        onnx__model_proto__free_unpacked(m, NULL);
+        free(b);
+        het_net imp;
+        int st = het_net_read_onnx(&imp, p);
+        CHECK(st == HET_OK, "%s: %s", p, het_error_msg());
+        if (st != HET_OK) continue;
+        CHECK(imp.n == ref.n && imp.layer[imp.n - 1].kind == HET_NL_DENSE &&
+                  imp.layer[imp.n - 1].out == 10,
+              "%s: %d layers", p, imp.n);
+        CHECK(imp.n_params == ref.n_params &&
+                  memcmp(imp.params, ref.params, ref.n_params * sizeof(float)) == 0,
+              "%s: weights differ from tiny-cnn's", p);
+        free(imp.params), free(imp.state);
+    }
+    free(ref.params), free(ref.state);
+}
+
 static void corrupt(void) {
     char good[512], p[512];
     path_of(good, sizeof good, "lenet5");
@@ -360,6 +472,26 @@ static void corrupt(void) {
     free(b);
 }
 
+/* The fuzzer's seeds and every input it ever crashed on (fuzz/corpus/onnx/): a read succeeds
+ * or fails with a one-line message naming the file. */
+static void corpus(void) {
+    static const char *const seeds[] = {"tiny-cnn", "tiny-res", "torch-tiny-res-preserve",
+                                        "torch-tiny-res-training", "sigmoid", "huge-length",
+                                        "crash-scalar-constant", "crash-reshape-overflow"};
+    static const int ok[] = {1, 1, 1, 1, 0, 0, -1, -1}; /* 1 reads, 0 fails, -1 either */
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/fuzz/corpus/onnx/%s.onnx", HET_SOURCE_DIR, seeds[i]);
+        het_net net;
+        int st = het_net_read_onnx(&net, p);
+        const char *m = het_error_msg();
+        int failed_well = st < 0 && m && strstr(m, p) && !strchr(m, '\n');
+        CHECK(ok[i] == 1 ? st == HET_OK : ok[i] == 0 ? failed_well : st == HET_OK || failed_well,
+              "%s: status %d, message '%s'", p, st, st ? m : "");
+        if (st == HET_OK) free(net.params), free(net.state);
+    }
+}
+
 int main(void) {
     const char *out = getenv("HET_ONNX_OUT");
     char tmpl[] = "/tmp/test_onnx.XXXXXX";
@@ -373,10 +505,14 @@ int main(void) {
     roundtrip("lenet5", (het_shape){1, 28, 28});
     roundtrip("cifar-cnn", (het_shape){3, 32, 32});
     roundtrip("resnet20", (het_shape){3, 32, 32});
+    roundtrip("tiny-cnn", (het_shape){1, 6, 6});
+    roundtrip("tiny-res", (het_shape){2, 5, 5});
+    dense_forms();
+    corpus();
     corrupt();
     if (!(out && *out)) { /* leave nothing behind */
-        static const char *const names[] = {"mlp",         "lenet5",        "cifar-cnn", "resnet20",
-                                            "truncated",   "truncated-end", "garbage",   "empty",
+        static const char *const names[] = {"mlp", "lenet5", "cifar-cnn", "resnet20",
+                                            "tiny-cnn", "tiny-res", "gemm-transb0", "matmul-add", "truncated",   "truncated-end", "garbage",   "empty",
                                             "huge-length", "sigmoid",       "bad-shape"};
         char p[512];
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {

@@ -1,8 +1,8 @@
 /* ONNX import, part 1 (see onnx_read.c): the file, initializers, constants, attributes and
  * weights. Tensors are read as protobuf-c unpacked them, every element count checked against
- * the data present; constant sub-graphs (the shapes and pads torch.onnx.export computes with Constant, ConstantOfShape,
- * Concat, Reshape, Slice, Transpose and Cast) are evaluated here, each result at most KT_MAX
- * elements, so that the walk sees plain numbers. */
+ * the data present; constant sub-graphs (the shapes and pads torch.onnx.export computes with
+ * Constant, ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast) are evaluated here,
+ * each result at most KT_MAX elements, so that the walk sees plain numbers. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -158,7 +158,7 @@ static kt *new_k(rd *r, const char *name, int rank, const int64_t *dims, size_t 
     r->nk++;
     k->name = name;
     k->rank = rank;
-    memcpy(k->dims, dims, (size_t)rank * sizeof *dims);
+    if (rank > 0) memcpy(k->dims, dims, (size_t)rank * sizeof *dims);
     k->n = n;
     return k;
 }
@@ -259,7 +259,7 @@ static int fold_node(rd *r, const Onnx__NodeProto *nd, kt **out) {
         if (a->rank != 1 || a->n > 4)
             return het_onnx_fail(r, nd, HET_EINVAL, "shape of rank %d", a->rank);
         for (size_t i = 0; i < a->n; i++) {
-            if (a->iv[i] < 0 || (n *= (size_t)(d[i] = a->iv[i])) > KT_MAX)
+            if (a->iv[i] < 0 || a->iv[i] > KT_MAX || (n *= (size_t)(d[i] = a->iv[i])) > KT_MAX)
                 return het_onnx_fail(r, nd, HET_EINVAL, "a constant of more than %d elements",
                                      KT_MAX);
         }
@@ -308,7 +308,7 @@ static int fold_node(rd *r, const Onnx__NodeProto *nd, kt **out) {
             d[i] = s->iv[i] == 0 && (int)i < a->rank ? a->dims[i] : s->iv[i];
             if (d[i] == -1 && neg < 0)
                 neg = (int)i;
-            else if (d[i] < 1)
+            else if (d[i] < 1 || d[i] > KT_MAX)
                 return het_onnx_fail(r, nd, HET_EINVAL, "shape: bad dimension %lld",
                                      (long long)d[i]);
             else
@@ -484,9 +484,11 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
                              "input '%.64s' is not an initializer: hetrain "
                              "trains weights that the graph holds",
                              nm);
-    float *dst = grow(r, state, n);
-    if (!dst) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
-    if (!t) return memset(dst, 0, n * sizeof *dst), HET_OK;
+    if (!t) {
+        float *z = grow(r, state, n);
+        if (!z) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
+        return memset(z, 0, n * sizeof *z), HET_OK;
+    }
     int ok = t->n_dims == (size_t)rank;
     for (int i = 0; ok && i < rank; i++) ok = t->dims[tr ? rank - 1 - i : i] == dims[i];
     if (!ok) {
@@ -500,8 +502,10 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
     }
     int st = het_onnx_data_ok(r, t, n, 1);
     if (st != HET_OK) return st;
+    float *dst = grow(r, state, n); /* after the checks: n matches the data present */
+    if (!dst) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
     if (!tr && t->has_raw_data)
-        memcpy(dst, t->raw_data.data, n * sizeof *dst);
+        memcpy(dst, t->raw_data.data, n * sizeof *dst); /* n >= 1: layers have no empty tensor */
     else if (!tr)
         memcpy(dst, t->float_data, n * sizeof *dst);
     else

@@ -117,6 +117,9 @@ static int conv_args(rd *r, const Onnx__NodeProto *nd, int *oc, int *k, int *s, 
     int64_t oh = (r->sh.h + 2 * pd - ks) / st + 1, ow = (r->sh.w + 2 * pd - ks) / st + 1;
     if (r->sh.h + 2 * pd < ks || r->sh.w + 2 * pd < ks)
         return het_onnx_fail(r, nd, HET_ESHAPE, "kernel larger than the input");
+    if ((double)w->dims[0] * (double)oh * (double)ow > (double)(1 << 28))
+        return het_onnx_fail(r, nd, HET_ESHAPE, "an output of %lld x %lld x %lld",
+                             (long long)w->dims[0], (long long)oh, (long long)ow);
     *oc = (int)w->dims[0], *k = (int)ks, *s = (int)st, *p = (int)pd;
     r->sh = (het_shape){*oc, (int)oh, (int)ow};
     return HET_OK;
