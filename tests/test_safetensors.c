@@ -228,7 +228,8 @@ static void test_dtypes(void) {
                 memcpy(extra + 8 * i, &v, 8);
                 continue;
             }
-            uint16_t h = k == 0 ? het_wire_fp16_from_float(bias[i]) : het_wire_bf16_from_float(bias[i]);
+            uint16_t h = k == 0 ? het_wire_fp16_from_float(bias[i])
+                                : het_wire_bf16_from_float(bias[i]);
             extra[2 * i] = (unsigned char)h, extra[2 * i + 1] = (unsigned char)(h >> 8);
         }
         char from[128], to[128];
@@ -309,14 +310,16 @@ static void test_refusals(void) {
         const char *from, *to, *want;
     } bad[] = {
         {"\"layers.0.weight\":", "\"layers.0.weight\";", "expected ':' after a tensor's name"},
-        {"{\"layers.0.weight\"", "[\"layers.0.weight\"", "offset 8: expected '{' to open the header"},
+        {"{\"layers.0.weight\"", "[\"layers.0.weight\"",
+         "offset 8: expected '{' to open the header"},
         {"\"dtype\":\"F32\"", "\"dtype\":F32", "expected a string, found 'F'"},
         {"\"shape\":[256,784]", "\"shape\":[256,-784]", "expected a non-negative integer"},
         {"\"shape\":[256,784]", "\"shape\":[256,784.0]", "fraction or an exponent"},
         {"\"shape\":[256,784]", "\"shape\":[256,0784]", "leading zero"},
         {"\"shape\":[256,784]", "\"shape\":[256 784]", "expected ']' or ',' in a shape"},
         {"\"shape\":[256,784]", "\"shape\":[256,784,1,1,1,1,1,1,1]", "more than 8 dimensions"},
-        {"\"data_offsets\":[0,802816]", "\"data_offsets\":[0,802816,3]", "after the two data_offsets"},
+        {"\"data_offsets\":[0,802816]", "\"data_offsets\":[0,802816,3]",
+         "after the two data_offsets"},
         {"\"data_offsets\":[0,802816]", "\"data_offsets\":[0,99999999999999999999]", "too large"},
         {"\"dtype\":\"F32\",", "", "tensor 'layers.0.weight': no dtype"},
         {"\"dtype\":\"F32\",", "\"dtype\":\"F32\",\"dtype\":\"F32\",", "repeated field 'dtype'"},

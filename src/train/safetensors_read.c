@@ -173,7 +173,8 @@ static int juint(jcur *c, uint64_t *v) {
         *v = *v * 10 + d;
         c->i++;
     }
-    if (c->i == s) return jerr(c, "expected a non-negative integer, found %s", found(c, b, sizeof b));
+    if (c->i == s)
+        return jerr(c, "expected a non-negative integer, found %s", found(c, b, sizeof b));
     if (c->i - s > 1 && c->p[s] == '0') return jerr(c, "integer with a leading zero");
     if (c->i < c->n && (c->p[c->i] == '.' || c->p[c->i] == 'e' || c->p[c->i] == 'E'))
         return jerr(c, "expected an integer, found a fraction or an exponent");
@@ -204,7 +205,8 @@ static int jskip(jcur *c, int depth) {
             return HET_OK;
         }
         for (;;) {
-            if (ch == '{' && (jstring(c, NULL, 0) || expect(c, ':', "after a key"))) return HET_EFORMAT;
+            if (ch == '{' && (jstring(c, NULL, 0) || expect(c, ':', "after a key")))
+                return HET_EFORMAT;
             if (jskip(c, depth + 1)) return HET_EFORMAT;
             ws(c);
             if (c->i < c->n && c->p[c->i] == ',') {
@@ -318,7 +320,8 @@ static int jentry(jcur *c, const char *name, st_entry *e) {
             else
                 for (;;) {
                     if (e->rank == ST_MAX_DIMS)
-                        return jerr(c, "tensor '%.96s': more than %d dimensions", name, ST_MAX_DIMS);
+                        return jerr(c, "tensor '%.96s': more than %d dimensions", name,
+                                    ST_MAX_DIMS);
                     if (juint(c, &e->dims[e->rank++])) return HET_EFORMAT;
                     ws(c);
                     if (c->i < c->n && c->p[c->i] == ',') c->i++;
@@ -459,7 +462,8 @@ static int check_header(st_read *r, jcur *c) {
 
 static int span_cmp(const void *a, const void *b) {
     const st_span *x = a, *y = b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
 }
 
 /* No two tensors share a byte; each tensor of the model is there. */
