@@ -5,9 +5,10 @@
 # without --init-from is at chance; on 2 ranks under every strategy too (a rank that did not get
 # the weights pulls the training loss up). A file of another network fails with one line naming
 # the tensor and both shapes (also on 2 ranks, without a hang); a resumed run takes the
-# checkpoint's weights, not the file's. With Debian's python3-torch: a PyTorch state_dict saved
-# by docs/SAFETENSORS.md's plain-Python writer, under its own names ("net.0.weight" and a
-# ResNet-20's "3.bn1.num_batches_tracked"), is read as well.
+# checkpoint's weights, not the file's; eval and export take the file too (export writes the
+# same bytes back). With Debian's python3-torch: a PyTorch state_dict saved by
+# docs/SAFETENSORS.md's plain-Python writer, under its own names ("net.0.weight" and a
+# ResNet-20's "3.bn1.num_batches_tracked"), is read to the last bit of every tensor.
 # Env: HETRAIN (the binary). Exit status 1 if any check fails.
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -38,14 +39,25 @@ gt "${acc:-0}" 0.8 || fail "trained accuracy '$acc', expected > 0.8: $(cat a.out
 "$HETRAIN" train "${COMMON[@]}" "${FROZEN[@]}" --init-from a.st >i.out 2>i.err ||
     fail "--init-from exited $?: $(cat i.err)"
 [ -s i.err ] && fail "--init-from wrote to stderr: $(cat i.err)"
-grep -qx 'init: 6 tensors from a.st' i.out || fail "no 'init: 6 tensors from a.st' line: $(cat i.out)"
-[ "$(result i.out)" = "$want" ] || fail "--init-from: '$(result i.out)', expected the trained '$want'"
-gt 0.05 "$(train_loss i.out)" || fail "--init-from: training loss $(train_loss i.out), expected < 0.05"
-"$HETRAIN" train "${COMMON[@]}" "${FROZEN[@]}" >n.out 2>&1 || fail "plain run exited $?: $(cat n.out)"
+grep -qx 'init: 6 tensors from a.st' i.out ||
+    fail "no 'init: 6 tensors from a.st' line: $(cat i.out)"
+[ "$(result i.out)" = "$want" ] ||
+    fail "--init-from: '$(result i.out)', expected the trained '$want'"
+gt 0.05 "$(train_loss i.out)" ||
+    fail "--init-from: training loss $(train_loss i.out), expected < 0.05"
+"$HETRAIN" train "${COMMON[@]}" "${FROZEN[@]}" >n.out 2>&1 ||
+    fail "plain run exited $?: $(cat n.out)"
 loss=$(result n.out)
 loss=${loss#test_loss }
 gt "${loss%% *}" 1.5 || fail "without --init-from: '$(result n.out)', expected chance (loss > 1.5)"
 grep -q '^init:' n.out && fail "an init line without --init-from"
+# eval and export take the file's weights too: the same test result, the same bytes back
+"$HETRAIN" eval --model mlp --data synthetic --test-limit 256 --init-from a.st >e.out 2>e.err ||
+    fail "eval --init-from exited $?: $(cat e.err)"
+grep -q "$want" e.out || fail "eval --init-from: '$(cat e.out)', expected '$want'"
+"$HETRAIN" export --model mlp --data synthetic --init-from a.st --export-safetensors b.st \
+    >/dev/null 2>e.err || fail "export --init-from exited $?: $(cat e.err)"
+cmp -s a.st b.st || fail "export --init-from a.st wrote other bytes than a.st"
 
 # ---- another network's file: one line naming the tensor and both shapes, before training ----
 "$HETRAIN" train --model lenet5 --data synthetic --train-limit 64 --test-limit 64 --epochs 1 \
@@ -153,7 +165,8 @@ class Pool(torch.nn.Module):  # global average pool and flatten: one layer, as h
     def forward(self, x):
         return x.mean((2, 3))
 
-def resnet20():  # on 1x28x28 images; indices as hetrain's: 0 conv, 1 bn, 2 relu, 3-11 blocks, 12 pool, 13 fc
+def resnet20():  # on 1x28x28 images; indices as hetrain's: 0 conv, 1 bn, 2 relu, 3-11 blocks,
+    # 12 pool, 13 fc
     blocks = [Block(cin, cout, stride) for cin, cout, stride in
               [(16, 16, 1), (16, 16, 1), (16, 16, 1), (16, 32, 2), (32, 32, 1), (32, 32, 1),
                (32, 64, 2), (64, 64, 1), (64, 64, 1)]]
@@ -162,8 +175,16 @@ def resnet20():  # on 1x28x28 images; indices as hetrain's: 0 conv, 1 bn, 2 relu
 
 if sys.argv[1] == "mlp":  # hetrain's trained weights into PyTorch and back, renamed
     m = MLP()
-    m.load_state_dict({"net." + k[len("layers."):]: v for k, v in load_safetensors(sys.argv[2]).items()})
+    sd = load_safetensors(sys.argv[2])
+    m.load_state_dict({"net." + k[len("layers."):]: v for k, v in sd.items()})
     save_safetensors(m.state_dict(), sys.argv[3])
+elif sys.argv[1] == "same":  # PyTorch's tensors (argv 2) equal hetrain's export (argv 3)?
+    ours = load_safetensors(sys.argv[3])
+    theirs = {k: v for k, v in torch.load(sys.argv[2]).items() if "num_batches" not in k}
+    bad = [k for k, v in theirs.items() if not torch.equal(v.float(), ours.get("layers." + k))]
+    if bad or len(ours) != len(theirs):
+        sys.exit("differ: %s; %d tensors in hetrain's export, %d in PyTorch's"
+                 % (bad[:3], len(ours), len(theirs)))
 else:  # a fresh PyTorch ResNet-20 with running statistics of its own
     torch.manual_seed(0)
     m = resnet20()
@@ -172,6 +193,7 @@ else:  # a fresh PyTorch ResNet-20 with running statistics of its own
             mod.running_mean.uniform_(-1, 1)
             mod.running_var.uniform_(0.5, 2)
     save_safetensors(m.state_dict(), sys.argv[2])
+    torch.save(m.state_dict(), sys.argv[2] + ".pt")
     print(sum(1 for k in m.state_dict() if not k.endswith("num_batches_tracked")))
 EOF
     "$PY" st.py mlp a.st torch.st 2>py.err || fail "python mlp: $(cat py.err)"
@@ -188,7 +210,13 @@ EOF
         --test-limit 32 --batch 32 --epochs 1 --progress off --init-from res.st >p.out 2>p.err
     rc=$?
     [ $rc -eq 0 ] && grep -qx "init: $n tensors from res.st" p.out ||
-        fail "--init-from a PyTorch ResNet-20 ($n tensors): rc $rc, $(grep '^init' p.out) $(cat p.err)"
+        fail "--init-from a PyTorch ResNet-20 ($n tensors): rc $rc, $(grep '^init' p.out)" \
+             "$(cat p.err)"
+    # the values, batch-norm statistics included: hetrain's export of what it read
+    "$HETRAIN" export --model resnet20 --data synthetic --init-from res.st \
+        --export-safetensors back.st >/dev/null 2>p.err || fail "export of res.st: $(cat p.err)"
+    "$PY" st.py same res.st.pt back.st 2>py.err ||
+        fail "PyTorch's ResNet-20 and hetrain's export of it: $(cat py.err)"
 fi
 
 [ $failures -eq 0 ] && echo "test_cli_init: all checks passed"
