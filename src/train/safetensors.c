@@ -1,4 +1,6 @@
-/* safetensors export (https://github.com/huggingface/safetensors): a u64 little-endian header
+/* safetensors export (https://github.com/huggingface/safetensors), and the table of the model's
+ * tensor names and shapes (het_st_tensors, het_st_find) that the reader for --init-from
+ * (safetensors_read.c, docs/SAFETENSORS.md) shares with it. The format: a u64 little-endian header
  * length, a JSON header {"name":{"dtype":"F32","shape":[...],"data_offsets":[begin,end]},...,
  * "__metadata__":{...}} padded with spaces to a multiple of 8, then the tensor bytes. Offsets
  * are relative to the byte after the header. The model's parameters are one flat buffer in
