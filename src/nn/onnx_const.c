@@ -102,8 +102,16 @@ double het_onnx_get(const Onnx__TensorProto *t, size_t i) {
     }
 }
 
+/* x as an integer: truncated, clamped to int64's range, NaN as 0. */
+static int64_t to_i64(double x) {
+    if (!(x == x)) return 0;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    if (x >= 9223372036854775808.0) return INT64_MAX;
+    return (int64_t)x;
+}
+
 static int64_t t_get_i(const Onnx__TensorProto *t, size_t i) {
-    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64) return (int64_t)het_onnx_get(t, i);
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64) return to_i64(het_onnx_get(t, i));
     int64_t v;
     if (t->has_raw_data)
         memcpy(&v, t->raw_data.data + 8 * i, 8);
@@ -225,7 +233,7 @@ static int fold_node(rd *r, const Onnx__NodeProto *nd, kt **out) {
                        : v->name[6] == 'i' ? (double)v->i
                                            : v->f;
             (*out)->fv[i] = x;
-            (*out)->iv[i] = ints ? v->ints[i] : v->name[6] == 'i' && one ? v->i : (int64_t)x;
+            (*out)->iv[i] = ints ? v->ints[i] : v->name[6] == 'i' && one ? v->i : to_i64(x);
         }
         return HET_OK;
     }

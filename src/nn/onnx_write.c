@@ -205,9 +205,9 @@ static void bn_node(wr *w, const char *name, const char *const names[4], float e
     attr_f(w, nd, "momentum", flip_momentum(mom));
 }
 
-static void unary(wr *w, const char *name, const char *op) {
+static Onnx__NodeProto *unary(wr *w, const char *name, const char *op) {
     const char *in[1] = {NULL};
-    node(w, name, op, 1, in);
+    return node(w, name, op, 1, in);
 }
 
 /* The nodes of resblock layer i (x: its input value; C -> oc channels, stride s). */
@@ -331,10 +331,10 @@ static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const cha
                          : L->kind == HET_NL_MAXPOOL ? "MaxPool"
                                                      : "AveragePool";
         snprintf(name, sizeof name, "/layers.%d/%s", i, op);
-        unary(w, name, op);
+        Onnx__NodeProto *nd = unary(w, name, op);
         if (!g) {
-            attr_is(w, w->node[w->n_node - 1], "kernel_shape", 2, L->k);
-            attr_is(w, w->node[w->n_node - 1], "strides", 2, L->stride > 0 ? L->stride : L->k);
+            attr_is(w, nd, "kernel_shape", 2, L->k);
+            attr_is(w, nd, "strides", 2, L->stride > 0 ? L->stride : L->k);
         }
         break;
     }
@@ -342,8 +342,7 @@ static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const cha
     case HET_NL_DENSE:
         if (w->rank != 2) {
             snprintf(name, sizeof name, "/layers.%d/Flatten", i);
-            unary(w, name, "Flatten");
-            attr_i(w, w->node[w->n_node - 1], "axis", 1);
+            attr_i(w, unary(w, name, "Flatten"), "axis", 1);
             w->rank = 2;
         }
         if (L->kind == HET_NL_DENSE) {
