@@ -469,6 +469,13 @@ static void corrupt(void) {
     path_of(p, sizeof p, "missing");
     unlink(p);
     expect_fail(p, NULL);
+    expect_fail(dir, "not a regular file"); /* a directory */
+    path_of(p, sizeof p, "too-big"); /* 1 GiB + 1 byte, sparse: refused before reading */
+    FILE *f = fopen(p, "wb");
+    CHECK(f && ftruncate(fileno(f), ((off_t)1 << 30) + 1) == 0, "cannot make %s", p);
+    if (f) fclose(f);
+    expect_fail(p, "at most 1073741824 bytes");
+    unlink(p);
     free(b);
 }
 
