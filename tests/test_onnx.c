@@ -321,7 +321,9 @@ static void write_sigmoid(const char *path) {
 }
 
 /* lenet5's file with layers.0.bias given 5 elements instead of 6. */
-static void write_bad_shape(const char *src, const char *path) {
+/* Writes src's model, changed by edit (with arg), to path. */
+static void mutate(const char *src, const char *path, void (*edit)(Onnx__GraphProto *, int),
+                   int arg) {
     size_t n = 0;
     uint8_t *b = slurp(src, &n);
     Onnx__ModelProto *m = b ? onnx__model_proto__unpack(NULL, n, b) : NULL;
@@ -330,10 +332,7 @@ static void write_bad_shape(const char *src, const char *path) {
         free(b);
         return;
     }
-    for (size_t i = 0; i < m->graph->n_initializer; i++) {
-        Onnx__TensorProto *t = m->graph->initializer[i];
-        if (strcmp(t->name, "layers.0.bias") == 0) t->dims[0] = 5, t->raw_data.len = 20;
-    }
+    edit(m->graph, arg);
     size_t k = onnx__model_proto__get_packed_size(m);
     uint8_t *o = malloc(k);
     onnx__model_proto__pack(m, o);
@@ -341,6 +340,38 @@ static void write_bad_shape(const char *src, const char *path) {
     free(o);
     onnx__model_proto__free_unpacked(m, NULL);
     free(b);
+}
+
+/* lenet5's layers.0.bias with 5 elements instead of 6 */
+static void bad_shape(Onnx__GraphProto *g, int arg) {
+    (void)arg;
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        Onnx__TensorProto *t = g->initializer[i];
+        if (strcmp(t->name, "layers.0.bias") == 0) t->dims[0] = 5, t->raw_data.len = 20;
+    }
+}
+
+/* tiny-cnn's first Conv: arg 0 group 2, 1 pads [1, 1, 1, 0], 2 dilations [2, 2]; 3: its
+ * first Relu becomes an Add; tiny-res's option-A pads arg 4: [0, 2, 0, 0, 0, 0, 0, 0] */
+static void bad_node(Onnx__GraphProto *g, int arg) {
+    static const char *const attr[3] = {"group", "pads", "dilations"};
+    for (size_t i = 0; i < g->n_node; i++) {
+        Onnx__NodeProto *nd = g->node[i];
+        if (arg == 3 && strcmp(nd->name, "/layers.2/Relu") == 0) strcpy(nd->op_type, "Add");
+        for (size_t a = 0;
+             arg < 3 && strcmp(nd->name, "/layers.0/Conv") == 0 && a < nd->n_attribute; a++) {
+            Onnx__AttributeProto *at = nd->attribute[a];
+            if (strcmp(at->name, attr[arg]) != 0) continue;
+            if (arg == 0) at->i = 2;
+            if (arg == 1) at->ints[3] = 0;
+            if (arg == 2) at->ints[0] = at->ints[1] = 2;
+        }
+    }
+    for (size_t i = 0; arg == 4 && i < g->n_initializer; i++)
+        if (strcmp(g->initializer[i]->name, "layers.1.shortcut.pads") == 0) {
+            int64_t *v = g->initializer[i]->int64_data;
+            for (int k = 0; k < 8; k++) v[k] = k == 1 ? 2 : 0;
+        }
 }
 
 /* The other ways to write a dense layer: tiny-cnn's last Gemm with transB 0 (the weight
@@ -464,13 +495,27 @@ static void corrupt(void) {
     write_sigmoid(p);
     expect_fail(p, "node 'squash' (Sigmoid): operator hetrain cannot train");
     path_of(p, sizeof p, "bad-shape");
-    write_bad_shape(good, p);
+    mutate(good, p, bad_shape, 0);
     expect_fail(p, "initializer 'layers.0.bias' has shape [5], expected [6]");
+    static const char *const want[5] = {
+        "node '/layers.0/Conv' (Conv): attribute group = 2: hetrain trains 1",
+        "node '/layers.0/Conv' (Conv): attribute pads = [1, 1, 1, 0]",
+        "node '/layers.0/Conv' (Conv): attribute dilations = 2: hetrain trains 1",
+        "node '/layers.2/Relu' (Add): operator hetrain cannot train outside a residual block",
+        "node '/layers.1/Pad' (Pad): pads [0, 2, 0, 0, 0, 0, 0, 0]: hetrain's option A shortcut "
+        "pads [0, 1, 0, 0, 0, 1, 0, 0]"};
+    for (int k = 0; k < 5; k++) {
+        char src[512];
+        path_of(src, sizeof src, k < 4 ? "tiny-cnn" : "tiny-res");
+        path_of(p, sizeof p, "bad-node");
+        mutate(src, p, bad_node, k);
+        expect_fail(p, want[k]);
+    }
     path_of(p, sizeof p, "missing");
     unlink(p);
     expect_fail(p, NULL);
     expect_fail(dir, "not a regular file"); /* a directory */
-    path_of(p, sizeof p, "too-big"); /* 1 GiB + 1 byte, sparse: refused before reading */
+    path_of(p, sizeof p, "too-big");        /* 1 GiB + 1 byte, sparse: refused before reading */
     FILE *f = fopen(p, "wb");
     CHECK(f && ftruncate(fileno(f), ((off_t)1 << 30) + 1) == 0, "cannot make %s", p);
     if (f) fclose(f);
@@ -482,10 +527,10 @@ static void corrupt(void) {
 /* The fuzzer's seeds and every input it ever crashed on (fuzz/corpus/onnx/): a read succeeds
  * or fails with a one-line message naming the file. */
 static void corpus(void) {
-    static const char *const seeds[] = {"tiny-cnn", "tiny-res", "torch-tiny-res-preserve",
-                                        "torch-tiny-res-training", "sigmoid", "huge-length",
-                                        "crash-scalar-constant", "crash-reshape-overflow",
-                                        "crash-nan-to-int"};
+    static const char *const seeds[] = {
+        "tiny-cnn",        "tiny-res",    "torch-tiny-res-preserve", "torch-tiny-res-training",
+        "sigmoid",         "huge-length", "crash-scalar-constant",   "crash-reshape-overflow",
+        "crash-nan-to-int"};
     static const int ok[] = {1, 1, 1, 1, 0, 0, -1, -1, -1}; /* 1 reads, 0 fails, -1 either */
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
         char p[1024];
@@ -494,7 +539,9 @@ static void corpus(void) {
         int st = het_net_read_onnx(&net, p);
         const char *m = het_error_msg();
         int failed_well = st < 0 && m && strstr(m, p) && !strchr(m, '\n');
-        CHECK(ok[i] == 1 ? st == HET_OK : ok[i] == 0 ? failed_well : st == HET_OK || failed_well,
+        CHECK(ok[i] == 1   ? st == HET_OK
+              : ok[i] == 0 ? failed_well
+                           : st == HET_OK || failed_well,
               "%s: status %d, message '%s'", p, st, st ? m : "");
         if (st == HET_OK) free(net.params), free(net.state);
     }
@@ -519,9 +566,10 @@ int main(void) {
     corpus();
     corrupt();
     if (!(out && *out)) { /* leave nothing behind */
-        static const char *const names[] = {"mlp", "lenet5", "cifar-cnn", "resnet20",
-                                            "tiny-cnn", "tiny-res", "gemm-transb0", "matmul-add", "truncated",   "truncated-end", "garbage",   "empty",
-                                            "huge-length", "sigmoid",       "bad-shape"};
+        static const char *const names[] = {
+            "mlp",          "lenet5",     "cifar-cnn", "resnet20",      "tiny-cnn", "tiny-res",
+            "gemm-transb0", "matmul-add", "truncated", "truncated-end", "garbage",  "empty",
+            "huge-length",  "sigmoid",    "bad-shape", "bad-node"};
         char p[512];
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             path_of(p, sizeof p, names[i]);
