@@ -97,12 +97,13 @@ printf '\x00\x03\x00\x51\x01\x00\x00\x04\x00\x00\x00\x00\x00\x80\xbf\x81\x80\x00
 
 # ---- onnx: test_onnx's tiny models as hetrain exports them and two of its broken files; with
 # Debian's python3-torch, torch.onnx.export of a tiny option-A ResNet (its F.pad is a constant
-# sub-graph the reader folds), in PRESERVE mode and in TRAINING mode (bool constants, Dropout) ----
+# sub-graph the reader folds), in PRESERVE mode, in TRAINING mode (bool constants, Dropout) and
+# pooled and flattened as akamaster's resnet20 does (view: F.avg_pool2d's zero Pad, x.view(x.size(0), -1)) ----
 mkdir -p "$C/onnx" "$w/onnx"
 HET_ONNX_OUT="$w/onnx" "$(dirname "$H")/test_onnx" >/dev/null
 cp "$w"/onnx/{tiny-cnn,tiny-res,sigmoid,huge-length}.onnx "$C/onnx/"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    for mode in PRESERVE TRAINING; do
+    for mode in PRESERVE TRAINING VIEW; do
         /usr/bin/python3 - "$C/onnx/torch-tiny-res-${mode,,}.onnx" "$mode" 2>/dev/null <<'PY'
 import sys, torch, torch.nn as nn, torch.nn.functional as F
 class Block(nn.Module):
@@ -121,10 +122,14 @@ class Net(nn.Module):
         s.d, s.fc = nn.Dropout(0.5), nn.Linear(4, 3)
     def forward(s, x):
         x = s.b2(s.b1(F.relu(s.b(s.c(x)))))
+        if sys.argv[2] == "VIEW":
+            x = F.avg_pool2d(x, int(x.size()[3]))
+            return s.fc(x.view(x.size(0), -1))
         return s.fc(s.d(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
 torch.manual_seed(0)
+mode = "PRESERVE" if sys.argv[2] == "VIEW" else sys.argv[2]
 torch.onnx.export(Net().eval(), torch.randn(1, 1, 4, 4), sys.argv[1], opset_version=13,
-                  training=getattr(torch.onnx.TrainingMode, sys.argv[2]), input_names=["input"],
+                  training=getattr(torch.onnx.TrainingMode, mode), input_names=["input"],
                   output_names=["logits"], dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
 PY
     done

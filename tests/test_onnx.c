@@ -528,10 +528,10 @@ static void corrupt(void) {
  * or fails with a one-line message naming the file. */
 static void corpus(void) {
     static const char *const seeds[] = {
-        "tiny-cnn",        "tiny-res",    "torch-tiny-res-preserve", "torch-tiny-res-training",
-        "sigmoid",         "huge-length", "crash-scalar-constant",   "crash-reshape-overflow",
-        "crash-nan-to-int"};
-    static const int ok[] = {1, 1, 1, 1, 0, 0, -1, -1, -1}; /* 1 reads, 0 fails, -1 either */
+        "tiny-cnn", "tiny-res", "torch-tiny-res-preserve", "torch-tiny-res-training",
+        "torch-tiny-res-view", "sigmoid", "huge-length", "crash-scalar-constant",
+        "crash-reshape-overflow", "crash-nan-to-int"};
+    static const int ok[] = {1, 1, 1, 1, 1, 0, 0, -1, -1, -1}; /* 1 reads, 0 fails, -1 either */
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
         char p[1024];
         snprintf(p, sizeof p, "%s/fuzz/corpus/onnx/%s.onnx", HET_SOURCE_DIR, seeds[i]);

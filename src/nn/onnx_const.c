@@ -1,49 +1,13 @@
-/* ONNX import, part 1 (see onnx_read.c): the file, initializers, constants, attributes and
- * weights. Tensors are read as protobuf-c unpacked them, every element count checked against
- * the data present; constant sub-graphs (the shapes and pads torch.onnx.export computes with
- * Constant, ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast) are evaluated here,
- * each result at most KT_MAX elements, so that the walk sees plain numbers. */
-#include <errno.h>
-#include <stdarg.h>
+/* ONNX import, part 1 (see onnx_read.c): tensors and constants. Tensors are read as
+ * protobuf-c unpacked them, every element count checked against the data present; constant
+ * sub-graphs (the shapes and pads torch.onnx.export computes with Constant, ConstantOfShape,
+ * Concat, Reshape, Slice, Transpose, Cast, Gather and Unsqueeze) are evaluated here, each
+ * result at most KT_MAX elements, so that the walk sees plain numbers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "nn/onnx_internal.h"
-
-int het_onnx_fail(rd *r, const Onnx__NodeProto *nd, int st, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (nd)
-        return het_error_set(st, "%s: node '%.64s' (%.32s): %s", r->path, nd->name ? nd->name : "",
-                             nd->op_type ? nd->op_type : "", msg);
-    return het_error_set(st, "%s: %s", r->path, msg);
-}
-
-const char *het_onnx_in(const Onnx__NodeProto *nd, size_t i) {
-    return i < nd->n_input && nd->input[i] && nd->input[i][0] ? nd->input[i] : NULL;
-}
-
-const Onnx__AttributeProto *het_onnx_attr(const Onnx__NodeProto *nd, const char *name) {
-    for (size_t i = 0; i < nd->n_attribute; i++)
-        if (nd->attribute[i]->name && strcmp(nd->attribute[i]->name, name) == 0)
-            return nd->attribute[i];
-    return NULL;
-}
-
-const Onnx__TensorProto *het_onnx_init(const rd *r, const char *name) {
-    if (!name) return NULL;
-    for (size_t i = 0; i < r->g->n_initializer; i++)
-        if (r->g->initializer[i]->name && strcmp(r->g->initializer[i]->name, name) == 0)
-            return r->g->initializer[i];
-    for (size_t i = 0; i < r->nk; i++)
-        if (r->k[i].alias && strcmp(r->k[i].name, name) == 0) return r->k[i].alias;
-    return NULL;
-}
 
 /* Elements of t from its dims (HET_EFORMAT past 2^31). */
 static int t_count(rd *r, const Onnx__TensorProto *t, size_t *n) {
@@ -284,6 +248,42 @@ static int fold_node(rd *r, const Onnx__NodeProto *nd, kt **out) {
         for (size_t i = 0; i < n; i++) (*out)->fv[i] = x, (*out)->iv[i] = xi;
         return HET_OK;
     }
+    if (strcmp(op, "Gather") == 0) { /* elements of a 1-D constant */
+        kt *ix = het_onnx_const(r, het_onnx_in(nd, 1));
+        const Onnx__AttributeProto *ax = het_onnx_attr(nd, "axis");
+        if (!ix || ix->rank > 1 || a->rank != 1 || (ax && ax->i != 0))
+            return het_onnx_fail(r, nd, HET_EINVAL, "hetrain folds Gather of a 1-D constant only");
+        if (!(*out = new_k(r, o, ix->rank, ix->dims, ix->n))) return HET_ENOMEM;
+        for (size_t i = 0; i < ix->n; i++) {
+            int64_t j = ix->iv[i] < 0 ? ix->iv[i] + (int64_t)a->n : ix->iv[i];
+            if (j < 0 || j >= (int64_t)a->n)
+                return het_onnx_fail(r, nd, HET_EINVAL, "index %lld out of range",
+                                     (long long)ix->iv[i]);
+            (*out)->iv[i] = a->iv[j], (*out)->fv[i] = a->fv[j];
+        }
+        return HET_OK;
+    }
+    if (strcmp(op, "Unsqueeze") == 0) { /* axes: an input (opset 13) or an attribute */
+        kt *ax = het_onnx_const(r, het_onnx_in(nd, 1));
+        const Onnx__AttributeProto *at = het_onnx_attr(nd, "axes");
+        size_t na = ax ? ax->n : at ? at->n_ints : 0;
+        int64_t d[4];
+        int rank = a->rank + (int)na, set = 0;
+        if (na < 1 || rank > 4)
+            return het_onnx_fail(r, nd, HET_EINVAL, "hetrain folds Unsqueeze up to rank 4");
+        for (size_t i = 0; i < na; i++) {
+            int64_t x = ax ? ax->iv[i] : at->ints[i];
+            x += x < 0 ? rank : 0;
+            if (x < 0 || x >= rank || (set & (1 << x)))
+                return het_onnx_fail(r, nd, HET_EINVAL, "bad axes");
+            set |= 1 << x;
+        }
+        for (int i = 0, j = 0; i < rank; i++) d[i] = set & (1 << i) ? 1 : a->dims[j++];
+        if (!(*out = new_k(r, o, rank, d, a->n))) return HET_ENOMEM;
+        memcpy((*out)->iv, a->iv, a->n * sizeof *a->iv);
+        memcpy((*out)->fv, a->fv, a->n * sizeof *a->fv);
+        return HET_OK;
+    }
     if (strcmp(op, "Concat") == 0) {
         size_t n = 0;
         for (size_t i = 0; i < nd->n_input; i++) {
@@ -391,6 +391,7 @@ static int fold_node(rd *r, const Onnx__NodeProto *nd, kt **out) {
 int het_onnx_fold(rd *r) {
     for (size_t i = 0; i < r->g->n_node; i++) {
         kt *k;
+        if (r->used[i]) continue;
         int st = fold_node(r, r->g->node[i], &k);
         if (st == HET_ENOMEM) return het_onnx_fail(r, NULL, st, "out of memory");
         if (st != HET_OK) return st;
@@ -399,151 +400,15 @@ int het_onnx_fold(rd *r) {
     return HET_OK;
 }
 
-/* ---- attributes ---- */
-
-/* Attribute `name` as an int (def when absent); the INTS form must hold n equal values. */
-int het_onnx_attr_int(rd *r, const Onnx__NodeProto *nd, const char *name, int n, int64_t def,
-                      int64_t *v) {
-    const Onnx__AttributeProto *a = het_onnx_attr(nd, name);
-    *v = def;
-    if (!a) return HET_OK;
-    if (n == 0) {
-        if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
-            return het_onnx_fail(r, nd, HET_EFORMAT, "attribute %s is not an int", name);
-        *v = a->i;
-        return HET_OK;
-    }
-    int same = a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS && a->n_ints == (size_t)n;
-    for (size_t i = 1; same && i < a->n_ints; i++) same = a->ints[i] == a->ints[0];
-    if (!same) {
-        char buf[96] = "";
-        for (size_t i = 0; i < a->n_ints && i < 8; i++)
-            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%lld", i ? ", " : "",
-                     (long long)a->ints[i]);
-        return het_onnx_fail(r, nd, HET_EINVAL,
-                             "attribute %s = [%s]: hetrain trains %d equal values "
-                             "(square kernels, symmetric padding)",
-                             name, buf, n);
-    }
-    *v = a->ints[0];
-    return HET_OK;
-}
-
-int het_onnx_attr_float(rd *r, const Onnx__NodeProto *nd, const char *name, float def, float *v) {
-    const Onnx__AttributeProto *a = het_onnx_attr(nd, name);
-    *v = def;
-    if (a && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
-        return het_onnx_fail(r, nd, HET_EFORMAT, "attribute %s is not a float", name);
-    if (a) *v = a->f;
-    return HET_OK;
-}
-
-/* Every attribute of nd must be in the space-separated list known, and auto_pad NOTSET. */
-int het_onnx_known_attrs(rd *r, const Onnx__NodeProto *nd, const char *known) {
-    for (size_t i = 0; i < nd->n_attribute; i++) {
-        const Onnx__AttributeProto *a = nd->attribute[i];
-        const char *nm = a->name ? a->name : "", *p = strstr(known, nm);
-        size_t l = strlen(nm);
-        if (!*nm || !p || (p != known && p[-1] != ' ') || (p[l] && p[l] != ' '))
-            return het_onnx_fail(r, nd, HET_EINVAL, "attribute %.32s: hetrain cannot train with it",
-                                 nm);
-        if (strcmp(nm, "auto_pad") == 0 && !(a->s.len == 6 && memcmp(a->s.data, "NOTSET", 6) == 0))
-            return het_onnx_fail(r, nd, HET_EINVAL,
-                                 "attribute auto_pad = %.*s: hetrain trains NOTSET "
-                                 "(explicit pads) only",
-                                 (int)(a->s.len > 16 ? 16 : a->s.len), (const char *)a->s.data);
-    }
-    return HET_OK;
-}
-
-void het_onnx_fmt_dims(char *buf, size_t cap, const int64_t *d, size_t n) {
-    buf[0] = 0;
-    for (size_t i = 0; i < n && i < 8; i++)
-        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", i ? ", " : "", (long long)d[i]);
-}
-
-/* ---- weights ---- */
-
-static float *grow(rd *r, int state, size_t n) {
-    float **b = state ? &r->state : &r->params;
-    size_t *len = state ? &r->ns : &r->np, *cap = state ? &r->cap_s : &r->cap_p;
-    if (*len + n > *cap) {
-        size_t c = (*len + n) * 2;
-        float *p = realloc(*b, c * sizeof *p);
-        if (!p) return NULL;
-        *b = p, *cap = c;
-    }
-    *len += n;
-    return *b + *len - n;
-}
-
-/* Appends input `in` of nd (a float32 initializer of shape dims, rank 1, 2 or 4; transposed
- * when tr, for a [in, out] matrix stored as [out, in]) to the parameters (or the state); an
- * absent input appends zeros when zero_ok. */
-int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int rank,
-                  const int64_t *dims, int tr, int zero_ok) {
-    const char *nm = het_onnx_in(nd, in);
-    const Onnx__TensorProto *t = het_onnx_init(r, nm);
-    size_t n = 1;
-    for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
-    if (!nm && !zero_ok) return het_onnx_fail(r, nd, HET_EFORMAT, "input %zu missing", in);
-    if (nm && !t)
-        return het_onnx_fail(r, nd, HET_EINVAL,
-                             "input '%.64s' is not an initializer: hetrain "
-                             "trains weights that the graph holds",
-                             nm);
-    if (!t) {
-        float *z = grow(r, state, n);
-        if (!z) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
-        return memset(z, 0, n * sizeof *z), HET_OK;
-    }
-    int ok = t->n_dims == (size_t)rank;
-    for (int i = 0; ok && i < rank; i++) ok = t->dims[tr ? rank - 1 - i : i] == dims[i];
-    if (!ok) {
-        char want[96], have[96];
-        int64_t w[4];
-        for (int i = 0; i < rank; i++) w[i] = dims[tr ? rank - 1 - i : i];
-        het_onnx_fmt_dims(want, sizeof want, w, (size_t)rank);
-        het_onnx_fmt_dims(have, sizeof have, t->dims, t->n_dims);
-        return het_onnx_fail(r, nd, HET_ESHAPE, "initializer '%.64s' has shape [%s], expected [%s]",
-                             nm, have, want);
-    }
-    int st = het_onnx_data_ok(r, t, n, 1);
-    if (st != HET_OK) return st;
-    float *dst = grow(r, state, n); /* after the checks: n matches the data present */
-    if (!dst) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
-    if (!tr && t->has_raw_data)
-        memcpy(dst, t->raw_data.data, n * sizeof *dst); /* n >= 1: layers have no empty tensor */
-    else if (!tr)
-        memcpy(dst, t->float_data, n * sizeof *dst);
-    else
-        for (size_t o = 0; o < (size_t)dims[0]; o++)
-            for (size_t i = 0; i < (size_t)dims[1]; i++)
-                dst[o * (size_t)dims[1] + i] = (float)het_onnx_get(t, i * (size_t)dims[0] + o);
-    return HET_OK;
-}
-
-/* ---- the file ---- */
-
-int het_onnx_read_file(const char *path, uint8_t **buf, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    *buf = NULL;
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-        (size_t)st.st_size > ONNX_MAX_BYTES) {
-        fclose(f);
-        return het_error_set(HET_EFORMAT, "%s: not a regular file of at most %zu bytes", path,
-                             ONNX_MAX_BYTES);
-    }
-    *n = (size_t)st.st_size;
-    *buf = malloc(*n ? *n : 1);
-    int ok = *buf && fread(*buf, 1, *n, f) == *n;
-    fclose(f);
-    if (!ok) {
-        free(*buf);
-        *buf = NULL;
-        return het_error_set(HET_EIO, "%s: read failed", path);
-    }
-    return HET_OK;
+int het_onnx_fold_shape(rd *r, size_t i) {
+    const Onnx__NodeProto *nd = r->g->node[i];
+    int64_t d = r->rank, v[4] = {HET_ONNX_SYM_N, r->sh.c, r->sh.h, r->sh.w};
+    if (r->rank == 2) v[1] = (int64_t)het_shape_size(r->sh);
+    if (nd->n_attribute || nd->n_input != 1)
+        return het_onnx_fail(r, nd, HET_EINVAL, "hetrain reads a Shape of a whole value only");
+    kt *k = new_k(r, nd->output[0], 1, &d, (size_t)d);
+    if (!k) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
+    for (int j = 0; j < r->rank; j++) k->iv[j] = v[j], k->fv[j] = (double)v[j];
+    r->used[i] = 1;
+    return het_onnx_fold(r);
 }

@@ -1,12 +1,14 @@
-/* Internal to nn/: what the ONNX reader's two files share (onnx_const.c: tensors, constants
- * and the folding of constant sub-graphs; onnx_read.c: the walk from input to output). */
+/* Internal to nn/: what the ONNX reader's files share (onnx_const.c: tensors, constants and
+ * the folding of constant sub-graphs; onnx_io.c: messages, attributes, weights, the file and
+ * the graph's input; onnx_read.c: the walk from input to output). */
 #ifndef HET_NN_ONNX_INTERNAL_H
 #define HET_NN_ONNX_INTERNAL_H
 
 #include "hetrain/netfile.h"
 #include "onnx/onnx.pb-c.h"
 
-#define KT_MAX 4096                      /* elements of a folded constant */
+#define HET_ONNX_SYM_N (-((int64_t)1 << 62)) /* the batch size N in a folded shape */
+#define KT_MAX 4096                          /* elements of a folded constant */
 #define ONNX_MAX_BYTES ((size_t)1 << 30) /* larger files are refused (protobuf's limit is 2 GiB) */
 
 typedef struct kt { /* a constant: numbers, or an alias of a float initializer */
@@ -63,6 +65,12 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
                   const int64_t *dims, int tr, int zero_ok);
 /* The bytes of path (malloc'ed), at most ONNX_MAX_BYTES: HET_EIO, HET_EFORMAT. */
 int het_onnx_read_file(const char *path, uint8_t **buf, size_t *n);
+/* The graph's one input that is no initializer: r->sh and r->rank from its dims [N, C, H, W]
+ * or [N, F], its name in *name. */
+int het_onnx_graph_input(rd *r, const char **name);
+/* Node i, a Shape of the walk's current value: its output becomes the constant
+ * [HET_ONNX_SYM_N, C, H, W] (or [HET_ONNX_SYM_N, F]) and what uses it is folded. */
+int het_onnx_fold_shape(rd *r, size_t i);
 /* The constant `name` (folded, or a small numeric initializer), or NULL. */
 kt *het_onnx_const(rd *r, const char *name);
 /* Folds the constant nodes of the graph (marks them used); HET_OK or an error. */

@@ -3,11 +3,13 @@
  * DESIGN. The file is unpacked by protobuf-c (code generated from Debian's onnx.proto), so
  * every length in it is checked against the bytes that remain before anything is read.
  * Then:
- *  1. Constants (onnx_const.c, with the file, tensors, attributes and weights). Constant nodes
+ *  1. Constants (onnx_const.c; onnx_io.c has the file, attributes and weights). Constant nodes
  *     and the small integer sub-graphs that compute shapes and pads (torch.onnx.export writes
  *     F.pad's pads as Constant, ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast)
  *     are evaluated at once (at most KT_MAX elements each), and Identity nodes on
- *     initializers become aliases. What stays are the graph's operators.
+ *     initializers become aliases. What stays are the graph's operators. A Shape of the
+ *     walk's current value (torch's x.view(x.size(0), -1): Shape, Gather, Unsqueeze, Concat,
+ *     Reshape) is a constant [N, C, H, W] with a symbolic N, folded when the walk gets there.
  *  2. The walk. From the graph's one input that is not an initializer, each value must feed
  *     one operator (a chain of layers), or a residual block: the block's input feeds its first
  *     Conv and its shortcut (the Add itself, identity, or Slice steps s on H and W then Pad of
@@ -19,6 +21,7 @@
  * A Flatten directly before a Gemm or MatMul whose node name has the same prefix ("/layers.3/"
  * of "/layers.3/Flatten", "/layers.3/Gemm") is the dense layer's own flattening (onnx_write.c
  * writes one where a dense reads a map): hetrain's dense flattens by itself, so it is no layer.
+ * A Pad of zeros (torch's F.avg_pool2d writes one) is nothing.
  * Errors are one line: "FILE: node 'NAME' (OpType): ...". */
 #include <math.h>
 #include <stdio.h>
@@ -436,7 +439,7 @@ static int chain(rd *r, Onnx__NodeProto *nd, const char **cur) {
             kt *s = het_onnx_const(r, het_onnx_in(nd, 1));
             if ((e = het_onnx_known_attrs(r, nd, "allowzero"))) return e;
             if (!s || s->n != 2 ||
-                !((s->iv[1] == -1 && s->iv[0] != -1 && s->iv[0] >= -1) ||
+                !((s->iv[1] == -1 && (s->iv[0] >= 0 || s->iv[0] == HET_ONNX_SYM_N)) ||
                   (s->iv[1] == F && (s->iv[0] == 0 || s->iv[0] == -1))))
                 return het_onnx_fail(r, nd, HET_EINVAL,
                                      "shape: hetrain reshapes to [N, -1] only (a constant shape)");
@@ -449,6 +452,15 @@ static int chain(rd *r, Onnx__NodeProto *nd, const char **cur) {
         r->sh = (het_shape){(int)F, 1, 1};
         return HET_OK;
     }
+    if (strcmp(op, "Pad") == 0) { /* torch's F.avg_pool2d writes one of zero pads: nothing */
+        kt *p = het_onnx_const(r, het_onnx_in(nd, 1));
+        for (size_t i = 0; p && i < p->n; i++)
+            if (p->iv[i] != 0) p = NULL;
+        return p ? HET_OK
+                 : het_onnx_fail(r, nd, HET_EINVAL,
+                                 "a Pad hetrain cannot train (it pads in a "
+                                 "Conv, or in a residual block's shortcut)");
+    }
     if (strcmp(op, "Add") == 0)
         return het_onnx_fail(r, nd, HET_EINVAL,
                              "operator hetrain cannot train outside a residual block "
@@ -460,48 +472,9 @@ static int chain(rd *r, Onnx__NodeProto *nd, const char **cur) {
         "Gemm, MatMul + Add, Dropout, Identity and residual blocks)");
 }
 
-/* The graph's input (its one input that is no initializer): shape and rank. */
-static int graph_input(rd *r, const char **name) {
-    const Onnx__ValueInfoProto *in = NULL;
-    for (size_t i = 0; i < r->g->n_input; i++) {
-        const char *nm = r->g->input[i]->name;
-        if (!nm || het_onnx_init(r, nm)) continue;
-        if (in)
-            return het_onnx_fail(r, NULL, HET_EINVAL,
-                                 "graph inputs '%.64s' and '%.64s': hetrain reads one", in->name,
-                                 nm);
-        in = r->g->input[i];
-    }
-    if (!in) return het_onnx_fail(r, NULL, HET_EFORMAT, "the graph has no input");
-    const Onnx__TypeProto *t = in->type;
-    const Onnx__TensorShapeProto *s =
-        t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type
-            ? t->tensor_type->shape
-            : NULL;
-    if (!s || t->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
-        (s->n_dim != 4 && s->n_dim != 2))
-        return het_onnx_fail(r, NULL, HET_EINVAL,
-                             "input '%.64s': hetrain reads float32 [N, C, H, W] or [N, F]",
-                             in->name);
-    int64_t d[4] = {1, 1, 1, 1};
-    for (size_t i = 1; i < s->n_dim; i++) {
-        if (s->dim[i]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
-            s->dim[i]->dim_value < 1 || s->dim[i]->dim_value > 65536)
-            return het_onnx_fail(r, NULL, HET_EINVAL, "input '%.64s': dimension %zu is not a size",
-                                 in->name, i);
-        d[i] = s->dim[i]->dim_value;
-    }
-    r->sh = (het_shape){(int)d[1], (int)d[2], (int)d[3]};
-    if (het_shape_size(r->sh) > ((size_t)1 << 28))
-        return het_onnx_fail(r, NULL, HET_EINVAL, "input too large");
-    r->rank = (int)s->n_dim;
-    *name = in->name;
-    return HET_OK;
-}
-
 static int walk(rd *r) {
     const char *cur = NULL, *end;
-    int e = graph_input(r, &cur);
+    int e = het_onnx_graph_input(r, &cur);
     if (e) return e;
     if (r->g->n_output != 1 || !r->g->output[0]->name)
         return het_onnx_fail(r, NULL, HET_EINVAL, "%zu graph outputs: hetrain reads one",
@@ -510,6 +483,11 @@ static int walk(rd *r) {
     while (strcmp(cur, end) != 0) {
         size_t c[2];
         int n = consumers(r, cur, c, 2);
+        for (int i = 0; i < n && i < 2; i++) /* torch's x.view(x.size(0), -1): Shape(x) */
+            if (is_op(r->g->node[c[i]], "Shape")) {
+                if ((e = het_onnx_fold_shape(r, c[i]))) return e;
+                n = consumers(r, cur, c, 2), i = -1;
+            }
         if (n == 0)
             return het_onnx_fail(
                 r, NULL, HET_EINVAL,
