@@ -11,7 +11,7 @@
  *        dense out=classes
  *        dropout p=0.5
  *    with # comments; "out=classes" is the dataset's class count. The zoo models ship as such
- *    files (models/*.net, built into the library) and the zoo builds from this parser.
+ *    files (models/NAME.net, built into the library) and the zoo builds from this parser.
  *  - ONNX (src/nn/onnx.c, protobuf-c with onnx.proto): the operators hetrain trains, mapped to
  *    the same layers, with the graph's initializers as initial weights (het_net.params/state).
  * A het_net builds a het_model (het_net_build); het_net_write_onnx writes a model back as an
