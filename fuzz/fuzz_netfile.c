@@ -18,8 +18,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (het_net_parse(&again, a, la, "canonical") != HET_OK) abort();
     size_t lb = het_net_format(&again, b, sizeof b);
     if (la != lb || memcmp(a, b, la) != 0) abort();
+    het_net_free(&again);
     for (int i = 0; i < net.n; i++)
-        if (net.layer[i].out > 4096) return 0; /* a valid but large model: memory, not parsing */
+        if (net.layer[i].out > 4096) { /* a valid but large model: memory, not parsing */
+            het_net_free(&net);
+            return 0;
+        }
     het_model *m = NULL;
     st = het_net_build(&m, &net, (het_shape){1, 12, 12}, 3, 2, 1);
     fuzz_check_status(st);

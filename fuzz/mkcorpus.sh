@@ -10,7 +10,7 @@ H=$(cd "${1:?usage: mkcorpus.sh BUILD_DIR}" && pwd)/hetrain
 C=$here/corpus
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-mkdir -p "$C"/{idx,cifar,config,ckpt,speeds,codec}
+mkdir -p "$C"/{idx,cifar,config,ckpt,speeds,codec,netfile}
 # u32be / u64le as printf escapes
 be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
 le64() { local i s=""; for i in 0 1 2 3 4 5 6 7; do s+=$(printf '\\x%02x' $(($1 >> (8 * i) & 255))); done; printf '%s' "$s"; }
@@ -177,3 +177,15 @@ hdr["layers.0.bias"]["data_offsets"] = [0, 8]
 write("overlap", hdr, data)
 PY
 ls -l "$C/safetensors"
+
+# ---- netfile: the zoo's model files, a tiny residual network, and invalid ones (an unknown
+# layer, a bad argument, a shape that does not fit, a control byte, an over-long line) ----
+mkdir -p "$C/netfile"
+cp "$here"/../models/*.net "$C/netfile/"
+cp "$w/tiny.net" "$C/netfile/tiny.net"
+printf 'conv out=8 k=3\nsoftplus\ndense out=classes\n' >"$C/netfile/unknown-layer"
+printf 'conv out=8 k=three pad=1\nflatten\ndense out=classes\n' >"$C/netfile/bad-arg"
+printf 'conv out=8 k=40\nflatten\ndense out=classes\n' >"$C/netfile/too-big-kernel"
+printf 'dense out=10\x01\n' >"$C/netfile/control-byte"
+{ printf 'dense out=10 # '; head -c 5000 /dev/zero | tr '\0' x; printf '\n'; } >"$C/netfile/long-line"
+ls -l "$C/netfile"

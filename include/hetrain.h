@@ -5,6 +5,7 @@
 #include "hetrain/tensor.h"
 #include "hetrain/codec.h"
 #include "hetrain/nn.h"
+#include "hetrain/netfile.h"
 #include "hetrain/optim.h"
 #include "hetrain/batch.h"
 #include "hetrain/ckpt.h"

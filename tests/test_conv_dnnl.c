@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hetrain.h"
 #include "hetrain/core.h"
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
@@ -456,6 +457,24 @@ static void check_failures(void) {
         het_free(in);
         het_model_free(m);
     }
+    /* a training run: it stops on the non-finite loss and names the oneDNN failure as the
+     * cause, not the learning rate */
+    het_train_config c = het_train_config_defaults();
+    const char *kv[][2] = {{"model", "cifar-cnn"}, {"data", "synthetic"}, {"batch", "8"},
+                           {"train-limit", "16"}, {"test-limit", "8"}, {"progress", "off"}, {"quiet", "true"},
+                           {"synthetic-shape", "3x12x12"}};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        CHECK(het_train_config_set(&c, kv[i][0], kv[i][1]) == HET_OK, "%s", het_error_msg());
+    het_trainer *t = NULL;
+    CHECK(het_trainer_create(&t, &c) == HET_OK, "trainer: %s", het_error_msg());
+    if (t) {
+        CHECK(het_trainer_run_epoch(t) == HET_EINVAL, "an epoch on a failing oneDNN went on");
+        CHECK(strstr(het_error_msg(), "non-finite") &&
+                  strstr(het_error_msg(), "a oneDNN convolution failed first: conv2d: oneDNN "),
+              "the stop does not name the oneDNN failure: %s", het_error_msg());
+        het_trainer_free(t);
+    }
+    het_dnnl_fault_clear();
     het_dnnl_inject(0);
     /* the handle works again */
     CHECK(het_dnnl_conv_forward(h, n, x, w, b, y, work, 0) == HET_OK, "after the failures: %s",

@@ -49,7 +49,8 @@ else
     for s in allreduce hgc asp inhad daso gpipe qfb; do
         het_mpirun 4 "$HETRAIN" train --model-file "$F/torch_lenet5.onnx" --data idx \
             --data-dir "$DATA" --train-limit 512 --test-limit 500 --batch 32 --epochs 1 \
-            --lr 0.01 --strategy "$s" --progress off --export-onnx "$s.onnx" >"$s.out" 2>"$s.err" ||
+            --lr 0.01 --strategy "$s" --progress off --export-onnx "$s.onnx" \
+            --checkpoint "$s.ckpt" >"$s.out" 2>"$s.err" ||
             { fail "$s: 4 ranks: $(tail -n 3 "$s.err")"; continue; }
         trained=$(sed -n 's/^epoch 1\/1 .* test_acc \([0-9.]*\).*/\1/p' "$s.out" | tail -n 1)
         [ -s "$s.onnx" ] || { fail "$s: no $s.onnx"; continue; }
@@ -57,6 +58,10 @@ else
             >"$s.eval" 2>"$s.eval.err" || { fail "$s: eval of its export: $(cat "$s.eval.err")"; continue; }
         close "$(acc_of "$s.eval")" "$trained" 0.0005 ||
             fail "$s: its export evaluates to $(acc_of "$s.eval"), the run ended at '$trained'"
+        # the same model from the run's checkpoint, as `hetrain export --onnx` writes it
+        "$HETRAIN" export --checkpoint "$s.ckpt" --onnx "$s.ck.onnx" --quiet 2>"$s.ck.err" ||
+            { fail "$s: export --onnx: $(cat "$s.ck.err")"; continue; }
+        cmp -s "$s.onnx" "$s.ck.onnx" || fail "$s: export --onnx of the checkpoint differs from --export-onnx"
     done
 fi
 

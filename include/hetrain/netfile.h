@@ -12,7 +12,7 @@
  *        dropout p=0.5
  *    with # comments; "out=classes" is the dataset's class count. The zoo models ship as such
  *    files (models/NAME.net, built into the library) and the zoo builds from this parser.
- *  - ONNX (src/nn/onnx.c, protobuf-c with onnx.proto): the operators hetrain trains, mapped to
+ *  - ONNX (src/nn/onnx_read.c, protobuf-c with onnx.proto): the operators hetrain trains, mapped to
  *    the same layers, with the graph's initializers as initial weights (het_net.params/state).
  * A het_net builds a het_model (het_net_build); het_net_write_onnx writes a model back as an
  * ONNX inference graph. */
@@ -92,7 +92,7 @@ int het_net_build(het_model **out, const het_net *net, het_shape in, int n_class
  * differ from the model's; nothing to do without weights. */
 int het_net_load_weights(const het_net *net, het_model *m);
 
-/* ONNX (src/nn/onnx.c). Reads an ONNX file into net (layers and initial weights). An operator
+/* ONNX (src/nn/onnx_read.c; export: onnx_write.c). Reads an ONNX file into net (layers and initial weights). An operator
  * or attribute hetrain cannot train fails with its node name. */
 int het_net_read_onnx(het_net *net, const char *path);
 /* Writes model m (built from net) as an ONNX inference graph (opset 13, input "input" of

@@ -79,7 +79,8 @@ static const command commands[] = {
     {"info", cli_info, "describe a model (layers, shapes, parameters, FLOPs) and a dataset",
      info_keys, NULL, NULL},
     {"export", cli_export, "write a checkpoint's model as safetensors or ONNX (needs "
-     "--checkpoint and --export-safetensors or --export-onnx)", export_keys, NULL, NULL},
+     "--checkpoint and --export-safetensors or --export-onnx; --safetensors and --onnx for "
+     "short)", export_keys, NULL, NULL},
     {"calibrate", cli_calibrate, "measure every rank's training speed (for hgc's "
      "--speeds-file: --out FILE)", calibrate_keys, NULL, NULL},
     {"compare", cli_compare, "train with each strategy under mpirun (and seeds), then tables "
@@ -241,6 +242,13 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
         char *key = keybuf[*n_pairs];
         memcpy(key, a + 2, kn);
         key[kn] = '\0';
+        /* export's short names: `hetrain export --onnx FILE` (--safetensors FILE) */
+        if (strcmp(cmd->name, "export") == 0 &&
+            (strcmp(key, "onnx") == 0 || strcmp(key, "safetensors") == 0)) {
+            char full[64];
+            snprintf(full, sizeof full, "export-%s", key);
+            strcpy(key, full);
+        }
         const het_config_key *k = NULL;
         for (const het_config_key *p = het_train_config_keys(); p->key; p++)
             if (strcmp(p->key, key) == 0) k = p;

@@ -457,7 +457,7 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     if (!rc) rc = het_step_average_state(ctx, sums.samples / (double)st->samples);
     if (rc) return rc;
     if (!isfinite(st->loss)) { /* the same on every rank: name the first event recorded */
-        het_nonfinite e = {ctx->step, epoch + 1, HET_NF_LOSS, 0, ctx->rank, st->loss};
+        het_nonfinite e = {ctx->step, epoch + 1, HET_NF_LOSS, 0, ctx->rank, st->loss, 0};
         const het_nonfinite *mine = ctx->nonfinite.kind ? &ctx->nonfinite : NULL;
         return het_step_stop(ctx, ctx->world, mine, &e);
     }

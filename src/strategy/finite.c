@@ -23,6 +23,7 @@
 
 #include "hetrain/tensor.h"
 #include "strategy/strategy.h"
+#include "tensor/internal.h"
 
 int het_step_finite(const het_strategy_ctx *ctx, double loss) {
     het_model *m = ctx->model;
@@ -44,7 +45,8 @@ het_nonfinite het_step_diagnose(const het_strategy_ctx *ctx, double loss, int64_
     het_model *m = ctx->model;
     const float *p = het_model_params(m), *g = het_model_grads(m);
     size_t n = het_model_n_params(m), i;
-    het_nonfinite e = {step, ctx->epoch + 1, HET_NF_GRADIENT, 0, ctx->rank, loss};
+    het_nonfinite e = {step, ctx->epoch + 1, HET_NF_GRADIENT, 0, ctx->rank, loss,
+                       het_dnnl_fault(NULL, 0) != HET_OK};
     for (i = n; i-- > 0;)
         if (!isfinite(g[i])) {
             e.layer = layer_of(m, i);
@@ -85,6 +87,13 @@ int het_step_stop(het_strategy_ctx *ctx, MPI_Comm comm, const het_nonfinite *min
                  isfinite(e.loss) ? "" : ", loss ", isfinite(e.loss) ? "" : lv);
     else
         snprintf(what, sizeof what, "non-finite loss (%s)", lv);
+    if (e.dnnl) { /* not divergence: oneDNN's failure made the NaN (tensor.h) */
+        char msg[280] = "";
+        if (het_dnnl_fault(msg, sizeof msg) == HET_OK)
+            snprintf(msg, sizeof msg, "its message is printed above by rank %d", e.rank);
+        return het_error_set(HET_EINVAL, "%sepoch %d step %lld: %s; a oneDNN convolution failed "
+                             "first: %s", who, e.epoch, (long long)e.step, what, msg);
+    }
     return het_error_set(HET_EINVAL, "%sepoch %d step %lld: %s; training diverged (try a lower "
                          "--lr%s)", who, e.epoch, (long long)e.step, what,
                          ctx->cfg->on_nan == HET_ON_NAN_SKIP_STEP || e.kind == HET_NF_WEIGHTS

@@ -72,6 +72,8 @@ typedef struct het_nonfinite {
     int32_t layer;    /* the layer of the gradient or weight (HET_NF_GRADIENT, _WEIGHTS) */
     int32_t rank;     /* the world rank that recorded it */
     double loss;      /* the step's loss sum (nan, inf or finite) */
+    int32_t dnnl;     /* 1: the recording rank had a oneDNN fault (tensor/internal.h): a
+                         convolution that failed while running left its outputs NaN */
 } het_nonfinite;
 
 typedef struct het_strategy_ctx het_strategy_ctx;

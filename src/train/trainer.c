@@ -35,6 +35,7 @@
 #include "hetrain/batch.h"
 #include "hetrain/netfile.h"
 #include "hetrain/tensor.h"
+#include "tensor/internal.h"
 #include "train/trainer.h"
 
 
@@ -322,6 +323,16 @@ static int push_history(het_trainer *t, const het_epoch_stats *st) {
 
 /* ----------------------------------------------------------------------- epochs */
 
+/* The advice after "training diverged": a oneDNN convolution that failed while running left
+ * its outputs NaN on purpose (tensor.h), and then that failure is the cause, not the rate. */
+static const char *diverged_hint(void) {
+    static char hint[320];
+    char msg[280];
+    if (het_dnnl_fault(msg, sizeof msg) == HET_OK) return "try a lower --lr";
+    snprintf(hint, sizeof hint, "a oneDNN convolution failed first: %s", msg);
+    return hint;
+}
+
 /* After an epoch: a model with a non-finite parameter or state value (an update that blew up,
  * e.g. in the epoch's last step, after the last loss was checked) stops the run with the
  * epoch and the layer named, before it is evaluated or checkpointed over a good checkpoint. */
@@ -343,9 +354,10 @@ static int check_finite_model(het_trainer *t, int epoch) {
         if (n > 0 && bad >= off && bad < off + n) layer = i;
     }
     return het_error_set(HET_EINVAL, "training diverged: non-finite %s in layer %d (%s) after "
-                         "epoch %d, step %lld; the last checkpoint is kept (try a lower --lr)",
+                         "epoch %d, step %lld; the last checkpoint is kept (%s)",
                          in_state ? "state" : "parameters", layer,
-                         het_model_layer(m, layer)->ops->name, epoch, (long long)t->ctx.step);
+                         het_model_layer(m, layer)->ops->name, epoch, (long long)t->ctx.step,
+                         diverged_hint());
 }
 
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
@@ -456,10 +468,10 @@ int het_trainer_run_epoch(het_trainer *t) {
     if ((st = het_trainer_evaluate(t, &es.test_loss, &es.test_acc))) return st;
     if (!isfinite(es.test_loss) || !isfinite(es.loss)) /* the same on every rank */
         return het_error_set(HET_EINVAL, "training diverged: %s loss %s after epoch %d, step "
-                             "%lld; the last checkpoint is kept (try a lower --lr)",
+                             "%lld; the last checkpoint is kept (%s)",
                              isfinite(es.loss) ? "test" : "training",
                              isnan(isfinite(es.loss) ? es.test_loss : es.loss) ? "nan" : "inf",
-                             es.epoch, (long long)t->ctx.step);
+                             es.epoch, (long long)t->ctx.step, diverged_hint());
     es.elapsed_s = het_now() - t->t_start;
     es.vtime_s = het_clock_virtual() ? het_clock_now() - t->v_start : 0.0;
     /* every epoch: whether rank 0 writes metrics is rank 0's business (consistency.c) */
