@@ -244,11 +244,8 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
         key[kn] = '\0';
         /* export's short names: `hetrain export --onnx FILE` (--safetensors FILE) */
         if (strcmp(cmd->name, "export") == 0 &&
-            (strcmp(key, "onnx") == 0 || strcmp(key, "safetensors") == 0)) {
-            char full[64];
-            snprintf(full, sizeof full, "export-%s", key);
-            strcpy(key, full);
-        }
+            (strcmp(key, "onnx") == 0 || strcmp(key, "safetensors") == 0))
+            strcpy(key, key[0] == 'o' ? "export-onnx" : "export-safetensors");
         const het_config_key *k = NULL;
         for (const het_config_key *p = het_train_config_keys(); p->key; p++)
             if (strcmp(p->key, key) == 0) k = p;
