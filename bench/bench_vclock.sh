@@ -11,6 +11,12 @@
 #       MPI over TCP, a 100 Mbit/s tbf link: a rate this machine emulates faithfully), against
 #       the virtual clock with --ranks-per-node 1 --net-bw 12.5M --net-lat LAT (default 50e-6);
 #       lenet5 and mlp. Needs root.
+#   bash bench/bench_vclock.sh BUILD hog        # measured CPU time beside a CPU hog: 1 rank,
+#       --clock virtual, lenet5 and mlp; ROUNDS pairs of runs, one quiet and one beside a busy
+#       loop (2 runnable threads on 2 cores: the rank keeps a core), taken in turn; the median
+#       epoch of each, then the median over the rounds, and hog / quiet.
+#   The agreement mode runs both ways the wall clock can wait (HET_EMUL_WAIT=sleep, and the
+#   default auto, which spins here: a core per rank) side by side.
 #
 # Env: ROUNDS (3), TRAIN_LIMIT (6400), EPOCHS (5), LAT (50e-6), BURST (the tbf bucket of the
 # vcluster link, 16kb: a packet that finds the bucket full leaves at once, which the model's
@@ -61,26 +67,60 @@ if [ "$mode" = vcluster ]; then
     done
     exit 0
 fi
+if [ "$mode" = hog ]; then
+    echo "1 rank, --clock virtual (measured CPU time), quiet against beside a CPU hog; median" \
+         "epoch of ${EPOCHS:-5}, median of $rounds pairs; $(nproc) cores"
+    echo
+    echo "| model | quiet epoch s (virtual) | beside a hog | hog / quiet |"
+    echo "|---|---|---|---|"
+    for m in lenet5 mlp; do
+        : >"$w/quiet"; : >"$w/hog"
+        for _ in $(seq "$rounds"); do
+            # shellcheck disable=SC2046
+            mpirun -np 1 "$H" $(args "$m") --clock virtual --metrics "$w/q.jsonl" >/dev/null
+            epoch_s "$w/q.jsonl" >>"$w/quiet"
+            (while :; do :; done) &
+            hog=$!
+            # shellcheck disable=SC2046
+            mpirun -np 1 "$H" $(args "$m") --clock virtual --metrics "$w/h.jsonl" >/dev/null
+            kill "$hog"
+            wait "$hog" 2>/dev/null || true
+            epoch_s "$w/h.jsonl" >>"$w/hog"
+        done
+        q=$(median <"$w/quiet"); h=$(median <"$w/hog")
+        echo "| $m | $q | $h | $(awk -v a="$h" -v b="$q" 'BEGIN { printf "%.3f", a / b }') |"
+    done
+    exit 0
+fi
 echo "virtual (measured CPU time) against wall under the same emulation, a core per rank;" \
      "median epoch of ${EPOCHS:-5}, median of $rounds rounds; $(nproc) cores"
 echo
-echo "| model | ranks | emulation | wall epoch s | virtual epoch s | virtual / wall |"
-echo "|---|---|---|---|---|---|"
+echo "| model | ranks | emulation | wall waits | wall epoch s | virtual epoch s | virtual / wall |"
+echo "|---|---|---|---|---|---|---|"
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", x / y }'; }
 for m in lenet5 mlp; do
     for P in 1 2; do
         emu=()
         [ "$P" = 2 ] && emu=(--slowdown 1,2 --ranks-per-node 1 --net-bw 125M --net-lat 50e-6)
-        : >"$w/wall"; : >"$w/virt"
+        : >"$w/sleep"; : >"$w/auto"; : >"$w/virt"
         for _ in $(seq "$rounds"); do
-            for clk in wall virtual; do
+            for run in sleep auto virtual; do
+                clk=wall
+                [ "$run" = virtual ] && clk=virtual
                 # shellcheck disable=SC2046
-                mpirun -np "$P" "$H" $(args "$m") "${emu[@]}" --clock "$clk" \
-                    --metrics "$w/$clk.jsonl" >/dev/null
+                HET_EMUL_WAIT=$([ "$run" = sleep ] && echo sleep || echo auto) \
+                    mpirun -np "$P" "$H" $(args "$m") "${emu[@]}" --clock "$clk" \
+                    --metrics "$w/$run.jsonl" >/dev/null
             done
-            epoch_s "$w/wall.jsonl" >>"$w/wall"
+            epoch_s "$w/sleep.jsonl" >>"$w/sleep"
+            epoch_s "$w/auto.jsonl" >>"$w/auto"
             epoch_s "$w/virtual.jsonl" >>"$w/virt"
         done
-        a=$(median <"$w/wall"); v=$(median <"$w/virt")
-        echo "| $m | $P | ${emu[*]:-none} | $a | $v | $(awk -v x="$v" -v y="$a" 'BEGIN { printf "%.2f", x / y }') |"
+        s=$(median <"$w/sleep"); a=$(median <"$w/auto"); v=$(median <"$w/virt")
+        spin=spin
+        [ "$P" = 1 ] && spin="-" # nothing waits without emulation
+        [ "$P" = 2 ] && [ "$(nproc)" -lt 2 ] && spin=sleep
+        echo "| $m | $P | ${emu[*]:-none} | sleep | $s | $v | $(ratio "$v" "$s") |"
+        [ "$P" = 2 ] && echo "| $m | $P | the same | $spin (default) | $a | $v | $(ratio "$v" "$a") |"
     done
 done

@@ -1,10 +1,14 @@
 /* The emulated slowdown (src/hetero): parsing of --slowdown lists, and the achieved factor. A
  * fixed compute (8 pieces of a ~5 ms floating-point loop, as a step's layers are) runs paced with
  * factor 2; its wall time over the raw compute time measured in the same run (median of 5 runs)
- * must be 2 within 15 %, and so must the pacer's stretched time over the raw time. The test runs
- * alone (RUN_SERIAL) so that other tests do not delay its wake-ups. */
+ * must be 2 within 15 %, and so must the pacer's stretched time over the raw time; the same
+ * with the waits spinning (het_emul_wait_set(1), a core per compute thread), where a wait of
+ * 2 ms also ends within 1 ms of its time. het_emul_wait_auto spins only when the host's
+ * ranks x threads fit its cores. The test runs alone (RUN_SERIAL) so that other tests do not
+ * delay its wake-ups. */
 #include <string.h>
 
+#include "emul/emul.h"
 #include "hetero/hetero.h"
 #include "hetrain.h"
 #include "test.h"
@@ -73,6 +77,37 @@ int main(void) {
            "median %.3f\n", achieved[2], achieved[0], achieved[4], pieces[2]);
     CHECK(fabs(achieved[2] - 2.0) <= 0.3, "achieved factor %.3f, expected 2 within 15%%", achieved[2]);
     CHECK(fabs(pieces[2] - 2.0) <= 0.3, "stretched/raw %.3f, expected 2 within 15%%", pieces[2]);
+    /* spinning: the same factor, and a wait ends on time */
+    het_emul_wait_set(1);
+    CHECK(het_emul_wait_spin() == 1, "wait mode not set");
+    for (int rep = 0; rep < 5; rep++) {
+        double raw, st;
+        achieved[rep] = run(2.0, n, &raw, &st) / raw;
+    }
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (achieved[j] < achieved[i]) { double x = achieved[i]; achieved[i] = achieved[j]; achieved[j] = x; }
+    double late[5];
+    for (int rep = 0; rep < 5; rep++) {
+        double until = het_now() + 2e-3, slept = het_sleep_until(until);
+        late[rep] = het_now() - until;
+        CHECK(slept >= 2e-3 * 0.99, "a spinning wait of 2 ms took %g s", slept);
+    }
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (late[j] < late[i]) { double x = late[i]; late[i] = late[j]; late[j] = x; }
+    het_emul_wait_set(0);
+    printf("slowdown 2, spinning: achieved median %.3f [%.3f .. %.3f]; a 2 ms wait ends %.0f us "
+           "late (median)\n", achieved[2], achieved[0], achieved[4], late[2] * 1e6);
+    CHECK(fabs(achieved[2] - 2.0) <= 0.3, "spinning: achieved factor %.3f, expected 2 within "
+          "15%%", achieved[2]);
+    CHECK(late[2] < 1e-3, "spinning: a 2 ms wait ended %g s late", late[2]);
+    /* auto: spin when ranks x threads fit the cores */
+    CHECK(het_emul_wait_auto(2, 1, 2) == 1 && het_emul_wait_auto(1, 1, 1) == 1, "a core each");
+    CHECK(het_emul_wait_auto(3, 1, 2) == 0 && het_emul_wait_auto(2, 2, 2) == 0 &&
+              het_emul_wait_auto(1, 2, 1) == 0, "shared cores must sleep");
+    CHECK(het_emul_wait_auto(0, 0, 4) == 1 && het_emul_wait_auto(1, 1, -1) == 0,
+          "unknown host size counts 1; unknown cores sleep");
     /* factor 1 never sleeps */
     het_pace p;
     het_pace_init(&p, 1.0);

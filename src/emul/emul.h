@@ -34,6 +34,14 @@ double het_slowdown_factor_at(const het_slowdown_change *c, int n, int epoch, in
 void het_sleep_s(double s);
 /* Sleeps until het_now() >= until; returns the seconds slept (0 if already past). */
 double het_sleep_until(double until);
+/* How the two above wait, for the process: 0 sleeps (nanosleep: the core goes to other ranks),
+ * 1 spins on the clock (a core per compute thread: no wake-up cost). The trainer chooses
+ * (HET_EMUL_WAIT, trainer.c); 0 until set. Set before any thread waits. */
+void het_emul_wait_set(int spin);
+int het_emul_wait_spin(void);
+/* What the trainer decides for HET_EMUL_WAIT=auto (the default; "sleep" and "spin" force):
+ * spin when the host's ranks x their compute threads fit its online cores. */
+int het_emul_wait_auto(int host_ranks, int threads_per_rank, long cores);
 
 /* Paces one rank's compute. begin() starts a compute interval; mark() ends it: the piece's
  * cost t is stretched to factor*t and a new interval starts; skip() drops the time since the

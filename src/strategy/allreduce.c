@@ -86,5 +86,5 @@ const het_strategy_ops het_strategy_allreduce = {
     "allreduce", "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",
     ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free, NULL, 1,
     NULL /* nothing beyond the weights to agree on */, NULL /* no options of its own */,
-    0 /* --batch is the global batch */,
+    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
 };

@@ -590,5 +590,5 @@ const het_strategy_ops het_strategy_daso = {
     daso_init, daso_train_epoch, daso_model_for_eval, daso_save_state, daso_load_state,
     daso_free, daso_report, 0 /* its own node + cross scheme */, daso_agreed_state,
     NULL /* its options are config fields (--daso-*), kept for compatibility */,
-    0 /* --batch is the global batch */,
+    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
 };

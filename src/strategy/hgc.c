@@ -321,5 +321,5 @@ const het_strategy_ops het_strategy_hgc = {
     "weighted by samples (Moreno-Alvarez et al. 2022)",
     hgc_init, hgc_train_epoch, hgc_model_for_eval, hgc_save_state, hgc_load_state, hgc_free,
     hgc_report, 1, hgc_agreed_state, NULL /* its options are config fields */,
-    0 /* --batch is the global batch */,
+    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
 };

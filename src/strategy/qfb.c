@@ -480,5 +480,5 @@ const het_strategy_ops het_strategy_qfb = {
     "accumulated-gradient updates, int8 activations and 2-Step GC gradients",
     qfb_init, qfb_train_epoch, qfb_model_for_eval, qfb_save_state, qfb_load_state, qfb_free,
     qfb_report, 0 /* each stage sums its own slice over its replicas */, qfb_agreed,
-    het_qfb_opts, 0 /* --batch is the global batch */,
+    het_qfb_opts, 0 /* --batch is the global batch */, 2 /* a forward and a backward thread */,
 };

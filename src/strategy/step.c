@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hetrain/batch.h"
 #include "strategy/strategy.h"
@@ -480,7 +481,7 @@ static int quiet_barrier(MPI_Comm comm) {
     while (!done) {
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return het_error_set(HET_EMPI, "MPI_Test failed");
-        if (!done) het_sleep_s(1e-3);
+        if (!done) nanosleep(&(struct timespec){0, 1000000}, NULL); /* a real sleep, always */
     }
     return HET_OK;
 }

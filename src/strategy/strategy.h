@@ -211,6 +211,9 @@ typedef struct het_strategy_ops {
     const het_strategy_opt *opts;
     /* 1: --batch is each worker's batch (the parameter servers), not the global batch. */
     int worker_batch;
+    /* Compute threads per --threads thread (qfb: 2, a forward and a backward thread); 0: 1.
+     * The trainer counts them to tell whether every compute thread has a core. */
+    int lanes;
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */

@@ -87,6 +87,9 @@ void het_trainer_print_config(const het_trainer *t) {
         if (c->net_bw > 0 || c->net_lat > 0)
             het_log(HET_LOG_INFO, ", emulated network %.3g B/s %.3g s", c->net_bw,
                     (double)c->net_lat);
+        if (c->clock == HET_CLOCK_WALL && (c->slowdown[0] || c->slowdown_at[0] ||
+                                           c->net_bw > 0 || c->net_lat > 0))
+            het_log(HET_LOG_INFO, ", its waits %s", t->wait_spin ? "spin" : "sleep");
         het_log(HET_LOG_INFO, "\n");
     }
     print_data(t);

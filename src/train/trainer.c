@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "emul/emul.h"
 #include "hetero/hetero.h"
 #include "hetrain/batch.h"
 #include "hetrain/netfile.h"
@@ -72,6 +73,26 @@ static int costs_setup(het_trainer *t, const char *file) {
     het_log(HET_LOG_INFO, "compute costs (virtual clock): %s, batch %d..%d: forward+backward "
             "%.3g ms + %.3g ms/sample, optimizer %.3g ms\n", from, k->lo, k->hi, 1e3 * k->fb.a,
             1e3 * k->fb.b, 1e3 * k->opt.a);
+    return HET_OK;
+}
+
+/* How the wall clock's emulation waits (slowdown.c): HET_EMUL_WAIT=auto (default) spins when
+ * every compute thread of this host's ranks has a core of its own, else sleeps; "sleep" and
+ * "spin" force it. The same on every rank of a host, as each reads the host's figures. */
+static int choose_wait(het_trainer *t) {
+    const het_train_config *c = &t->cfg;
+    const char *e = getenv("HET_EMUL_WAIT");
+    int lanes = t->strat->lanes > 0 ? t->strat->lanes : 1;
+    int threads = (c->threads > 0 ? c->threads : 1) * lanes;
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        t->wait_spin = het_emul_wait_auto(t->have_host ? t->host_size : 1, threads,
+                                          sysconf(_SC_NPROCESSORS_ONLN));
+    else if (strcmp(e, "sleep") == 0 || strcmp(e, "spin") == 0)
+        t->wait_spin = e[1] == 'p';
+    else
+        return het_error_set(HET_EINVAL, "HET_EMUL_WAIT=%.40s: expected auto, sleep or spin", e);
+    if (c->clock != HET_CLOCK_WALL) t->wait_spin = 0; /* nothing waits on the virtual clock */
+    het_emul_wait_set(t->wait_spin);
     return HET_OK;
 }
 
@@ -187,6 +208,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     if ((st = create_mpi(t))) goto fail;
     if ((st = het_trainer_agree(t, t->rank == 0 ? probe_outputs(cfg) : HET_OK))) goto fail;
     if ((st = het_trainer_load_data(t))) goto fail; /* agreed; once per host under MPI */
+    if ((st = het_trainer_agree(t, choose_wait(t)))) goto fail;
     if (!st && (t->test.shape.c != t->train.shape.c || t->test.shape.h != t->train.shape.h ||
                 t->test.shape.w != t->train.shape.w || t->test.n_classes != t->train.n_classes))
         st = het_error_set(HET_EFORMAT, "dataset %s: test samples of %dx%dx%d in %d classes, "

@@ -49,6 +49,7 @@ struct het_trainer {
     /* the datasets' bytes (shared_data.c) */
     MPI_Comm host;             /* ranks of this real host (MPI_COMM_TYPE_SHARED), if have_host */
     int have_host, host_rank, host_size;
+    int wait_spin;             /* the wall clock's emulation spins (1) or sleeps (choose_wait) */
     MPI_Win data_win;          /* the host's copy of train + test, if have_win */
     int have_win;
     void *ro_base;             /* the window's whole pages, mprotect'ed read-only */
