@@ -37,6 +37,14 @@ trap '[ "$mode" = vcluster ] && "$VC" down >/dev/null 2>&1; rm -rf "$w"' EXIT
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 # the median epoch_s of a metrics file
 epoch_s() { sed -n 's/.*"epoch_s":\([-0-9.e+]*\).*/\1/p' "$1" | median; }
+# timed LIST CMD...: runs CMD with --metrics and appends its median epoch to $w/LIST
+timed() {
+    local list=$1
+    shift
+    "$@" --metrics "$w/m.jsonl" >/dev/null
+    epoch_s "$w/m.jsonl" >>"$w/$list"
+}
+ratio() { awk -v x="$1" -v y="$2" -v d="${3:-2}" 'BEGIN { printf "%.*f", d, x / y }'; }
 args() { # model
     echo train --model "$1" --data fashion-mnist --data-dir "$data_dir" --epochs "${EPOCHS:-5}" \
         --train-limit "${TRAIN_LIMIT:-6400}" --test-limit 500 --batch 64 --threads 1 \
@@ -55,15 +63,13 @@ if [ "$mode" = vcluster ]; then
         : >"$w/real"; : >"$w/virt"
         for _ in $(seq "$rounds"); do
             # shellcheck disable=SC2046
-            "$VC" run -np 2 --map-by node "$H" $(args "$m") --metrics "$w/r.jsonl" >/dev/null
-            epoch_s "$w/r.jsonl" >>"$w/real"
+            timed real "$VC" run -np 2 --map-by node "$H" $(args "$m")
             # shellcheck disable=SC2046
-            mpirun -np 2 "$H" $(args "$m") --ranks-per-node 1 --net-bw 12.5M --net-lat "$lat" \
-                --clock virtual --metrics "$w/v.jsonl" >/dev/null
-            epoch_s "$w/v.jsonl" >>"$w/virt"
+            timed virt mpirun -np 2 "$H" $(args "$m") --ranks-per-node 1 --net-bw 12.5M \
+                --net-lat "$lat" --clock virtual
         done
         r=$(median <"$w/real"); v=$(median <"$w/virt")
-        echo "| $m | $r | $v | $(awk -v a="$v" -v b="$r" 'BEGIN { printf "%.2f", a / b }') |"
+        echo "| $m | $r | $v | $(ratio "$v" "$r") |"
     done
     exit 0
 fi
@@ -77,18 +83,16 @@ if [ "$mode" = hog ]; then
         : >"$w/quiet"; : >"$w/hog"
         for _ in $(seq "$rounds"); do
             # shellcheck disable=SC2046
-            mpirun -np 1 "$H" $(args "$m") --clock virtual --metrics "$w/q.jsonl" >/dev/null
-            epoch_s "$w/q.jsonl" >>"$w/quiet"
+            timed quiet mpirun -np 1 "$H" $(args "$m") --clock virtual
             (while :; do :; done) &
             hog=$!
             # shellcheck disable=SC2046
-            mpirun -np 1 "$H" $(args "$m") --clock virtual --metrics "$w/h.jsonl" >/dev/null
+            timed hog mpirun -np 1 "$H" $(args "$m") --clock virtual
             kill "$hog"
             wait "$hog" 2>/dev/null || true
-            epoch_s "$w/h.jsonl" >>"$w/hog"
         done
         q=$(median <"$w/quiet"); h=$(median <"$w/hog")
-        echo "| $m | $q | $h | $(awk -v a="$h" -v b="$q" 'BEGIN { printf "%.3f", a / b }') |"
+        echo "| $m | $q | $h | $(ratio "$h" "$q" 3) |"
     done
     exit 0
 fi
@@ -97,24 +101,18 @@ echo "virtual (measured CPU time) against wall under the same emulation, a core 
 echo
 echo "| model | ranks | emulation | wall waits | wall epoch s | virtual epoch s | virtual / wall |"
 echo "|---|---|---|---|---|---|---|"
-ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", x / y }'; }
 for m in lenet5 mlp; do
     for P in 1 2; do
         emu=()
         [ "$P" = 2 ] && emu=(--slowdown 1,2 --ranks-per-node 1 --net-bw 125M --net-lat 50e-6)
         : >"$w/sleep"; : >"$w/auto"; : >"$w/virt"
         for _ in $(seq "$rounds"); do
-            for run in sleep auto virtual; do
-                clk=wall
-                [ "$run" = virtual ] && clk=virtual
-                # shellcheck disable=SC2046
-                HET_EMUL_WAIT=$([ "$run" = sleep ] && echo sleep || echo auto) \
-                    mpirun -np "$P" "$H" $(args "$m") "${emu[@]}" --clock "$clk" \
-                    --metrics "$w/$run.jsonl" >/dev/null
-            done
-            epoch_s "$w/sleep.jsonl" >>"$w/sleep"
-            epoch_s "$w/auto.jsonl" >>"$w/auto"
-            epoch_s "$w/virtual.jsonl" >>"$w/virt"
+            # shellcheck disable=SC2046
+            HET_EMUL_WAIT=sleep timed sleep mpirun -np "$P" "$H" $(args "$m") "${emu[@]}" --clock wall
+            # shellcheck disable=SC2046
+            HET_EMUL_WAIT=auto timed auto mpirun -np "$P" "$H" $(args "$m") "${emu[@]}" --clock wall
+            # shellcheck disable=SC2046
+            timed virt mpirun -np "$P" "$H" $(args "$m") "${emu[@]}" --clock virtual
         done
         s=$(median <"$w/sleep"); a=$(median <"$w/auto"); v=$(median <"$w/virt")
         spin=spin

@@ -21,6 +21,14 @@ static void work(int n) {
     sink = a;
 }
 
+/* Sorts 5 values in place and returns their median. */
+static double median5(double *a) {
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (a[j] < a[i]) { double x = a[i]; a[i] = a[j]; a[j] = x; }
+    return a[2];
+}
+
 /* Wall seconds of 8 pieces of work, each paced with factor f. */
 static double run(double f, int n, double *raw, double *stretched) {
     het_pace p;
@@ -68,11 +76,8 @@ int main(void) {
         achieved[rep] = w2 / raw;
         pieces[rep] = st / raw;
     }
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++) {
-            if (achieved[j] < achieved[i]) { double x = achieved[i]; achieved[i] = achieved[j]; achieved[j] = x; }
-            if (pieces[j] < pieces[i]) { double x = pieces[i]; pieces[i] = pieces[j]; pieces[j] = x; }
-        }
+    median5(achieved);
+    median5(pieces);
     printf("slowdown 2: achieved (wall / raw compute) median %.3f [%.3f .. %.3f], stretched/raw "
            "median %.3f\n", achieved[2], achieved[0], achieved[4], pieces[2]);
     CHECK(fabs(achieved[2] - 2.0) <= 0.3, "achieved factor %.3f, expected 2 within 15%%", achieved[2]);
@@ -84,18 +89,14 @@ int main(void) {
         double raw, st;
         achieved[rep] = run(2.0, n, &raw, &st) / raw;
     }
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++)
-            if (achieved[j] < achieved[i]) { double x = achieved[i]; achieved[i] = achieved[j]; achieved[j] = x; }
+    median5(achieved);
     double late[5];
     for (int rep = 0; rep < 5; rep++) {
         double until = het_now() + 2e-3, slept = het_sleep_until(until);
         late[rep] = het_now() - until;
         CHECK(slept >= 2e-3 * 0.99, "a spinning wait of 2 ms took %g s", slept);
     }
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++)
-            if (late[j] < late[i]) { double x = late[i]; late[i] = late[j]; late[j] = x; }
+    median5(late);
     het_emul_wait_set(0);
     printf("slowdown 2, spinning: achieved median %.3f [%.3f .. %.3f]; a 2 ms wait ends %.0f us "
            "late (median)\n", achieved[2], achieved[0], achieved[4], late[2] * 1e6);

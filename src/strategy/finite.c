@@ -59,6 +59,13 @@ het_nonfinite het_step_diagnose(const het_strategy_ctx *ctx, double loss, int64_
     return e;
 }
 
+int het_step_dnnl_cause(char *buf, size_t n) {
+    char msg[280];
+    if (het_dnnl_fault(msg, sizeof msg) == HET_OK) return 0;
+    snprintf(buf, n, "a oneDNN convolution failed first: %s", msg);
+    return 1;
+}
+
 int het_step_stop(het_strategy_ctx *ctx, MPI_Comm comm, const het_nonfinite *mine,
                   const het_nonfinite *fallback) {
     het_nonfinite e = mine ? *mine : *fallback;
@@ -88,11 +95,12 @@ int het_step_stop(het_strategy_ctx *ctx, MPI_Comm comm, const het_nonfinite *min
     else
         snprintf(what, sizeof what, "non-finite loss (%s)", lv);
     if (e.dnnl) { /* not divergence: oneDNN's failure made the NaN (tensor.h) */
-        char msg[280] = "";
-        if (het_dnnl_fault(msg, sizeof msg) == HET_OK)
-            snprintf(msg, sizeof msg, "its message is printed above by rank %d", e.rank);
-        return het_error_set(HET_EINVAL, "%sepoch %d step %lld: %s; a oneDNN convolution failed "
-                             "first: %s", who, e.epoch, (long long)e.step, what, msg);
+        char cause[320];
+        if (!het_step_dnnl_cause(cause, sizeof cause))
+            snprintf(cause, sizeof cause, "a oneDNN convolution failed first: its message is "
+                     "printed above by rank %d", e.rank);
+        return het_error_set(HET_EINVAL, "%sepoch %d step %lld: %s; %s", who, e.epoch,
+                             (long long)e.step, what, cause);
     }
     return het_error_set(HET_EINVAL, "%sepoch %d step %lld: %s; training diverged (try a lower "
                          "--lr%s)", who, e.epoch, (long long)e.step, what,

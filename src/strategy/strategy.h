@@ -362,6 +362,11 @@ int het_step_finite(const het_strategy_ctx *ctx, double loss);
 /* What is not finite at global step `step`: the gradients (the highest such layer: where
  * backward first produced one), else the loss, else the weights (the first such layer). */
 het_nonfinite het_step_diagnose(const het_strategy_ctx *ctx, double loss, int64_t step);
+/* When this process has a oneDNN fault (a convolution that failed while running left its
+ * outputs NaN: tensor/internal.h), writes "a oneDNN convolution failed first: <its message>"
+ * into buf (n bytes) and returns 1: the cause of a non-finite stop, not the learning rate.
+ * Else returns 0 and leaves buf alone. */
+int het_step_dnnl_cause(char *buf, size_t n);
 /* The stop: collective over comm (MPI_COMM_NULL: this rank alone). The lowest rank passing
  * mine != NULL is named with its event, else every rank's fallback (the same on all) is
  * reported without a rank. Sets the message ("rank 1: epoch 2 step 37: non-finite gradient in

@@ -36,7 +36,6 @@
 #include "hetrain/batch.h"
 #include "hetrain/netfile.h"
 #include "hetrain/tensor.h"
-#include "tensor/internal.h"
 #include "train/trainer.h"
 
 
@@ -345,14 +344,11 @@ static int push_history(het_trainer *t, const het_epoch_stats *st) {
 
 /* ----------------------------------------------------------------------- epochs */
 
-/* The advice after "training diverged": a oneDNN convolution that failed while running left
- * its outputs NaN on purpose (tensor.h), and then that failure is the cause, not the rate. */
+/* The advice after "training diverged": a oneDNN failure that made the NaN, if there was one
+ * (het_step_dnnl_cause), else the learning rate. */
 static const char *diverged_hint(void) {
     static char hint[320];
-    char msg[280];
-    if (het_dnnl_fault(msg, sizeof msg) == HET_OK) return "try a lower --lr";
-    snprintf(hint, sizeof hint, "a oneDNN convolution failed first: %s", msg);
-    return hint;
+    return het_step_dnnl_cause(hint, sizeof hint) ? hint : "try a lower --lr";
 }
 
 /* After an epoch: a model with a non-finite parameter or state value (an update that blew up,
