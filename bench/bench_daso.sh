@@ -18,8 +18,8 @@
 # SEED (default 1), RUNS (default "allreduce daso daso-merge-last": daso-merge-last is daso with
 # --daso-merge-last, the improvement on HeAT kept behind a flag), DASO_FLAGS (extra flags for the
 # daso runs only, word-split, e.g. "--daso-warmup-epochs 1 --daso-cooldown-epochs 1" for short
-# runs; default none), CLOCK (wall | virtual: with virtual, one table of compute costs measured
-# first by hetrain calibrate --costs-out is charged to every run, so that 4 ranks on 2 cores
+# runs; default none), CLOCK (wall | virtual: with virtual, the shipped table of compute costs
+# (costs/MODEL.costs, the same on every host) is charged to every run, so that 4 ranks on 2 cores
 # time the method and not the contention),
 # OUT_DIR (keep every run's output and metrics there instead of a deleted temporary
 # directory), HET_DATA_DIR, BLAS_CORETYPE.
@@ -50,9 +50,8 @@ else
 fi
 clk=()
 if [ "$clock" = virtual ]; then
-    "$het" calibrate --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64 \
-        --threads 1 --clock virtual --costs-out "$out/costs.txt" --quiet
-    clk=(--clock virtual --compute-cost "calibrated:$out/costs.txt")
+    # the shipped cost table (costs/MODEL.costs): the same virtual times on every host
+    clk=(--clock virtual --compute-cost shipped)
 fi
 common=(train --model "$model" --data fashion-mnist --data-dir "$data_dir" --batch 64
         --progress off --threads 1 --epochs "$epochs" --train-limit "$limit"

@@ -8,8 +8,9 @@
 #   is about 2x the other's (CPU time x factor, nothing slept; the median of up to 3 runs);
 # - --compute-cost calibrated:FILE (hetrain calibrate --costs-out FILE): two runs, one beside
 #   a CPU hog, give the same metrics (virtual times to 17 digits) and weights, bit for bit; the
-#   slow rank's compute is its factor x the other's; a bad table and another model's are
-#   refused with one line, and calibrated costs on the wall clock too; the Chrome trace ends at
+#   slow rank's compute is its factor x the other's; a bad table, another network's (by its
+#   fingerprint) and a version 1 table are refused with one line, and calibrated costs on the
+#   wall clock too; the Chrome trace ends at
 #   the run's virtual time;
 # - timing (skipped under HET_TEST_NO_TIMING): the measured slow rank's 2x above; with a core
 #   per rank, the virtual epoch time is within 10 % of the wall-clock epoch time under the
@@ -98,7 +99,9 @@ d=$(json_arr "$m" delay_s)
 # ---- calibrated costs: the same bits every run, a CPU hog beside or not ----
 mpi 1 calibrate "${COMMON[@]}" --clock virtual --costs-out costs.txt >cal.out 2>&1 ||
     fail "calibrate --costs-out exited $?: $(tail -2 cal.out)"
-grep -q '^hetrain-costs 1$' costs.txt && grep -q '^layer 0 ' costs.txt || fail "costs.txt: $(head -3 costs.txt)"
+grep -q '^hetrain-costs 2$' costs.txt && grep -q '^layer 0 ' costs.txt && grep -q '^range 0 ' costs.txt &&
+    grep -q '^net [0-9a-f]\{16\}$' costs.txt && grep -q '^ref sgemm512 [0-9]' costs.txt ||
+    fail "costs.txt: $(head -8 costs.txt)"
 CAL=(--epochs 2 --clock virtual --compute-cost calibrated:costs.txt --slowdown 1,3
      --ranks-per-node 1 --net-bw 125M --net-lat 50e-6)
 mpi 2 train "${COMMON[@]}" "${CAL[@]}" --metrics cal1.jsonl --export-safetensors cal1.st \
@@ -128,14 +131,22 @@ c1=$(json_arr cal1.jsonl compute_s | cut -d, -f2)
 within "$(awk -v a="$c1" -v b="$c0" 'BEGIN { print a / b }')" 3 0.001 ||
     fail "calibrated, slowdown 3: rank 1 computed $c1 s, rank 0 $c0 s"
 # refusals: one line each, exit 1 or 2
-printf 'hetrain-costs 1\nmodel lenet5\nlayers 9\nbatch 16 64 reps 7\nfb 1 x\n' >bad.txt
+sed 's/^fb .*/fb 1 x/' costs.txt >bad.txt
 mpi 1 train "${COMMON[@]}" --epochs 1 --clock virtual --compute-cost calibrated:bad.txt \
     >bad.out 2>&1 && fail "a bad cost table was accepted"
-grep -q 'bad.txt:5: expected .fb A B' bad.out || fail "bad table: $(grep -m1 -i error bad.out)"
-sed 's/^model lenet5/model mlp/' costs.txt >other.txt
+grep -q 'bad.txt:8: expected .fb A B' bad.out || fail "bad table: $(grep -m1 -i error bad.out)"
+# a table of another network (its fingerprint), whatever its model line says
+sed 's/^net .*/net 0123456789abcdef/' costs.txt >other.txt
 mpi 1 train "${COMMON[@]}" --epochs 1 --clock virtual --compute-cost calibrated:other.txt \
-    >other.out 2>&1 && fail "another model's table was accepted"
-grep -q 'other.txt: costs of mlp' other.out || fail "other model: $(grep -m1 -i error other.out)"
+    >other.out 2>&1 && fail "another network's table was accepted"
+grep -q 'other.txt: costs of another network (lenet5, 12 layers, fingerprint 0123456789abcdef)' \
+    other.out || fail "other network: $(grep -m1 -i error other.out)"
+# a table of an older hetrain (version 1: no fingerprint, no reference rate)
+printf 'hetrain-costs 1\nmodel lenet5\nlayers 12\n' >old.txt
+mpi 1 train "${COMMON[@]}" --epochs 1 --clock virtual --compute-cost calibrated:old.txt \
+    >old.out 2>&1 && fail "a version 1 table was accepted"
+grep -q 'old.txt:1: a cost table of version 1.*calibrate --costs-out' old.out ||
+    fail "version 1 table: $(grep -m1 -i error old.out)"
 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --compute-cost calibrated >wall.out 2>&1
 [ $? -eq 2 ] && grep -q 'add --clock virtual' wall.out || fail "calibrated on the wall clock: $(cat wall.out)"
 echo "test_cli_vclock: calibrated costs: metrics and weights bitwise equal run to run (a CPU hog beside one)"

@@ -11,9 +11,10 @@
 #   [0, 1], activation bytes forward = gradient bytes backward on a 2-stage pipeline, exactly
 #   the samples x the cut's activation size);
 # - --stages 9 cuts there (and the bits are still one process's);
+# - on the shipped cost table (--compute-cost shipped) gpipe and qfb plan and charge from the
+#   table: two runs give the same plan, virtual times and weights bit for bit;
 # - refusals, one line each: ranks not a multiple of --pipelines, more stages than places to
-#   cut, --compute-cost calibrated, --stages with the wrong count, at a place the model cannot
-#   be cut, not ascending.
+#   cut, --stages with the wrong count, at a place the model cannot be cut, not ascending.
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -95,6 +96,26 @@ if [ -f rep.out ]; then
         awk '{ if ($1 < 0 || $1 > 1) bad = 1 } END { exit bad }' || fail "bubble outside [0, 1]: $j"
 fi
 
+# ---- a cost table (--compute-cost shipped): the plan and every stage's time are the table's ----
+# two runs of gpipe and of qfb give the same plan (stage costs to the printed digit), virtual
+# times and weights bit for bit; a stage's charged compute is the table's, not this host's
+TAB=(--epochs 1 --clock virtual --compute-cost shipped --net-bw 12.5M --ranks-per-node 1
+     --micro-batches 4)
+vt() { grep '"type":"epoch"' "$1" | tail -1 | sed -n 's/.*"vtime_s":\([0-9.e+-]*\).*"compute_s":\[\([^]]*\)\].*/\1 \2/p'; }
+for s in gpipe qfb; do
+    run "tab${s}1" 2 "${TAB[@]}" --strategy $s --metrics "tab${s}1.jsonl" || continue
+    run "tab${s}2" 2 "${TAB[@]}" --strategy $s --metrics "tab${s}2.jsonl" || continue
+    same "tab${s}1" "tab${s}2"
+    grep -q 'compute costs (virtual clock): the shipped table of lenet5' "tab${s}1.out" ||
+        fail "$s: no shipped table line: $(grep -m1 costs "tab${s}1.out")"
+    p1=$(grep -m1 '^gpipe: 2 stages\|^qfb: 2 stages' "tab${s}1.out")
+    p2=$(grep -m1 '^gpipe: 2 stages\|^qfb: 2 stages' "tab${s}2.out")
+    [ -n "$p1" ] && [ "$p1" = "$p2" ] || fail "$s: the table's plans differ: '$p1' / '$p2'"
+    a=$(vt "tab${s}1.jsonl") b=$(vt "tab${s}2.jsonl")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$s: virtual times differ between two runs: '$a' / '$b'"
+done
+echo "test_pipe: gpipe and qfb on the shipped cost table: plan, virtual times and weights the same each run"
+
 # ---- refusals ----
 refused() { # what expected-pattern P args...
     local what=$1 pat=$2 P=$3; shift 3
@@ -103,8 +124,6 @@ refused() { # what expected-pattern P args...
     grep -q "$pat" bad.out || fail "$what: $(grep -m1 -i error bad.out)"
 }
 refused "3 ranks, 2 pipelines" "3 ranks are not a multiple of --pipelines 2" 3 --strategy gpipe --pipelines 2
-refused "calibrated" "calibrated has no costs of layer ranges" 2 --strategy gpipe --clock virtual \
-    --compute-cost calibrated
 refused "too many stages" "at most [0-9]* stages, not 6" 6 --strategy gpipe --model mlp
 refused "--stages, 2 cuts for 2 stages" "stages gives 2 cuts, 2 stages need 1" 2 --strategy gpipe --stages 3,5
 refused "--stages at the end" "cannot be cut before layer 12 (12 layers" 2 --strategy gpipe --stages 12

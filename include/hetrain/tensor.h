@@ -82,6 +82,9 @@ const char *het_blas_corename(void);
 /* Sets the BLAS thread count (OpenBLAS), which oneDNN's convolutions use too; returns the
  * previous value or -1 if unknown. */
 int het_blas_set_threads(int n);
+/* The calling thread's rate on the cost tables' reference kernel (single-thread SGEMM of
+ * 512 x 512 operands, the fastest of 15 calls), in flop/s; 0 if it cannot be measured. */
+double het_blas_reference_flops(void);
 
 /* ---- 2-D convolution through oneDNN (tensor/conv_dnnl.c) ----
  * One handle per layer shape: input C x H x W, O output channels, k x k kernel, stride, zero

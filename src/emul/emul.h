@@ -59,19 +59,44 @@ int het_emul_wait_auto(int host_ranks, int threads_per_rank, long cores);
  * and then charged whatever the host does: virtual times become reproducible bit for bit for a
  * given seed, cost table and configuration. The pieces are those the strategies mark: from
  * the step's start to layer l's gradients being final (its gradient hook: forward, and
- * backward down to l), the whole forward + backward, the optimizer update, and the fused
- * one-rank step (forward + backward + update). */
-enum { HET_PIECE_NONE = 0, HET_PIECE_TO_LAYER, HET_PIECE_FB, HET_PIECE_OPT, HET_PIECE_STEP };
+ * backward down to l), the whole forward + backward, the optimizer update, the fused one-rank
+ * step (forward + backward + update), and a pipeline stage's forward or backward of a range
+ * of layers (the range executor, one thread).
+ *
+ * A table says what it was measured on: the network (a fingerprint of its layers' kinds and
+ * shapes: a table of another network is refused) and the measuring host's rate on a reference
+ * kernel (het_blas_reference_flops: single-thread SGEMM). A rank on a host of speed S flop/s
+ * (a platform file's) is charged the table's seconds x ref / S, so that tables measured on two
+ * hosts charge the same virtual seconds to within how well the reference kernel predicts
+ * their ratio; `scale` holds ref / S (1: the measuring host's own speed, the shorthand
+ * options' cluster). */
+enum {
+    HET_PIECE_NONE = 0,
+    HET_PIECE_TO_LAYER,
+    HET_PIECE_FB,
+    HET_PIECE_OPT,
+    HET_PIECE_STEP,
+    HET_PIECE_RANGE_FWD, /* layers [layer, layer_end) forward (a pipeline stage) */
+    HET_PIECE_RANGE_BWD, /* the same layers' backward */
+};
 typedef struct het_cost_line {
     double a, b; /* seconds = a + b count */
 } het_cost_line;
+#define HET_COSTS_VERSION 2
 typedef struct het_costs {
-    char model[32];          /* the zoo model they were measured on */
+    char model[32];          /* the model's name (a zoo name or the model file's) */
+    unsigned long long net;  /* fingerprint of the network's layers (het_step_costs_net) */
     int n_layers;
     int lo, hi;              /* the batch sizes measured */
     int reps;                /* repetitions per size (the median is fitted) */
+    int threads;             /* the compute threads per rank it was measured with */
+    double ref_flops;        /* the measuring host's rate on the reference kernel, flop/s */
     het_cost_line fb, opt, step;
     het_cost_line *to_layer; /* n_layers: from the step's start to layer l's gradients */
+    het_cost_line *fwd, *bwd; /* n_layers: layer l's forward / backward on the range executor
+                                (a segment between two cut points is kept on its first layer;
+                                the others of it are 0) */
+    double scale;            /* charged seconds per table second (ref / host speed); 0 means 1 */
     double charged;          /* of the current step's forward + backward so far */
 } het_costs;
 /* Allocates the per-layer lines (zeroed). HET_ENOMEM. */
@@ -80,16 +105,23 @@ void het_costs_free(het_costs *c);
 /* The line through (lo, t_lo) and (hi, t_hi); a negative slope gives the flat line at t_lo, a
  * negative intercept the line through the origin and (hi, t_hi). */
 het_cost_line het_cost_fit(int lo, double t_lo, int hi, double t_hi);
-/* The cost of a piece ending now: TO_LAYER l charges what forward and backward down to l cost
- * beyond what this step was charged already (never below 0), FB the rest of the step's forward
- * + backward (then a new step starts), OPT and STEP their lines. */
-double het_costs_charge(het_costs *c, int piece, int layer, int count);
+/* The cost of a piece ending now, times `scale`: TO_LAYER l charges what forward and backward
+ * down to l cost beyond what this step was charged already (never below 0), FB the rest of the
+ * step's forward + backward (then a new step starts), OPT and STEP their lines, RANGE_FWD /
+ * RANGE_BWD the sum of the layers [layer, layer_end)'s lines. */
+double het_costs_charge(het_costs *c, int piece, int layer, int layer_end, int count);
+/* The unscaled table seconds of layers [a, b)'s forward plus backward on `count` samples (a
+ * pipeline plan's segment cost). */
+double het_costs_range_s(const het_costs *c, int a, int b, int count);
 /* Writes the table atomically (temporary + rename), a '#' comment line first. HET_EIO. */
 int  het_costs_write(const het_costs *c, const char *path, const char *comment);
 /* Reads a table het_costs_write wrote: HET_EIO, or HET_EFORMAT "FILE:LINE: expected ...". */
 int  het_costs_read(het_costs *c, const char *path);
-/* The table as doubles, for a broadcast: 9 + 2 n_layers of them (het_costs_unpack reverses;
- * HET_EFORMAT on a table that does not fit `n_layers`). */
+/* The shipped table (costs/NAME.costs, built in) whose network fingerprint is `net`; HET_EINVAL
+ * naming the shipped tables when none is. */
+int  het_costs_shipped(het_costs *c, unsigned long long net);
+/* The table as doubles, for a broadcast (het_costs_unpack reverses; HET_EFORMAT on a table
+ * that does not fit `n_layers`). The fingerprint is not packed (rank 0 checks it). */
 size_t het_costs_packed_len(int n_layers);
 void het_costs_pack(const het_costs *c, double *out);
 int  het_costs_unpack(het_costs *c, const double *in);
@@ -113,7 +145,7 @@ typedef struct het_pace {
     /* virtual clock: a calibrated cost table (NULL: none); the piece ending at the next mark
      * (HET_PIECE_*, its layer, its samples), which het_pace_piece sets and mark resets */
     het_costs *costs;
-    int piece, piece_layer, piece_count;
+    int piece, piece_layer, piece_layer_end, piece_count;
     double piece_share; /* the fraction of the piece's table cost the next mark charges (a
                            server's update of its slice of the parameters); 0: all of it */
 } het_pace;
@@ -124,8 +156,10 @@ void   het_pace_init(het_pace *p, double factor);
 void   het_pace_set_threads(het_pace *p, const clockid_t *clocks, int n);
 void   het_pace_begin(het_pace *p);
 /* Names the piece the next mark ends (HET_PIECE_*, a layer, its samples; count < 0 keeps the
- * count set before): with a cost table, what it costs. */
+ * count set before): with a cost table, what it costs. het_pace_range names a pipeline
+ * stage's forward (backward = 0) or backward of layers [first, end) on `count` samples. */
 void   het_pace_piece(het_pace *p, int piece, int layer, int count);
+void   het_pace_range(het_pace *p, int backward, int first, int end, int count);
 /* The CPU time since the last begin / mark / take as a piece would be costed (the busiest of
  * the calling thread and the workers), restarting the count; charges nothing. */
 void   het_pace_cpu_start(het_pace *p);

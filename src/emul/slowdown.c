@@ -178,7 +178,15 @@ void het_pace_skip(het_pace *p) { het_pace_begin(p); }
 void het_pace_piece(het_pace *p, int piece, int layer, int count) {
     p->piece = piece;
     p->piece_layer = layer;
+    p->piece_layer_end = layer + 1;
     if (count >= 0) p->piece_count = count;
+}
+
+void het_pace_range(het_pace *p, int backward, int first, int end, int count) {
+    p->piece = backward ? HET_PIECE_RANGE_BWD : HET_PIECE_RANGE_FWD;
+    p->piece_layer = first;
+    p->piece_layer_end = end;
+    p->piece_count = count;
 }
 
 /* The virtual clock's mark: the piece costs its CPU time (or the hook's figure) x factor,
@@ -186,7 +194,8 @@ void het_pace_piece(het_pace *p, int piece, int layer, int count) {
 static double mark_virtual(het_pace *p) {
     double t = het_pace_cpu_take(p);
     if (p->costs && p->piece != HET_PIECE_NONE)
-        t = het_costs_charge(p->costs, p->piece, p->piece_layer, p->piece_count) *
+        t = het_costs_charge(p->costs, p->piece, p->piece_layer, p->piece_layer_end,
+                             p->piece_count) *
             (p->piece_share > 0.0 ? p->piece_share : 1.0);
     else if (p->cost)
         t = p->cost(p->cost_user, t);

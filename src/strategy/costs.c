@@ -9,11 +9,21 @@
  * pass's start to every layer's gradients), of the optimizer update and of the fused one-rank
  * step, each costed as the virtual clock costs a piece (the CPU time of the busiest thread,
  * het_pace_cpu_take); the median of each is fitted by a line in the batch size
- * (het_cost_fit). Parameters, state, optimizer state and gradients are restored afterwards. */
+ * (het_cost_fit). Then, for the pipelines, each segment between two places a range may start
+ * (het_model_cut_ok) alone on the range executor: its forward and its backward, timed apart
+ * (CPU time of the calling thread, on which a range runs), the median of as many passes,
+ * fitted the same way and kept on the segment's first layer. Parameters, state, optimizer
+ * state and gradients are restored afterwards.
+ *
+ * The table also records what it was measured on: the network's fingerprint (the kinds and
+ * shapes of its layers: a table of another network is refused), the compute threads and this
+ * host's rate on the reference kernel (het_blas_reference_flops), by which a platform's host
+ * speeds rescale it (het_step_costs_scale). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/batch.h"
+#include "hetrain/tensor.h"
 #include "strategy/strategy.h"
 
 #define HET_COST_REPS 7
@@ -92,6 +102,76 @@ static int measure_at(het_strategy_ctx *ctx, int count, double *t) {
     return st;
 }
 
+/* Medians of forward and backward of layers [a, b) alone on `count` samples: t[0], t[1]. */
+static int measure_segment(het_model *m, int a, int b, int count, double *t) {
+    het_tape *tape = NULL;
+    int st = het_tape_create(&tape, m, a, b, count);
+    if (st) return st;
+    const het_layer *fl = het_model_layer(m, a), *ll = het_model_layer(m, b - 1);
+    size_t nin = het_shape_size(fl->in) * (size_t)count;
+    size_t nout = het_shape_size(ll->out) * (size_t)count;
+    float *x = het_alloc(sizeof(float) * nin), *d = het_alloc(sizeof(float) * nout);
+    double *v = malloc(2 * HET_COST_REPS * sizeof *v);
+    if (!x || !d || !v) st = het_error_set(HET_ENOMEM, "compute costs: out of memory timing "
+                                           "layers [%d, %d)", a, b);
+    het_pace pace;
+    het_pace_init(&pace, 1.0); /* the calling thread's CPU time alone */
+    if (!st) {
+        het_rng g;
+        het_rng_seed(&g, 1);
+        for (size_t i = 0; i < nin; i++) x[i] = het_rng_uniform(&g) - 0.5f;
+        for (size_t i = 0; i < nout; i++) d[i] = (het_rng_uniform(&g) - 0.5f) * 1e-3f;
+    }
+    for (int rep = -1; !st && rep < HET_COST_REPS; rep++) { /* rep -1: warm-up */
+        het_pace_cpu_start(&pace);
+        if (!het_range_forward(m, tape, x, count, 1, (uint64_t)rep, 0)) st = HET_EINVAL;
+        double f = het_pace_cpu_take(&pace);
+        if (!st) het_range_backward(m, tape, d, het_model_grads(m), a > 0);
+        double bw = het_pace_cpu_take(&pace);
+        if (rep >= 0) v[rep] = f, v[HET_COST_REPS + rep] = bw;
+    }
+    if (!st) t[0] = median(v, HET_COST_REPS), t[1] = median(v + HET_COST_REPS, HET_COST_REPS);
+    free(v);
+    het_free(x);
+    het_free(d);
+    het_tape_free(tape);
+    return st;
+}
+
+/* The range lines of k: every segment between two cut places, at both batch sizes. */
+static int measure_ranges(het_model *m, het_costs *k) {
+    int n = het_model_n_layers(m), st = HET_OK;
+    for (int a = 0; !st && a < n;) {
+        int b = a + 1;
+        while (b < n && !het_model_cut_ok(m, b)) b++;
+        double lo[2], hi[2];
+        st = measure_segment(m, a, b, k->lo, lo);
+        if (!st) st = measure_segment(m, a, b, k->hi, hi);
+        if (!st) {
+            k->fwd[a] = het_cost_fit(k->lo, lo[0], k->hi, hi[0]);
+            k->bwd[a] = het_cost_fit(k->lo, lo[1], k->hi, hi[1]);
+        }
+        a = b;
+    }
+    return st;
+}
+
+unsigned long long het_step_costs_net(const het_model *m) {
+    unsigned long long h = 1469598103934665603ULL; /* FNV-1a, 64 bits */
+#define MIX(v) (h = (h ^ (unsigned long long)(v)) * 1099511628211ULL)
+    het_shape in = het_model_in_shape(m);
+    MIX(in.c), MIX(in.h), MIX(in.w), MIX(het_model_n_classes(m));
+    for (int l = 0; l < het_model_n_layers(m); l++) {
+        const het_layer *x = het_model_layer(m, l);
+        for (const char *c = x->ops->name; *c; c++) MIX((unsigned char)*c);
+        size_t off, np;
+        het_model_layer_params(m, l, &off, &np);
+        MIX(x->out.c), MIX(x->out.h), MIX(x->out.w), MIX(np);
+    }
+#undef MIX
+    return h;
+}
+
 /* Rank 0: measures the table (parameters, state and optimizer state restored). */
 static int measure(het_strategy_ctx *ctx, het_costs *k) {
     het_model *m = ctx->model;
@@ -126,6 +206,16 @@ static int measure(het_strategy_ctx *ctx, het_costs *k) {
         k->opt = (het_cost_line){0.5 * (t_lo[1] + t_hi[1]), 0.0}; /* no samples in it */
         k->step = het_cost_fit(lo, t_lo[2], hi, t_hi[2]);
         for (int l = 0; l < L; l++) k->to_layer[l] = het_cost_fit(lo, t_lo[3 + l], hi, t_hi[3 + l]);
+        k->threads = het_model_workers(m);
+        k->ref_flops = het_blas_reference_flops();
+        if (!(k->ref_flops > 0.0))
+            st = het_error_set(HET_EINVAL, "compute costs: the reference kernel could not be "
+                               "timed on this host");
+    }
+    if (!st) {
+        st = measure_ranges(m, k);
+        if (ns) memcpy(het_model_state(m), keep + np, ns * sizeof(float));
+        het_model_zero_grads(m);
     }
     free(keep);
     free(t_lo);
@@ -133,17 +223,28 @@ static int measure(het_strategy_ctx *ctx, het_costs *k) {
     return st;
 }
 
-int het_step_costs_setup(het_strategy_ctx *ctx, het_costs *k, const char *file) {
+int het_step_costs_setup(het_strategy_ctx *ctx, het_costs *k, const char *file, int shipped) {
     het_model *m = ctx->model;
     int L = het_model_n_layers(m), st = het_costs_init(k, ctx->cfg->model, L);
+    if (!st) k->net = het_step_costs_net(m);
     if (!st && ctx->rank == 0) {
-        if (file && file[0]) {
+        if (shipped) {
+            het_costs r;
+            st = het_costs_shipped(&r, k->net);
+            if (!st) {
+                het_costs_free(k);
+                *k = r;
+            }
+        } else if (file && file[0]) {
             het_costs r;
             st = het_costs_read(&r, file);
-            if (!st && (strcmp(r.model, ctx->cfg->model) != 0 || r.n_layers != L))
-                st = het_error_set(HET_EINVAL, "%s: costs of %s (%d layers), but this run "
-                                   "trains %s (%d layers)", file, r.model, r.n_layers,
-                                   ctx->cfg->model, L);
+            if (!st && (r.net != k->net || r.n_layers != L))
+                st = het_error_set(HET_EINVAL, "%s: costs of another network (%s, %d layers, "
+                                   "fingerprint %016llx), but this run trains %s (%d layers, "
+                                   "%016llx): measure them with hetrain calibrate --costs-out",
+                                   file, r.model, r.n_layers, r.net,
+                                   ctx->cfg->model[0] ? ctx->cfg->model : "its model file", L,
+                                   k->net);
             if (!st) {
                 het_costs_free(k);
                 *k = r;

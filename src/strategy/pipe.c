@@ -141,9 +141,6 @@ int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
     p->prev = p->next = -1;
     p->R = (int)het_strategy_opt_value(c, "pipelines");
     p->M = (int)het_strategy_opt_value(c, "micro-batches");
-    if (het_clock_virtual() && strncmp(c->compute_cost, "calibrated", 10) == 0)
-        return het_error_set(HET_EINVAL, "%s: --compute-cost calibrated has no costs of layer "
-                             "ranges: use --compute-cost measured", name);
     if (ctx->size % p->R)
         return het_error_set(HET_EINVAL, "%s: %d ranks are not a multiple of --pipelines %d",
                              name, ctx->size, p->R);
@@ -165,7 +162,8 @@ int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
                              n_given, n_given == 1 ? "" : "s", p->K, p->K - 1);
     if (ctx->rank == 0) {
         int cut[HET_PIPE_MAX_STAGES + 1];
-        rc = het_pipe_plan(m, p->K, p->mb_max, n_given ? given : NULL, cut, p->stage_cost);
+        rc = het_pipe_plan(m, p->K, p->mb_max, n_given ? given : NULL, ctx->pace.costs, cut,
+                           p->stage_cost);
         plan[0] = rc;
         for (int k = 0; k <= p->K && !rc; k++) plan[1 + k] = cut[k];
         for (int k = 0; k < p->K && !rc; k++) plan[2 + p->K + k] = p->stage_cost[k];
@@ -385,6 +383,7 @@ int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
     const void *buf = NULL;
     size_t bytes = 0;
     rc = het_pipe_forward_compute(p, ctx, i, &got, &buf, &bytes);
+    het_pace_range(&ctx->pace, 0, p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i]);
     het_step_region_end(ctx, "forward", i, t0);
     p->busy_s += ctx->pace.last - t0;
     if (!rc && p->next >= 0)
@@ -402,12 +401,23 @@ int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i) {
     const void *buf = NULL;
     size_t bytes = 0;
     rc = het_pipe_backward_compute(p, ctx, i, &got, &buf, &bytes);
+    het_pace_range(&ctx->pace, 1, p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i]);
     het_step_region_end(ctx, "backward", i, t0);
     p->busy_s += ctx->pace.last - t0;
     if (!rc && p->prev >= 0)
         rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_DACTS, buf, bytes,
                             &p->sends[p->M + i]);
     return rc;
+}
+
+void het_pipe_pace_update(const het_pipe *p, het_strategy_ctx *ctx) {
+    if (p->p_hi > p->p_lo) {
+        het_pace_piece(&ctx->pace, HET_PIECE_OPT, 0, 0);
+        ctx->pace.piece_share = (double)(p->p_hi - p->p_lo) /
+                                (double)het_model_n_params(ctx->model);
+    } else {
+        het_pace_range(&ctx->pace, 0, 0, 0, 0); /* no parameters: nothing to charge */
+    }
 }
 
 int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
@@ -427,6 +437,7 @@ int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
         ok = het_optim_step_range(&ctx->cfg->optim, lr, het_model_params(ctx->model), g,
                                   ctx->opt_state, het_model_n_params(ctx->model), ctx->step + 1,
                                   p->p_lo, p->p_hi);
+    het_pipe_pace_update(p, ctx);
     het_step_region_end(ctx, "optimizer", (int)ctx->step, t0);
     p->busy_s += ctx->pace.last - t0;
     ctx->step++;

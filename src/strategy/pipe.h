@@ -73,16 +73,23 @@ typedef struct het_pipe {
 extern const het_strategy_opt het_gpipe_opts[];
 
 /* Rank 0's plan (pipe_plan.c): the cuts of K stages of model m into cut[0..K], the given ones
- * (given[0..K-1), --stages; NULL: none) or those that balance the measured time of a
- * micro-batch of mb samples; each stage's measured seconds into cost[0..K). HET_EINVAL with
- * a message for more stages than places to cut or a given cut the model cannot take. */
-int het_pipe_plan(het_model *m, int K, int mb, const int *given, int *cut, double *cost);
+ * (given[0..K-1), --stages; NULL: none) or those that balance the time of a micro-batch of mb
+ * samples, measured here or, with a cost table (costs != NULL), the table's (the same plan on
+ * every host); each stage's seconds into cost[0..K). HET_EINVAL with a message for more
+ * stages than places to cut or a given cut the model cannot take. */
+int het_pipe_plan(het_model *m, int K, int mb, const int *given, const het_costs *costs,
+                  int *cut, double *cost);
 /* Sets up p for ctx (collective over the world): R = --pipelines, K = ranks / R, M =
  * --micro-batches; measures the layers' costs on rank 0 and cuts the model into K stages of
  * balanced cost (cuts only where het_model_cut_ok allows), broadcasts the cuts, prints the
  * plan; makes the replica groups, the tapes and buffers. `name` names the strategy in
- * messages. Refuses --compute-cost calibrated (its table has no ranges). */
+ * messages. With a cost table (--compute-cost calibrated) the plan is the table's and every
+ * stage's forward and backward are charged its range lines. */
 int  het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name);
+/* Names the stage's optimizer update of its parameter slice as the piece the next mark ends
+ * (the table's update line times the slice's share of the parameters; a stage without
+ * parameters charges nothing). */
+void het_pipe_pace_update(const het_pipe *p, het_strategy_ctx *ctx);
 void het_pipe_free(het_pipe *p);
 
 /* The step at position pos of the epoch: its micro-batches on this pipeline, its seed and

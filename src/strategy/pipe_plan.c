@@ -48,7 +48,8 @@ static double time_segment(het_model *m, int a, int b, int mb, float *state_copy
     return r;
 }
 
-int het_pipe_plan(het_model *m, int K, int mb, const int *given, int *cut, double *cost) {
+int het_pipe_plan(het_model *m, int K, int mb, const int *given, const het_costs *costs,
+                  int *cut, double *cost) {
     const int n = het_model_n_layers(m);
     int at[256], S = 0; /* the places a range may start, then n */
     for (int c = 0; c < n && S < 255; c++)
@@ -70,7 +71,8 @@ int het_pipe_plan(het_model *m, int K, int mb, const int *given, int *cut, doubl
     if (state) memcpy(state, het_model_state(m), sizeof(float) * ns);
     pre[0] = 0;
     for (int s = 0; s < S; s++) {
-        seg[s] = time_segment(m, at[s], at[s + 1], mb, state);
+        seg[s] = costs ? het_costs_range_s(costs, at[s], at[s + 1], mb)
+                       : time_segment(m, at[s], at[s + 1], mb, state);
         if (seg[s] < 0) {
             free(state);
             return HET_ENOMEM;

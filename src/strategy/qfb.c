@@ -29,7 +29,9 @@
  *   its messages leave at its own time (het_comm_isend_at). At the step's end the rank's clock
  *   moves to the later lane. The time split's compute is the time in which either thread
  *   computed (overlaps counted once); the rest of the step is waiting.
- * --calibrated compute costs are refused (pipe.c). */
+ * With a cost table (--compute-cost calibrated) a lane's piece costs the table's range line of
+ * the stage's layers (forward or backward) instead of its CPU time; the codecs' encoding and
+ * decoding are then not charged (the table has no line for them). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +133,13 @@ static void lane_end(lane *l, int i, double start, double mark, const char *even
     qfb *q = l->q;
     double end;
     if (het_clock_virtual()) {
-        l->t += (thread_cpu() - mark) * q->factor;
+        het_costs *k = q->ctx->pace.costs; /* a table's range line, else the thread's CPU time */
+        const het_pipe *p = &q->p;
+        double t = k ? het_costs_charge(k, l->which == LANE_F ? HET_PIECE_RANGE_FWD
+                                                              : HET_PIECE_RANGE_BWD,
+                                        p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i])
+                     : thread_cpu() - mark;
+        l->t += t * q->factor;
         end = l->t;
     } else {
         double t = het_now() - mark;

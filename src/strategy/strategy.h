@@ -338,11 +338,15 @@ int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char
 int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char *tag,
                            void *data, size_t bytes);
 
-/* --compute-cost calibrated[:FILE] on the virtual clock: rank 0 measures the model's compute
- * pieces (costs.c) or reads FILE (`hetrain calibrate --costs-out`), every rank gets its table
+/* --compute-cost calibrated[:FILE] | shipped on the virtual clock: rank 0 measures the model's
+ * compute pieces (costs.c), reads FILE (`hetrain calibrate --costs-out`; its network must be
+ * this one) or takes the shipped table of this network (shipped = 1), every rank gets its table
  * into *k (het_costs_free frees it) and charges its pieces from it (ctx->pace.costs = k).
  * Collective over the world; failures agreed. */
-int het_step_costs_setup(het_strategy_ctx *ctx, het_costs *k, const char *file);
+int het_step_costs_setup(het_strategy_ctx *ctx, het_costs *k, const char *file, int shipped);
+/* The fingerprint a cost table keeps of the network it was measured on: FNV-1a over the
+ * input shape, the classes and every layer's kind, output shape and parameter count. */
+unsigned long long het_step_costs_net(const het_model *m);
 
 /* Calibration (hetero/speeds.c): speeds[r] = rank r's training rate in samples/s (not
  * normalized), on every rank. Ranks of one machine (MPI_COMM_TYPE_SHARED) take turns while the

@@ -154,7 +154,8 @@ static const key_def keys[] = {
       "1e-6)"}, K_FLOAT, OFF(node_lat), 0, 10, 0},
     {{"compute-cost", "COST", "virtual clock: what a compute piece costs: measured (its CPU "
       "time) | calibrated (rank 0 measures each piece once) | calibrated:FILE (hetrain "
-      "calibrate --costs-out)"}, K_STR, OFF(compute_cost), 0, 0, 0},
+      "calibrate --costs-out) | shipped (the table built into hetrain for this network, "
+      "costs/: the same virtual times on every host)"}, K_STR, OFF(compute_cost), 0, 0, 0},
     {{"clock", "CLOCK", "time of the emulation: wall (slowdown and network sleep) | virtual "
       "(each rank's own clock: compute costs its CPU time x slowdown, no sleeps)"}, K_WORD,
      OFF(clock), 6, 0, 0},

@@ -85,9 +85,9 @@ int het_train_config_check(const het_train_config *c) {
                              "speeds; give one", c->speeds, c->speeds_file);
     const char *cc = c->compute_cost;
     if (strcmp(cc, "measured") != 0 && strcmp(cc, "calibrated") != 0 &&
-        !(strncmp(cc, "calibrated:", 11) == 0 && cc[11]))
-        return het_error_set(HET_EINVAL, "compute-cost: '%s', expected measured, calibrated or "
-                             "calibrated:FILE", cc);
+        strcmp(cc, "shipped") != 0 && !(strncmp(cc, "calibrated:", 11) == 0 && cc[11]))
+        return het_error_set(HET_EINVAL, "compute-cost: '%s', expected measured, calibrated, "
+                             "calibrated:FILE or shipped", cc);
     if (strcmp(cc, "measured") != 0 && c->clock != HET_CLOCK_VIRTUAL)
         return het_error_set(HET_EINVAL, "compute-cost: '%s' costs the virtual clock's compute; "
                              "add --clock virtual", cc);

@@ -60,18 +60,24 @@ static int on_step(het_strategy_ctx *ctx, const het_step_info *s) {
 }
 
 /* The compute-cost table: rank 0 measures it (file NULL) or reads it; every rank charges it. */
-static int costs_setup(het_trainer *t, const char *file) {
+static int costs_setup(het_trainer *t, const char *file, int shipped) {
     het_strategy_ctx *c = &t->ctx;
     double t0 = het_now();
-    int st = het_step_costs_setup(c, &t->costs, file);
+    int st = het_step_costs_setup(c, &t->costs, file, shipped);
     if (st) return st;
     const het_costs *k = &t->costs;
     char from[HET_PATH_LEN + 32];
-    if (file) snprintf(from, sizeof from, "read from %s", file);
+    if (shipped) snprintf(from, sizeof from, "the shipped table of %s", k->model);
+    else if (file) snprintf(from, sizeof from, "read from %s", file);
     else snprintf(from, sizeof from, "measured on rank 0 in %.1f s (medians)", het_now() - t0);
     het_log(HET_LOG_INFO, "compute costs (virtual clock): %s, batch %d..%d: forward+backward "
-            "%.3g ms + %.3g ms/sample, optimizer %.3g ms\n", from, k->lo, k->hi, 1e3 * k->fb.a,
-            1e3 * k->fb.b, 1e3 * k->opt.a);
+            "%.3g ms + %.3g ms/sample, optimizer %.3g ms; measured at %.3g Gflop/s on the "
+            "reference kernel\n", from, k->lo, k->hi, 1e3 * k->fb.a, 1e3 * k->fb.b,
+            1e3 * k->opt.a, 1e-9 * k->ref_flops);
+    if (k->threads != het_model_workers(t->model))
+        het_log(HET_LOG_INFO, "note: compute costs: the table was measured with %d compute thread%s "
+                "per rank, this run has %d: it charges the compute times of %d\n", k->threads,
+                k->threads == 1 ? "" : "s", het_model_workers(t->model), k->threads);
     return HET_OK;
 }
 
@@ -274,7 +280,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     }
     het_strategy_ctx *c = strategy_ctx(t);
     if (cfg->clock == HET_CLOCK_VIRTUAL && strcmp(cfg->compute_cost, "measured") != 0 &&
-        (st = costs_setup(t, het_train_costs_file(cfg))))
+        (st = costs_setup(t, het_train_costs_file(cfg), !strcmp(cfg->compute_cost, "shipped"))))
         goto fail;
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
@@ -411,7 +417,7 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
 
 
 int het_trainer_write_costs(het_trainer *t, const char *path) {
-    int st = t->costs.to_layer ? HET_OK : costs_setup(t, NULL);
+    int st = t->costs.to_layer ? HET_OK : costs_setup(t, NULL, 0);
     if (st) return st;
     char note[256];
     snprintf(note, sizeof note, "hetrain calibrate: compute costs of %s (CPU time, median of "
