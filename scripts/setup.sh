@@ -7,7 +7,7 @@
 #        libmpich-dev for make test-mpich), or fuzz (clang and its libFuzzer runtime, make fuzz)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
-      libdnnl-dev dataset-fashion-mnist libxml2-utils iproute2 procps protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
+      libdnnl-dev dataset-fashion-mnist libxml2-dev libxml2-utils iproute2 procps protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
 for extra in "$@"; do
   if [ "$extra" = fuzz ]; then pkgs+=(clang libclang-rt-dev); else pkgs+=("$extra"); fi
 done

@@ -62,6 +62,9 @@ typedef struct het_train_config {
     float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
     double node_bw;             /* virtual clock: bandwidth between ranks of a node (10e9) */
     float node_lat;             /* virtual clock: latency between ranks of a node (1e-6) */
+    char platform[HET_PATH_LEN]; /* "" or a SimGrid platform file: hosts (nodes, speeds) and
+                                   links in place of the options above (emul/platform.c) */
+    char hostfile[HET_PATH_LEN]; /* "" or ranks on the platform's hosts, one name a line */
     int clock;                  /* het_clock_kind: 0 wall (the emulation sleeps), 1 virtual */
     char compute_cost[HET_PATH_LEN]; /* virtual clock: "measured" (CPU time), "calibrated"
                                    (rank 0 measures a cost table) or "calibrated:FILE" */

@@ -90,6 +90,48 @@ double het_netem_p2p_s(het_netem ne, size_t bytes);
  * bytes/node_bw); 0 for one rank or the node link off. */
 double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks);
 
+/* ---- platform files (platform.c) ----
+ * A cluster described in SimGrid's platform XML (version 4; the subset platform.c's opening
+ * comment lists), the same file smpirun takes. What hetrain keeps: the hosts and, for every
+ * pair of hosts, the route's latency (sum of its links') and bandwidth (least of its links');
+ * a host to itself is its loopback. A host is a node: the ranks on it share it. */
+#define HET_PLAT_NAME 64
+typedef struct het_plat_host {
+    char name[HET_PLAT_NAME];
+    double speed;  /* flop/s (its first power state) */
+    int cores;     /* ranks it takes without a hostfile */
+    int line;      /* where it was declared */
+} het_plat_host;
+typedef struct het_platform {
+    char file[HET_PATH_LEN];
+    int n_hosts;
+    het_plat_host *hosts;
+    double *lat, *bw; /* n_hosts x n_hosts: route latency (s) and bandwidth (bytes/s) */
+} het_platform;
+/* Reads a platform file: HET_EIO (cannot open, not a regular file), HET_EFORMAT with
+ * "FILE:LINE: <element>: ..." for what is not in the subset or is wrong. */
+int  het_platform_read(het_platform *p, const char *path);
+void het_platform_free(het_platform *p);
+/* Ranks on hosts: a hostfile (one host name a line, or HOST:N for N ranks; rank r on the r-th
+ * name, as smpirun's -hostfile) or, hostfile NULL or "", `cores` ranks to each host in the
+ * order declared. host_of[0..n_ranks). HET_EFORMAT / HET_EINVAL with a line. */
+int  het_platform_place(const het_platform *p, const char *hostfile, int n_ranks, int *host_of);
+/* The network model's links for ranks placed on hosts: between nodes the slowest route any two
+ * ranks on different hosts use (latency the most, bandwidth the least), inside a node the
+ * slowest loopback. *uniform = 1 when every such route (and loopback) is the same, so that the
+ * model's one link is exactly the platform's; 0 when the platform's routes differ. */
+int  het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, het_netem *ne,
+                        int *uniform);
+/* A speed as a platform file writes it ("74.6Gf", "1e9f", "2e9"): 0, or -1 if it is not one. */
+int  het_platform_parse_speed(const char *text, double *flops);
+/* Writes a platform of n_nodes hosts "node0" ... (speeds in flop/s, cores) in one Full zone:
+ * each node a private split-duplex link of the model's bandwidth and half its latency (a route
+ * between two nodes is two of them) and a loopback of the node link; and, if hostfile is not
+ * NULL or "", a hostfile: rank r on node node_of_rank[r]. Both written to a temporary file,
+ * fsynced and renamed. HET_EIO. */
+int  het_platform_write(const char *path, const char *hostfile, const char *comment, int n_nodes,
+                        const double *speed, const int *cores, het_netem ne,
+                        const int *node_of_rank, int n_ranks);
 
 /* ---- the clock (clock.c) ----
  * HET_CLOCK_WALL: het_clock_now() is het_now(); the emulation sleeps. HET_CLOCK_VIRTUAL: every

@@ -18,6 +18,20 @@ int cli_eval(const het_train_config *c);
 int cli_info(const het_train_config *c);
 int cli_export(const het_train_config *c);
 int cli_calibrate(const het_train_config *c);
+/* commands.c: the run's network (the zoo's or --model-file's) and its model built for the
+ * data's shape, without initial weights; net_free and model_free by the caller. */
+int cli_build_model(const het_train_config *c, het_net *net, het_model **m);
+
+/* hetrain platform (platform.c): writes the cluster that the emulation options describe
+ * (--ranks-per-node, --placement, --slowdown, --net-bw, --net-lat, --node-bw, --node-lat) as a
+ * SimGrid platform file and a hostfile, so that the same cluster runs under --platform and
+ * under smpirun. cli_platform_options takes its own options (--ranks, --out, --hostfile,
+ * --host-speed) out of argv as compare's do. cli_platform_describe prints a platform file
+ * (info --platform). */
+int cli_platform_options(int argc, char **argv, int *n_rest);
+void cli_platform_help(void);
+int cli_platform(const het_train_config *c);
+int cli_platform_describe(const het_train_config *c);
 
 /* hetrain compare (compare.c): runs `train` once per strategy and seed under an MPI launcher,
  * reads the metrics back and writes tables and plots. It runs without MPI itself.

@@ -74,7 +74,7 @@ int cli_calibrate(const het_train_config *c) {
 }
 
 /* The run's network (the zoo's or --model-file's) and its model, without initial weights. */
-static int build_model(const het_train_config *c, het_net *net, het_model **m) {
+int cli_build_model(const het_train_config *c, het_net *net, het_model **m) {
     het_shape in;
     int classes;
     *m = NULL;
@@ -89,9 +89,10 @@ static void shape_str(char *buf, size_t n, het_shape s) {
 }
 
 int cli_info(const het_train_config *c) {
+    if (c->platform[0] && cli_platform_describe(c) != CLI_OK) return CLI_FAIL;
     het_model *m;
     het_net net;
-    if (build_model(c, &net, &m)) {
+    if (cli_build_model(c, &net, &m)) {
         het_net_free(&net);
         return cli_fail();
     }
@@ -155,7 +156,7 @@ int cli_info(const het_train_config *c) {
 int cli_export(const het_train_config *c) {
     het_model *m = NULL;
     het_net net;
-    int st = cli_agree(build_model(c, &net, &m));
+    int st = cli_agree(cli_build_model(c, &net, &m));
     if (!st && c->checkpoint[0]) {
         st = het_checkpoint_load_weights(m, c->model, c->checkpoint);
     } else if (!st) { /* the weights the file gives (ONNX initializers, --init-from) */

@@ -43,14 +43,20 @@ static const char *const eval_keys[] = {"model", "model-file", "init-from", "dat
                                         "synthetic-shape", "classes", "batch", "threads",
                                         "checkpoint", "test-limit", "quiet", NULL};
 static const char *const info_keys[] = {"model", "model-file", "data", "data-dir",
-                                        "synthetic-shape", "classes", "batch", "threads", NULL};
+                                        "synthetic-shape", "classes", "batch", "threads",
+                                        "platform", "hostfile", NULL};
+static const char *const platform_keys[] = {"model", "model-file", "data", "data-dir",
+                                            "synthetic-shape", "classes", "ranks-per-node",
+                                            "placement", "slowdown", "net-bw", "net-lat",
+                                            "node-bw", "node-lat", "quiet", NULL};
 static const char *const export_keys[] = {"checkpoint", "model", "model-file", "init-from",
                                           "data", "data-dir", "synthetic-shape", "classes",
                                           "seed", "export-safetensors", "export-onnx", "quiet",
                                           NULL};
 static const char *const calibrate_keys[] = {"model", "model-file", "data", "data-dir",
                                              "synthetic-shape", "classes", "batch", "threads",
-                                             "slowdown", "ranks-per-node", "calibrate-steps",
+                                             "slowdown", "ranks-per-node", "platform",
+                                             "hostfile", "calibrate-steps",
                                              "clock", "compute-cost", "costs-out",
                                              "train-limit", "test-limit", "seed", "progress",
                                              "out", "quiet", NULL};
@@ -64,7 +70,8 @@ static const char *const compare_keys[] = {
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
     "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
-    "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "clock", "compute-cost", "speeds", "speeds-file", "calibrate-steps", "batching",
+    "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "platform", "hostfile", "clock",
+    "compute-cost", "speeds", "speeds-file", "calibrate-steps", "batching",
     "weighting", "rebalance", "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs",
     "daso-cooldown-epochs", "daso-max-global-skips", "daso-chunk", "daso-wire",
     "daso-plateau-threshold", "daso-patience", "daso-skip-reduction-factor",
@@ -85,6 +92,9 @@ static const command commands[] = {
      "--speeds-file: --out FILE)", calibrate_keys, NULL, NULL},
     {"compare", cli_compare, "train with each strategy under mpirun (and seeds), then tables "
      "and plots of the runs (--out DIR)", compare_keys, cli_compare_options, cli_compare_help},
+    {"platform", cli_platform, "write the emulated cluster of --ranks-per-node, --slowdown, "
+     "--net-bw ... as a SimGrid platform file (--out FILE) and hostfile, for --platform and "
+     "smpirun", platform_keys, cli_platform_options, cli_platform_help},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -371,8 +381,8 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) cmd = &commands[i];
     if (!cmd) {
-        usage_error(NULL, "unknown command '%s' (expected train, eval, info, export, calibrate "
-                    "or compare; see hetrain --help)", name);
+        usage_error(NULL, "unknown command '%s' (expected train, eval, info, export, calibrate, "
+                    "compare or platform; see hetrain --help)", name);
         return CLI_USAGE;
     }
     pair pairs[MAX_PAIRS];

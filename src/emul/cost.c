@@ -101,7 +101,7 @@ double het_costs_charge(het_costs *c, int piece, int layer, int layer_end, int c
     case HET_PIECE_RANGE_BWD: t = range_line(c->bwd, layer, layer_end, c->n_layers, count); break;
     default: break;
     }
-    return t > 0.0 ? t * (c->scale > 0.0 ? c->scale : 1.0) : 0.0;
+    return t > 0.0 ? t : 0.0;
 }
 
 int het_costs_write(const het_costs *c, const char *path, const char *comment) {

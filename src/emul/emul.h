@@ -68,8 +68,8 @@ int het_emul_wait_auto(int host_ranks, int threads_per_rank, long cores);
  * kernel (het_blas_reference_flops: single-thread SGEMM). A rank on a host of speed S flop/s
  * (a platform file's) is charged the table's seconds x ref / S, so that tables measured on two
  * hosts charge the same virtual seconds to within how well the reference kernel predicts
- * their ratio; `scale` holds ref / S (1: the measuring host's own speed, the shorthand
- * options' cluster). */
+ * their ratio (het_pace's scale and factor; without a platform the hosts are as fast as the
+ * one that measured the table). */
 enum {
     HET_PIECE_NONE = 0,
     HET_PIECE_TO_LAYER,
@@ -96,7 +96,6 @@ typedef struct het_costs {
     het_cost_line *fwd, *bwd; /* n_layers: layer l's forward / backward on the range executor
                                 (a segment between two cut points is kept on its first layer;
                                 the others of it are 0) */
-    double scale;            /* charged seconds per table second (ref / host speed); 0 means 1 */
     double charged;          /* of the current step's forward + backward so far */
 } het_costs;
 /* Allocates the per-layer lines (zeroed). HET_ENOMEM. */
@@ -105,7 +104,7 @@ void het_costs_free(het_costs *c);
 /* The line through (lo, t_lo) and (hi, t_hi); a negative slope gives the flat line at t_lo, a
  * negative intercept the line through the origin and (hi, t_hi). */
 het_cost_line het_cost_fit(int lo, double t_lo, int hi, double t_hi);
-/* The cost of a piece ending now, times `scale`: TO_LAYER l charges what forward and backward
+/* The cost of a piece ending now: TO_LAYER l charges what forward and backward
  * down to l cost beyond what this step was charged already (never below 0), FB the rest of the
  * step's forward + backward (then a new step starts), OPT and STEP their lines, RANGE_FWD /
  * RANGE_BWD the sum of the layers [layer, layer_end)'s lines. */
@@ -148,6 +147,9 @@ typedef struct het_pace {
     int piece, piece_layer, piece_layer_end, piece_count;
     double piece_share; /* the fraction of the piece's table cost the next mark charges (a
                            server's update of its slice of the parameters); 0: all of it */
+    double scale;       /* virtual clock: seconds charged per second of cost, before the
+                           slowdown (a platform's hosts: the cost's reference rate over the
+                           fastest host's speed); 0: 1 */
 } het_pace;
 
 void   het_pace_init(het_pace *p, double factor);

@@ -202,6 +202,7 @@ static double mark_virtual(het_pace *p) {
     p->piece = HET_PIECE_NONE;
     p->piece_share = 0.0;
     if (!(t >= 0.0)) t = 0.0;
+    if (p->scale > 0.0) t *= p->scale;
     double start = het_clock_now();
     p->mid = start + t;
     het_clock_advance(t * p->factor);

@@ -139,7 +139,8 @@ static void lane_end(lane *l, int i, double start, double mark, const char *even
                                                               : HET_PIECE_RANGE_BWD,
                                         p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i])
                      : thread_cpu() - mark;
-        l->t += t * q->factor;
+        const double scale = q->ctx->pace.scale > 0.0 ? q->ctx->pace.scale : 1.0;
+        l->t += t * scale * q->factor;
         end = l->t;
     } else {
         double t = het_now() - mark;

@@ -152,6 +152,11 @@ static const key_def keys[] = {
       "(default 10G; 0: free)"}, K_RATE, OFF(node_bw), 1e4, 1e15, 0},
     {{"node-lat", "SECONDS", "virtual clock: latency between ranks of one node, 0..10 (default "
       "1e-6)"}, K_FLOAT, OFF(node_lat), 0, 10, 0},
+    {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
+      "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},
+     K_STR, OFF(platform), 0, 0, 0},
+    {{"hostfile", "FILE", "with --platform: rank r on the host named on line r (smpirun's "
+      "-hostfile; default: each host's cores in turn)"}, K_STR, OFF(hostfile), 0, 0, 0},
     {{"compute-cost", "COST", "virtual clock: what a compute piece costs: measured (its CPU "
       "time) | calibrated (rank 0 measures each piece once) | calibrated:FILE (hetrain "
       "calibrate --costs-out) | shipped (the table built into hetrain for this network, "
@@ -261,6 +266,8 @@ void het_train_config_for_eval(het_train_config *c) {
     c->net_lat = d.net_lat;
     c->node_bw = d.node_bw;
     c->node_lat = d.node_lat;
+    memcpy(c->platform, d.platform, sizeof c->platform);
+    memcpy(c->hostfile, d.hostfile, sizeof c->hostfile);
     c->clock = d.clock;
     memcpy(c->compute_cost, d.compute_cost, sizeof c->compute_cost);
     memcpy(c->strategy_opts, d.strategy_opts, sizeof c->strategy_opts);

@@ -42,6 +42,8 @@ int het_train_check_paths(const het_train_config *c, const char *config_file) {
     u[n++] = (het_path_use){"config", config_file, HET_PATH_IN};
     u[n++] = (het_path_use){"model-file", c->model_file, HET_PATH_IN};
     u[n++] = (het_path_use){"init-from", c->init_from, HET_PATH_IN};
+    u[n++] = (het_path_use){"platform", c->platform, HET_PATH_IN};
+    u[n++] = (het_path_use){"hostfile", c->hostfile, HET_PATH_IN};
     const char *costs = het_train_costs_file(c);
     u[n++] = (het_path_use){"compute-cost", costs ? costs : "", HET_PATH_IN};
     int nd = het_dataset_files(c->data, c->data_dir[0] ? c->data_dir : NULL, data,
@@ -91,6 +93,23 @@ int het_train_config_check(const het_train_config *c) {
     if (strcmp(cc, "measured") != 0 && c->clock != HET_CLOCK_VIRTUAL)
         return het_error_set(HET_EINVAL, "compute-cost: '%s' costs the virtual clock's compute; "
                              "add --clock virtual", cc);
+    if (c->hostfile[0] && !c->platform[0])
+        return het_error_set(HET_EINVAL, "hostfile: places ranks on a platform's hosts; add "
+                             "--platform FILE");
+    if (c->platform[0]) { /* the file is the cluster: the shorthand options would contradict it */
+        const het_train_config d = het_train_config_defaults();
+        const char *clash = c->ranks_per_node ? "ranks-per-node"
+                            : c->placement != d.placement ? "placement"
+                            : c->slowdown[0] ? "slowdown"
+                            : c->slowdown_at[0] ? "slowdown-at"
+                            : c->net_bw != d.net_bw ? "net-bw"
+                            : c->net_lat != d.net_lat ? "net-lat"
+                            : c->node_bw != d.node_bw ? "node-bw"
+                            : c->node_lat != d.node_lat ? "node-lat" : NULL;
+        if (clash)
+            return het_error_set(HET_EINVAL, "platform: %s describes the cluster; --%s would "
+                                 "change it (give one or the other)", c->platform, clash);
+    }
     if (c->metrics_steps && !c->metrics[0])
         return het_error_set(HET_EINVAL, "metrics-steps: needs --metrics FILE");
     if (het_sopt_check(c)) return HET_EINVAL;

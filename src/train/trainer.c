@@ -101,6 +101,68 @@ static int choose_wait(het_trainer *t) {
     return HET_OK;
 }
 
+/* --platform: every rank reads the file and places the ranks on its hosts; a rank's slowdown
+ * is the fastest used host's speed over its own host's (the virtual clock's scale takes the
+ * rest: trainer_create), its node the host, the network model the hosts' routes. */
+static int platform_setup(het_trainer *t, int *host_of, het_netem *ne) {
+    const het_train_config *cfg = &t->cfg;
+    het_platform p;
+    int st = het_platform_read(&p, cfg->platform), uniform = 1;
+    if (!st) st = het_platform_place(&p, cfg->hostfile, t->size, host_of);
+    if (!st) st = het_platform_netem(&p, host_of, t->size, ne, &uniform);
+    if (st) {
+        het_platform_free(&p);
+        return st;
+    }
+    double smax = 0;
+    for (int r = 0; r < t->size; r++)
+        if (p.hosts[host_of[r]].speed > smax) smax = p.hosts[host_of[r]].speed;
+    t->plat_speed_max = smax;
+    t->base_factor = smax / p.hosts[host_of[t->rank]].speed;
+    if (t->rank == 0) {
+        char line[1024];
+        size_t o = (size_t)snprintf(line, sizeof line, "platform: %s, %d host%s: ranks on hosts",
+                                    cfg->platform, p.n_hosts, p.n_hosts == 1 ? "" : "s");
+        for (int r = 0; r < t->size && o < sizeof line; r++) {
+            if (r == 24 && t->size > 25) {
+                o += (size_t)snprintf(line + o, sizeof line - o, " ...");
+                break;
+            }
+            o += (size_t)snprintf(line + o, sizeof line - o, " %d:%s(%.3gGf)", r,
+                                  p.hosts[host_of[r]].name, 1e-9 * p.hosts[host_of[r]].speed);
+        }
+        het_log(HET_LOG_INFO, "%s\n", line);
+        het_log(HET_LOG_INFO, "platform: between nodes %.3g s + bytes / %.4g B/s, inside a node "
+                "%.3g s + bytes / %.4g B/s%s\n", ne->lat_s, ne->bw_bytes_per_s, ne->node_lat_s,
+                ne->node_bw_bytes_per_s, uniform ? "" : " (the routes differ: the network model "
+                "charges every pair of nodes the slowest route, every node the slowest loopback)");
+    }
+    het_platform_free(&p);
+    return HET_OK;
+}
+
+/* --platform on the virtual clock: a piece's cost (a table's seconds, or this rank's CPU time)
+ * is charged x ref / fastest host speed, ref the cost's reference rate (the table's, or this
+ * host's measured now), and x the rank's slowdown (fastest / own host speed): x ref / own. On
+ * the wall clock the speeds can only slow ranks down: the fastest host is this machine. */
+static void platform_scale(het_trainer *t) {
+    het_strategy_ctx *c = &t->ctx;
+    if (t->cfg.clock != HET_CLOCK_VIRTUAL) {
+        if (t->rank == 0)
+            het_log(HET_LOG_INFO, "platform: on the wall clock the hosts' speeds slow ranks "
+                    "down relative to the fastest host, which computes at this machine's "
+                    "speed (--clock virtual charges their speeds in flop/s)\n");
+        return;
+    }
+    const int table = c->pace.costs != NULL;
+    const double ref = table ? t->costs.ref_flops : het_blas_reference_flops();
+    c->pace.scale = ref > 0 ? ref / t->plat_speed_max : 1.0;
+    if (t->rank == 0)
+        het_log(HET_LOG_INFO, "platform: compute costs rescaled x %.4g (%s %.4g Gflop/s on the "
+                "reference kernel, the fastest host %.4g Gflop/s)\n", c->pace.scale,
+                table ? "the table's host" : "this host", 1e-9 * ref, 1e-9 * t->plat_speed_max);
+}
+
 /* The distributed part of create: topology, comm, slowdown. */
 static int create_mpi(het_trainer *t) {
     const het_train_config *cfg = &t->cfg;
@@ -112,6 +174,18 @@ static int create_mpi(het_trainer *t) {
                              "per rank", nf, nf == 1 ? "" : "s", t->size, t->size == 1 ? "" :
                              "s");
     t->base_factor = nf > 0 ? factors[t->rank] : 1.0;
+    het_netem ne = {cfg->net_lat, cfg->net_bw, cfg->node_lat, cfg->node_bw};
+    int *host_of = NULL, st = HET_OK;
+    if (cfg->platform[0]) {
+        host_of = malloc((size_t)t->size * sizeof *host_of);
+        st = host_of ? platform_setup(t, host_of, &ne)
+                     : het_error_set(HET_ENOMEM, "out of memory placing %d ranks", t->size);
+        if (t->mpi) st = het_trainer_agree(t, st);
+        if (st) {
+            free(host_of);
+            return st;
+        }
+    }
     het_clock_use((het_clock_kind)cfg->clock); /* before anything reads it: V = 0 */
     het_pace_init(&t->ctx.pace, t->base_factor);
     if (cfg->slowdown_at[0]) {
@@ -127,9 +201,14 @@ static int create_mpi(het_trainer *t) {
                                      t->size, t->size == 1 ? "" : "s");
         t->n_changes = n;
     }
-    if (!t->mpi) return HET_OK;
-    int st;
-    if (cfg->ranks_per_node > 0 && cfg->placement == 1) { /* cyclic: rank r on node r mod N */
+    if (!t->mpi) {
+        free(host_of);
+        return HET_OK;
+    }
+    if (host_of) { /* a platform: a node is a host */
+        st = het_topo_init_nodes(&t->topo, MPI_COMM_WORLD, host_of[t->rank]);
+        free(host_of);
+    } else if (cfg->ranks_per_node > 0 && cfg->placement == 1) { /* cyclic: rank r on node r mod N */
         int nodes = (t->size + cfg->ranks_per_node - 1) / cfg->ranks_per_node;
         st = het_topo_init_nodes(&t->topo, MPI_COMM_WORLD, t->rank % nodes);
     } else {
@@ -137,7 +216,6 @@ static int create_mpi(het_trainer *t) {
     }
     t->have_topo = st == HET_OK;
     if ((st = het_trainer_agree(t, st))) return st;
-    het_netem ne = {cfg->net_lat, cfg->net_bw, cfg->node_lat, cfg->node_bw};
     st = het_trainer_agree(t, het_comm_create(&t->comm, &t->topo, ne));
     t->ctx.world = het_comm_mpi(t->comm, HET_COMM_WORLD);
     return st;
@@ -282,6 +360,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     if (cfg->clock == HET_CLOCK_VIRTUAL && strcmp(cfg->compute_cost, "measured") != 0 &&
         (st = costs_setup(t, het_train_costs_file(cfg), !strcmp(cfg->compute_cost, "shipped"))))
         goto fail;
+    if (t->plat_speed_max > 0) platform_scale(t);
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
     if (st || (st = het_trainer_compare_strategy(t))) goto fail;

@@ -41,7 +41,8 @@ struct het_trainer {
     const het_strategy_ops *strat;
     int strat_ready;           /* strat->init succeeded: free it */
     het_strategy_ctx ctx;
-    double base_factor;        /* this rank's --slowdown factor */
+    double base_factor;        /* this rank's --slowdown factor (or its platform host's) */
+    double plat_speed_max;     /* --platform: the fastest host any rank is on, flop/s; 0 none */
     het_slowdown_change changes[HET_MAX_CHANGES]; /* --slowdown-at */
     int n_changes;
     double bar_loss;           /* progress bar: running sums of the epoch */
