@@ -646,9 +646,10 @@ int het_platform_place(const het_platform *p, const char *hostfile, int n_ranks,
             }
             int h = find_host(p, s);
             if (h < 0) {
+                st = het_error_set(HET_EFORMAT, "%s:%d: host '%s' is not in the platform %s",
+                                   hostfile, line, s, p->file);
                 free(text);
-                return het_error_set(HET_EFORMAT, "%s:%d: host '%s' is not in the platform %s",
-                                     hostfile, line, s, p->file);
+                return st;
             }
             for (long i = 0; i < reps && lines < n_ranks; i++) host_of[lines++] = h;
         }
