@@ -214,6 +214,8 @@ typedef struct het_req {
     MPI_Request t_req;  /* its all-reduce (MAX), MPI_REQUEST_NULL when none is in flight */
     long long t_seq;    /* and that all-reduce's collective number */
     MPI_Request inline_reqs[HET_REQ_INLINE]; /* the requests when n_reqs <= HET_REQ_INLINE */
+    float *send;        /* the SMPI build: a copy of the buffer to send from (SMPI 3.32's
+                           in-place MPI_Iallreduce corrupts 16384 floats and more); else NULL */
 } het_req;
 /* Fails as het_comm_allreduce_sum, or HET_ENOMEM for more than HET_REQ_INLINE chunks; after
  * a failure r holds what was posted (het_comm_wait completes it). */

@@ -515,7 +515,9 @@ static void warn_launcher_mismatch(void) {
 
 int main(int argc, char **argv) {
     int size = 1, provided = MPI_THREAD_SINGLE; /* het_comm_create checks the level */
+#ifndef HET_SMPI /* under smpirun the ranks are threads of one process: no re-exec */
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
+#endif
     for (int i = 0; argc > 1 && i < N_COMMANDS; i++)
         if (commands[i].own_options && strcmp(argv[1], commands[i].name) == 0) {
             int rc = run_cli(argc, argv); /* without MPI: it launches MPI runs itself */
@@ -531,7 +533,9 @@ int main(int argc, char **argv) {
     g_size = size;
     if (size == 1) warn_launcher_mismatch();
     het_log_set_rank(g_rank);
+#ifndef HET_SMPI /* a lost rank, a pid, a signal: none of them under the simulator */
     cli_signals_setup(g_rank, g_size);
+#endif
     int rc = run_cli(argc, argv);
     fflush(stdout);
     cli_signals_finish(rc);

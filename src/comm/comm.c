@@ -108,6 +108,7 @@ static int arrival_end(het_comm *c, MPI_Comm comm, double model, arrival *a) {
  * locks are taken), so asking for SINGLE would silently lower a FUNNELED or MULTIPLE process
  * to SINGLE (open-mpi/ompi#14164). */
 static void prefer_nbc_ring(void) {
+#ifndef HET_SMPI /* SMPI has no tool interface; its collectives are SimGrid's */
     static int done = 0;
     if (done) return;
     done = 1;
@@ -125,6 +126,7 @@ static void prefer_nbc_ring(void) {
         MPI_T_cvar_handle_free(&h);
     }
     MPI_T_finalize();
+#endif
 }
 
 static const char *thread_level_name(int level) {
@@ -151,6 +153,9 @@ int het_comm_check_thread_level(int required) {
     int err = MPI_Query_thread(&provided);
     if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Query_thread");
     /* the MPI standard orders SINGLE < FUNNELED < SERIALIZED < MULTIPLE */
+#ifdef HET_SMPI /* SMPI provides SINGLE; under it hetrain calls MPI from one thread per rank */
+    required = MPI_THREAD_SINGLE;
+#endif
     if (provided < required)
         return het_error_set(HET_EMPI, "MPI provides thread level %s, hetrain needs %s: "
                              "initialize MPI with MPI_Init_thread(&argc, &argv, "
@@ -304,6 +309,7 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
 /* A request with nothing in flight, started now. */
 static void req_begin(het_req *r) {
     r->reqs = NULL;
+    r->send = NULL;
     r->n_reqs = 0;
     r->t_start = het_now();
     r->t_clock = het_clock_now();
@@ -421,12 +427,20 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
         return rc;
     }
     r->comm = comm;
+#ifdef HET_SMPI /* in place corrupts large buffers under SMPI 3.32: send from a copy */
+    if (!(r->send = malloc(n * sizeof(float)))) {
+        r->n_reqs = 0;
+        r->mpi_done = 1;
+        return het_error_set(HET_ENOMEM, "all-reduce: out of memory for SMPI's send copy");
+    }
+    memcpy(r->send, buf, n * sizeof(float));
+#endif
     for (size_t i = 0; i < n_chunks; i++) {
         size_t off = i * c->chunk, cnt = n - off < c->chunk ? n - off : c->chunk;
         long long seq = het_stall_post(comm);
         if (i == 0) r->seq = seq;
-        int err = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm,
-                                 &reqs[i]);
+        int err = MPI_Iallreduce(r->send ? (const void *)(r->send + off) : MPI_IN_PLACE,
+                                 buf + off, (int)cnt, MPI_FLOAT, MPI_SUM, comm, &reqs[i]);
         if (err != MPI_SUCCESS) {
             /* the chunks already posted stay in r: het_comm_wait can still complete them */
             if (i <= HET_REQ_INLINE && r->reqs) { /* they fit inline: keep them there */
@@ -448,6 +462,8 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
 static void req_release(het_req *r) {
     free(r->reqs);
     r->reqs = NULL;
+    free(r->send);
+    r->send = NULL;
     r->n_reqs = 0;
     r->mpi_done = 1;
 }

@@ -50,6 +50,9 @@ const char *het_allreduce_algo_name(het_allreduce_algo a) {
 het_allreduce_algo het_comm_allreduce_algo(const het_comm *c, het_allreduce_algo a) {
     if (!c || (a != HET_ALLREDUCE_AUTO && a != HET_ALLREDUCE_HIER)) return HET_ALLREDUCE_FLAT;
     if (a == HET_ALLREDUCE_HIER) return a;
+#ifdef HET_SMPI /* the two-level algorithm's in-place MPI_Ireduce: see het_req's send */
+    return HET_ALLREDUCE_FLAT;
+#endif
     return c->topo->n_nodes > 1 ? HET_ALLREDUCE_HIER : HET_ALLREDUCE_FLAT;
 }
 
@@ -85,6 +88,7 @@ static int next_stage(const het_comm *c, int s) {
 /* An empty request started now. */
 static void req_empty(het_req *r) {
     r->reqs = NULL;
+    r->send = NULL;
     r->n_reqs = 0;
     r->t_start = het_now();
     r->t_clock = het_clock_now();

@@ -18,6 +18,9 @@
 #include <time.h>
 
 #include "emul/emul.h"
+#ifdef HET_SMPI
+#include <smpi/smpi.h> /* smpi_execute_flops: compute charged to SimGrid's clock */
+#endif
 
 int het_parse_numbers(const char *text, double *out, int cap, double lo, int lo_open,
                       double hi, const char *what) {
@@ -214,6 +217,14 @@ static double mark_virtual(het_pace *p) {
 
 double het_pace_mark(het_pace *p) {
     if (het_clock_virtual()) return mark_virtual(p);
+#ifdef HET_SMPI /* SimGrid's time: the piece's table cost, as flops on this rank's host */
+    if (p->costs && p->piece != HET_PIECE_NONE) {
+        double t = het_costs_charge(p->costs, p->piece, p->piece_layer, p->piece_layer_end,
+                                    p->piece_count) *
+                   (p->piece_share > 0.0 ? p->piece_share : 1.0);
+        if (t > 0.0) smpi_execute_flops(t * p->costs->ref_flops);
+    }
+#endif
     p->piece = HET_PIECE_NONE;
     p->piece_share = 0.0;
     double now = het_now(), t = now - p->last;

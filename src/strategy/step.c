@@ -481,7 +481,8 @@ static int quiet_barrier(MPI_Comm comm) {
     while (!done) {
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return het_error_set(HET_EMPI, "MPI_Test failed");
-        if (!done) nanosleep(&(struct timespec){0, 1000000}, NULL); /* a real sleep, always */
+        const struct timespec ms = {0, 1000000};
+        if (!done) nanosleep(&ms, NULL); /* a real sleep, always */
     }
     return HET_OK;
 }

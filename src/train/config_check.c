@@ -74,6 +74,42 @@ int het_train_check_outputs(const het_train_config *c, const char *what,
     return st;
 }
 
+#ifdef HET_SMPI
+/* The SMPI build (docs/SMPI.md): SimGrid is the clock, the network and the cluster (smpirun's
+ * -platform and -hostfile); hetrain only charges each compute piece from a cost table. What
+ * would emulate them again, or what SMPI cannot run, is refused with its reason. Returns the
+ * option refused (the message set), or NULL. */
+static const char *smpi_refused(const het_train_config *c) {
+    const het_train_config d = het_train_config_defaults();
+    const char *why = "SimGrid simulates the cluster: give it to smpirun (-platform, -hostfile)";
+    const char *o = c->clock != HET_CLOCK_WALL ? "clock"
+                    : c->slowdown[0] ? "slowdown"
+                    : c->slowdown_at[0] ? "slowdown-at"
+                    : c->net_bw != d.net_bw ? "net-bw"
+                    : c->net_lat != d.net_lat ? "net-lat"
+                    : c->node_bw != d.node_bw ? "node-bw"
+                    : c->node_lat != d.node_lat ? "node-lat"
+                    : c->ranks_per_node ? "ranks-per-node"
+                    : c->placement != d.placement ? "placement"
+                    : c->platform[0] ? "platform"
+                    : c->hostfile[0] ? "hostfile" : NULL;
+    if (!o && c->threads > 1)
+        o = "threads", why = "SMPI runs a rank as one thread (MPI_THREAD_SINGLE)";
+    if (!o && !strcmp(c->strategy, "qfb"))
+        o = "strategy", why = "qfb runs a forward and a backward thread per rank; SMPI gives a "
+                              "rank one (MPI_THREAD_SINGLE)";
+    if (!o && c->allreduce_algo == 2)
+        o = "allreduce-algo", why = "the two-level all-reduce's in-place MPI_Ireduce is not "
+                                    "safe under SMPI 3.32: the flat one runs";
+    if (!o && strcmp(c->compute_cost, "shipped") != 0 &&
+        strncmp(c->compute_cost, "calibrated:", 11) != 0)
+        o = "compute-cost", why = "under SMPI compute is charged from a cost table: give "
+                                  "--compute-cost shipped or calibrated:FILE";
+    if (o) het_error_set(HET_EINVAL, "%s: not in the SMPI build: %s", o, why);
+    return o;
+}
+#endif
+
 int het_train_config_check(const het_train_config *c) {
     het_schedule s = c->sched;
     s.total_epochs = c->epochs;
@@ -90,9 +126,14 @@ int het_train_config_check(const het_train_config *c) {
         strcmp(cc, "shipped") != 0 && !(strncmp(cc, "calibrated:", 11) == 0 && cc[11]))
         return het_error_set(HET_EINVAL, "compute-cost: '%s', expected measured, calibrated, "
                              "calibrated:FILE or shipped", cc);
+#ifdef HET_SMPI
+    if ((cc = smpi_refused(c))) return HET_EINVAL;
+    cc = c->compute_cost;
+#else
     if (strcmp(cc, "measured") != 0 && c->clock != HET_CLOCK_VIRTUAL)
         return het_error_set(HET_EINVAL, "compute-cost: '%s' costs the virtual clock's compute; "
                              "add --clock virtual", cc);
+#endif
     if (c->hostfile[0] && !c->platform[0])
         return het_error_set(HET_EINVAL, "hostfile: places ranks on a platform's hosts; add "
                              "--platform FILE");
