@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 
-.PHONY: all deps deps-fuzz build test test-asan test-tsan test-valgrind test-mpich test-fresh fuzz demo bench install clean
+.PHONY: all deps deps-fuzz build test test-asan test-tsan test-valgrind test-mpich test-fresh fuzz demo bench install clean smpi test-smpi
 
 all: build
 
@@ -50,6 +50,18 @@ test-mpich:
 	@cmake -S . -B $(BUILD)-mpich -DCMAKE_BUILD_TYPE=Release -DMPI_C_COMPILER=mpicc.mpich $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-mpich -j $(JOBS)
 	@cd $(BUILD)-mpich && ctest --output-on-failure -j $(JOBS) -L cli
+
+# hetrain built for SimGrid's SMPI (Debian's libsimgrid-dev: smpicc) in $(BUILD)-smpi, the
+# command alone, as hetrain-smpi: run it under smpirun on a platform file (docs/SMPI.md).
+smpi:
+	@bash scripts/setup.sh smpi
+	@cmake -S . -B $(BUILD)-smpi -DCMAKE_BUILD_TYPE=Release -DHET_SMPI=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)-smpi -j $(JOBS) --target hetrain_cli
+
+# The same runs under smpirun and under hetrain's virtual clock give the same arithmetic
+# (tests/check_smpi.sh: allreduce and asp, labelled smpi in docs/SMPI.md).
+test-smpi: build smpi
+	@HETRAIN=$(BUILD)/hetrain HETRAIN_SMPI=$(BUILD)-smpi/hetrain-smpi bash tests/check_smpi.sh
 
 # A short training run, one and two ranks, under Valgrind memcheck (minutes).
 test-valgrind: build
