@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The validation benchmark of the virtual clock against SimGrid's SMPI (a benchmark: prints
+# figures, never fails on them). Every cell runs one epoch of a strategy twice on one platform
+# file and one cost table (the shipped one): under hetrain's virtual clock (mpirun, --clock
+# virtual --platform FILE --hostfile HOSTS) and under SMPI (smpirun -platform FILE -hostfile
+# HOSTS hetrain-smpi, the compute pieces charged from the same table), and prints the epoch time
+# of each, their ratio, and per setting whether the strategies come out in the same order.
+#
+# The matrix: STRATEGIES (allreduce,hgc,daso,asp,inhad,gpipe,1f1b; qfb cannot run under SMPI:
+# its two threads per rank), MODELS (lenet5,resnet20), SIZES (nodes x ranks per node: 2x2, 4x4,
+# 8x8), SLOW (none and one slow node, its ranks 3x: "1 3"), BWS (between nodes: 100Mbit/s,
+# 1Gbit/s, 10Gbit/s = 12.5M,125M,1250M bytes/s; 50 us). Each run: 8 steps of 32 samples per
+# rank (16 for resnet20), synthetic data of the model's shape, SGD momentum 0.9; daso with no
+# warm-up or cool-down epoch (its global averaging runs); gpipe and 1f1b as pipelines of 2
+# stages (P/2 of them), 4 micro-batches; asp and inhad with their server on the last rank.
+# hetrain's clock runs the flat all-reduce, as SMPI does (the SMPI build refuses the two-level
+# one); SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
+# model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
+# no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs 1e-7 s.
+#
+# Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
+# Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"),
+#      FACTORS (default | 1), OUT (a folder for the runs' files and the table; default: a
+#      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
+set -u
+build=${1:-build}
+het=$(readlink -f "$build/hetrain") smpi_bin=$(readlink -f "$build-smpi/hetrain-smpi")
+[ -x "$het" ] || { echo "validate_smpi: no $build/hetrain (make build)" >&2; exit 1; }
+[ -x "$smpi_bin" ] || { echo "validate_smpi: no $build-smpi/hetrain-smpi (make smpi)" >&2; exit 1; }
+command -v smpirun >/dev/null || { echo "validate_smpi: no smpirun (scripts/setup.sh smpi)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+IFS=, read -r -a strategies <<<"${STRATEGIES:-allreduce,hgc,daso,asp,inhad,gpipe,1f1b}"
+IFS=, read -r -a models <<<"${MODELS:-lenet5,resnet20}"
+read -r -a sizes <<<"${SIZES:-2x2 4x4 8x8}"
+read -r -a slows <<<"${SLOW:-1 3}"
+read -r -a bws <<<"${BWS:-12.5M 125M 1250M}"
+if [ -n "${OUT:-}" ]; then out=$OUT; mkdir -p "$out"; else
+    out=$(mktemp -d /tmp/het_validate_XXXXXX); trap 'rm -rf "$out"' EXIT; fi
+sim=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi/test:1e-7
+     --cfg=smpi/iprobe:1e-7 --log=root.thresh:error)
+[ "${FACTORS:-default}" = 1 ] && sim+=(--cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1
+                                      --cfg=network/crosstraffic:0)
+epoch_s() { grep '"type":"epoch"' "$1" 2>/dev/null | tail -1 | sed -n 's/.*"epoch_s":\([0-9.e+-]*\).*/\1/p'; }
+table=$out/validate.md
+{
+    echo "SMPI $(smpirun -version 2>/dev/null | head -1 | sed 's/^.*version //'), network model:" \
+         "${FACTORS:-default} factors; $(nproc) cores; $(date -u +%F)"
+    echo
+    echo "| model | ranks | slow | link | strategy | hetrain s | SMPI s | hetrain / SMPI | wall s (hetrain, SMPI) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+} >"$table"
+cat "$table"
+orders_same=0 orders=0
+for model in "${models[@]}"; do
+    shape=1x28x28 per=32
+    [ "$model" = resnet20 ] && shape=3x32x32 per=16
+    for size in "${sizes[@]}"; do
+        N=${size%x*} R=${size#*x} P=$((N * R))
+        for slow in "${slows[@]}"; do
+            factors=$(awk -v n="$N" -v r="$R" -v s="$slow" 'BEGIN { for (i = 0; i < n * r; i++)
+                printf "%s%s", i ? "," : "", (i >= (n - 1) * r) ? s : 1 }')
+            for bw in "${bws[@]}"; do
+                cell=$out/$model-$P-$slow-$bw
+                mkdir -p "$cell"
+                "$het" platform --ranks "$P" --ranks-per-node "$R" --slowdown "$factors" --net-bw "$bw" \
+                    --net-lat 50e-6 --host-speed shipped --model "$model" --data synthetic \
+                    --synthetic-shape "$shape" --out "$cell/plat.xml" --hostfile "$cell/hosts" \
+                    >"$cell/plat.out" 2>&1 || { echo "platform failed: $(cat "$cell/plat.out")"; continue; }
+                common=(train --model "$model" --data synthetic --synthetic-shape "$shape"
+                        --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
+                        --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
+                        --compute-cost shipped --daso-warmup-epochs 0 --daso-cooldown-epochs 0)
+                declare -A th ts
+                for s in "${strategies[@]}"; do
+                    extra=(--strategy "$s")
+                    case $s in
+                        gpipe) extra+=(--pipelines $((P / 2)) --micro-batches 4) ;;
+                        1f1b) extra=(--strategy gpipe --pipe-schedule 1f1b --pipelines $((P / 2))
+                                     --micro-batches 4) ;;
+                    esac
+                    t0=$(date +%s.%N)
+                    timeout 1800 mpirun -np "$P" "$het" "${common[@]}" "${extra[@]}" --clock virtual \
+                        --allreduce-algo flat --platform "$cell/plat.xml" --hostfile "$cell/hosts" \
+                        --metrics "$cell/$s.v.jsonl" >"$cell/$s.v.out" 2>&1
+                    t1=$(date +%s.%N)
+                    timeout 1800 smpirun -np "$P" -platform "$cell/plat.xml" -hostfile "$cell/hosts" \
+                        "${sim[@]}" "$smpi_bin" "${common[@]}" "${extra[@]}" \
+                        --metrics "$cell/$s.s.jsonl" >"$cell/$s.s.out" 2>&1
+                    t2=$(date +%s.%N)
+                    v=$(epoch_s "$cell/$s.v.jsonl") m=$(epoch_s "$cell/$s.s.jsonl")
+                    v=${v:+$(awk -v x="$v" 'BEGIN { printf "%.5g", x }')}
+                    m=${m:+$(awk -v x="$m" 'BEGIN { printf "%.5g", x }')}
+                    th[$s]=${v:-nan} ts[$s]=${m:-nan}
+                    ratio=$(awk -v a="${v:-0}" -v b="${m:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "-" }')
+                    why=""
+                    [ -z "$v" ] && why="hetrain: $(grep -m1 '^hetrain' "$cell/$s.v.out" | cut -c1-80)"
+                    [ -z "$m" ] && why="$why SMPI: $(grep -m1 'hetrain:\|rror' "$cell/$s.s.out" | cut -c1-80)"
+                    printf '| %s | %d (%s) | %s | %s | %s | %s | %s | %s | %.0f, %.0f |\n' "$model" "$P" "$size" \
+                        "$([ "$slow" = 1 ] && echo none || echo "1 node ${slow}x")" "$bw" "$s" \
+                        "${v:--}" "${m:--}${why:+ ($why)}" "$ratio" \
+                        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+                        "$(awk -v a="$t1" -v b="$t2" 'BEGIN { print b - a }')" | tee -a "$table"
+                done
+                # the same order of strategies (by epoch time) under both?
+                ov=$(for s in "${strategies[@]}"; do echo "${th[$s]} $s"; done | sort -g | awk '{ printf "%s ", $2 }')
+                os=$(for s in "${strategies[@]}"; do echo "${ts[$s]} $s"; done | sort -g | awk '{ printf "%s ", $2 }')
+                orders=$((orders + 1))
+                [ "$ov" = "$os" ] && orders_same=$((orders_same + 1))
+                echo "|  |  |  |  | order | ${ov% } | ${os% } | $([ "$ov" = "$os" ] && echo same || echo differs) |  |" | tee -a "$table"
+                unset th ts
+            done
+        done
+    done
+done
+awk -F'|' '$9 ~ /^ *[0-9.]+ *$/ { r = $9 + 0; e = r - 1; if (e < 0) e = -e; s += e; n++; if (e > w) w = e }
+    END { if (n) printf "\n%d cells: mean |hetrain / SMPI - 1| = %.1f %%, worst %.1f %%\n", n, 100 * s / n, 100 * w }' "$table" | tee -a "$table"
+echo "settings with the same order of strategies: $orders_same of $orders" | tee -a "$table"
