@@ -143,4 +143,8 @@ static inline int het_mpi_testsome(int n, MPI_Request *reqs, int *outcount, int 
 #endif
 }
 
+/* mpi_lib.c: under Open MPI, selects libnbc's ring for MPI_Iallreduce once per process
+ * unless the user set coll_libnbc_iallreduce_algorithm (nothing under other MPIs or SMPI). */
+void het_comm_prefer_nbc_ring(void);
+
 #endif

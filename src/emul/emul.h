@@ -125,6 +125,20 @@ size_t het_costs_packed_len(int n_layers);
 void het_costs_pack(const het_costs *c, double *out);
 int  het_costs_unpack(het_costs *c, const double *in);
 
+/* ---- SimGrid's units (units.c) and the platform reader's helpers (platform.c) ---- */
+typedef struct het_unit {
+    const char *name;
+    double scale;
+} het_unit;
+extern const het_unit het_speed_units[], het_time_units[]; /* NULL-named last entries */
+const het_unit *het_bw_units(void);
+/* A number and one of `units` (none: the base unit), >= 0 and finite: 0, else -1. */
+int het_unit_parse(const char *s, const het_unit *units, double *out);
+/* A regular file's bytes (at most 64 MiB, NUL-terminated; a FIFO is refused unopened). */
+int het_platform_slurp(const char *path, char **out, size_t *len);
+/* The index of the host called `name`, or -1. */
+int het_platform_host(const het_platform *p, const char *name);
+
 typedef struct het_pace {
     double factor;
     double last;       /* start of the current interval (het_clock_now) */

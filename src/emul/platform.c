@@ -15,17 +15,14 @@
  *   <zoneRoute src dst gw_src gw_dst><link_ctn id/></zoneRoute>   between two clusters, their
  *                                                    routers as gateways
  *   <prop/> anywhere (ignored)
- * Units as SimGrid's (xbt_parse_units): speeds f, kf ... Yf, flops; bandwidths Bps or bps with
- * k M G T P E Z Y or Ki Mi Gi ... prefixes; times w d h m s ms us ns ps; a bare number is the
- * base unit. A host's speed is its first power state (SimGrid reads "1Gf,2Gf" as power states,
- * not as one speed per host). Anything else is refused with "FILE:LINE: <element>: ...".
+ * Units as SimGrid's (units.c). A host's speed is its first power state (SimGrid reads
+ * "1Gf,2Gf" as power states, not as one speed per host). Anything else is refused with "FILE:LINE: <element>: ...".
  *
  * What hetrain keeps of it: the hosts (name, speed, cores) and, for every pair of hosts, the
  * route's latency (the sum of its links') and bandwidth (the least of its links'), a host to
  * itself through its loopback (the cluster's loopback_bw / loopback_lat, a self route, or
- * SimGrid's default: 10 GBps, 0 s). Routes are symmetric. Ranks go to hosts by a hostfile (one
- * host name a line, rank r on line r, as smpirun's -hostfile) or, without one, `core` ranks to
- * each host in the order they were declared. */
+ * SimGrid's default: 10 GBps, 0 s). Routes are symmetric. Ranks on hosts, the network model's
+ * links and the writer are platform_place.c's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -46,68 +43,6 @@
 #define PLAT_MAX_BYTES (64L << 20)
 #define DEFAULT_LOOPBACK_BW 10e9 /* SimGrid's network/loopback-bw */
 #define DEFAULT_LOOPBACK_LAT 0.0
-
-/* ---------------------------------------------------------------- units */
-
-typedef struct unit {
-    const char *name;
-    double scale;
-} unit;
-
-/* value with unit: the number, then one of `units` (or none: the base unit). */
-static int parse_unit(const char *s, const unit *units, double *out) {
-    if (!s) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno == ERANGE || !isfinite(v) || v < 0) return -1;
-    if (!*end) {
-        *out = v;
-        return 0;
-    }
-    for (int i = 0; units[i].name; i++)
-        if (!strcmp(end, units[i].name)) {
-            *out = v * units[i].scale;
-            return 0;
-        }
-    return -1;
-}
-
-static const unit speed_units[] = {
-    {"f", 1}, {"kf", 1e3}, {"Mf", 1e6}, {"Gf", 1e9}, {"Tf", 1e12}, {"Pf", 1e15}, {"Ef", 1e18},
-    {"Zf", 1e21}, {"Yf", 1e24}, {"flops", 1}, {"kiloflops", 1e3}, {"megaflops", 1e6},
-    {"gigaflops", 1e9}, {"teraflops", 1e12}, {"petaflops", 1e15}, {"exaflops", 1e18},
-    {NULL, 0}};
-static const unit time_units[] = {{"w", 604800}, {"d", 86400}, {"h", 3600}, {"m", 60},
-                                  {"s", 1},      {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9},
-                                  {"ps", 1e-12}, {NULL, 0}};
-static unit bw_units[2 * 2 * 9 + 1]; /* Bps, bps with decimal and binary prefixes */
-
-static void bw_units_init(void) {
-    static const char *dec[] = {"", "k", "M", "G", "T", "P", "E", "Z", "Y"};
-    static const char *bin[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"};
-    static char names[36][8];
-    if (bw_units[0].name) return;
-    int k = 0;
-    for (int byte = 0; byte < 2; byte++)
-        for (int i = 0; i < 9; i++)
-            for (int b2 = 0; b2 < 2; b2++) {
-                if (b2 && i == 0) continue;
-                snprintf(names[k], sizeof names[k], "%s%s", b2 ? bin[i] : dec[i],
-                         byte ? "bps" : "Bps");
-                bw_units[k].name = names[k];
-                bw_units[k].scale = pow(b2 ? 1024.0 : 1000.0, i) * (byte ? 0.125 : 1.0);
-                k++;
-            }
-    bw_units[k].name = NULL;
-}
-
-int het_platform_parse_speed(const char *text, double *flops) {
-    double v;
-    if (parse_unit(text, speed_units, &v) || !(v > 0)) return -1;
-    *flops = v;
-    return 0;
-}
 
 /* ---------------------------------------------------------------- the reader */
 
@@ -179,7 +114,7 @@ static int need(reader *r, xmlNode *n, const char *name, const char **out) {
     return *out && **out ? HET_OK : fail(r, n, "expected attribute %s", name);
 }
 
-static int value(reader *r, xmlNode *n, const char *name, const unit *u, const char *what,
+static int value(reader *r, xmlNode *n, const char *name, const het_unit *u, const char *what,
                  int required, double dflt, double *out) {
     const char *s = attr(n, name);
     if (!s) {
@@ -193,7 +128,7 @@ static int value(reader *r, xmlNode *n, const char *name, const unit *u, const c
     if (comma) *comma = 0;
     char *t = first;
     while (*t == ' ') t++;
-    if (parse_unit(t, u, out)) return fail(r, n, "%s=\"%s\": expected %s", name, s, what);
+    if (het_unit_parse(t, u, out)) return fail(r, n, "%s=\"%s\": expected %s", name, s, what);
     return HET_OK;
 }
 
@@ -207,7 +142,7 @@ static int grow(void **v, int *cap, int n, size_t size) {
     return 0;
 }
 
-static int find_host(const het_platform *p, const char *name) {
+int het_platform_host(const het_platform *p, const char *name) {
     for (int i = 0; i < p->n_hosts; i++)
         if (!strcmp(p->hosts[i].name, name)) return i;
     return -1;
@@ -218,7 +153,7 @@ static int add_host(reader *r, xmlNode *n, const char *name, double speed, int c
     if (strlen(name) >= HET_PLAT_NAME)
         return fail(r, n, "host name '%.40s...' longer than %d characters", name,
                     HET_PLAT_NAME - 1);
-    if (find_host(p, name) >= 0) return fail(r, n, "host '%s' declared twice", name);
+    if (het_platform_host(p, name) >= 0) return fail(r, n, "host '%s' declared twice", name);
     if (p->n_hosts >= PLAT_MAX_HOSTS)
         return fail(r, n, "more than %d hosts", PLAT_MAX_HOSTS);
     if (!(speed > 0)) return fail(r, n, "host '%s': speed must be above 0", name);
@@ -283,14 +218,14 @@ static int read_cluster(reader *r, xmlNode *n) {
     else snprintf(c->router, sizeof c->router, "%s%s_router%s", prefix, id, suffix);
     double speed;
     int cores;
-    if ((st = value(r, n, "speed", speed_units, "a speed (e.g. 1Gf)", 1, 0, &speed)) ||
+    if ((st = value(r, n, "speed", het_speed_units, "a speed (e.g. 1Gf)", 1, 0, &speed)) ||
         (st = read_cores(r, n, &cores)) ||
-        (st = value(r, n, "bw", bw_units, "a bandwidth (e.g. 125MBps)", 1, 0, &c->bw)) ||
-        (st = value(r, n, "lat", time_units, "a time (e.g. 50us)", 1, 0, &c->lat)) ||
-        (st = value(r, n, "bb_bw", bw_units, "a bandwidth", 0, 0, &c->bb_bw)) ||
-        (st = value(r, n, "bb_lat", time_units, "a time", 0, 0, &c->bb_lat)) ||
-        (st = value(r, n, "loopback_bw", bw_units, "a bandwidth", 0, 0, &c->lo_bw)) ||
-        (st = value(r, n, "loopback_lat", time_units, "a time", 0, 0, &c->lo_lat)))
+        (st = value(r, n, "bw", het_bw_units(), "a bandwidth (e.g. 125MBps)", 1, 0, &c->bw)) ||
+        (st = value(r, n, "lat", het_time_units, "a time (e.g. 50us)", 1, 0, &c->lat)) ||
+        (st = value(r, n, "bb_bw", het_bw_units(), "a bandwidth", 0, 0, &c->bb_bw)) ||
+        (st = value(r, n, "bb_lat", het_time_units, "a time", 0, 0, &c->bb_lat)) ||
+        (st = value(r, n, "loopback_bw", het_bw_units(), "a bandwidth", 0, 0, &c->lo_bw)) ||
+        (st = value(r, n, "loopback_lat", het_time_units, "a time", 0, 0, &c->lo_lat)))
         return st;
     if (!(c->bw > 0)) return fail(r, n, "bw must be above 0");
     c->has_bb = attr(n, "bb_bw") != NULL;
@@ -328,7 +263,7 @@ static int read_host(reader *r, xmlNode *n) {
     double speed;
     int cores, st = only_attrs(r, n, ok);
     if (!st) st = need(r, n, "id", &id);
-    if (!st) st = value(r, n, "speed", speed_units, "a speed (e.g. 1Gf)", 1, 0, &speed);
+    if (!st) st = value(r, n, "speed", het_speed_units, "a speed (e.g. 1Gf)", 1, 0, &speed);
     if (!st) st = read_cores(r, n, &cores);
     for (xmlNode *c = n->children; !st && c; c = c->next)
         if (c->type == XML_ELEMENT_NODE && !is(c, "prop"))
@@ -351,8 +286,8 @@ static int read_link(reader *r, xmlNode *n) {
         return het_error_set(HET_ENOMEM, "%s: out of memory", r->file);
     plink *l = &r->links[r->n_links];
     snprintf(l->id, sizeof l->id, "%s", id);
-    if ((st = value(r, n, "bandwidth", bw_units, "a bandwidth (e.g. 125MBps)", 1, 0, &l->bw)) ||
-        (st = value(r, n, "latency", time_units, "a time (e.g. 50us)", 0, 0, &l->lat)))
+    if ((st = value(r, n, "bandwidth", het_bw_units(), "a bandwidth (e.g. 125MBps)", 1, 0, &l->bw)) ||
+        (st = value(r, n, "latency", het_time_units, "a time (e.g. 50us)", 0, 0, &l->lat)))
         return st;
     if (!(l->bw > 0)) return fail(r, n, "bandwidth must be above 0");
     r->n_links++;
@@ -395,8 +330,8 @@ static int read_route(reader *r, xmlNode *n, int zone_route) {
             return fail(r, n, "gw_dst=\"%s\": expected cluster %s's router '%s'", gd ? gd : "",
                         dst, r->clusters[x.b].router);
     } else {
-        x.a = find_host(r->p, src);
-        x.b = find_host(r->p, dst);
+        x.a = het_platform_host(r->p, src);
+        x.b = het_platform_host(r->p, dst);
         if (x.a < 0 || x.b < 0)
             return fail(r, n, "%s '%s' is not a host declared before it",
                         x.a < 0 ? "src" : "dst", x.a < 0 ? src : dst);
@@ -505,7 +440,7 @@ static int pair(reader *r, int a, int b, double *lat, double *bw) {
 }
 
 /* The file's bytes, at most PLAT_MAX_BYTES, from a regular file only (a FIFO would block). */
-static int slurp(const char *path, char **out, size_t *len) {
+int het_platform_slurp(const char *path, char **out, size_t *len) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -552,10 +487,9 @@ static void quiet_errors(void *ctx, const char *msg, ...) {
 
 int het_platform_read(het_platform *p, const char *path) {
     memset(p, 0, sizeof *p);
-    bw_units_init();
     char *text;
     size_t len;
-    int st = slurp(path, &text, &len);
+    int st = het_platform_slurp(path, &text, &len);
     if (st) return st;
     xmlSetGenericErrorFunc(NULL, quiet_errors);
     xmlDoc *doc = xmlReadMemory(text, (int)len, path, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
@@ -616,151 +550,3 @@ int het_platform_read(het_platform *p, const char *path) {
     return st;
 }
 
-/* ---------------------------------------------------------------- ranks on hosts */
-
-int het_platform_place(const het_platform *p, const char *hostfile, int n_ranks, int *host_of) {
-    if (hostfile && hostfile[0]) {
-        char *text;
-        size_t len;
-        int st = slurp(hostfile, &text, &len);
-        if (st) return st;
-        int lines = 0, line = 0;
-        for (char *save = NULL, *s = strtok_r(text, "\n", &save); s;
-             s = strtok_r(NULL, "\n", &save)) {
-            line++;
-            while (*s == ' ' || *s == '\t') s++;
-            size_t k = strlen(s);
-            while (k && (s[k - 1] == ' ' || s[k - 1] == '\t' || s[k - 1] == '\r')) s[--k] = 0;
-            if (!*s || *s == '#') continue;
-            char *colon = strchr(s, ':'); /* smpirun's "host:N": N ranks there */
-            long reps = 1;
-            if (colon) {
-                char *end;
-                *colon = 0;
-                reps = strtol(colon + 1, &end, 10);
-                if (end == colon + 1 || *end || reps < 1 || reps > 4096) {
-                    free(text);
-                    return het_error_set(HET_EFORMAT, "%s:%d: expected HOST or HOST:N (N ranks "
-                                         "on it, 1..4096)", hostfile, line);
-                }
-            }
-            int h = find_host(p, s);
-            if (h < 0) {
-                st = het_error_set(HET_EFORMAT, "%s:%d: host '%s' is not in the platform %s",
-                                   hostfile, line, s, p->file);
-                free(text);
-                return st;
-            }
-            for (long i = 0; i < reps && lines < n_ranks; i++) host_of[lines++] = h;
-        }
-        free(text);
-        if (lines < n_ranks)
-            return het_error_set(HET_EFORMAT, "%s: %d host line%s for %d ranks, expected one "
-                                 "a rank", hostfile, lines, lines == 1 ? "" : "s", n_ranks);
-        return HET_OK;
-    }
-    int r = 0;
-    for (int h = 0; h < p->n_hosts && r < n_ranks; h++)
-        for (int c = 0; c < p->hosts[h].cores && r < n_ranks; c++) host_of[r++] = h;
-    if (r < n_ranks)
-        return het_error_set(HET_EINVAL, "%s: %d cores in all for %d ranks: give a hostfile "
-                             "(--hostfile) to put more ranks on a host", p->file, r, n_ranks);
-    return HET_OK;
-}
-
-int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, het_netem *ne,
-                       int *uniform) {
-    const int n = p->n_hosts;
-    int first = 1, first_lo = 1;
-    *uniform = 1;
-    for (int i = 0; i < n_ranks; i++)
-        for (int j = i; j < n_ranks; j++) {
-            int a = host_of[i], b = host_of[j];
-            double lat = p->lat[a * n + b], bw = p->bw[a * n + b];
-            if (a == b) {
-                if (first_lo) ne->node_lat_s = lat, ne->node_bw_bytes_per_s = bw, first_lo = 0;
-                else if (lat != ne->node_lat_s || bw != ne->node_bw_bytes_per_s) *uniform = 0;
-                if (lat > ne->node_lat_s) ne->node_lat_s = lat;
-                if (bw < ne->node_bw_bytes_per_s) ne->node_bw_bytes_per_s = bw;
-                continue;
-            }
-            if (first) ne->lat_s = lat, ne->bw_bytes_per_s = bw, first = 0;
-            else if (lat != ne->lat_s || bw != ne->bw_bytes_per_s) *uniform = 0;
-            if (lat > ne->lat_s) ne->lat_s = lat;
-            if (bw < ne->bw_bytes_per_s) ne->bw_bytes_per_s = bw;
-        }
-    if (first) ne->lat_s = 0, ne->bw_bytes_per_s = 0; /* one host: no network between nodes */
-    if (first_lo) ne->node_lat_s = DEFAULT_LOOPBACK_LAT, ne->node_bw_bytes_per_s = DEFAULT_LOOPBACK_BW;
-    return HET_OK;
-}
-
-/* ---------------------------------------------------------------- the writer */
-
-static void put_rate(FILE *f, const char *name, double v, const char *u) {
-    fprintf(f, " %s=\"%.17g%s\"", name, v, u);
-}
-
-/* A latency: the options hold them as floats, so 7 digits give them back exactly. */
-static void put_time(FILE *f, const char *name, double v) {
-    fprintf(f, " %s=\"%.7gs\"", name, v);
-}
-
-int het_platform_write(const char *path, const char *hostfile, const char *comment, int n_nodes,
-                       const double *speed, const int *cores, het_netem ne,
-                       const int *node_of_rank, int n_ranks) {
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM "
-            "\"https://simgrid.org/simgrid.dtd\">\n<platform version=\"4.1\">\n");
-    fprintf(f, "  <!-- %s -->\n", comment);
-    fprintf(f, "  <zone id=\"world\" routing=\"Full\">\n");
-    for (int i = 0; i < n_nodes; i++) {
-        fprintf(f, "    <host id=\"node%d\"", i);
-        put_rate(f, "speed", speed[i], "f");
-        fprintf(f, " core=\"%d\"/>\n", cores[i]);
-    }
-    /* each node's private link carries half the route's latency (a route is two of them) */
-    const double bw = ne.bw_bytes_per_s > 0 ? ne.bw_bytes_per_s : 1e15;
-    const double lo_bw = ne.node_bw_bytes_per_s > 0 ? ne.node_bw_bytes_per_s : 1e15;
-    for (int i = 0; i < n_nodes; i++) {
-        fprintf(f, "    <link id=\"node%d_link\"", i);
-        put_rate(f, "bandwidth", bw, "Bps");
-        put_time(f, "latency", ne.lat_s / 2);
-        fprintf(f, " sharing_policy=\"SPLITDUPLEX\"/>\n");
-        fprintf(f, "    <link id=\"node%d_loopback\"", i);
-        put_rate(f, "bandwidth", lo_bw, "Bps");
-        put_time(f, "latency", ne.node_lat_s);
-        fprintf(f, " sharing_policy=\"FATPIPE\"/>\n");
-    }
-    for (int i = 0; i < n_nodes; i++) {
-        fprintf(f, "    <route src=\"node%d\" dst=\"node%d\"><link_ctn id=\"node%d_loopback\"/>"
-                "</route>\n", i, i, i);
-        for (int j = i + 1; j < n_nodes; j++)
-            fprintf(f, "    <route src=\"node%d\" dst=\"node%d\"><link_ctn id=\"node%d_link\" "
-                    "direction=\"UP\"/><link_ctn id=\"node%d_link\" direction=\"DOWN\"/>"
-                    "</route>\n", i, j, i, j);
-    }
-    fprintf(f, "  </zone>\n</platform>\n");
-    int bad = ferror(f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(errno));
-    }
-    if (!hostfile || !hostfile[0]) return HET_OK;
-    snprintf(tmp, sizeof tmp, "%s.tmp", hostfile);
-    if (!(f = fopen(tmp, "w")))
-        return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    for (int r = 0; r < n_ranks; r++) fprintf(f, "node%d\n", node_of_rank[r]);
-    bad = ferror(f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, hostfile) != 0) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", hostfile, strerror(errno));
-    }
-    return HET_OK;
-}

@@ -88,6 +88,14 @@ int het_trainer_compare_strategy(het_trainer *t);
 int  het_trainer_load_data(het_trainer *t);
 /* Frees the datasets and the host's window (collective over the host); before MPI_Finalize. */
 void het_trainer_free_data(het_trainer *t);
+/* cluster.c: the distributed part of create (topology, comm, slowdown, --platform); how the
+ * wall clock's emulation waits (HET_EMUL_WAIT); the cost table (rank 0 measures it, file NULL,
+ * or reads FILE or the shipped one; every rank charges it); on a platform, the virtual
+ * clock's compute rescaled by the hosts' speeds (after the table). */
+int  het_trainer_create_mpi(het_trainer *t);
+int  het_trainer_choose_wait(het_trainer *t);
+int  het_trainer_costs_setup(het_trainer *t, const char *file, int shipped);
+void het_trainer_platform_scale(het_trainer *t);
 /* The ranks' peak resident sets (getrusage), the largest and the sum, and the sum of their
  * proportional sets now (-1 where /proc/self/smaps_rollup is missing), in bytes, on every
  * rank. Collective over the world under MPI (called at every epoch's end and the run's). */
