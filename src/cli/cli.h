@@ -19,6 +19,18 @@ int cli_info(const het_train_config *c);
 int cli_export(const het_train_config *c);
 int cli_calibrate(const het_train_config *c);
 
+/* The peer watch (watch.c): a thread that ends the job, naming the rank, when a rank of this
+ * host is gone. cli_watch_start(rank, size, pids, local, start, left): every world rank's pid,
+ * whether it runs on this host, its start time (cli_watch_stat), and the host's shared bytes
+ * where ranks ending on their own are marked (or NULL); copies what it needs; nothing happens
+ * when this host has no other rank or the thread cannot start. cli_watch_stop ends the thread
+ * (before MPI_Finalize); safe to repeat. cli_watch_stat reads process pid's state letter
+ * (state may be NULL) and start time (clock ticks since boot) from /proc; -1 if it cannot. */
+void cli_watch_start(int rank, int size, const int *pids, const unsigned char *local,
+                     const unsigned long long *start, volatile unsigned char *left);
+void cli_watch_stop(void);
+int cli_watch_stat(int pid, char *state, unsigned long long *start);
+
 /* hetrain compare (compare.c): runs `train` once per strategy and seed under an MPI launcher,
  * reads the metrics back and writes tables and plots. It runs without MPI itself.
  * cli_compare_options takes compare's own options (--strategies, --ranks, --seeds,
