@@ -10,9 +10,15 @@
  * and OUT/compare.md, OUT/compare.csv, OUT/accuracy.svg and OUT/split.svg written, each to a
  * temporary file renamed into place; those of an earlier comparison are removed first, so a
  * failed comparison leaves no table behind. The JSONL and the logs stay beside them.
- * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces and
- * followed by "-np P". Strategies: --strategies, else every registered strategy whose needs
- * (strategy_needs) the options meet. Seeds: --seed, --seed + 1, ... (--seeds N of them).
+ * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces; the
+ * rank count goes where that launcher takes it: a word holding "{n}" gets P in its place
+ * ("srun --ntasks={n}"); else "-n P" follows a launcher with an srun among its words (Slurm's
+ * srun reads -np as -n p), "-np P" any other (mpirun, mpiexec, tools/vcluster run). Inside a
+ * Slurm allocation (salloc, sbatch) the runs are its job steps. Strategies: --strategies, else
+ * every registered strategy whose needs (strategy_needs) the options meet: daso's emulated
+ * nodes (--ranks-per-node) must divide the ranks into 2 or more; without them daso takes the
+ * real nodes the launcher gives, so it runs when named, and by default only in an allocation
+ * of 2 or more nodes (SLURM_JOB_NUM_NODES). Seeds: --seed, --seed + 1, ... (--seeds N of them).
  * compare runs without MPI (main.c) and refuses to run under a launcher. --out is made (as
  * mkdir -p) and checked to be a writable folder before anything runs.
  * Signals: SIGINT / SIGTERM reach the run in progress, which ends with all its processes
@@ -44,7 +50,8 @@
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
  * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
  * named in --strategies is a usage error; one chosen by default is skipped with a note. */
-enum { NEEDS_EQUAL_NODES = 1 }; /* --ranks-per-node G > 0 that divides the ranks into >= 2 */
+enum { NEEDS_EQUAL_NODES = 1 }; /* --ranks-per-node G > 0 that divides the ranks into >= 2,
+                                    or (G = 0) real nodes */
 static const struct { const char *name; int needs; } strategy_needs[] = {
     {"daso", NEEDS_EQUAL_NODES},
 };
@@ -67,8 +74,9 @@ void cli_compare_help(void) {
         {"--seeds N", "runs per strategy, seeds --seed.. --seed+N-1 (default 1)"},
         {"--target-acc X", "the test accuracy whose time is reported (default 0.8)"},
         {"--out DIR", "where the runs' metrics, logs, tables and plots go (default compare)"},
-        {"--launcher CMD", "MPI launcher, '-np N' follows (default $HET_MPIEXEC or "
-                           CMP_DEFAULT_LAUNCHER ")"},
+        {"--launcher CMD", "MPI launcher (default $HET_MPIEXEC or " CMP_DEFAULT_LAUNCHER
+                           "); the rank count follows as '-np N', '-n N' after srun, or "
+                           "replaces {n} in CMD"},
     };
     for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) printf("  %-26s %s\n", h[i][0], h[i][1]);
     printf("  the options of train below are passed to every run\n");
@@ -151,6 +159,9 @@ typedef struct plan {
     const char *strat[CMP_MAX_STRAT];
     char *words[CMP_MAX_WORDS]; /* the launcher, split at spaces */
     char launcher[512], self[PATH_MAX], np[16];
+    int np_word;       /* the word of the launcher holding "{n}", or -1 */
+    const char *np_flag; /* else what precedes the count: "-n" (srun) or "-np" */
+    char np_sub[512];  /* that word with the count in place of "{n}" */
     char skipped[512]; /* a note on the strategies left out by default, "" for none */
 } plan;
 
@@ -160,11 +171,23 @@ static int needs_of(const char *name) {
     return 0;
 }
 
-/* Why `name` cannot run with these options (a static string), or NULL. */
-static const char *unmet(const plan *p, const char *name) {
+/* The nodes of the Slurm allocation compare runs in (SLURM_JOB_NUM_NODES), 0 outside one. */
+static int allocation_nodes(void) {
+    const char *v = getenv("SLURM_JOB_NUM_NODES");
+    long n = v ? strtol(v, NULL, 10) : 0;
+    return n > 0 && n < 1000000 ? (int)n : 0;
+}
+
+/* Why `name` cannot run with these options (a static string), or NULL; `named`: it was named
+ * in --strategies (then daso takes the real nodes without --ranks-per-node). */
+static const char *unmet(const plan *p, const char *name, int named) {
     int g = p->c->ranks_per_node;
-    if ((needs_of(name) & NEEDS_EQUAL_NODES) && (g <= 0 || p->ranks % g || p->ranks / g < 2))
+    if (!(needs_of(name) & NEEDS_EQUAL_NODES)) return NULL;
+    if (g > 0 && (p->ranks % g || p->ranks / g < 2))
         return "needs --ranks-per-node G dividing --ranks into 2 or more equal nodes";
+    if (g == 0 && !named && allocation_nodes() < 2)
+        return "needs 2 or more nodes: --ranks-per-node G to emulate them, or name it in "
+               "--strategies to run it on the nodes the launcher gives";
     return NULL;
 }
 
@@ -172,7 +195,7 @@ static int choose_strategies(plan *p) {
     char list[256];
     if (!g_opt.strategies[0]) {
         for (const char *const *n = het_strategy_names(); *n && p->n_strat < CMP_MAX_STRAT; n++) {
-            const char *why = unmet(p, *n);
+            const char *why = unmet(p, *n, 0);
             size_t len = strlen(p->skipped);
             if (why) snprintf(p->skipped + len, sizeof p->skipped - len, "compare: skipping "
                               "%s: it %s\n", *n, why);
@@ -193,7 +216,7 @@ static int choose_strategies(plan *p) {
         for (int i = 0; i < p->n_strat; i++)
             if (p->strat[i] == ops->name) return usage("--strategies: %s is named twice", s);
         if (p->n_strat == CMP_MAX_STRAT) return usage("--strategies: too many");
-        const char *why = unmet(p, ops->name);
+        const char *why = unmet(p, ops->name, 1);
         if (why) return usage("--strategies: %s %s", ops->name, why);
         p->strat[p->n_strat++] = ops->name;
     }
@@ -203,9 +226,12 @@ static int choose_strategies(plan *p) {
 static int make_plan(plan *p, const het_train_config *c) {
     memset(p, 0, sizeof *p);
     p->c = c;
+    /* a launcher's ranks; an srun step of several tasks (without --mpi: no PMI variable) */
     const char *env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
-    for (int i = 0; i < 3; i++)
-        if (getenv(env[i]))
+    const char *tasks = getenv("SLURM_STEP_NUM_TASKS");
+    int step = getenv("SLURM_STEP_ID") && tasks && strtol(tasks, NULL, 10) > 1;
+    for (int i = 0; i < 4; i++)
+        if (i < 3 ? getenv(env[i]) != NULL : step)
             return usage("run compare directly, not under mpirun or srun: it launches its own "
                          "runs (see --launcher)");
     int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
@@ -224,6 +250,21 @@ static int make_plan(plan *p, const het_train_config *c) {
         p->words[p->n_words++] = w;
     }
     if (!p->n_words) return usage("--launcher: empty");
+    p->np_word = -1;
+    p->np_flag = "-np";
+    for (int w = 0; w < p->n_words; w++) {
+        const char *base = strrchr(p->words[w], '/');
+        base = base ? base + 1 : p->words[w];
+        if (strcmp(base, "srun") == 0) p->np_flag = "-n";
+        const char *at = strstr(p->words[w], "{n}");
+        if (!at) continue;
+        if (p->np_word >= 0 || strstr(at + 3, "{n}"))
+            return usage("--launcher: '{n}' (the rank count) given twice");
+        p->np_word = w;
+        snprintf(p->np_sub, sizeof p->np_sub, "%.*s%s%s", (int)(at - p->words[w]),
+                 p->words[w], p->np, at + 3);
+        p->words[w] = p->np_sub;
+    }
     ssize_t n = readlink("/proc/self/exe", p->self, sizeof p->self - 1);
     if (n <= 0) return het_error_set(HET_EIO, "hetrain compare: cannot find this program "
                                      "(/proc/self/exe): %s", strerror(errno));
@@ -565,8 +606,10 @@ int cli_compare(const het_train_config *c) {
         join(log, sizeof log, g_opt.out, name);
         int n = 0;
         for (int w = 0; w < p.n_words; w++) argv[n++] = p.words[w];
-        argv[n++] = "-np";
-        argv[n++] = p.np;
+        if (p.np_word < 0) {
+            argv[n++] = (char *)p.np_flag;
+            argv[n++] = p.np;
+        }
         argv[n++] = p.self;
         argv[n++] = "train";
         n += cli_compare_run_words(g_opt.rest, g_opt.n_rest, s, argv + n);
