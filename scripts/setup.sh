@@ -4,12 +4,18 @@
 # Debian (xmllint, ip/tc, pgrep); make test-fresh proves the list complete on an empty root.
 # Usage: scripts/setup.sh [EXTRA...]  (as root, or with sudo available); EXTRA: what one make
 #        target needs beside these: package names (valgrind for make test-valgrind, mpich
-#        libmpich-dev for make test-mpich), or fuzz (clang and its libFuzzer runtime, make fuzz)
+#        libmpich-dev for make test-mpich), fuzz (clang and its libFuzzer runtime, make fuzz),
+#        or slurm (Slurm's controller, node daemon and commands, and munge: make test-slurm,
+#        which starts daemons of its own; the system's services, if any start, stay unused)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
       libdnnl-dev dataset-fashion-mnist libxml2-utils iproute2 procps protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
 for extra in "$@"; do
-  if [ "$extra" = fuzz ]; then pkgs+=(clang libclang-rt-dev); else pkgs+=("$extra"); fi
+  case $extra in
+    fuzz) pkgs+=(clang libclang-rt-dev) ;;
+    slurm) pkgs+=(slurmctld slurmd slurm-client munge) ;;
+    *) pkgs+=("$extra") ;;
+  esac
 done
 missing=()
 for p in "${pkgs[@]}"; do
