@@ -51,6 +51,24 @@ int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, c
 const het_strategy_opt *cli_strategy_opt(const char *key);
 int cli_compare_check_sopts(const het_train_config *c, const char *const *strat, int n_strat);
 
+/* compare_launch.c: the words every run of compare starts with. cli_compare_launcher splits
+ * the launcher `spec` at spaces into l->words (pointing into l), with the rank count `ranks`
+ * in place of a "{n}" in one word, else appended: "-n N" when a word is srun, "-np N"
+ * otherwise. HET_EINVAL with the usage line recorded for an empty or too long spec, too many
+ * words, or "{n}" twice. */
+#define CLI_LAUNCHER_WORDS 34
+typedef struct cli_launcher {
+    char buf[512], sub[512], np[16];
+    char *words[CLI_LAUNCHER_WORDS];
+    int n_words;
+} cli_launcher;
+int cli_compare_launcher(cli_launcher *l, const char *spec, int ranks);
+/* Whether this process is a rank of a launcher (mpirun's, srun's with PMI, or one of an srun
+ * step of several tasks), where compare refuses to run; the nodes of the Slurm allocation it
+ * runs in (SLURM_JOB_NUM_NODES: salloc, sbatch), 0 outside one. */
+int cli_compare_under_launcher(void);
+int cli_compare_alloc_nodes(void);
+
 /* The metrics of one run as compare reads them back (jsonl.c). */
 typedef struct cli_jsonl_epoch {
     double test_acc;      /* NaN where the file has null */

@@ -1,4 +1,4 @@
-/* hetrain compare: the strategies side by side on one (emulated) cluster.
+/* hetrain compare: the strategies side by side on one (emulated or real) cluster.
  *
  * DESIGN. compare trains nothing itself. For each strategy S and seed K it launches
  *     LAUNCHER -np P <this hetrain> train <the common options> --strategy S --seed K
@@ -11,10 +11,8 @@
  * temporary file renamed into place; those of an earlier comparison are removed first, so a
  * failed comparison leaves no table behind. The JSONL and the logs stay beside them.
  * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces; the
- * rank count goes where that launcher takes it: a word holding "{n}" gets P in its place
- * ("srun --ntasks={n}"); else "-n P" follows a launcher with an srun among its words (Slurm's
- * srun reads -np as -n p), "-np P" any other (mpirun, mpiexec, tools/vcluster run). Inside a
- * Slurm allocation (salloc, sbatch) the runs are its job steps. Strategies: --strategies, else
+ * rank count goes where that launcher takes it (compare_launch.c: in place of "{n}", else
+ * "-n P" after srun, "-np P" after others). Inside a Slurm allocation (salloc, sbatch) the runs are its job steps. Strategies: --strategies, else
  * every registered strategy whose needs (strategy_needs) the options meet: daso's emulated
  * nodes (--ranks-per-node) must divide the ranks into 2 or more; without them daso takes the
  * real nodes the launcher gives, so it runs when named, and by default only in an allocation
@@ -43,7 +41,6 @@
 #include "strategy/strategy.h"
 
 #define CMP_MAX_STRAT 16
-#define CMP_MAX_WORDS 32
 #define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
 #define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
 
@@ -155,13 +152,10 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
 
 typedef struct plan {
     const het_train_config *c;
-    int ranks, n_strat, n_words;
+    int ranks, n_strat;
     const char *strat[CMP_MAX_STRAT];
-    char *words[CMP_MAX_WORDS]; /* the launcher, split at spaces */
-    char launcher[512], self[PATH_MAX], np[16];
-    int np_word;       /* the word of the launcher holding "{n}", or -1 */
-    const char *np_flag; /* else what precedes the count: "-n" (srun) or "-np" */
-    char np_sub[512];  /* that word with the count in place of "{n}" */
+    cli_launcher launcher; /* its words, with the rank count (compare_launch.c) */
+    char self[PATH_MAX];
     char skipped[512]; /* a note on the strategies left out by default, "" for none */
 } plan;
 
@@ -171,13 +165,6 @@ static int needs_of(const char *name) {
     return 0;
 }
 
-/* The nodes of the Slurm allocation compare runs in (SLURM_JOB_NUM_NODES), 0 outside one. */
-static int allocation_nodes(void) {
-    const char *v = getenv("SLURM_JOB_NUM_NODES");
-    long n = v ? strtol(v, NULL, 10) : 0;
-    return n > 0 && n < 1000000 ? (int)n : 0;
-}
-
 /* Why `name` cannot run with these options (a static string), or NULL; `named`: it was named
  * in --strategies (then daso takes the real nodes without --ranks-per-node). */
 static const char *unmet(const plan *p, const char *name, int named) {
@@ -185,7 +172,7 @@ static const char *unmet(const plan *p, const char *name, int named) {
     if (!(needs_of(name) & NEEDS_EQUAL_NODES)) return NULL;
     if (g > 0 && (p->ranks % g || p->ranks / g < 2))
         return "needs --ranks-per-node G dividing --ranks into 2 or more equal nodes";
-    if (g == 0 && !named && allocation_nodes() < 2)
+    if (g == 0 && !named && cli_compare_alloc_nodes() < 2)
         return "needs 2 or more nodes: --ranks-per-node G to emulate them, or name it in "
                "--strategies to run it on the nodes the launcher gives";
     return NULL;
@@ -226,45 +213,19 @@ static int choose_strategies(plan *p) {
 static int make_plan(plan *p, const het_train_config *c) {
     memset(p, 0, sizeof *p);
     p->c = c;
-    /* a launcher's ranks; an srun step of several tasks (without --mpi: no PMI variable) */
-    const char *env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
-    const char *tasks = getenv("SLURM_STEP_NUM_TASKS");
-    int step = getenv("SLURM_STEP_ID") && tasks && strtol(tasks, NULL, 10) > 1;
-    for (int i = 0; i < 4; i++)
-        if (i < 3 ? getenv(env[i]) != NULL : step)
-            return usage("run compare directly, not under mpirun or srun: it launches its own "
-                         "runs (see --launcher)");
+    if (cli_compare_under_launcher())
+        return usage("run compare directly, not under mpirun or srun: it launches its own "
+                     "runs (see --launcher)");
     int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
     p->ranks = g_opt.ranks ? g_opt.ranks : nf > 0 ? nf : 2;
     if (nf > 0 && nf != p->ranks)
         return usage("--slowdown: %d factors for --ranks %d, expected one per rank", nf,
                      p->ranks);
-    snprintf(p->np, sizeof p->np, "%d", p->ranks);
     int st = choose_strategies(p);
     if (st) return st;
     const char *l = g_opt.launcher[0] ? g_opt.launcher : getenv("HET_MPIEXEC");
-    snprintf(p->launcher, sizeof p->launcher, "%s", l && *l ? l : CMP_DEFAULT_LAUNCHER);
-    for (char *save = NULL, *w = strtok_r(p->launcher, " \t", &save); w;
-         w = strtok_r(NULL, " \t", &save)) {
-        if (p->n_words == CMP_MAX_WORDS - 1) return usage("--launcher: too many words");
-        p->words[p->n_words++] = w;
-    }
-    if (!p->n_words) return usage("--launcher: empty");
-    p->np_word = -1;
-    p->np_flag = "-np";
-    for (int w = 0; w < p->n_words; w++) {
-        const char *base = strrchr(p->words[w], '/');
-        base = base ? base + 1 : p->words[w];
-        if (strcmp(base, "srun") == 0) p->np_flag = "-n";
-        const char *at = strstr(p->words[w], "{n}");
-        if (!at) continue;
-        if (p->np_word >= 0 || strstr(at + 3, "{n}"))
-            return usage("--launcher: '{n}' (the rank count) given twice");
-        p->np_word = w;
-        snprintf(p->np_sub, sizeof p->np_sub, "%.*s%s%s", (int)(at - p->words[w]),
-                 p->words[w], p->np, at + 3);
-        p->words[w] = p->np_sub;
-    }
+    if (cli_compare_launcher(&p->launcher, l && *l ? l : CMP_DEFAULT_LAUNCHER, p->ranks))
+        return CLI_USAGE;
     ssize_t n = readlink("/proc/self/exe", p->self, sizeof p->self - 1);
     if (n <= 0) return het_error_set(HET_EIO, "hetrain compare: cannot find this program "
                                      "(/proc/self/exe): %s", strerror(errno));
@@ -296,7 +257,7 @@ static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t
     if (cli_signals_caught()) return HET_OK; /* the caller says what it stopped */
     char cmd[4096], why[600] = "", tail[320];
     cli_job_shell_line(cmd, sizeof cmd, argv);
-    if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
+    if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->launcher.words[0], strerror(e));
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
     else if (WEXITSTATUS(status))
@@ -589,7 +550,7 @@ int cli_compare(const het_train_config *c) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     int K = g_opt.seeds, n_runs = p.n_strat * K;
     cli_jsonl_run *runs = calloc((size_t)n_runs, sizeof *runs);
-    char **argv = calloc((size_t)(p.n_words + g_opt.n_rest + 16), sizeof *argv);
+    char **argv = calloc((size_t)(p.launcher.n_words + g_opt.n_rest + 16), sizeof *argv);
     if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
@@ -605,11 +566,7 @@ int cli_compare(const het_train_config *c) {
         snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
         join(log, sizeof log, g_opt.out, name);
         int n = 0;
-        for (int w = 0; w < p.n_words; w++) argv[n++] = p.words[w];
-        if (p.np_word < 0) {
-            argv[n++] = (char *)p.np_flag;
-            argv[n++] = p.np;
-        }
+        for (int w = 0; w < p.launcher.n_words; w++) argv[n++] = p.launcher.words[w];
         argv[n++] = p.self;
         argv[n++] = "train";
         n += cli_compare_run_words(g_opt.rest, g_opt.n_rest, s, argv + n);
