@@ -12,6 +12,7 @@
 # - a rank killed (kill -9) under srun ends the job in under 10 s, naming the rank, also one
 #   killed before the first epoch line (rank 0 blocked opening its data, a FIFO, while rank
 #   1 waits for it in start-up);
+# - scancel of a training: rank 0's "interrupted" line, exit 143, its checkpoint loads;
 # - the daemons are stopped at the end (trap), nothing of the cluster is left.
 # Skipped (exit 77) with a line where Slurm is not installed (bash scripts/setup.sh slurm
 # installs it) or cannot start here. Env: HETRAIN, HET_SOURCE_DIR.
@@ -170,6 +171,21 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
 kill_rank start 0 "" -N 1 -n 2 "${wrap[@]}" train --data idx --data-dir fifo \
     --progress off
 grep -q '^epoch ' start.out && fail "start: an epoch line before the kill: $(cat start.out)"
+
+# ---- scancel: SIGTERM, rank 0's one line, exit 143, the checkpoint on disk loads ----
+rm -f c.ckpt
+timeout -k 5 90 srun --mpi=pmix -N 2 --ntasks-per-node 2 "$HETRAIN" train $SMALL --epochs 100000 \
+    --checkpoint c.ckpt >c.out 2>c.err &
+sp=$!
+for _ in $(seq 300); do grep -q '^epoch 2/' c.out 2>/dev/null && break; sleep 0.1; done
+job=$(squeue -h -o %i | head -1)
+scancel "$job"
+wait $sp
+rc=$?
+[ $rc -eq 143 ] || fail "scancel: srun exit $rc, expected 143: $(cat c.err)"
+grep -Eq '^hetrain: interrupted \(checkpoint c.ckpt: epoch [0-9]+\)$' c.err &&
+    [ "$(grep -c '^hetrain: ' c.err)" -eq 1 ] || fail "scancel: $(cat c.err)"
+"$HETRAIN" eval --checkpoint c.ckpt >e.out 2>&1 || fail "scancel: the checkpoint: $(cat e.out)"
 
 # ---- nothing of the cluster left ----
 het_slurm_down
