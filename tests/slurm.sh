@@ -24,11 +24,16 @@ het_slurm_missing() {
     echo "${miss[*]}"
 }
 
-# A TCP port on loopback that nothing listens on, from a base that differs between runs.
+# The next TCP port that nothing listens on, counting up from a base that differs between
+# runs (het_slurm_next; in this shell, not a subshell, so that no port is given twice).
+het_slurm_next=
 het_slurm_port() {
-    local p=$((20000 + (RANDOM * 7 + $1) % 30000))
-    while ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; do p=$((p + 1)); done
-    echo "$p"
+    [ -n "$het_slurm_next" ] || het_slurm_next=$((20000 + RANDOM % 30000))
+    while ss -Hltn "sport = :$het_slurm_next" 2>/dev/null | grep -q .; do
+        het_slurm_next=$((het_slurm_next + 1))
+    done
+    het_slurm_port_got=$het_slurm_next
+    het_slurm_next=$((het_slurm_next + 1))
 }
 
 het_slurm_up() {
@@ -44,8 +49,15 @@ het_slurm_up() {
     het_slurm_pids+=($!)
     host=$(hostname)
     cpus=$(nproc)
-    ctld_port=$(het_slurm_port 0)
-    slurmd_port=$(het_slurm_port 1)
+    het_slurm_port
+    ctld_port=$het_slurm_port_got
+    het_slurm_port
+    slurmd_port=$het_slurm_port_got
+    local node_ports=()
+    for i in $(seq "$n"); do
+        het_slurm_port
+        node_ports+=("$het_slurm_port_got")
+    done
     {
         echo "# one-host Slurm of tests/slurm.sh"
         echo "ClusterName=hettest"
@@ -81,7 +93,7 @@ het_slurm_up() {
         echo "KillWait=5"
         for i in $(seq "$n"); do
             echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1" \
-                "Port=$(het_slurm_port $((i + 1))) CPUs=$cpus State=UNKNOWN"
+                "Port=${node_ports[$((i - 1))]} CPUs=$cpus State=UNKNOWN"
         done
         echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
     } >"$d/slurm.conf"

@@ -1,8 +1,8 @@
-/* compare's launcher and the allocation it runs in. The launcher line: the words every run starts with, the rank count placed where the
- * launcher takes it. A word holding "{n}" gets the count in its place ("srun --ntasks={n}",
- * "mpirun -np {n}"); without one, "-n N" follows a launcher with an srun among its words
- * (Slurm's srun reads "-np 4" as "-n p"), "-np N" any other (mpirun, mpiexec of Open MPI
- * and MPICH, tools/vcluster run). */
+/* compare's launcher and the allocation it runs in. The launcher line: the words every run
+ * starts with, the rank count placed where the launcher takes it. A word holding "{n}" gets
+ * the count in its place ("srun --ntasks={n}", "mpirun -np {n}"); without one, "-n N"
+ * follows a launcher with an srun among its words (Slurm's srun reads "-np 4" as "-n p"),
+ * "-np N" any other (mpirun, mpiexec of Open MPI and MPICH, tools/vcluster run). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -77,7 +77,8 @@ static int gone(int r) {
     if (kill((pid_t)W.pids[r], 0) != 0 && errno == ESRCH) return 1;
     char st = 0;
     unsigned long long t = 0;
-    if (cli_watch_stat(W.pids[r], &st, &t) != 0) return kill((pid_t)W.pids[r], 0) != 0;
+    if (cli_watch_stat(W.pids[r], &st, &t) != 0) /* gone since the kill, or unreadable */
+        return kill((pid_t)W.pids[r], 0) != 0 && errno == ESRCH;
     return st == 'Z' || st == 'X' || t != W.start[r];
 }
 
