@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 
-.PHONY: all deps deps-fuzz build test test-asan test-tsan test-valgrind test-mpich test-fresh fuzz demo bench install clean smpi test-smpi
+.PHONY: all deps deps-fuzz build test test-asan test-tsan test-valgrind test-mpich test-slurm test-fresh fuzz demo bench install clean smpi test-smpi
 
 all: build
 
@@ -62,6 +62,15 @@ smpi:
 # (tests/check_smpi.sh: allreduce and asp, labelled smpi in docs/SMPI.md).
 test-smpi: build smpi
 	@HETRAIN=$(BUILD)/hetrain HETRAIN_SMPI=$(BUILD)-smpi/hetrain-smpi bash tests/check_smpi.sh
+
+# Slurm as a launcher (tests/test_slurm.sh, label "slurm"): installs Debian's Slurm and munge,
+# and the test starts a one-host Slurm of its own (munged, slurmctld, two slurmd on loopback),
+# runs README's srun / sbatch / salloc lines, compares srun's and mpirun's checkpoints, kills a
+# rank under srun, and stops the daemons (about 35 s on 2 cores). make test runs it too where
+# Slurm is installed, and skips it where not.
+test-slurm: build
+	@bash scripts/setup.sh slurm
+	@cd $(BUILD) && ctest --output-on-failure -L slurm
 
 # A short training run, one and two ranks, under Valgrind memcheck (minutes).
 test-valgrind: build

@@ -4,8 +4,10 @@
 # Debian (xmllint, ip/tc, pgrep); make test-fresh proves the list complete on an empty root.
 # Usage: scripts/setup.sh [EXTRA...]  (as root, or with sudo available); EXTRA: what one make
 #        target needs beside these: package names (valgrind for make test-valgrind, mpich
-#        libmpich-dev for make test-mpich), fuzz (clang and its libFuzzer runtime, make fuzz)
-#        or smpi (SimGrid's libsimgrid-dev: smpicc and smpirun, make smpi / make test-smpi)
+#        libmpich-dev for make test-mpich), fuzz (clang and its libFuzzer runtime, make fuzz),
+#        smpi (SimGrid's libsimgrid-dev: smpicc and smpirun, make smpi / make test-smpi), or
+#        slurm (Slurm's controller, node daemon and commands, and munge: make test-slurm,
+#        which starts daemons of its own; the system's services, if any start, stay unused)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
       libdnnl-dev dataset-fashion-mnist libxml2-dev libxml2-utils iproute2 procps protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
@@ -13,6 +15,7 @@ for extra in "$@"; do
   case "$extra" in
     fuzz) pkgs+=(clang libclang-rt-dev) ;;
     smpi) pkgs+=(libsimgrid-dev) ;; # SimGrid 3.32: smpicc, smpirun (make smpi, make test-smpi)
+    slurm) pkgs+=(slurmctld slurmd slurm-client munge) ;;
     *) pkgs+=("$extra") ;;
   esac
 done

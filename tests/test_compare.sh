@@ -9,7 +9,10 @@
 # - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
 #   a strategy's own options (--max-staleness) reach only the runs of the strategies that
-#   have them, and one that none of the strategies compared has is refused;
+#   have them, and one that none of the strategies compared has is refused; the rank count
+#   goes where the launcher takes it (-n N after an srun, {n} replaced, else -np N; {n} twice
+#   refused); daso named without --ranks-per-node runs (the real nodes), and by default is
+#   skipped, outside a Slurm allocation of 2+ nodes, with a note;
 # - a malformed metrics file and a failing run: exit 1, one line on stderr naming the file and
 #   line or the strategy and command, and no table left behind;
 # - --out that is a file, or cannot be made or written in: exit 1, one line naming --out,
@@ -163,6 +166,45 @@ grep -q -- '--max-staleness 2 --lr 0.1 ' fake/argv-asp && ! grep -q -- threshold
     fail "strategy options: asp's run got '$(cat fake/argv-asp)'"
 grep -q -- '--max-staleness 2 --inhad-threshold=3 --lr 0.1 ' fake/argv-inhad ||
     fail "strategy options: inhad's run got '$(cat fake/argv-inhad)'"
+
+# ---- the rank count where the launcher takes it: "-n N" after an srun, "{n}" replaced, else
+# "-np N"; daso named without --ranks-per-node runs (the real nodes), by default it is skipped
+mkdir -p fake/bin
+cat >fake/bin/srun <<'EOF'
+#!/usr/bin/env bash
+# fake srun: records its words, then runs as launch.sh
+printf '%s\n' "$*" >"$FAKE/argv-srun"
+exec bash "$FAKE/launch.sh" "$@"
+EOF
+chmod +x fake/bin/srun
+cp fake/allreduce-1.jsonl fake/daso-1.jsonl
+fake --data synthetic --epochs 2 --ranks 2 --out np --strategies allreduce \
+    --launcher "$T/fake/bin/srun --mpi=pmix" >np.out 2>np.err || fail "srun launcher: $(cat np.err)"
+grep -q -- "^--mpi=pmix -n 2 $HETRAIN train " fake/argv-srun ||
+    fail "srun launcher: the run got '$(cat fake/argv-srun)', expected '--mpi=pmix -n 2 ...'"
+FAKE=$T/fake "$HETRAIN" compare --data synthetic --epochs 2 --ranks 3 --out np \
+    --strategies allreduce --launcher "bash $T/fake/argv.sh --ntasks={n} --x" >np.out 2>np.err ||
+    fail "{n} launcher: $(cat np.err)"
+grep -q -- "^--ntasks=3 --x $HETRAIN train " fake/argv-allreduce ||
+    fail "{n} launcher: the run got '$(cat fake/argv-allreduce)', expected '--ntasks=3 --x ...'"
+FAKE=$T/fake "$HETRAIN" compare --data synthetic --epochs 2 --ranks 2 --out np \
+    --strategies allreduce --launcher "bash $T/fake/argv.sh" >np.out 2>np.err ||
+    fail "default count: $(cat np.err)"
+grep -q -- "^-np 2 $HETRAIN train " fake/argv-allreduce ||
+    fail "default count: the run got '$(cat fake/argv-allreduce)', expected '-np 2 ...'"
+"$HETRAIN" compare --data synthetic --epochs 2 --out np --launcher "srun -n{n} {n}" \
+    >np.out 2>np.err
+rc=$?
+[ $rc -eq 2 ] && grep -q "^hetrain compare: --launcher: '{n}' (the rank count) given twice$" \
+    np.err || fail "{n} twice: exit $rc, $(cat np.err)"
+FAKE=$T/fake HET_MPIEXEC="bash $T/fake/argv.sh" "$HETRAIN" compare --data synthetic --epochs 2 \
+    --ranks 2 --out np --strategies daso >np.out 2>np.err ||
+    fail "daso named, no --ranks-per-node: $(cat np.err)"
+grep -q -- "--strategy daso" fake/argv-daso || fail "daso named: no daso run: $(cat np.out)"
+env -u SLURM_JOB_NUM_NODES FAKE="$T/fake" HET_MPIEXEC="bash $T/fake/launch.sh" "$HETRAIN" \
+    compare --data synthetic --epochs 2 --ranks 2 --out np >np.out 2>np.err # others fail here
+grep -q "^compare: skipping daso: it needs 2 or more nodes" np.out ||
+    fail "default strategies, one machine: daso not skipped: $(cat np.out)"
 
 # ---- malformed metrics: exit 1, one line naming the file and line, no table ----
 bad() { # bad "EXPECTED IN STDERR" [CONTENT-OF-allreduce-1.jsonl: none without]

@@ -33,6 +33,18 @@ void cli_platform_help(void);
 int cli_platform(const het_train_config *c);
 int cli_platform_describe(const het_train_config *c);
 
+/* The peer watch (watch.c): a thread that ends the job, naming the rank, when a rank of this
+ * host is gone. cli_watch_start(rank, size, pids, local, start, left): every world rank's pid,
+ * whether it runs on this host, its start time (cli_watch_stat), and the host's shared bytes
+ * where ranks ending on their own are marked (or NULL); copies what it needs; nothing happens
+ * when this host has no other rank or the thread cannot start. cli_watch_stop ends the thread
+ * (before MPI_Finalize); safe to repeat. cli_watch_stat reads process pid's state letter
+ * (state may be NULL) and start time (clock ticks since boot) from /proc; -1 if it cannot. */
+void cli_watch_start(int rank, int size, const int *pids, const unsigned char *local,
+                     const unsigned long long *start, volatile unsigned char *left);
+void cli_watch_stop(void);
+int cli_watch_stat(int pid, char *state, unsigned long long *start);
+
 /* hetrain compare (compare.c): runs `train` once per strategy and seed under an MPI launcher,
  * reads the metrics back and writes tables and plots. It runs without MPI itself.
  * cli_compare_options takes compare's own options (--strategies, --ranks, --seeds,
@@ -52,6 +64,24 @@ int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, c
  * such an option is a key of `train` beside the built-in ones, with a value always. */
 const het_strategy_opt *cli_strategy_opt(const char *key);
 int cli_compare_check_sopts(const het_train_config *c, const char *const *strat, int n_strat);
+
+/* compare_launch.c: the words every run of compare starts with. cli_compare_launcher splits
+ * the launcher `spec` at spaces into l->words (pointing into l), with the rank count `ranks`
+ * in place of a "{n}" in one word, else appended: "-n N" when a word is srun, "-np N"
+ * otherwise. HET_EINVAL with the usage line recorded for an empty or too long spec, too many
+ * words, or "{n}" twice. */
+#define CLI_LAUNCHER_WORDS 34
+typedef struct cli_launcher {
+    char buf[512], sub[512], np[16];
+    char *words[CLI_LAUNCHER_WORDS];
+    int n_words;
+} cli_launcher;
+int cli_compare_launcher(cli_launcher *l, const char *spec, int ranks);
+/* Whether this process is a rank of a launcher (mpirun's, srun's with PMI, or one of an srun
+ * step of several tasks), where compare refuses to run; the nodes of the Slurm allocation it
+ * runs in (SLURM_JOB_NUM_NODES: salloc, sbatch), 0 outside one. */
+int cli_compare_under_launcher(void);
+int cli_compare_alloc_nodes(void);
 
 /* The metrics of one run as compare reads them back (jsonl.c). */
 typedef struct cli_jsonl_epoch {

@@ -1,4 +1,4 @@
-/* hetrain compare: the strategies side by side on one (emulated) cluster.
+/* hetrain compare: the strategies side by side on one (emulated or real) cluster.
  *
  * DESIGN. compare trains nothing itself. For each strategy S and seed K it launches
  *     LAUNCHER -np P <this hetrain> train <the common options> --strategy S --seed K
@@ -10,9 +10,13 @@
  * and OUT/compare.md, OUT/compare.csv, OUT/accuracy.svg and OUT/split.svg written, each to a
  * temporary file renamed into place; those of an earlier comparison are removed first, so a
  * failed comparison leaves no table behind. The JSONL and the logs stay beside them.
- * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces and
- * followed by "-np P". Strategies: --strategies, else every registered strategy whose needs
- * (strategy_needs) the options meet. Seeds: --seed, --seed + 1, ... (--seeds N of them).
+ * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces; the
+ * rank count goes where that launcher takes it (compare_launch.c: in place of "{n}", else
+ * "-n P" after srun, "-np P" after others). Inside a Slurm allocation (salloc, sbatch) the runs are its job steps. Strategies: --strategies, else
+ * every registered strategy whose needs (strategy_needs) the options meet: daso's emulated
+ * nodes (--ranks-per-node) must divide the ranks into 2 or more; without them daso takes the
+ * real nodes the launcher gives, so it runs when named, and by default only in an allocation
+ * of 2 or more nodes (SLURM_JOB_NUM_NODES). Seeds: --seed, --seed + 1, ... (--seeds N of them).
  * compare runs without MPI (main.c) and refuses to run under a launcher. --out is made (as
  * mkdir -p) and checked to be a writable folder before anything runs.
  * Signals: SIGINT / SIGTERM reach the run in progress, which ends with all its processes
@@ -37,14 +41,14 @@
 #include "strategy/strategy.h"
 
 #define CMP_MAX_STRAT 16
-#define CMP_MAX_WORDS 32
 #define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
 #define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
 
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
  * not listed needs nothing; a new one with needs is one line here. Unmet needs: a strategy
  * named in --strategies is a usage error; one chosen by default is skipped with a note. */
-enum { NEEDS_EQUAL_NODES = 1 }; /* --ranks-per-node G > 0 that divides the ranks into >= 2 */
+enum { NEEDS_EQUAL_NODES = 1 }; /* --ranks-per-node G > 0 that divides the ranks into >= 2,
+                                    or (G = 0) real nodes */
 static const struct { const char *name; int needs; } strategy_needs[] = {
     {"daso", NEEDS_EQUAL_NODES},
 };
@@ -67,8 +71,9 @@ void cli_compare_help(void) {
         {"--seeds N", "runs per strategy, seeds --seed.. --seed+N-1 (default 1)"},
         {"--target-acc X", "the test accuracy whose time is reported (default 0.8)"},
         {"--out DIR", "where the runs' metrics, logs, tables and plots go (default compare)"},
-        {"--launcher CMD", "MPI launcher, '-np N' follows (default $HET_MPIEXEC or "
-                           CMP_DEFAULT_LAUNCHER ")"},
+        {"--launcher CMD", "MPI launcher (default $HET_MPIEXEC or " CMP_DEFAULT_LAUNCHER
+                           "); the rank count follows as '-np N', '-n N' after srun, or "
+                           "replaces {n} in CMD"},
     };
     for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) printf("  %-26s %s\n", h[i][0], h[i][1]);
     printf("  the options of train below are passed to every run\n");
@@ -147,10 +152,10 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
 
 typedef struct plan {
     const het_train_config *c;
-    int ranks, n_strat, n_words;
+    int ranks, n_strat;
     const char *strat[CMP_MAX_STRAT];
-    char *words[CMP_MAX_WORDS]; /* the launcher, split at spaces */
-    char launcher[512], self[PATH_MAX], np[16];
+    cli_launcher launcher; /* its words, with the rank count (compare_launch.c) */
+    char self[PATH_MAX];
     char skipped[512]; /* a note on the strategies left out by default, "" for none */
 } plan;
 
@@ -160,11 +165,16 @@ static int needs_of(const char *name) {
     return 0;
 }
 
-/* Why `name` cannot run with these options (a static string), or NULL. */
-static const char *unmet(const plan *p, const char *name) {
+/* Why `name` cannot run with these options (a static string), or NULL; `named`: it was named
+ * in --strategies (then daso takes the real nodes without --ranks-per-node). */
+static const char *unmet(const plan *p, const char *name, int named) {
     int g = p->c->ranks_per_node;
-    if ((needs_of(name) & NEEDS_EQUAL_NODES) && (g <= 0 || p->ranks % g || p->ranks / g < 2))
+    if (!(needs_of(name) & NEEDS_EQUAL_NODES)) return NULL;
+    if (g > 0 && (p->ranks % g || p->ranks / g < 2))
         return "needs --ranks-per-node G dividing --ranks into 2 or more equal nodes";
+    if (g == 0 && !named && cli_compare_alloc_nodes() < 2)
+        return "needs 2 or more nodes: --ranks-per-node G to emulate them, or name it in "
+               "--strategies to run it on the nodes the launcher gives";
     return NULL;
 }
 
@@ -172,7 +182,7 @@ static int choose_strategies(plan *p) {
     char list[256];
     if (!g_opt.strategies[0]) {
         for (const char *const *n = het_strategy_names(); *n && p->n_strat < CMP_MAX_STRAT; n++) {
-            const char *why = unmet(p, *n);
+            const char *why = unmet(p, *n, 0);
             size_t len = strlen(p->skipped);
             if (why) snprintf(p->skipped + len, sizeof p->skipped - len, "compare: skipping "
                               "%s: it %s\n", *n, why);
@@ -193,7 +203,7 @@ static int choose_strategies(plan *p) {
         for (int i = 0; i < p->n_strat; i++)
             if (p->strat[i] == ops->name) return usage("--strategies: %s is named twice", s);
         if (p->n_strat == CMP_MAX_STRAT) return usage("--strategies: too many");
-        const char *why = unmet(p, ops->name);
+        const char *why = unmet(p, ops->name, 1);
         if (why) return usage("--strategies: %s %s", ops->name, why);
         p->strat[p->n_strat++] = ops->name;
     }
@@ -203,27 +213,19 @@ static int choose_strategies(plan *p) {
 static int make_plan(plan *p, const het_train_config *c) {
     memset(p, 0, sizeof *p);
     p->c = c;
-    const char *env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
-    for (int i = 0; i < 3; i++)
-        if (getenv(env[i]))
-            return usage("run compare directly, not under mpirun or srun: it launches its own "
-                         "runs (see --launcher)");
+    if (cli_compare_under_launcher())
+        return usage("run compare directly, not under mpirun or srun: it launches its own "
+                     "runs (see --launcher)");
     int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
     p->ranks = g_opt.ranks ? g_opt.ranks : nf > 0 ? nf : 2;
     if (nf > 0 && nf != p->ranks)
         return usage("--slowdown: %d factors for --ranks %d, expected one per rank", nf,
                      p->ranks);
-    snprintf(p->np, sizeof p->np, "%d", p->ranks);
     int st = choose_strategies(p);
     if (st) return st;
     const char *l = g_opt.launcher[0] ? g_opt.launcher : getenv("HET_MPIEXEC");
-    snprintf(p->launcher, sizeof p->launcher, "%s", l && *l ? l : CMP_DEFAULT_LAUNCHER);
-    for (char *save = NULL, *w = strtok_r(p->launcher, " \t", &save); w;
-         w = strtok_r(NULL, " \t", &save)) {
-        if (p->n_words == CMP_MAX_WORDS - 1) return usage("--launcher: too many words");
-        p->words[p->n_words++] = w;
-    }
-    if (!p->n_words) return usage("--launcher: empty");
+    if (cli_compare_launcher(&p->launcher, l && *l ? l : CMP_DEFAULT_LAUNCHER, p->ranks))
+        return CLI_USAGE;
     ssize_t n = readlink("/proc/self/exe", p->self, sizeof p->self - 1);
     if (n <= 0) return het_error_set(HET_EIO, "hetrain compare: cannot find this program "
                                      "(/proc/self/exe): %s", strerror(errno));
@@ -255,7 +257,7 @@ static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t
     if (cli_signals_caught()) return HET_OK; /* the caller says what it stopped */
     char cmd[4096], why[600] = "", tail[320];
     cli_job_shell_line(cmd, sizeof cmd, argv);
-    if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->words[0], strerror(e));
+    if (e) snprintf(why, sizeof why, "cannot run %s: %s", p->launcher.words[0], strerror(e));
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
     else if (WEXITSTATUS(status))
@@ -548,7 +550,7 @@ int cli_compare(const het_train_config *c) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     int K = g_opt.seeds, n_runs = p.n_strat * K;
     cli_jsonl_run *runs = calloc((size_t)n_runs, sizeof *runs);
-    char **argv = calloc((size_t)(p.n_words + g_opt.n_rest + 16), sizeof *argv);
+    char **argv = calloc((size_t)(p.launcher.n_words + g_opt.n_rest + 16), sizeof *argv);
     if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
@@ -564,9 +566,7 @@ int cli_compare(const het_train_config *c) {
         snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
         join(log, sizeof log, g_opt.out, name);
         int n = 0;
-        for (int w = 0; w < p.n_words; w++) argv[n++] = p.words[w];
-        argv[n++] = "-np";
-        argv[n++] = p.np;
+        for (int w = 0; w < p.launcher.n_words; w++) argv[n++] = p.launcher.words[w];
         argv[n++] = p.self;
         argv[n++] = "train";
         n += cli_compare_run_words(g_opt.rest, g_opt.n_rest, s, argv + n);

@@ -3,8 +3,9 @@
  * host (one all-gather at start), and a byte per world rank in memory shared by the host's
  * ranks, where a rank marks that it ends on its own (cli_signals_finish, and
  * MPI_Abort of the stall inspector) so that ranks ending together at the end of a run or on an
- * agreed error are never named as lost when the launcher ends the last of them. Anything that
- * fails here only leaves the handler with less to say: the run goes on.
+ * agreed error are never named as lost when the launcher ends the last of them; and starts the
+ * peer watch (watch.c) on those. Anything that fails here only leaves the handler with less
+ * to say: the run goes on.
  * compare, which runs without MPI and launches its runs, has its own handler instead
  * (cli_signals_forward): it only records the signal and passes it on to the run's process
  * group; compare.c waits for the run, sweeps what is left of it and says what it stopped. */
@@ -22,40 +23,50 @@
 
 #include "cli/cli.h"
 
-/* Every rank's pid and whether it runs on this host, to the handler. Collective. */
-static void gather_peers(int rank, int size) {
-    typedef struct { int pid; char host[64]; } who;
+/* Every rank's pid and whether it runs on this host, to the handler; the pids, host flags
+ * and start times into *pids, *local and *start (owned by the caller; NULL when they could
+ * not be gathered). Collective. */
+static void gather_peers(int rank, int size, int **pids_out, unsigned char **local_out,
+                         unsigned long long **start_out) {
+    typedef struct { int pid; unsigned long long start; char host[64]; } who;
     who me;
     memset(&me, 0, sizeof me);
     me.pid = (int)getpid();
+    if (cli_watch_stat(me.pid, NULL, &me.start) != 0) me.start = 0;
     gethostname(me.host, sizeof me.host - 1);
     who *all = malloc((size_t)size * sizeof *all);
     int *pids = malloc((size_t)size * sizeof *pids);
     unsigned char *local = malloc((size_t)size);
-    int ok = all && pids && local;
+    unsigned long long *start = malloc((size_t)size * sizeof *start);
+    int ok = all && pids && local && start;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (ok && MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE,
                             MPI_COMM_WORLD) == MPI_SUCCESS) {
         for (int r = 0; r < size; r++) {
             pids[r] = all[r].pid;
+            start[r] = all[r].start;
             local[r] = strncmp(all[r].host, me.host, sizeof me.host) == 0;
         }
         het_interrupt_peers(rank, size, pids, local);
+    } else {
+        free(pids), free(local), free(start);
+        pids = NULL, local = NULL, start = NULL;
     }
     free(all);
-    free(pids);
-    free(local);
+    *pids_out = pids;
+    *local_out = local;
+    *start_out = start;
 }
 
 /* The host's shared "left" bytes, one per world rank: a POSIX shared-memory object made by the
  * host's first rank, mapped by every rank of the host, and unlinked as soon as all have mapped
  * it, so that nothing is left behind however the job ends. Never unmapped: the handler may
  * read it until the process is gone (MPI's own shared windows are unmapped by MPI_Finalize). */
-static void share_left(int rank, int size) {
+static volatile unsigned char *share_left(int rank, int size) {
     MPI_Comm host;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host) !=
         MPI_SUCCESS)
-        return;
+        return NULL;
     int host_rank = 0, fd = -1;
     MPI_Comm_rank(host, &host_rank);
     char name[64] = "";
@@ -74,17 +85,32 @@ static void share_left(int rank, int size) {
     MPI_Barrier(host); /* everybody has mapped it (or failed to) */
     if (host_rank == 0 && name[0]) shm_unlink(name);
     MPI_Comm_free(&host);
-    if (p != MAP_FAILED) het_interrupt_shared((volatile unsigned char *)p); /* zero-filled */
+    if (p == MAP_FAILED) return NULL;
+    het_interrupt_shared((volatile unsigned char *)p); /* zero-filled */
+    return (volatile unsigned char *)p;
 }
 
 void cli_signals_setup(int rank, int size) {
     het_interrupt_install(rank);
     if (size < 2) return;
-    gather_peers(rank, size);
-    share_left(rank, size);
+    int *pids;
+    unsigned char *local;
+    unsigned long long *start;
+    gather_peers(rank, size, &pids, &local, &start);
+    /* from here on a lost rank of this host ends the job (watch.c): the collectives below
+     * and every later one, blocking or not */
+    if (pids) cli_watch_start(rank, size, pids, local, start, NULL);
+    volatile unsigned char *left = share_left(rank, size);
+    if (pids && left) cli_watch_start(rank, size, pids, local, start, left);
+    free(pids);
+    free(local);
+    free(start);
 }
 
-void cli_signals_finish(int status) { het_interrupt_leaving(status); }
+void cli_signals_finish(int status) {
+    het_interrupt_leaving(status);
+    cli_watch_stop();
+}
 
 /* ---- compare: the signal passed on to the run in progress ---- */
 

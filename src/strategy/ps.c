@@ -124,6 +124,7 @@ void het_ps_fail(het_strategy_ctx *ctx, int status) {
     fprintf(stderr, "hetrain: rank %d: %s: %s; ending the job\n", ctx->rank, ctx->cfg->strategy,
             het_error_msg());
     fflush(stderr);
+    het_interrupt_leaving(1); /* ends on its own: the others' peer watch names it not */
     MPI_Abort(ctx->world, 1);
 }
 
