@@ -10,6 +10,8 @@
 # - asp with 3 workers runs to the end under SMPI with every batch taken once (the order in
 #   which the server applies gradients follows each simulator's times, so its weights are not
 #   compared);
+# - hetrain compare --simulator smpi runs every strategy through smpirun and writes its table;
+#   without --platform it is refused;
 # - under SMPI the emulation options are refused with one line.
 # The epoch times of both simulators are printed, not checked: bench/validate_smpi.sh measures
 # the gap. Env: HETRAIN (the normal build), HETRAIN_SMPI (make smpi's hetrain-smpi).
@@ -64,6 +66,20 @@ steps=$(grep '"type":"epoch"' a3.jsonl | tail -1 | sed -n 's/.*"worker_steps":\[
 awk -v s="$steps" 'BEGIN { k = split(s, a, ","); for (i = 1; i <= k; i++) t += a[i]; exit !(k == 3 && t == 32) }' &&
     ok || fail "asp 3 workers under SMPI: batches per worker '$steps' (expected 3 summing to 32)"
 echo "check_smpi: asp: one worker bitwise equal; 3 workers took batches $steps in $(json_num a3.jsonl epoch_s) s"
+
+# ---- hetrain compare --simulator smpi: every run under smpirun, the same table ----
+CMP=(--model lenet5 --data synthetic --train-limit 1024 --test-limit 128 --seed 3 --batch 32 --epochs 1
+     --compute-cost shipped)
+HETRAIN_SMPI="$HETRAIN_SMPI" "$HETRAIN" compare "${CMP[@]}" --clock virtual --platform plat.xml \
+    --hostfile hosts --simulator smpi --ranks 4 --strategies allreduce,asp --out cmp >cmp.out 2>&1 ||
+    fail "compare --simulator smpi exited $?: $(tail -3 cmp.out)"
+grep -q "Clock: SimGrid's (--simulator smpi" cmp/compare.md 2>/dev/null && grep -q '^| allreduce | 4 ' cmp/compare.md &&
+    grep -q '^| asp | 4 ' cmp/compare.md && ok || fail "compare --simulator smpi: $(head -12 cmp/compare.md 2>&1)"
+grep -q 'smpirun -platform plat.xml -hostfile hosts' cmp/compare.md && ok ||
+    fail "compare --simulator smpi: the runs' command lines do not name smpirun"
+"$HETRAIN" compare "${CMP[@]}" --clock virtual --simulator smpi --ranks 4 --out cmp2 >cmp2.out 2>&1 &&
+    fail "compare --simulator smpi without --platform was accepted"
+grep -q 'simulator smpi needs --platform FILE' cmp2.out && ok || fail "compare --simulator smpi without --platform: $(cat cmp2.out)"
 
 # ---- refusals under SMPI ----
 smpi 2 train "${COMMON[@]}" --clock virtual >r.out 2>&1 && fail "--clock virtual accepted under SMPI"

@@ -77,6 +77,16 @@ typedef struct cli_launcher {
     int n_words;
 } cli_launcher;
 int cli_compare_launcher(cli_launcher *l, const char *spec, int ranks);
+#define CLI_COMPARE_DEFAULT_LAUNCHER "mpirun --oversubscribe"
+/* --simulator hetrain|smpi (compare_launch.c): with smpi every run goes to SimGrid's smpirun on
+ * the --platform file (and --hostfile) with SMPI's settings of docs/SMPI.md, the binary the
+ * SMPI build's hetrain-smpi ($HETRAIN_SMPI, BUILD-smpi/ beside BUILD/hetrain, or beside it);
+ * --platform, --hostfile and --clock are then not passed to the runs (cli_compare_run_words).
+ * cli_compare_smpi_launcher sets l's words and self; CLI_USAGE with the line recorded. */
+int cli_compare_set_simulator(const char *v);
+int cli_compare_smpi(void);
+int cli_compare_smpi_launcher(cli_launcher *l, const het_train_config *c, int ranks,
+                              int launcher_given, char *self, size_t n);
 /* Whether this process is a rank of a launcher (mpirun's, srun's with PMI, or one of an srun
  * step of several tasks), where compare refuses to run; the nodes of the Slurm allocation it
  * runs in (SLURM_JOB_NUM_NODES: salloc, sbatch), 0 outside one. */

@@ -41,7 +41,6 @@
 #include "strategy/strategy.h"
 
 #define CMP_MAX_STRAT 16
-#define CMP_DEFAULT_LAUNCHER "mpirun --oversubscribe"
 #define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
 
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
@@ -59,25 +58,11 @@ static struct {
     int seeds;
     double target;
     char out[HET_PATH_LEN - 128];
-    char launcher[512];   /* "" = $HET_MPIEXEC or CMP_DEFAULT_LAUNCHER */
+    char launcher[512];   /* "" = $HET_MPIEXEC or CLI_COMPARE_DEFAULT_LAUNCHER */
     char **rest;          /* the options forwarded to train */
     int n_rest;
 } g_opt = {"", 0, 1, 0.8, "compare", "", NULL, 0};
 
-void cli_compare_help(void) {
-    static const char *const h[][2] = {
-        {"--strategies LIST", "strategies to run, e.g. allreduce,hgc (default: all)"},
-        {"--ranks N", "MPI ranks of every run (default: one per --slowdown factor, else 2)"},
-        {"--seeds N", "runs per strategy, seeds --seed.. --seed+N-1 (default 1)"},
-        {"--target-acc X", "the test accuracy whose time is reported (default 0.8)"},
-        {"--out DIR", "where the runs' metrics, logs, tables and plots go (default compare)"},
-        {"--launcher CMD", "MPI launcher (default $HET_MPIEXEC or " CMP_DEFAULT_LAUNCHER
-                           "); the rank count follows as '-np N', '-n N' after srun, or "
-                           "replaces {n} in CMD"},
-    };
-    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) printf("  %-26s %s\n", h[i][0], h[i][1]);
-    printf("  the options of train below are passed to every run\n");
-}
 
 /* Records the usage error "hetrain compare: ..." and returns CLI_USAGE. */
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -110,13 +95,13 @@ static int set_text(const char *key, const char *v, char *dst, size_t n) {
 
 int cli_compare_options(int argc, char **argv, int *n_rest) {
     static const char *const own[] = {"strategies", "ranks", "seeds", "target-acc", "out",
-                                      "launcher"};
+                                      "launcher", "simulator"};
     int kept = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '=');
         int k = -1;
         size_t kn = eq ? (size_t)(eq - a - 2) : strlen(a) - 2;
-        for (int j = 0; strncmp(a, "--", 2) == 0 && j < 6; j++)
+        for (int j = 0; strncmp(a, "--", 2) == 0 && j < 7; j++)
             if (strlen(own[j]) == kn && strncmp(a + 2, own[j], kn) == 0) k = j;
         if (k < 0) {
             argv[kept++] = argv[i];
@@ -138,7 +123,8 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
             break;
         }
         case 4: st = set_text(own[k], v, g_opt.out, sizeof g_opt.out); break;
-        default: st = set_text(own[k], v, g_opt.launcher, sizeof g_opt.launcher); break;
+        case 5: st = set_text(own[k], v, g_opt.launcher, sizeof g_opt.launcher); break;
+        default: st = cli_compare_set_simulator(v); break;
         }
         if (st) return st;
     }
@@ -224,12 +210,16 @@ static int make_plan(plan *p, const het_train_config *c) {
     int st = choose_strategies(p);
     if (st) return st;
     const char *l = g_opt.launcher[0] ? g_opt.launcher : getenv("HET_MPIEXEC");
-    if (cli_compare_launcher(&p->launcher, l && *l ? l : CMP_DEFAULT_LAUNCHER, p->ranks))
+    if (cli_compare_launcher(&p->launcher, l && *l ? l : CLI_COMPARE_DEFAULT_LAUNCHER, p->ranks))
         return CLI_USAGE;
     ssize_t n = readlink("/proc/self/exe", p->self, sizeof p->self - 1);
     if (n <= 0) return het_error_set(HET_EIO, "hetrain compare: cannot find this program "
                                      "(/proc/self/exe): %s", strerror(errno));
     p->self[n] = '\0';
+    if (cli_compare_smpi() && cli_compare_smpi_launcher(&p->launcher, c, p->ranks,
+                                                        g_opt.launcher[0], p->self,
+                                                        sizeof p->self))
+        return CLI_USAGE;
     return CLI_OK;
 }
 
@@ -418,7 +408,9 @@ static void write_output(FILE *f, int which, const report *r) {
                 "waiting: wait_s / (compute_s + comm_s + wait_s + delay_s), over ranks and "
                 "epochs.%s\n\n![test accuracy against time](accuracy.svg)\n\n"
                 "![time split](split.svg)\n\nRuns (metrics and output beside this file):\n\n%s",
-                virt ? "Clock: virtual (--clock virtual: every rank's own clock, compute costed "
+                cli_compare_smpi() ? "Clock: SimGrid's (--simulator smpi: the runs under "
+                "smpirun on the platform file, compute charged from the cost table). " : virt ?
+                "Clock: virtual (--clock virtual: every rank's own clock, compute costed "
                 "by CPU time or a cost table x slowdown, communication by the network model; "
                 "nothing slept). " : "", virt ? "virtual time of an epoch's training" :
                 "wall time of an epoch (training and evaluation)", g_opt.target, virt ?

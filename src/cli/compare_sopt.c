@@ -21,11 +21,28 @@ static const het_strategy_opt *word_opt(const char *w, int *inline_value) {
     return cli_strategy_opt(key);
 }
 
+/* Whether w is an option that smpirun takes instead of train under --simulator smpi. */
+static int smpi_word(const char *w, int *inline_value) {
+    static const char *const keys[] = {"--platform", "--hostfile", "--clock"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(keys[k]);
+        if (!strncmp(w, keys[k], n) && (w[n] == '\0' || w[n] == '=')) {
+            *inline_value = w[n] == '=';
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, char **out) {
     const het_strategy_ops *s = het_strategy_find(strategy);
     int n = 0;
     for (int i = 0; i < n_rest; i++) {
         int inline_value = 0;
+        if (cli_compare_smpi() && smpi_word(rest[i], &inline_value)) { /* smpirun's, not train's */
+            if (!inline_value) i++;
+            continue;
+        }
         const het_strategy_opt *o = word_opt(rest[i], &inline_value);
         if (o && !(s && het_strategy_opt_find(s->opts, o->name))) { /* not this strategy's */
             if (!inline_value) i++; /* its value (main.c's parse_args took the next word) */
