@@ -10,16 +10,22 @@
 # its two threads per rank), MODELS (lenet5,resnet20), SIZES (nodes x ranks per node: 2x2, 4x4,
 # 8x8), SLOW (none and one slow node, its ranks 3x: "1 3"), BWS (between nodes: 100Mbit/s,
 # 1Gbit/s, 10Gbit/s = 12.5M,125M,1250M bytes/s; 50 us). Each run: 8 steps of 32 samples per
-# rank (16 for resnet20), synthetic data of the model's shape, SGD momentum 0.9; daso with no
+# rank (16 for resnet20) of Fashion-MNIST (lenet5; synthetic data of the model's shape for
+# resnet20, whose 2048 samples bound the steps at 16 ranks and more), SGD momentum 0.9; daso with no
 # warm-up or cool-down epoch (its global averaging runs); gpipe and 1f1b as pipelines of 2
 # stages (P/2 of them), 4 micro-batches; asp and inhad with their server on the last rank.
 # hetrain's clock runs the flat all-reduce, as SMPI does (the SMPI build refuses the two-level
-# one); SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
+# one). COLL=blocking (the default): the gradients' all-reduce is one blocking MPI_Allreduce
+# after backward in both (--bucket-mb 0, and --stall-warn 0 on hetrain's side, whose stall
+# inspector otherwise posts it non-blocking), so that both run the algorithm Open MPI's rules
+# pick; COLL=nonblocking keeps the buckets (hetrain models Open MPI's libnbc ring, SMPI 3.32
+# runs its own non-blocking all-reduce, another algorithm). daso's global averaging is
+# non-blocking either way. SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
 # no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs 1e-7 s.
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
-# Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"),
+# Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
 #      FACTORS (default | 1), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
@@ -44,7 +50,7 @@ epoch_s() { grep '"type":"epoch"' "$1" 2>/dev/null | tail -1 | sed -n 's/.*"epoc
 table=$out/validate.md
 {
     echo "SMPI $(smpirun -version 2>/dev/null | head -1 | sed 's/^.*version //'), network model:" \
-         "${FACTORS:-default} factors; $(nproc) cores; $(date -u +%F)"
+         "${FACTORS:-default} factors; all-reduce ${COLL:-blocking}; $(nproc) cores; $(date -u +%F)"
     echo
     echo "| model | ranks | slow | link | strategy | hetrain s | SMPI s | hetrain / SMPI | wall s (hetrain, SMPI) |"
     echo "|---|---|---|---|---|---|---|---|---|"
@@ -52,8 +58,8 @@ table=$out/validate.md
 cat "$table"
 orders_same=0 orders=0
 for model in "${models[@]}"; do
-    shape=1x28x28 per=32
-    [ "$model" = resnet20 ] && shape=3x32x32 per=16
+    shape=1x28x28 per=32 data=(--data fashion-mnist)
+    [ "$model" = resnet20 ] && shape=3x32x32 per=16 data=(--data synthetic --synthetic-shape 3x32x32)
     for size in "${sizes[@]}"; do
         N=${size%x*} R=${size#*x} P=$((N * R))
         for slow in "${slows[@]}"; do
@@ -66,10 +72,11 @@ for model in "${models[@]}"; do
                     --net-lat 50e-6 --host-speed shipped --model "$model" --data synthetic \
                     --synthetic-shape "$shape" --out "$cell/plat.xml" --hostfile "$cell/hosts" \
                     >"$cell/plat.out" 2>&1 || { echo "platform failed: $(cat "$cell/plat.out")"; continue; }
-                common=(train --model "$model" --data synthetic --synthetic-shape "$shape"
-                        --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
+                common=(train --model "$model" "${data[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
                         --compute-cost shipped --daso-warmup-epochs 0 --daso-cooldown-epochs 0)
+                vonly=()
+                [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly=(--stall-warn 0)
                 declare -A th ts
                 for s in "${strategies[@]}"; do
                     extra=(--strategy "$s")
@@ -80,7 +87,8 @@ for model in "${models[@]}"; do
                     esac
                     t0=$(date +%s.%N)
                     timeout 1800 mpirun -np "$P" "$het" "${common[@]}" "${extra[@]}" --clock virtual \
-                        --allreduce-algo flat --platform "$cell/plat.xml" --hostfile "$cell/hosts" \
+                        --allreduce-algo flat "${vonly[@]}" --platform "$cell/plat.xml" \
+                        --hostfile "$cell/hosts" \
                         --metrics "$cell/$s.v.jsonl" >"$cell/$s.v.out" 2>&1
                     t1=$(date +%s.%N)
                     timeout 1800 smpirun -np "$P" -platform "$cell/plat.xml" -hostfile "$cell/hosts" \
