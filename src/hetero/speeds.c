@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "hetero/hetero.h"
+
+/* A speeds file holds one line a rank: a MiB is far more than any cluster needs. */
+#define SPEEDS_MAX_BYTES ((uint64_t)1 << 20)
 
 /* Seconds a calibration runs at least: passes of a few ms are at the mercy of the scheduler. */
 #ifndef HET_CALIBRATE_S
@@ -20,8 +24,10 @@ int het_speeds_parse(const char *text, double *out, int cap) {
 }
 
 int het_speeds_read_file(const char *path, double *out, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    int st0 = het_infile_fopen(path, "a speeds file (one speed a line)", SPEEDS_MAX_BYTES, &f,
+                               NULL);
+    if (st0) return st0;
     char line[256];
     int n = 0, lineno = 0, st = HET_OK;
     while (fgets(line, sizeof line, f)) {

@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/infile.h"
 #include "hetrain/netfile.h"
+#include "nn/onnx_bytes.h"
 
 #define MAX_FILE_BYTES (1 << 20) /* a model file of 256 layers is a few KiB */
 #define MAX_LINE 256
@@ -225,50 +228,39 @@ int het_net_parse(het_net *net, const char *text, size_t len, const char *file) 
     return HET_OK;
 }
 
-/* Reads a whole file of at most `max` bytes into a malloc'd buffer. */
-static int read_file(const char *path, size_t max, char **out, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: %s", path, strerror(errno));
-    char *buf = malloc(max + 1);
-    size_t got = buf ? fread(buf, 1, max + 1, f) : 0;
-    int err = ferror(f);
-    fclose(f);
-    if (!buf) return het_error_set(HET_ENOMEM, "%s: out of memory", path);
-    if (err) {
-        free(buf);
-        return het_error_set(HET_EIO, "%s: read error", path);
-    }
-    if (got > max) {
-        free(buf);
-        return het_error_set(HET_EFORMAT, "%s: more than %zu bytes, expected a model file",
-                             path, max);
-    }
-    *out = buf;
-    *n = got;
-    return HET_OK;
-}
-
 /* ONNX files are protobuf: their first byte is a field tag (ir_version: 0x08) and text model
- * files begin with a letter, '#' or space. */
-static int looks_like_onnx(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    int c = fgetc(f);
-    fclose(f);
-    size_t n = strlen(path);
-    return c == 0x08 || (n > 5 && strcmp(path + n - 5, ".onnx") == 0);
+ * files begin with a letter, '#' or space. Judged from the bytes read, never by a second open. */
+static int looks_like_onnx(const char *path, const uint8_t *b, size_t n) {
+    size_t len = strlen(path);
+    return (n > 0 && b[0] == 0x08) || (len > 5 && strcmp(path + len - 5, ".onnx") == 0);
 }
 
 int het_net_read(het_net *net, const char *path) {
     memset(net, 0, sizeof *net);
-    if (looks_like_onnx(path)) return het_net_read_onnx(net, path);
-    char *text = NULL;
-    size_t n = 0;
-    int st = read_file(path, MAX_FILE_BYTES, &text, &n);
+    static const char what[] = "a model file (hetrain's text format or ONNX)";
+    int fd;
+    uint64_t size;
+    /* one open, one read: a FIFO or a device is refused before anything blocks on it */
+    int st = het_infile_open(path, what, HET_ONNX_MAX_BYTES, &fd, &size);
     if (st) return st;
-    st = het_net_parse(net, text, n, path);
-    free(text);
-    if (!st) snprintf(net->file, sizeof net->file, "%s", path);
+    uint8_t first = 0, *buf = NULL;
+    size_t got = 0, n = 0;
+    st = het_infile_pread(path, fd, 0, &first, 1, &got);
+    const int onnx = !st && looks_like_onnx(path, &first, got);
+    if (!st && !onnx && size > MAX_FILE_BYTES)
+        st = het_error_set(HET_EFORMAT, "%s: file of %llu bytes, expected a model file in "
+                           "hetrain's text format of at most %d bytes", path,
+                           (unsigned long long)size, MAX_FILE_BYTES);
+    if (!st) st = het_infile_read_all(path, fd, size, what, &buf, &n);
+    close(fd);
+    if (st) return st;
+    if (onnx) {
+        st = het_net_parse_onnx(net, buf, n, path);
+    } else {
+        st = het_net_parse(net, (const char *)buf, n, path);
+        if (!st) snprintf(net->file, sizeof net->file, "%s", path);
+    }
+    free(buf);
     return st;
 }
 

@@ -167,31 +167,6 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
     return HET_OK;
 }
 
-/* ---- the file ---- */
-
-int het_onnx_read_file(const char *path, uint8_t **buf, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    *buf = NULL;
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-        (size_t)st.st_size > ONNX_MAX_BYTES) {
-        fclose(f);
-        return het_error_set(HET_EFORMAT, "%s: not a regular file of at most %zu bytes", path,
-                             ONNX_MAX_BYTES);
-    }
-    *n = (size_t)st.st_size;
-    *buf = malloc(*n ? *n : 1);
-    int ok = *buf && fread(*buf, 1, *n, f) == *n;
-    fclose(f);
-    if (!ok) {
-        free(*buf);
-        *buf = NULL;
-        return het_error_set(HET_EIO, "%s: read failed", path);
-    }
-    return HET_OK;
-}
-
 /* ---- the graph ---- */
 
 /* The graph's input (its one input that is no initializer): shape and rank. */

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "nn/onnx_internal.h"
 
 #define ONNX_MAX_NODES 16384
@@ -510,10 +511,17 @@ int het_net_read_onnx(het_net *net, const char *path) {
     memset(net, 0, sizeof *net);
     uint8_t *buf;
     size_t n = 0;
-    int e = het_onnx_read_file(path, &buf, &n);
+    int e = het_infile_load(path, "an ONNX model file", ONNX_MAX_BYTES, &buf, &n);
     if (e) return e;
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
+    e = het_net_parse_onnx(net, buf, n, path);
     free(buf);
+    return e;
+}
+
+int het_net_parse_onnx(het_net *net, const uint8_t *buf, size_t n, const char *path) {
+    memset(net, 0, sizeof *net);
+    int e = HET_OK;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
     if (!m)
         return het_error_set(
             HET_EFORMAT,
