@@ -164,6 +164,14 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
         for (size_t o = 0; o < (size_t)dims[0]; o++)
             for (size_t i = 0; i < (size_t)dims[1]; i++)
                 dst[o * (size_t)dims[1] + i] = (float)het_onnx_get(t, i * (size_t)dims[0] + o);
+    /* a NaN or infinity would train as a divergence far from its cause: refused here */
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(dst[j])) {
+            size_t at = tr ? (j % (size_t)dims[1]) * (size_t)dims[0] + j / (size_t)dims[1] : j;
+            return het_onnx_fail(r, nd, HET_EFORMAT, "initializer '%.64s': element %zu (byte "
+                                 "%zu of its data) is %s, expected finite weights", nm, at,
+                                 at * sizeof(float), isnan(dst[j]) ? "NaN" : "infinite");
+        }
     return HET_OK;
 }
 
