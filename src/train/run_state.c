@@ -9,9 +9,11 @@
  *   s.<name>.* the strategy's own sections (its save_state / load_state)
  * A load checks every section before it changes anything, so a bad file leaves the trainer as
  * it was. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/safetensors.h"
 #include "train/trainer.h"
 
 /* ----------------------------------------------------------------------- checkpoints */
@@ -167,6 +169,39 @@ static int section(het_ckpt_reader *r, const char *tag, size_t bytes, const void
     return HET_OK;
 }
 
+/* The floats of section `tag` (at file offset off) must be finite: a NaN or infinity would
+ * train on as a divergence far from its cause. A failure names the tensor (PyTorch's names, as
+ * the safetensors export; the optimizer's state by the parameter it belongs to), its element
+ * and offset. state: the floats are the model's state (else parameters, repeated per copy). */
+static int finite_section(het_ckpt_reader *r, het_model *m, const char *tag, const void *p,
+                          size_t n, uint64_t off, int state) {
+    const unsigned char *b = p;
+    size_t i = 0;
+    for (; i < n; i++) {
+        float v;
+        memcpy(&v, b + 4 * i, 4);
+        if (!isfinite(v)) break;
+    }
+    if (i == n) return HET_OK;
+    float v;
+    memcpy(&v, b + 4 * i, 4);
+    size_t np = het_model_n_params(m), k = state || !np ? i : i % np;
+    het_st_tensor *t = NULL;
+    int nt = het_st_tensors(m, &t);
+    char name[80] = "?";
+    size_t el = k;
+    for (int j = 0; j < nt; j++)
+        if (t[j].state == state && k >= t[j].off && k < t[j].off + t[j].count) {
+            snprintf(name, sizeof name, "%s", t[j].name);
+            el = k - t[j].off;
+        }
+    free(t);
+    return het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s': tensor '%s' element %zu "
+                         "is %s, expected finite values", het_ckpt_reader_path(r),
+                         (unsigned long long)(off + 4 * i), tag, name, el,
+                         isnan(v) ? "NaN" : "infinite");
+}
+
 int het_checkpoint_load_weights(het_model *m, const char *model_name, const char *path) {
     het_ckpt_reader *r;
     int st = het_ckpt_reader_open(&r, path);
@@ -176,7 +211,9 @@ int het_checkpoint_load_weights(het_model *m, const char *model_name, const char
     uint64_t off;
     st = check_meta(r, model_name, m, 0, HET_OPT_SGD, 0);
     if (!st) st = section(r, "params", np, &params, &off);
+    if (!st) st = finite_section(r, m, "params", params, np / 4, off, 0);
     if (!st) st = section(r, "state", ns, &state, &off);
+    if (!st) st = finite_section(r, m, "state", state, ns / 4, off, 1);
     if (!st) {
         memcpy(het_model_params(m), params, np);
         if (ns) memcpy(het_model_state(m), state, ns);
@@ -233,8 +270,11 @@ static int load_check(het_trainer *t, const char *path, loaded *L) {
     uint64_t off, prog_off, rec_off;
     st = check_meta(r, t->cfg.model, m, 1, t->cfg.optim.kind, t->n_opt_state);
     if (!st) st = section(r, "params", np, &L->params, &off);
+    if (!st) st = finite_section(r, m, "params", L->params, np / 4, off, 0);
     if (!st) st = section(r, "state", ns, &L->state, &off);
+    if (!st) st = finite_section(r, m, "state", L->state, ns / 4, off, 1);
     if (!st) st = section(r, "optim", no, &L->optim, &off);
+    if (!st) st = finite_section(r, m, "optim", L->optim, no / 4, off, 0);
     if (!st) st = section(r, "sched", HET_SCHEDULE_BYTES, &L->sched, &off);
     if (!st) st = section(r, "progress", PROGRESS_BYTES, &prog, &prog_off);
     if (!st) st = het_ckpt_find(r, "metrics", &L->rec, &rec_bytes, &rec_off);
