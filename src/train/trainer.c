@@ -273,9 +273,14 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
         if ((st = het_trainer_agree(t, st))) goto fail;
     }
     het_strategy_ctx *c = strategy_ctx(t);
-    if (cfg->clock == HET_CLOCK_VIRTUAL && strcmp(cfg->compute_cost, "measured") != 0 &&
-        (st = costs_setup(t, het_train_costs_file(cfg))))
+    /* the table is measured before the strategy starts: its gradient hooks (the all-reduce's
+     * overlap) would stop the measured one-rank step; calibrate --costs-out measures it here
+     * too, only to write it (the run's pace keeps its own costs then) */
+    const int table = cfg->clock == HET_CLOCK_VIRTUAL && strcmp(cfg->compute_cost, "measured") != 0;
+    if ((table || cfg->costs_out[0]) &&
+        (st = costs_setup(t, table ? het_train_costs_file(cfg) : NULL)))
         goto fail;
+    if (!table) c->pace.costs = NULL;
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
     if (st || (st = het_trainer_compare_strategy(t))) goto fail;
