@@ -228,6 +228,7 @@ typedef struct loaded {
     het_ckpt_reader *r;
     const void *params, *state, *optim, *sched, *rec;
     uint64_t epoch, step;
+    char strategy[32]; /* the checkpoint's */
 } loaded;
 
 static int load_check(het_trainer *t, const char *path, loaded *L);
@@ -255,6 +256,18 @@ int het_trainer_load(het_trainer *t, const char *path) {
     return st;
 }
 
+/* The strategy the checkpoint was trained with, from its configuration section. */
+static int stored_strategy(het_ckpt_reader *r, char *out, size_t n) {
+    const void *p;
+    size_t len;
+    uint64_t off;
+    het_train_config c = het_train_config_defaults();
+    int st = het_ckpt_find(r, "config", &p, &len, &off);
+    if (!st) st = het_train_config_apply_text(&c, het_ckpt_reader_path(r), off, p, len);
+    if (!st) snprintf(out, n, "%s", c.strategy);
+    return st;
+}
+
 /* Checks every section, so that a bad file leaves the trainer as it was. */
 static int load_check(het_trainer *t, const char *path, loaded *L) {
     int st = het_ckpt_reader_open(&L->r, path);
@@ -278,6 +291,7 @@ static int load_check(het_trainer *t, const char *path, loaded *L) {
     if (!st) st = section(r, "sched", HET_SCHEDULE_BYTES, &L->sched, &off);
     if (!st) st = section(r, "progress", PROGRESS_BYTES, &prog, &prog_off);
     if (!st) st = het_ckpt_find(r, "metrics", &L->rec, &rec_bytes, &rec_off);
+    if (!st) st = stored_strategy(r, L->strategy, sizeof L->strategy);
     if (st) return st;
     het_rbuf b = {prog, 0};
     uint64_t epoch = het_r_u64(&b), step = het_r_u64(&b);
@@ -329,6 +343,13 @@ static int load_restore(het_trainer *t, loaded *L) {
         h->test_loss = het_r_f64(&b);
         h->test_acc = het_r_f64(&b);
         h->lr = het_r_f64(&b);
+    }
+    /* a checkpoint of another strategy holds none of this one's state: it starts afresh from
+     * the checkpoint's model and optimizer */
+    if (strcmp(L->strategy, t->cfg.strategy) != 0) {
+        het_log(HET_LOG_INFO, "resume: %s was trained with %s; %s starts its own state afresh\n",
+                L->path, L->strategy, t->cfg.strategy);
+        return HET_OK;
     }
     return t->strat->load_state(&t->ctx, L->r);
 }
