@@ -159,6 +159,13 @@ refused idx-header "bomb/train-labels-idx1-ubyte.gz: offset 4: 2147483647 labels
 to match the images in bomb/train-images-idx3-ubyte" \
     "$HETRAIN" train --model mlp --data idx --data-dir bomb --epochs 1 --progress off
 
+# a CIFAR-10 .gz of 100001 records (300 MB inflated from 300 kB): refused at the bound
+rm cifar/data_batch_1.bin
+head -c $((100001 * 3073)) /dev/zero | gzip -1 >cifar/data_batch_1.bin
+refused cifar-bomb "cifar/data_batch_1.bin: offset 307300000: record 100001, expected at \
+most 100000 records a file" \
+    "$HETRAIN" train --model mlp --data cifar10 --data-dir cifar --epochs 1 --progress off
+
 if het_mpi_found; then
     # ---- #6: calibrate --costs-out on 2 ranks writes the table, which a run then reads ----
     het_mpirun 2 "$HETRAIN" calibrate --model mlp --data synthetic --train-limit 256 \

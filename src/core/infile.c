@@ -126,3 +126,14 @@ int het_infile_load(const char *path, const char *what, uint64_t max_bytes, uint
     close(fd);
     return st;
 }
+
+double het_infile_memory(void) {
+    const char *e = getenv("HET_MEMORY_LIMIT");
+    if (e && *e) {
+        char *end;
+        double v = strtod(e, &end);
+        if (!*end && v > 0) return v;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : 1e18;
+}

@@ -42,4 +42,10 @@ int het_infile_read_all(const char *path, int fd, uint64_t size, const char *wha
  * HET_EIO "PATH: offset N: read error: ..." */
 int het_infile_pread(const char *path, int fd, uint64_t off, void *dst, size_t n, size_t *got);
 
+/* The bytes a reader may plan to hold in memory: the machine's physical memory, or
+ * HET_MEMORY_LIMIT when set (a number of bytes > 0). Sizes that files announce (a model's
+ * weights, an IDX payload) are checked against it before anything of that size is
+ * allocated. */
+double het_infile_memory(void);
+
 #endif

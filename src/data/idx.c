@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "data/reader.h"
 
 typedef unsigned long long ull;
@@ -94,6 +95,12 @@ static int idx_payload(het_reader *r, const char *path, idx_file *f) {
         if (have == cap) {
             uint64_t ncap = cap ? 2 * cap : step;
             if (ncap > prod) ncap = prod;
+            /* a .gz may really inflate to what a huge header announces: not past memory */
+            if ((double)ncap > het_infile_memory())
+                return het_error_set(HET_EFORMAT, "%s: offset %llu: a payload of %llu bytes "
+                                     "(%llu read so far), expected at most the %.0f bytes of "
+                                     "memory here", path, (ull)(f->header + have), (ull)prod,
+                                     (ull)have, het_infile_memory());
             uint8_t *p = realloc(f->data, (size_t)ncap);
             if (!p)
                 return het_error_set(HET_ENOMEM, "%s: out of memory for %llu payload bytes",

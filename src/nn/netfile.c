@@ -388,18 +388,6 @@ static double add_plan(net_bytes *b, const het_layer_plan *p, int max_batch, int
     return b->fixed + (double)max_batch * (b->per_sample + b->work);
 }
 
-/* What a model may take: the machine's physical memory (HET_MODEL_MAX_BYTES overrides it). */
-static double memory_limit(void) {
-    const char *e = getenv("HET_MODEL_MAX_BYTES");
-    if (e && *e) {
-        char *end;
-        double v = strtod(e, &end);
-        if (!*end && v > 0) return v;
-    }
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (double)pages * (double)size : 1e18;
-}
-
 /* "4.4 TB", "512.0 MB": bytes for messages. */
 static void fmt_bytes(char *buf, size_t n, double b) {
     static const char *const unit[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
@@ -434,7 +422,7 @@ static int net_layers(const het_net *net, het_shape in, int n_classes, int max_b
     het_shape s = in;
     char at[HET_PATH_LEN + 96];
     net_bytes bytes = {0, 4.0 * (double)het_shape_size(in), 0};
-    const double limit = memory_limit();
+    const double limit = het_infile_memory();
     for (int i = 0; i < net->n; i++) {
         L[i] = make_layer(&net->layer[i], n_classes);
         int st = L[i] ? HET_OK : HET_ENOMEM;
