@@ -64,6 +64,9 @@ void het_onnx_fmt_dims(char *buf, size_t cap, const int64_t *d, size_t n);
  * an absent input appends zeros when zero_ok. A wrong shape names the tensor and both shapes. */
 int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int rank,
                   const int64_t *dims, int tr, int zero_ok);
+/* Every value defined once (onnx.checker's rule): HET_EFORMAT naming a name two initializers
+ * share, or a node output that is also an initializer or another node's output. */
+int het_onnx_unique_names(rd *r);
 /* The graph's one input that is no initializer: r->sh and r->rank from its dims [N, C, H, W]
  * or [N, F], its name in *name. */
 int het_onnx_graph_input(rd *r, const char **name);

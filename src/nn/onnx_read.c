@@ -509,53 +509,6 @@ static int walk(rd *r) {
     return HET_OK;
 }
 
-/* A name the graph defines: an initializer (node NULL) or an output of a node. */
-typedef struct def_name {
-    const char *name;
-    const Onnx__NodeProto *node;
-} def_name;
-
-static int def_cmp(const void *a, const void *b) {
-    const def_name *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    if (c) return c;
-    return (x->node != NULL) - (y->node != NULL); /* an initializer first */
-}
-
-/* Every value is defined once (onnx.checker's rule): no two initializers of one name, no node
- * output that is also an initializer or another node's output. */
-static int unique_names(rd *r) {
-    const Onnx__GraphProto *g = r->g;
-    size_t cap = g->n_initializer, n = 0;
-    for (size_t i = 0; i < g->n_node; i++) cap += g->node[i]->n_output;
-    def_name *d = malloc((cap ? cap : 1) * sizeof *d);
-    if (!d) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
-    for (size_t i = 0; i < g->n_initializer; i++)
-        if (g->initializer[i]->name && *g->initializer[i]->name)
-            d[n++] = (def_name){g->initializer[i]->name, NULL};
-    for (size_t i = 0; i < g->n_node; i++)
-        for (size_t k = 0; k < g->node[i]->n_output; k++)
-            if (g->node[i]->output[k] && *g->node[i]->output[k])
-                d[n++] = (def_name){g->node[i]->output[k], g->node[i]};
-    qsort(d, n, sizeof *d, def_cmp);
-    int e = HET_OK;
-    for (size_t i = 1; i < n && !e; i++) {
-        if (strcmp(d[i - 1].name, d[i].name) != 0) continue;
-        if (!d[i - 1].node && !d[i].node)
-            e = het_onnx_fail(r, NULL, HET_EFORMAT, "initializer '%.64s' given twice, expected "
-                              "each name once", d[i].name);
-        else if (!d[i - 1].node)
-            e = het_onnx_fail(r, d[i].node, HET_EFORMAT, "output '%.64s' is also an "
-                              "initializer, expected each value defined once", d[i].name);
-        else
-            e = het_onnx_fail(r, d[i].node, HET_EFORMAT, "output '%.64s' is also an output of "
-                              "node '%.64s', expected each value defined once", d[i].name,
-                              d[i - 1].node->name ? d[i - 1].node->name : "");
-    }
-    free(d);
-    return e;
-}
-
 int het_net_read_onnx(het_net *net, const char *path) {
     memset(net, 0, sizeof *net);
     uint8_t *buf;
@@ -588,7 +541,7 @@ int het_net_parse_onnx(het_net *net, const uint8_t *buf, size_t n, const char *p
             e = het_onnx_fail(&r, NULL, HET_EINVAL, "opset %lld: hetrain reads opset 7 and later",
                               (long long)o->version);
     }
-    if (!e) e = unique_names(&r);
+    if (!e) e = het_onnx_unique_names(&r);
     for (size_t i = 0; !e && i < r.g->n_node; i++) {
         const Onnx__NodeProto *nd = r.g->node[i];
         if (nd->domain && *nd->domain && strcmp(nd->domain, "ai.onnx") != 0)
