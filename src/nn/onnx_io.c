@@ -172,6 +172,11 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
                                  "%zu of its data) is %s, expected finite weights", nm, at,
                                  at * sizeof(float), isnan(dst[j]) ? "NaN" : "infinite");
         }
+    /* BatchNormalization's input 4 is the running variance: batch norm takes its square root */
+    for (size_t j = 0; state && in == 4 && j < n; j++)
+        if (dst[j] < 0.0f)
+            return het_onnx_fail(r, nd, HET_EFORMAT, "initializer '%.64s': element %zu is %g, "
+                                 "expected a variance >= 0", nm, j, (double)dst[j]);
     return HET_OK;
 }
 

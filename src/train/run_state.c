@@ -169,37 +169,42 @@ static int section(het_ckpt_reader *r, const char *tag, size_t bytes, const void
     return HET_OK;
 }
 
-/* The floats of section `tag` (at file offset off) must be finite: a NaN or infinity would
- * train on as a divergence far from its cause. A failure names the tensor (PyTorch's names, as
- * the safetensors export; the optimizer's state by the parameter it belongs to), its element
- * and offset. state: the floats are the model's state (else parameters, repeated per copy). */
+/* The floats of section `tag` (at file offset off) must be finite, and batch norm's running
+ * variances >= 0: a NaN or infinity would train on as a divergence far from its cause. A
+ * failure names the tensor (PyTorch's names, as the safetensors export; the optimizer's state
+ * by the parameter it belongs to), its element and offset. state: the floats are the model's
+ * state (else parameters, repeated per copy). */
 static int finite_section(het_ckpt_reader *r, het_model *m, const char *tag, const void *p,
                           size_t n, uint64_t off, int state) {
     const unsigned char *b = p;
-    size_t i = 0;
-    for (; i < n; i++) {
+    const size_t np = het_model_n_params(m);
+    het_st_tensor *t = NULL;
+    int nt = -1, st = HET_OK; /* the tensors' table, made at the first suspect value */
+    for (size_t i = 0; i < n && !st; i++) {
         float v;
         memcpy(&v, b + 4 * i, 4);
-        if (!isfinite(v)) break;
+        if (isfinite(v) && !(state && v < 0.0f)) continue;
+        if (nt < 0 && (nt = het_st_tensors(m, &t)) < 0) return nt;
+        size_t k = state || !np ? i : i % np, el = k;
+        const char *name = "?";
+        for (int j = 0; j < nt; j++)
+            if (t[j].state == state && k >= t[j].off && k < t[j].off + t[j].count)
+                name = t[j].name, el = k - t[j].off;
+        const size_t nl = strlen(name);
+        const int var = nl >= 11 && strcmp(name + nl - 11, "running_var") == 0;
+        if (isfinite(v) && !var) continue; /* a negative running mean is fine */
+        if (isfinite(v))
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s': tensor '%s' element "
+                               "%zu is %g, expected a variance >= 0", het_ckpt_reader_path(r),
+                               (unsigned long long)(off + 4 * i), tag, name, el, (double)v);
+        else
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s': tensor '%s' element "
+                               "%zu is %s, expected finite values", het_ckpt_reader_path(r),
+                               (unsigned long long)(off + 4 * i), tag, name, el,
+                               isnan(v) ? "NaN" : "infinite");
     }
-    if (i == n) return HET_OK;
-    float v;
-    memcpy(&v, b + 4 * i, 4);
-    size_t np = het_model_n_params(m), k = state || !np ? i : i % np;
-    het_st_tensor *t = NULL;
-    int nt = het_st_tensors(m, &t);
-    char name[80] = "?";
-    size_t el = k;
-    for (int j = 0; j < nt; j++)
-        if (t[j].state == state && k >= t[j].off && k < t[j].off + t[j].count) {
-            snprintf(name, sizeof name, "%s", t[j].name);
-            el = k - t[j].off;
-        }
     free(t);
-    return het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s': tensor '%s' element %zu "
-                         "is %s, expected finite values", het_ckpt_reader_path(r),
-                         (unsigned long long)(off + 4 * i), tag, name, el,
-                         isnan(v) ? "NaN" : "infinite");
+    return st;
 }
 
 int het_checkpoint_load_weights(het_model *m, const char *model_name, const char *path) {

@@ -535,6 +535,13 @@ static int read_tensor(st_read *r, FILE *f, uint64_t data_at, int k, float *dst,
             return ferr(r->path, at, "tensor '%s%s': element %zu is %s, expected finite weights",
                         r->have_prefix ? r->prefix : "layers.", t->name + 7, j, what);
         }
+    /* a negative running variance makes batch norm's evaluation take a square root of it */
+    const size_t nl = strlen(t->name);
+    for (size_t j = 0; nl >= 11 && !strcmp(t->name + nl - 11, "running_var") && j < t->count; j++)
+        if (dst[j] < 0.0f)
+            return ferr(r->path, data_at + r->begin[k] + j * dtypes[dt].size, "tensor '%s%s': "
+                        "element %zu is %g, expected a variance >= 0",
+                        r->have_prefix ? r->prefix : "layers.", t->name + 7, j, (double)dst[j]);
     return HET_OK;
 }
 
