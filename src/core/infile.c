@@ -17,7 +17,7 @@ static const char *kind(mode_t m) {
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
     if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
+    return "of another kind";
 }
 
 int het_infile_open(const char *path, const char *what, uint64_t max_bytes, int *fd,
