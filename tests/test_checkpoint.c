@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <hetrain.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -393,6 +394,46 @@ static void test_corrupt(void) {
     het_ckpt_reader_close(r);
     CHECK(het_ckpt_writer_commit(w) == HET_OK, "%s", het_error_msg());
     expect_load_error(&c, path_in("count.ckpt"), HET_EFORMAT, "parameters, expected 235146");
+
+    /* well-formed files with one non-finite weight (k 0: params element 5 of layers.0.weight
+     * NaN; 1: the optimizer's state of layers.2.bias element 1 infinite): refused on
+     * reading, naming the tensor, its element and the offset */
+    for (int k = 0; k < 2; k++) {
+        const char *nf = path_in(k ? "inf.ckpt" : "nan.ckpt");
+        CHECK(het_ckpt_reader_open(&r, path_in("good.ckpt")) == HET_OK, "%s", het_error_msg());
+        CHECK(het_ckpt_writer_open(&w, nf) == HET_OK, "%s", het_error_msg());
+        uint64_t at = 0;
+        for (int i = 0; i < 8 && r && w; i++) {
+            const void *p;
+            size_t len;
+            uint64_t off = 0;
+            CHECK(het_ckpt_find(r, tags[i], &p, &len, &off) == HET_OK, "%s", het_error_msg());
+            unsigned char *cp = malloc(len + 1);
+            memcpy(cp, p, len);
+            const float v = k ? INFINITY : NAN;
+            /* mlp: layers.0 is 784 x 256 + 256 floats, layers.2.weight 256 x 128 */
+            size_t el = k ? 784 * 256 + 256 + 256 * 128 + 1 : 5;
+            if (strcmp(tags[i], k ? "optim" : "params") == 0 && len >= 4 * (el + 1)) {
+                memcpy(cp + 4 * el, &v, 4);
+                at = off + 4 * el;
+            }
+            het_ckpt_put(w, tags[i], cp, len);
+            free(cp);
+        }
+        het_ckpt_reader_close(r);
+        CHECK(het_ckpt_writer_commit(w) == HET_OK, "%s", het_error_msg());
+        char want[160];
+        snprintf(want, sizeof want, "offset %llu: section '%s': tensor '%s' element %d is %s",
+                 (unsigned long long)at, k ? "optim" : "params",
+                 k ? "layers.2.bias" : "layers.0.weight", k ? 1 : 5, k ? "infinite" : "NaN");
+        expect_load_error(&c, nf, HET_EFORMAT, want);
+        if (het_trainer_create(&t, &c) == HET_OK) {
+            int st = het_checkpoint_load_weights(het_trainer_model(t), "mlp", nf);
+            CHECK(k ? st == HET_OK : st == HET_EFORMAT && strstr(het_error_msg(), want),
+                  "load_weights of %s: %d %s", nf, st, het_error_msg());
+            het_trainer_free(t);
+        }
+    }
 
     free(bad);
     free(good);

@@ -1,7 +1,9 @@
 /* The SIGINT / SIGTERM handler (src/core/interrupt.c) at every phase of a checkpoint write,
  * deterministically, and its other cases: a rank other than 0 (silent), a process already
  * ending (silent, its own status), a lost same-host peer (named, remote ranks counted) and a
- * peer that ended on its own (not named). Each case runs in a child process that sets the
+ * peer that ended on its own (not named), and an export written through core/outfile.c (its
+ * temp file removed and the export named as not written, unless renamed already; shared
+ * FINDINGS-v4 #7). Each case runs in a child process that sets the
  * state up, raises the signal, and is checked for its exit status, its stderr and the files
  * left. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,11 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "hetrain/ckpt.h"
 #include "hetrain/core.h"
 #include "test.h"
 
 static char g_dir[64], g_ckpt[128], g_tmp[160], g_err[160];
+static char g_out[128], g_out_tmp[160]; /* an output other than a checkpoint: an export */
 static int g_dead; /* the pid of a process that has exited and been reaped */
 
 static int exists(const char *p) { return access(p, F_OK) == 0; }
@@ -98,6 +102,33 @@ static void aborted(void) { /* a write that failed: the message stays at the las
     het_interrupt_committed(); /* another writer's commit must not promote epoch 3 */
 }
 
+/* An export (core/outfile.c) being written, renamed, or written; with a checkpoint or not. */
+static het_outfile g_of;
+static void export_open(void) {
+    if (het_outfile_open(&g_of, g_out, "ONNX export") != HET_OK) _exit(93);
+    fputs("partial", g_of.f);
+    fflush(g_of.f);
+}
+static void exporting(void) { export_open(); }
+static void exporting_after_ckpt(void) {
+    het_interrupt_checkpoint(g_ckpt, 2, 1);
+    export_open();
+}
+static void export_renamed(void) { /* the signal lands right after the rename */
+    export_open();
+    fclose(g_of.f);
+    het_interrupt_output_renaming();
+    rename(g_out_tmp, g_out);
+}
+static void exported(void) {
+    export_open();
+    if (het_outfile_commit(&g_of) != HET_OK) _exit(92);
+}
+static void export_given_up(void) {
+    export_open();
+    het_outfile_abort(&g_of);
+}
+
 static void leaving(void) { het_interrupt_leaving(5); } /* ending anyway: quiet, status 5 */
 
 /* Rank 0 of 4: rank 1 is gone, rank 2 alive (this process), rank 3 on another host. */
@@ -118,6 +149,7 @@ typedef struct tcase {
     int sig, rank;
     const char *line; /* expected stderr; NULL: empty */
     int tmp_left, ckpt_left;
+    int out_left; /* the export in place (its temp file must be gone in every case) */
 } tcase;
 
 int main(void) {
@@ -129,6 +161,12 @@ int main(void) {
     snprintf(g_ckpt, sizeof g_ckpt, "%s/run.ckpt", g_dir);
     snprintf(g_tmp, sizeof g_tmp, "%s.tmp", g_ckpt);
     snprintf(g_err, sizeof g_err, "%s/err", g_dir);
+    snprintf(g_out, sizeof g_out, "%s/net.onnx", g_dir);
+    snprintf(g_out_tmp, sizeof g_out_tmp, "%s.tmp", g_out);
+    char e1[256], e2[512];
+    snprintf(e1, sizeof e1, "hetrain: interrupted (ONNX export %s not written)\n", g_out);
+    snprintf(e2, sizeof e2, "hetrain: interrupted (ONNX export %s not written; checkpoint %s: "
+             "epoch 2)\n", g_out, g_ckpt);
     char l1[256], l2[256], l3[256], l4[256];
     snprintf(l1, sizeof l1, "hetrain: interrupted (checkpoint %s: epoch 1)\n", g_ckpt);
     snprintf(l2, sizeof l2, "hetrain: interrupted (checkpoint %s: epoch 2)\n", g_ckpt);
@@ -144,27 +182,38 @@ int main(void) {
              "(1 rank on another host not checked)\n", g_dead);
     const tcase cases[] = {
         {"no checkpoint, SIGINT", nothing, SIGINT, 0,
-         "hetrain: interrupted (no checkpoint written)\n", 0, 0},
+         "hetrain: interrupted (no checkpoint written)\n", 0, 0, 0},
         {"no checkpoint, SIGTERM", nothing, SIGTERM, 0,
-         "hetrain: interrupted (no checkpoint written)\n", 0, 0},
+         "hetrain: interrupted (no checkpoint written)\n", 0, 0, 0},
         {"first write", writing_first, SIGINT, 0, "hetrain: interrupted (no checkpoint "
-         "written)\n", 0, 0},
-        {"later write", writing_later, SIGTERM, 0, l2, 0, 0},
-        {"after rename", renamed, SIGINT, 0, l3, 0, 1},
-        {"before rename", before_rename, SIGTERM, 0, l2, 0, 0},
-        {"committed", committed, SIGINT, 0, l4, 0, 1},
-        {"aborted", aborted, SIGTERM, 0, l2, 0, 0},
-        {"rank 1 says nothing", writing_later, SIGTERM, 1, NULL, 0, 0},
-        {"ending anyway", leaving, SIGTERM, 0, NULL, 0, 0},
-        {"a rank lost", peer_lost, SIGTERM, 0, lost, 0, 0},
+         "written)\n", 0, 0, 0},
+        {"later write", writing_later, SIGTERM, 0, l2, 0, 0, 0},
+        {"after rename", renamed, SIGINT, 0, l3, 0, 1, 0},
+        {"before rename", before_rename, SIGTERM, 0, l2, 0, 0, 0},
+        {"committed", committed, SIGINT, 0, l4, 0, 1, 0},
+        {"aborted", aborted, SIGTERM, 0, l2, 0, 0, 0},
+        {"rank 1 says nothing", writing_later, SIGTERM, 1, NULL, 0, 0, 0},
+        {"ending anyway", leaving, SIGTERM, 0, NULL, 0, 0, 0},
+        {"a rank lost", peer_lost, SIGTERM, 0, lost, 0, 0, 0},
         {"a rank that left", peer_left, SIGTERM, 0, "hetrain: interrupted (no checkpoint "
-         "written)\n", 0, 0},
+         "written)\n", 0, 0, 0},
+        {"export being written", exporting, SIGTERM, 0, e1, 0, 0, 0},
+        {"export after a checkpoint", exporting_after_ckpt, SIGINT, 0, e2, 0, 0, 0},
+        {"export renamed", export_renamed, SIGTERM, 0, "hetrain: interrupted (no checkpoint "
+         "written)\n", 0, 0, 1},
+        {"export written", exported, SIGINT, 0, "hetrain: interrupted (no checkpoint "
+         "written)\n", 0, 0, 1},
+        {"export given up", export_given_up, SIGTERM, 0, "hetrain: interrupted (no checkpoint "
+         "written)\n", 0, 0, 0},
+        {"export, rank 1", exporting, SIGTERM, 1, NULL, 0, 0, 0},
     };
     char out[1024];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const tcase *c = &cases[i];
         remove(g_ckpt);
         remove(g_tmp);
+        remove(g_out);
+        remove(g_out_tmp);
         int code = run_child(c->setup, c->sig, c->rank, out, sizeof out);
         int want_code = c->setup == leaving ? 5 : 128 + c->sig;
         CHECK(code == want_code, "%s: exit status %d, expected %d", c->name, code, want_code);
@@ -174,9 +223,14 @@ int main(void) {
               exists(g_tmp) ? "left behind" : "missing");
         CHECK(exists(g_ckpt) == c->ckpt_left, "%s: checkpoint %s", c->name,
               exists(g_ckpt) ? "present" : "missing");
+        CHECK(!exists(g_out_tmp), "%s: the export's temp file left behind", c->name);
+        CHECK(exists(g_out) == c->out_left, "%s: export %s", c->name,
+              exists(g_out) ? "present" : "missing");
     }
     remove(g_ckpt);
     remove(g_tmp);
+    remove(g_out);
+    remove(g_out_tmp);
     remove(g_err);
     rmdir(g_dir);
     return het_test_finish("test_interrupt");

@@ -5,6 +5,7 @@
  * hetrain cannot train (a Sigmoid, written here with protobuf-c), a wrong initializer shape, a
  * huge length field, each a one-line error naming the file (and the node), no crash.
  * With HET_ONNX_OUT=DIR the exported models are left in DIR (for python3-onnx's checker). */
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -351,6 +352,22 @@ static void bad_shape(Onnx__GraphProto *g, int arg) {
     }
 }
 
+/* lenet5's initializers: arg 0: layers.0.weight renamed layers.0.bias (a name given twice);
+ * 1: element 2 of layers.0.bias NaN; 2: element 7 of layers.0.weight infinite; 3: the second
+ * node's output renamed as the first's (a value defined twice) */
+static void bad_init(Onnx__GraphProto *g, int arg) {
+    for (size_t i = 0; arg < 3 && i < g->n_initializer; i++) {
+        Onnx__TensorProto *t = g->initializer[i];
+        float v = arg == 1 ? NAN : INFINITY;
+        if (arg == 0 && strcmp(t->name, "layers.0.weight") == 0) strcpy(t->name, "layers.0.bias");
+        if (arg == 1 && strcmp(t->name, "layers.0.bias") == 0) memcpy(t->raw_data.data + 8, &v, 4);
+        if (arg == 2 && strcmp(t->name, "layers.0.weight") == 0)
+            memcpy(t->raw_data.data + 28, &v, 4);
+    }
+    if (arg == 3 && g->n_node > 1 && strlen(g->node[1]->output[0]) >= strlen(g->node[0]->output[0]))
+        strcpy(g->node[1]->output[0], g->node[0]->output[0]);
+}
+
 /* tiny-cnn's first Conv: arg 0 group 2, 1 pads [1, 1, 1, 0], 2 dilations [2, 2]; 3: its
  * first Relu becomes an Add; tiny-res's option-A pads arg 4: [0, 2, 0, 0, 0, 0, 0, 0] */
 static void bad_node(Onnx__GraphProto *g, int arg) {
@@ -511,6 +528,27 @@ static void corrupt(void) {
         mutate(src, p, bad_node, k);
         expect_fail(p, want[k]);
     }
+    static const char *const init_want[4] = {
+        "initializer 'layers.0.bias' given twice",
+        "initializer 'layers.0.bias': element 2 (byte 8 of its data) is NaN, expected finite",
+        "initializer 'layers.0.weight': element 7 (byte 28 of its data) is infinite",
+        "is also an output of node"};
+    for (int k = 0; k < 4; k++) {
+        path_of(p, sizeof p, "bad-init");
+        mutate(good, p, bad_init, k);
+        expect_fail(p, init_want[k]);
+    }
+    /* the graph's input shape against the data's, before any layer is planned */
+    het_net net;
+    CHECK(het_net_read_onnx(&net, good) == HET_OK, "%s: %s", good, het_error_msg());
+    het_model *m = NULL;
+    int st = het_net_build(&m, &net, (het_shape){3, 32, 32}, 10, 8, 1);
+    const char *msg = het_error_msg();
+    CHECK(st == HET_ESHAPE && strstr(msg, good) &&
+              strstr(msg, "the graph's input is 1x28x28 a sample, expected the data's 3x32x32"),
+          "lenet5's ONNX on 3x32x32: status %d, '%s'", st, msg);
+    het_model_free(m);
+    het_net_free(&net);
     path_of(p, sizeof p, "missing");
     unlink(p);
     expect_fail(p, NULL);
@@ -569,7 +607,7 @@ int main(void) {
         static const char *const names[] = {
             "mlp",          "lenet5",     "cifar-cnn", "resnet20",      "tiny-cnn", "tiny-res",
             "gemm-transb0", "matmul-add", "truncated", "truncated-end", "garbage",  "empty",
-            "huge-length",  "sigmoid",    "bad-shape", "bad-node"};
+            "huge-length",  "sigmoid",    "bad-shape", "bad-node",      "bad-init"};
         char p[512];
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             path_of(p, sizeof p, names[i]);

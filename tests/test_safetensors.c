@@ -6,6 +6,7 @@
  * extra tensor, a repeated one, a dtype that is not a float, two prefixes. */
 #define _POSIX_C_SOURCE 200809L
 #include <hetrain.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,6 +432,23 @@ static void test_refusals(void) {
     refused(m, make("x.st", h2, data, nd, NULL, 0), "Q4", "tensor 'layers.0.bias': unknown "
             "dtype 'Q4'", NULL);
     free(h2);
+
+    /* non-finite values: refused on reading, naming the tensor and the element's offset */
+    unsigned char *d2 = malloc(nd);
+    const char *bias_at = strstr(hdr, "\"layers.0.bias\"");
+    unsigned long long b0 = 0;
+    CHECK(bias_at && sscanf(strstr(bias_at, "data_offsets"), "data_offsets\":[%llu", &b0) == 1,
+          "no data_offsets of layers.0.bias in %s", hdr);
+    const float bad_v[2] = {NAN, -INFINITY};
+    const char *bad_name[2] = {"NaN", "infinite"};
+    for (int k = 0; k < 2 && d2; k++) {
+        memcpy(d2, data, nd);
+        memcpy(d2 + b0 + 4 * (3 + k), &bad_v[k], 4);
+        snprintf(num, sizeof num, "offset %llu: tensor 'layers.0.bias': element %d is %s",
+                 (unsigned long long)(8 + hl + b0 + 4 * (3 + k)), 3 + k, bad_name[k]);
+        refused(m, make("n.st", hdr, d2, nd, NULL, 0), bad_name[k], num, NULL);
+    }
+    free(d2);
     free(hdr);
     free(f);
     het_model_free(m);

@@ -111,6 +111,13 @@ void het_interrupt_leaving(int status);
 void het_interrupt_temp(const char *path);
 void het_interrupt_renaming(void);
 void het_interrupt_committed(void);
+/* Any other output written through a temp file (core/outfile.c): `tmp` is about to be created
+ * (NULL: written or given up), `what` names the output ("ONNX export FILE"), copied; the
+ * handler removes tmp and prints "hetrain: interrupted (WHAT not written)" (with "; checkpoint
+ * PATH: epoch N" when there is one). het_interrupt_output_renaming marks the rename: a temp
+ * file gone then was renamed into place, and the output is not named. */
+void het_interrupt_output(const char *tmp, const char *what);
+void het_interrupt_output_renaming(void);
 /* What the checkpoint at `path` holds: after epoch `epoch`; committed = 0: once the checkpoint
  * being written is renamed into place (het_interrupt_committed), 1: now (a resumed run). */
 void het_interrupt_checkpoint(const char *path, int epoch, int committed);

@@ -61,6 +61,10 @@ typedef struct het_net {
      * the model's own initialization. Owned by the het_net (het_net_free). */
     float *params, *state;
     size_t n_params, n_state;
+    /* ONNX: the graph's input per sample, which the data must match (rank 4 [N, C, H, W]: CxHxW;
+     * rank 2 [N, F]: F values a sample, as Fx1x1); rank 0: any input (the text format). */
+    het_shape input;
+    int input_rank;
 } het_net;
 
 /* The names of the layer kinds in the text format ("conv", "batchnorm", ...). */

@@ -77,6 +77,12 @@ size_t het_train_config_format(const het_train_config *c, int run_keys, char *bu
  * network. */
 void het_train_config_for_eval(het_train_config *c);
 
+/* A resume under another strategy than the checkpoint's (c: the checkpoint's configuration
+ * with what is given now applied over it): the checkpoint's options of strategies other than
+ * c->strategy are dropped, those set in `given` (the options given now) kept, so that
+ * het_train_config_check still refuses an option given now for another strategy. */
+void het_train_config_for_resume(het_train_config *c, const het_train_config *given);
+
 /* A key's description, for --help and docs. NULL-terminated table. */
 typedef struct het_config_key {
     const char *key;   /* "weight-decay" */

@@ -1,8 +1,9 @@
 /* hetrain: the command line. Parses "hetrain <command> [options]", builds the configuration
  * (defaults < checkpoint's stored configuration for eval / export / --resume < --config FILE <
  * the command line; of hgc's --speeds and --speeds-file, the one a higher source gives wins,
- * both from one source are refused, and a resumed hgc run refuses other speeds than its
- * checkpoint's) and runs the command. Only this file, commands.c and compare.c print to
+ * both from one source are refused, a resumed hgc run refuses other speeds than its
+ * checkpoint's and a resumed pipeline other stages; a resume under another strategy drops the
+ * checkpoint's options of its own) and runs the command. Only this file, commands.c and compare.c print to
  * stderr and choose exit statuses: 0 success, 1 runtime failure, 2 usage error (one line on
  * stderr, nothing on stdout).
  *
@@ -216,7 +217,8 @@ static void print_command_help(const command *cmd) {
                "of every weight matrix,\nwith the update folded into the step. Results are "
                "bitwise reproducible for a given N.\n"
                "--resume takes the configuration stored in the checkpoint; options given again "
-               "override it.\n"
+               "override it,\nexcept those its state fixes (--stages of gpipe / qfb, hgc's "
+               "speeds: refused).\n"
                "SIGINT / SIGTERM: a checkpoint's temp file is removed; rank 0 prints "
                "'hetrain: interrupted\n(checkpoint FILE: epoch N)' (the checkpoint on disk) "
                "and every rank exits 130 / 143.\nUnder mpirun, a rank that vanished is named "
@@ -352,6 +354,38 @@ static int resume_speeds(const command *cmd, const het_train_config *ck,
     return -1;
 }
 
+/* Options of a strategy that a resume under the same strategy cannot honour: the checkpoint's
+ * state fixes what they set (the pipelines' stage cuts). Given now with another value than the
+ * checkpoint's (or than its measured plan), they are refused instead of silently replaced.
+ * ck: the checkpoint's configuration; given: what is given now; c: the resolved one. */
+static int resume_kept(const command *cmd, const het_train_config *ck,
+                       const het_train_config *given, const het_train_config *c) {
+    static const struct {
+        const char *strategies, *option, *kept;
+    } kept[] = {
+        {" gpipe qfb ", "stages", "the stage cuts it saved"},
+    };
+    if (!c->resume || strcmp(ck->strategy, c->strategy) != 0) return 0;
+    char pat[40];
+    snprintf(pat, sizeof pat, " %.32s ", c->strategy);
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        char now[HET_PATH_LEN], was[HET_PATH_LEN] = "";
+        if (!strstr(kept[i].strategies, pat) ||
+            !het_strategy_opts_lookup(given->strategy_opts, kept[i].option, now, sizeof now))
+            continue;
+        int stored = het_strategy_opts_lookup(ck->strategy_opts, kept[i].option, was, sizeof was);
+        if (stored && strcmp(now, was) == 0) continue;
+        char how[HET_PATH_LEN + 32];
+        if (stored) snprintf(how, sizeof how, "trained with --%s %s", kept[i].option, was);
+        else snprintf(how, sizeof how, "trained without --%s", kept[i].option);
+        usage_error(cmd->name, "--%s %s: the checkpoint %s continues %s with %s (%s); resume "
+                    "without --%s", kept[i].option, now, c->checkpoint, c->strategy,
+                    kept[i].kept, how, kept[i].option);
+        return -1;
+    }
+    return 0;
+}
+
 /* Parses the command line into *out and *cmd_out; CLI_OK with *cmd_out NULL when there is
  * nothing to run (help, version). Errors: the status, with the line to print recorded. */
 static int parse_cli(int argc, char **argv, het_train_config *out, const command **cmd_out) {
@@ -435,7 +469,11 @@ static int parse_cli(int argc, char **argv, het_train_config *out, const command
         if (het_train_config_from_checkpoint(&base, c.checkpoint)) return pre_fail();
         const het_train_config ck = base;
         if (apply(cmd, &base, config_file, pairs, n_pairs)) return CLI_USAGE;
-        if (resume_speeds(cmd, &ck, &base)) return CLI_USAGE;
+        if (resume_speeds(cmd, &ck, &base) || resume_kept(cmd, &ck, &c, &base))
+            return CLI_USAGE;
+        /* the checkpoint's options of its own strategy do not bind another one */
+        if (base.resume && strcmp(ck.strategy, base.strategy) != 0)
+            het_train_config_for_resume(&base, &c);
         if (strcmp(cmd->name, "train") != 0) base.resume = 0;
         if (het_train_config_check(&base)) {
             usage_error(cmd->name, "%s", het_error_msg());

@@ -26,6 +26,7 @@
 
 #include "hetrain/ckpt.h"
 #include "core/bytes.h"
+#include "core/infile.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "hetrain checkpoints store raw little-endian floats; big-endian hosts are not supported"
@@ -226,18 +227,7 @@ static const uint8_t end_hdr[SEC_HDR_BYTES] = {'e', 'n', 'd', 0, 0, 0, 0, 0, 0, 
 /* Reads n bytes at file offset off into dst (pread, retried); *got < n at end of file. */
 static int read_at(const het_ckpt_reader *r, int fd, uint64_t off, uint8_t *dst, size_t n,
                    size_t *got) {
-    *got = 0;
-    while (*got < n) {
-        size_t ask = n - *got < ((size_t)1 << 30) ? n - *got : (size_t)1 << 30;
-        ssize_t k = pread(fd, dst + *got, ask, (off_t)(off + *got));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0)
-            return het_error_set(HET_EIO, "%s: offset %llu: read error: %s", r->path,
-                                 (unsigned long long)(off + *got), strerror(errno));
-        if (k == 0) break;
-        *got += (size_t)k;
-    }
-    return HET_OK;
+    return het_infile_pread(r->path, fd, off, dst, n, got);
 }
 
 /* The checks that need only the header (the first min(size, 16) bytes in b), the size and the
@@ -274,21 +264,13 @@ static int check_frame(const het_ckpt_reader *r, const uint8_t *b, uint64_t size
  * header, size and end section from their own bytes, and only then reads the whole file, of
  * the size fstat gave. */
 static int read_file(het_ckpt_reader *r) {
-    int fd = open(r->path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return het_error_set(HET_EIO, "%s: cannot open: %s", r->path, strerror(errno));
-    struct stat sb;
-    int st = HET_OK;
-    if (fstat(fd, &sb) != 0)
-        st = het_error_set(HET_EIO, "%s: cannot stat: %s", r->path, strerror(errno));
-    else if (S_ISDIR(sb.st_mode))
-        st = het_error_set(HET_EIO, "%s: is a directory, expected a checkpoint file", r->path);
-    else if (!S_ISREG(sb.st_mode))
-        st = het_error_set(HET_EIO, "%s: not a regular file (a device, pipe or socket), "
-                           "expected a checkpoint file", r->path);
-    uint64_t size = st ? 0 : (uint64_t)sb.st_size;
+    int fd;
+    uint64_t size;
+    int st = het_infile_open(r->path, "a checkpoint file", 0, &fd, &size);
+    if (st) return st;
     uint8_t hdr[HDR_BYTES], tail[END_BYTES];
     size_t got = 0, want = size < HDR_BYTES ? (size_t)size : HDR_BYTES;
-    if (!st) st = read_at(r, fd, 0, hdr, want, &got);
+    st = read_at(r, fd, 0, hdr, want, &got);
     if (!st && got < want) size = got; /* shrank under us: judge what is there */
     int have_tail = size >= HDR_BYTES + END_BYTES;
     if (!st && have_tail) st = read_at(r, fd, size - END_BYTES, tail, END_BYTES, &got);

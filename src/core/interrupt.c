@@ -11,7 +11,12 @@
  * (het_interrupt_renaming) and its success (het_interrupt_committed, which makes the pending
  * slot current). In the handler, during the rename, unlink(temp) tells which side of the
  * rename the process is on: the temp file still there (removed now) = the old checkpoint,
- * ENOENT = the new one. Slots are switched by atomic stores after they are written.
+ * ENOENT = the new one. Slots are switched by atomic stores after they are written. Any other
+ * file written through a temp file (an export, a cost table, a trace: core/outfile.c) is
+ * registered with het_interrupt_output before its temp file is created; the handler removes
+ * the temp file and names the output as not written ("hetrain: interrupted (ONNX export FILE
+ * not written; checkpoint ...)"), unless, during its rename (het_interrupt_output_renaming),
+ * the temp file is gone already: renamed into place, it is written.
  *
  * Ranks. Only rank 0 prints "interrupted"; the others exit quietly. A launcher that lost a
  * rank (kill -9, a crash) sends SIGTERM to the survivors: with the peers' pids registered
@@ -40,6 +45,9 @@
 #define MSG_LEN (HET_PATH_LEN + 128)
 
 static char g_tmp[HET_PATH_LEN + 8];
+static char g_out_tmp[HET_PATH_LEN + 8]; /* an output other than a checkpoint being written */
+static char g_out_msg[MSG_LEN];          /* "ONNX export PATH" */
+static atomic_int g_out_phase;           /* 0 none, 1 its temp file exists */
 static atomic_int g_phase;          /* 0 no temp file, 1 writing it, 2 renaming it */
 static char g_msg[2][MSG_LEN];
 static atomic_int g_cur = -1, g_pending = -1;
@@ -77,9 +85,20 @@ void het_interrupt_committed(void) {
 void het_interrupt_checkpoint(const char *path, int epoch, int committed) {
     int cur = atomic_load(&g_cur), slot = cur == 0 ? 1 : 0;
     atomic_store(&g_pending, -1);
-    snprintf(g_msg[slot], MSG_LEN, "hetrain: interrupted (checkpoint %s: epoch %d)\n", path,
-             epoch);
+    snprintf(g_msg[slot], MSG_LEN, "checkpoint %s: epoch %d", path, epoch);
     atomic_store(committed ? &g_cur : &g_pending, slot);
+}
+
+void het_interrupt_output(const char *tmp, const char *what) {
+    atomic_store(&g_out_phase, 0);
+    if (!tmp) return;
+    snprintf(g_out_tmp, sizeof g_out_tmp, "%s", tmp);
+    snprintf(g_out_msg, sizeof g_out_msg, "%s", what);
+    atomic_store(&g_out_phase, 1);
+}
+
+void het_interrupt_output_renaming(void) {
+    if (atomic_load(&g_out_phase)) atomic_store(&g_out_phase, 2);
 }
 
 int het_interrupt_peers(int rank, int size, const int *pids, const unsigned char *local) {
@@ -205,17 +224,28 @@ static void on_signal(int sig) {
         int pending = atomic_load(&g_pending);
         if (phase == 2 && renamed && pending >= 0) slot = pending;
     }
+    /* an output's temp file: removed; gone already while it is renamed: it is written */
+    int out_phase = atomic_load(&g_out_phase), out_lost = 0;
+    if (out_phase) {
+        int renamed = unlink(g_out_tmp) != 0 && errno == ENOENT;
+        out_lost = !(out_phase == 2 && renamed);
+    }
     int leaving = atomic_load(&g_leaving);
     if (leaving >= 0) _exit(leaving); /* it was ending anyway: nothing to say */
     peers_gone(code);
     if (g_rank != 0) quiet_exit(code);
     mark_left();
-    if (slot >= 0) {
-        say(g_msg[slot], strlen(g_msg[slot]));
-    } else {
-        static const char none[] = "hetrain: interrupted (no checkpoint written)\n";
-        say(none, sizeof none - 1);
+    char line[2 * MSG_LEN + 64];
+    size_t len = put(line, 0, sizeof line, "hetrain: interrupted (");
+    if (out_lost) {
+        len = put(line, len, sizeof line, g_out_msg);
+        len = put(line, len, sizeof line, " not written");
+        if (slot >= 0) len = put(line, len, sizeof line, "; ");
     }
+    if (slot >= 0) len = put(line, len, sizeof line, g_msg[slot]);
+    else if (!out_lost) len = put(line, len, sizeof line, "no checkpoint written");
+    len = put(line, len, sizeof line, ")\n");
+    say(line, len);
     _exit(code);
 }
 

@@ -109,13 +109,10 @@ static int idx_describe(char p[4][CAT_PATH_MAX], int want_classes, het_shape *sh
     int max[2], st;
     for (int k = 0; k < 2; k++) {
         if ((st = het_idx_image_shape(p[2 * k], &n[2 * k], &s[k]))) return st;
-        if ((st = het_idx_labels(p[2 * k + 1], want_classes ? want_classes : 256, &n[2 * k + 1],
-                                 &max[k])))
+        /* the label count against the images' from its header, before the labels */
+        if ((st = het_idx_labels(p[2 * k + 1], want_classes ? want_classes : 256, n[2 * k],
+                                 p[2 * k], &n[2 * k + 1], &max[k])))
             return st;
-        if (n[2 * k + 1] != n[2 * k])
-            return het_error_set(HET_EFORMAT, "%s: offset 4: %llu labels, expected %llu to "
-                                 "match the images in %s", p[2 * k + 1], (ull)n[2 * k + 1],
-                                 (ull)n[2 * k], p[2 * k]);
     }
     char as_in[CAT_PATH_MAX + 8];
     snprintf(as_in, sizeof as_in, "as in %s", p[0]);

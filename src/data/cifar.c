@@ -9,6 +9,9 @@
 typedef unsigned long long ull;
 
 enum { CIFAR_PIXELS = 3 * 32 * 32, CIFAR_RECORD = 1 + CIFAR_PIXELS, CIFAR_CLASSES = 10 };
+/* Records a file may hold: CIFAR-10's hold 10000; ten times that bounds what a small .gz that
+ * inflates to gigabytes can make the reader allocate. */
+enum { CIFAR_MAX_RECORDS = 100000 };
 
 /* Makes room for one more record. */
 static int grow(het_dataset *d, int64_t *cap, const char *path) {
@@ -42,6 +45,10 @@ static int read_file(het_dataset *d, int64_t *cap, const char *path) {
                                "of record %llu (size %llu), expected a multiple of %d bytes",
                                path, (ull)(k * CIFAR_RECORD), got, CIFAR_RECORD, (ull)k,
                                (ull)(k * CIFAR_RECORD + got), CIFAR_RECORD);
+        } else if (k >= CIFAR_MAX_RECORDS) {
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: record %llu, expected at most %d "
+                               "records a file (CIFAR-10's hold 10000)", path,
+                               (ull)(k * CIFAR_RECORD), (ull)k + 1, CIFAR_MAX_RECORDS);
         } else if (rec[0] >= CIFAR_CLASSES) {
             st = het_error_set(HET_EFORMAT, "%s: offset %llu: label %u out of range, expected "
                                "< %d", path, (ull)(k * CIFAR_RECORD), rec[0], CIFAR_CLASSES);

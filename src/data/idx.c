@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "data/reader.h"
 
 typedef unsigned long long ull;
@@ -94,6 +95,12 @@ static int idx_payload(het_reader *r, const char *path, idx_file *f) {
         if (have == cap) {
             uint64_t ncap = cap ? 2 * cap : step;
             if (ncap > prod) ncap = prod;
+            /* a .gz may really inflate to what a huge header announces: not past memory */
+            if ((double)ncap > het_infile_memory())
+                return het_error_set(HET_EFORMAT, "%s: offset %llu: a payload of %llu bytes "
+                                     "(%llu read so far), expected at most the %.0f bytes of "
+                                     "memory here", path, (ull)(f->header + have), (ull)prod,
+                                     (ull)have, het_infile_memory());
             uint8_t *p = realloc(f->data, (size_t)ncap);
             if (!p)
                 return het_error_set(HET_ENOMEM, "%s: out of memory for %llu payload bytes",
@@ -120,15 +127,26 @@ static int idx_payload(het_reader *r, const char *path, idx_file *f) {
     return HET_OK;
 }
 
-/* Reads and validates one IDX file of `ndims` dimensions into f (f->data owned by caller on
- * success, freed here on failure). */
-static int idx_read(const char *path, int ndims, idx_file *f) {
+/* Opens one IDX file of `ndims` dimensions and reads its header into f; the payload is not
+ * read yet, so that headers can be compared before any payload is (a small .gz can inflate to
+ * gigabytes). A raw file whose size is not header + payload is refused here too. */
+static int idx_open(het_reader *r, const char *path, int ndims, idx_file *f) {
     memset(f, 0, sizeof *f);
-    het_reader r;
-    int st = het_reader_open(&r, path);
-    if (!st) st = idx_header(&r, path, ndims, f);
-    if (!st) st = idx_payload(&r, path, f);
-    het_reader_close(&r);
+    int st = het_reader_open(r, path);
+    if (!st) st = idx_header(r, path, ndims, f);
+    if (!st && !r->gz && r->size < f->header + f->payload)
+        st = het_error_set(HET_EFORMAT, "%s: offset %llu: file ends after %llu of %llu payload "
+                           "bytes, expected %llu bytes in all", path, (ull)f->header,
+                           (ull)(r->size - f->header), (ull)f->payload,
+                           (ull)(f->header + f->payload));
+    return st;
+}
+
+/* The payload of a file idx_open opened, then the reader closed; f->data owned by the caller
+ * on success, freed here on failure. */
+static int idx_finish(het_reader *r, const char *path, idx_file *f) {
+    int st = idx_payload(r, path, f);
+    het_reader_close(r);
     if (st) {
         free(f->data);
         f->data = NULL;
@@ -136,12 +154,19 @@ static int idx_read(const char *path, int ndims, idx_file *f) {
     return st;
 }
 
+/* The label count against the images' (want >= 0), from the headers alone. */
+static int same_count(const char *labels, const idx_file *lab, int64_t want,
+                      const char *images) {
+    if (want < 0 || lab->dims[0] == (uint64_t)want) return HET_OK;
+    return het_error_set(HET_EFORMAT, "%s: offset 4: %llu labels, expected %llu to match the "
+                         "images in %s", labels, (ull)lab->dims[0], (ull)want, images);
+}
+
 int het_idx_image_shape(const char *path, int64_t *n, het_shape *shape) {
     idx_file f;
     memset(&f, 0, sizeof f);
     het_reader r;
-    int st = het_reader_open(&r, path);
-    if (!st) st = idx_header(&r, path, 3, &f);
+    int st = idx_open(&r, path, 3, &f);
     het_reader_close(&r);
     if (st) return st;
     *n = (int64_t)f.dims[0];
@@ -159,9 +184,17 @@ static int label_range(const char *path, const idx_file *f, int n_classes) {
     return HET_OK;
 }
 
-int het_idx_labels(const char *path, int n_classes, int64_t *n, int *max) {
+int het_idx_labels(const char *path, int n_classes, int64_t want, const char *images,
+                   int64_t *n, int *max) {
     idx_file f;
-    int st = idx_read(path, 1, &f);
+    het_reader r;
+    int st = idx_open(&r, path, 1, &f);
+    if (!st) st = same_count(path, &f, want, images);
+    if (st) {
+        het_reader_close(&r);
+        return st;
+    }
+    st = idx_finish(&r, path, &f);
     if (!st) st = label_range(path, &f, n_classes);
     int m = 0;
     for (uint64_t i = 0; !st && i < f.dims[0]; i++)
@@ -182,19 +215,26 @@ int het_dataset_load_idx(het_dataset *d, const char *images_path, const char *la
     if (n_classes < 1 || n_classes > 256)
         return het_error_set(HET_EINVAL, "het_dataset_load_idx: %d classes, expected 1..256",
                              n_classes);
+    /* both headers first, then the payloads */
     idx_file img, lab;
-    int st = idx_read(images_path, 3, &img);
-    if (st) return st;
-    if ((st = idx_read(labels_path, 1, &lab))) {
-        free(img.data);
+    het_reader ri, rl;
+    int st = idx_open(&ri, images_path, 3, &img);
+    if (st) {
+        het_reader_close(&ri);
         return st;
     }
-    if (lab.dims[0] != img.dims[0]) {
-        st = het_error_set(HET_EFORMAT, "%s: offset 4: %llu labels, expected %llu to match the "
-                           "images in %s", labels_path, (ull)lab.dims[0], (ull)img.dims[0],
-                           images_path);
-        goto fail;
+    st = idx_open(&rl, labels_path, 1, &lab);
+    if (!st) st = same_count(labels_path, &lab, (int64_t)img.dims[0], images_path);
+    if (st) {
+        het_reader_close(&ri);
+        het_reader_close(&rl);
+        return st;
     }
+    if ((st = idx_finish(&ri, images_path, &img))) {
+        het_reader_close(&rl);
+        return st;
+    }
+    if ((st = idx_finish(&rl, labels_path, &lab))) goto fail;
     if ((st = label_range(labels_path, &lab, n_classes))) goto fail;
     snprintf(d->name, sizeof d->name, "idx");
     d->n = (int64_t)img.dims[0];

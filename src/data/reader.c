@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "data/reader.h"
 
 typedef unsigned long long ull;
@@ -21,13 +22,13 @@ static int reader_fill(het_reader *r) {
 int het_reader_open(het_reader *r, const char *path) {
     memset(r, 0, sizeof *r);
     r->path = path;
-    errno = 0;
-    r->f = fopen(path, "rb");
-    if (!r->f) return het_error_set(HET_EIO, "%s: %s", path, strerror(errno ? errno : EIO));
+    /* not blocking on a FIFO; no size bound here: each format bounds what it reads */
+    int st = het_infile_fopen(path, "a data file (IDX or CIFAR-10, raw or .gz)", 0, &r->f,
+                              &r->size);
+    if (st) return st;
     r->in = malloc(HET_READER_CHUNK);
     if (!r->in) return het_error_set(HET_ENOMEM, "%s: out of memory for the read buffer", path);
-    int st = reader_fill(r);
-    if (st) return st;
+    if ((st = reader_fill(r))) return st;
     if (r->in_len >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b) {
         r->gz = 1;
         if (inflateInit2(&r->zs, 16 + MAX_WBITS) != Z_OK)

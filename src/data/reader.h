@@ -18,6 +18,7 @@
 typedef struct het_reader {
     const char *path;     /* borrowed; used in messages */
     FILE *f;
+    uint64_t size;        /* of the file (fstat at open): compressed bytes when gz */
     int gz;               /* 1: gzip stream, 0: raw bytes */
     int zinit;            /* inflateInit2 done */
     int member_done;      /* gzip: the current member ended (Z_STREAM_END) */
@@ -33,8 +34,9 @@ typedef struct het_reader {
 /* Bytes past the expected end that a reader looks at before it reports trailing data. */
 #define HET_READER_TAIL ((uint64_t)1 << 16)
 
-/* Opens `path` (borrowed for the reader's life) and sniffs gzip or raw. HET_EIO with
- * "<path>: <strerror>" if it cannot be opened or read, HET_ENOMEM. Always leaves `r` safe to
+/* Opens `path` (borrowed for the reader's life; core/infile.h: a regular file, opened without
+ * blocking) and sniffs gzip or raw. HET_EIO with "<path>: ..." if it cannot be opened or read
+ * or is not a regular file, HET_ENOMEM. Always leaves `r` safe to
  * pass to het_reader_close. */
 int het_reader_open(het_reader *r, const char *path);
 /* Reads up to n bytes; *got < n only at the clean end of the stream. HET_EIO on a read error,
@@ -49,9 +51,12 @@ void het_reader_close(het_reader *r);
 /* The catalog's questions to the IDX reader (idx.c), without loading the images: an image
  * file's sample count and shape (1 x rows x cols) from its header alone (the payload is not
  * read), and a label file's count and largest label, every label checked below n_classes (the
- * labels are read: one byte a sample). Errors as het_dataset_load_idx. */
+ * labels are read: one byte a sample), its count checked against `want` (the images' count,
+ * from the file `images`; -1: none) from its header, before the labels are read. Errors as
+ * het_dataset_load_idx. */
 int het_idx_image_shape(const char *path, int64_t *n, het_shape *shape);
-int het_idx_labels(const char *path, int n_classes, int64_t *n, int *max);
+int het_idx_labels(const char *path, int n_classes, int64_t want, const char *images,
+                   int64_t *n, int *max);
 
 /* Shared by the loaders (in dataset.c): per-channel mean and std of d's bytes scaled to [0, 1],
  * accumulated in a fixed order (deterministic). */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "emul/emul.h"
 
 int het_costs_init(het_costs *c, const char *model, int n_layers) {
@@ -222,8 +223,9 @@ done:
 
 int het_costs_read(het_costs *c, const char *path) {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "r");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f; /* a regular file of at most 16 MiB, opened without blocking (core/infile.h) */
+    int opened = het_infile_fopen(path, "a cost table", (uint64_t)1 << 24, &f, NULL);
+    if (opened) return opened;
     return read_table(c, f, path);
 }
 

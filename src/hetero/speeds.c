@@ -7,7 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
+#include "core/outfile.h"
 #include "hetero/hetero.h"
+
+/* A speeds file holds one line a rank: a MiB is far more than any cluster needs. */
+#define SPEEDS_MAX_BYTES ((uint64_t)1 << 20)
 
 /* Seconds a calibration runs at least: passes of a few ms are at the mercy of the scheduler. */
 #ifndef HET_CALIBRATE_S
@@ -20,8 +25,10 @@ int het_speeds_parse(const char *text, double *out, int cap) {
 }
 
 int het_speeds_read_file(const char *path, double *out, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    int st0 = het_infile_fopen(path, "a speeds file (one speed a line)", SPEEDS_MAX_BYTES, &f,
+                               NULL);
+    if (st0) return st0;
     char line[256];
     int n = 0, lineno = 0, st = HET_OK;
     while (fgets(line, sizeof line, f)) {
@@ -49,19 +56,12 @@ int het_speeds_read_file(const char *path, double *out, int cap) {
 }
 
 int het_speeds_write_file(const char *path, const double *s, int n, const char *comment) {
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    fprintf(f, "# %s\n", comment);
-    for (int r = 0; r < n; r++) fprintf(f, "%.6f\n", s[r]);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(errno));
-    }
-    return HET_OK;
+    het_outfile o;
+    int st = het_outfile_open(&o, path, "speeds file");
+    if (st) return st;
+    fprintf(o.f, "# %s\n", comment);
+    for (int r = 0; r < n; r++) fprintf(o.f, "%.6f\n", s[r]);
+    return het_outfile_commit(&o);
 }
 
 void het_speeds_normalize(double *s, int n) {

@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/infile.h"
 #include "hetrain/netfile.h"
+#include "nn/onnx_bytes.h"
 
 #define MAX_FILE_BYTES (1 << 20) /* a model file of 256 layers is a few KiB */
 #define MAX_LINE 256
@@ -225,50 +228,39 @@ int het_net_parse(het_net *net, const char *text, size_t len, const char *file) 
     return HET_OK;
 }
 
-/* Reads a whole file of at most `max` bytes into a malloc'd buffer. */
-static int read_file(const char *path, size_t max, char **out, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: %s", path, strerror(errno));
-    char *buf = malloc(max + 1);
-    size_t got = buf ? fread(buf, 1, max + 1, f) : 0;
-    int err = ferror(f);
-    fclose(f);
-    if (!buf) return het_error_set(HET_ENOMEM, "%s: out of memory", path);
-    if (err) {
-        free(buf);
-        return het_error_set(HET_EIO, "%s: read error", path);
-    }
-    if (got > max) {
-        free(buf);
-        return het_error_set(HET_EFORMAT, "%s: more than %zu bytes, expected a model file",
-                             path, max);
-    }
-    *out = buf;
-    *n = got;
-    return HET_OK;
-}
-
 /* ONNX files are protobuf: their first byte is a field tag (ir_version: 0x08) and text model
- * files begin with a letter, '#' or space. */
-static int looks_like_onnx(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    int c = fgetc(f);
-    fclose(f);
-    size_t n = strlen(path);
-    return c == 0x08 || (n > 5 && strcmp(path + n - 5, ".onnx") == 0);
+ * files begin with a letter, '#' or space. Judged from the bytes read, never by a second open. */
+static int looks_like_onnx(const char *path, const uint8_t *b, size_t n) {
+    size_t len = strlen(path);
+    return (n > 0 && b[0] == 0x08) || (len > 5 && strcmp(path + len - 5, ".onnx") == 0);
 }
 
 int het_net_read(het_net *net, const char *path) {
     memset(net, 0, sizeof *net);
-    if (looks_like_onnx(path)) return het_net_read_onnx(net, path);
-    char *text = NULL;
-    size_t n = 0;
-    int st = read_file(path, MAX_FILE_BYTES, &text, &n);
+    static const char what[] = "a model file (hetrain's text format or ONNX)";
+    int fd;
+    uint64_t size;
+    /* one open, one read: a FIFO or a device is refused before anything blocks on it */
+    int st = het_infile_open(path, what, HET_ONNX_MAX_BYTES, &fd, &size);
     if (st) return st;
-    st = het_net_parse(net, text, n, path);
-    free(text);
-    if (!st) snprintf(net->file, sizeof net->file, "%s", path);
+    uint8_t first = 0, *buf = NULL;
+    size_t got = 0, n = 0;
+    st = het_infile_pread(path, fd, 0, &first, 1, &got);
+    const int onnx = !st && looks_like_onnx(path, &first, got);
+    if (!st && !onnx && size > MAX_FILE_BYTES)
+        st = het_error_set(HET_EFORMAT, "%s: file of %llu bytes, expected a model file in "
+                           "hetrain's text format of at most %d bytes", path,
+                           (unsigned long long)size, MAX_FILE_BYTES);
+    if (!st) st = het_infile_read_all(path, fd, size, what, &buf, &n);
+    close(fd);
+    if (st) return st;
+    if (onnx) {
+        st = het_net_parse_onnx(net, buf, n, path);
+    } else {
+        st = het_net_parse(net, (const char *)buf, n, path);
+        if (!st) snprintf(net->file, sizeof net->file, "%s", path);
+    }
+    free(buf);
     return st;
 }
 
@@ -381,27 +373,75 @@ static void destroy_list(het_layer **L, int n) {
         if (L[i]) L[i]->ops->destroy(L[i]);
 }
 
-int het_net_layers(const het_net *net, het_shape in, int n_classes, het_layer ***layers,
-                   int *n) {
+/* The memory a model of these layers will ask for, in bytes, up to layer i: parameters,
+ * gradients (one copy per worker) and state, and per sample of the batch each layer's output,
+ * cache and scratch. Doubles: no overflow whatever a file asks for. */
+typedef struct net_bytes {
+    double fixed, per_sample, work;
+} net_bytes;
+
+static double add_plan(net_bytes *b, const het_layer_plan *p, int max_batch, int workers) {
+    b->fixed += 4.0 * ((1.0 + workers) * (double)p->n_params + (double)p->n_state);
+    b->fixed += 4.0 * (double)p->work_fixed;
+    b->per_sample += 4.0 * ((double)het_shape_size(p->out) + (double)p->cache_per_sample);
+    if (4.0 * (double)p->work_per_sample > b->work) b->work = 4.0 * (double)p->work_per_sample;
+    return b->fixed + (double)max_batch * (b->per_sample + b->work);
+}
+
+/* "4.4 TB", "512.0 MB": bytes for messages. */
+static void fmt_bytes(char *buf, size_t n, double b) {
+    static const char *const unit[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+    int u = 0;
+    double v = b;
+    while (v >= 1000.0 && u < 6) v /= 1000.0, u++;
+    if (u == 0) snprintf(buf, n, "%.0f bytes", b);
+    else snprintf(buf, n, "%.1f %s (%.0f bytes)", v, unit[u], b);
+}
+
+/* The layers, each planned on its input (the shape check), and the memory the model will take
+ * checked against the machine's after each layer, before anything of that size is allocated:
+ * the first layer past it is named, with the bytes. */
+static int net_layers(const het_net *net, het_shape in, int n_classes, int max_batch,
+                      int workers, het_layer ***layers, int *n) {
     *layers = NULL;
     *n = 0;
     if (n_classes <= 0)
         return het_error_set(HET_EINVAL, "model %s: n_classes must be > 0", net->name);
     if (net->n <= 0 || net->n > HET_NET_MAX_LAYERS)
         return het_error_set(HET_EINVAL, "model %s: %d layers", net->name, net->n);
+    const het_shape g = net->input;
+    if ((net->input_rank == 4 && (g.c != in.c || g.h != in.h || g.w != in.w)) ||
+        (net->input_rank == 2 && het_shape_size(g) != het_shape_size(in)))
+        return het_error_set(HET_ESHAPE, "%s: the graph's input is %s%dx%dx%d a sample, expected "
+                             "the data's %dx%dx%d (%zu values): the network was made for other "
+                             "inputs", net->file[0] ? net->file : net->name,
+                             net->input_rank == 2 ? "[N, F] of " : "", g.c, g.h, g.w, in.c, in.h,
+                             in.w, het_shape_size(in));
     het_layer **L = calloc((size_t)net->n, sizeof *L);
     if (!L) return het_error_set(HET_ENOMEM, "out of memory creating model %s", net->name);
     het_shape s = in;
     char at[HET_PATH_LEN + 96];
+    net_bytes bytes = {0, 4.0 * (double)het_shape_size(in), 0};
+    const double limit = het_infile_memory();
     for (int i = 0; i < net->n; i++) {
         L[i] = make_layer(&net->layer[i], n_classes);
         int st = L[i] ? HET_OK : HET_ENOMEM;
         het_layer_plan p;
         memset(&p, 0, sizeof p);
         if (!st) st = L[i]->ops->plan(L[i], s, &p); /* the shape check; the model plans again */
+        char msg[512], text[MAX_LINE];
+        if (st) snprintf(msg, sizeof msg, "%s", het_error_msg());
+        double total = st ? 0 : add_plan(&bytes, &p, max_batch, workers);
+        if (!st && total > limit) {
+            char need[64], have[64];
+            fmt_bytes(need, sizeof need, total);
+            fmt_bytes(have, sizeof have, limit);
+            snprintf(msg, sizeof msg, "the model needs %s up to here (weights, gradients and "
+                     "the activations of a batch of %d), expected at most the %s of memory "
+                     "here", need, max_batch, have);
+            st = HET_ENOMEM;
+        }
         if (st) {
-            char msg[512], text[MAX_LINE];
-            snprintf(msg, sizeof msg, "%s", het_error_msg());
             format_layer(&net->layer[i], text, sizeof text);
             where(net, i, at, sizeof at);
             destroy_list(L, i + 1);
@@ -424,12 +464,18 @@ int het_net_layers(const het_net *net, het_shape in, int n_classes, het_layer **
     return HET_OK;
 }
 
+int het_net_layers(const het_net *net, het_shape in, int n_classes, het_layer ***layers,
+                   int *n) {
+    return net_layers(net, in, n_classes, 1, 1, layers, n);
+}
+
 int het_net_build(het_model **out, const het_net *net, het_shape in, int n_classes,
                   int max_batch, int workers) {
     *out = NULL;
     het_layer **L;
     int n;
-    int st = het_net_layers(net, in, n_classes, &L, &n);
+    int st = net_layers(net, in, n_classes, max_batch > 0 ? max_batch : 1,
+                        workers > 0 ? workers : 1, &L, &n);
     if (st) return st;
     st = het_model_create(out, in, L, n, max_batch, workers); /* takes the layers */
     free(L);

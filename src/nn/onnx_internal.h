@@ -5,11 +5,12 @@
 #define HET_NN_ONNX_INTERNAL_H
 
 #include "hetrain/netfile.h"
+#include "nn/onnx_bytes.h"
 #include "onnx/onnx.pb-c.h"
 
 #define HET_ONNX_SYM_N (-((int64_t)1 << 62)) /* the batch size N in a folded shape */
 #define KT_MAX 4096                          /* elements of a folded constant */
-#define ONNX_MAX_BYTES ((size_t)1 << 30) /* larger files are refused (protobuf's limit is 2 GiB) */
+#define ONNX_MAX_BYTES HET_ONNX_MAX_BYTES
 
 typedef struct kt { /* a constant: numbers, or an alias of a float initializer */
     const char *name;
@@ -63,8 +64,9 @@ void het_onnx_fmt_dims(char *buf, size_t cap, const int64_t *d, size_t n);
  * an absent input appends zeros when zero_ok. A wrong shape names the tensor and both shapes. */
 int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int rank,
                   const int64_t *dims, int tr, int zero_ok);
-/* The bytes of path (malloc'ed), at most ONNX_MAX_BYTES: HET_EIO, HET_EFORMAT. */
-int het_onnx_read_file(const char *path, uint8_t **buf, size_t *n);
+/* Every value defined once (onnx.checker's rule): HET_EFORMAT naming a name two initializers
+ * share, or a node output that is also an initializer or another node's output. */
+int het_onnx_unique_names(rd *r);
 /* The graph's one input that is no initializer: r->sh and r->rank from its dims [N, C, H, W]
  * or [N, F], its name in *name. */
 int het_onnx_graph_input(rd *r, const char **name);

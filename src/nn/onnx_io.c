@@ -164,35 +164,71 @@ int het_onnx_take(rd *r, const Onnx__NodeProto *nd, size_t in, int state, int ra
         for (size_t o = 0; o < (size_t)dims[0]; o++)
             for (size_t i = 0; i < (size_t)dims[1]; i++)
                 dst[o * (size_t)dims[1] + i] = (float)het_onnx_get(t, i * (size_t)dims[0] + o);
-    return HET_OK;
-}
-
-/* ---- the file ---- */
-
-int het_onnx_read_file(const char *path, uint8_t **buf, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    *buf = NULL;
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-        (size_t)st.st_size > ONNX_MAX_BYTES) {
-        fclose(f);
-        return het_error_set(HET_EFORMAT, "%s: not a regular file of at most %zu bytes", path,
-                             ONNX_MAX_BYTES);
-    }
-    *n = (size_t)st.st_size;
-    *buf = malloc(*n ? *n : 1);
-    int ok = *buf && fread(*buf, 1, *n, f) == *n;
-    fclose(f);
-    if (!ok) {
-        free(*buf);
-        *buf = NULL;
-        return het_error_set(HET_EIO, "%s: read failed", path);
-    }
+    /* a NaN or infinity would train as a divergence far from its cause: refused here */
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(dst[j])) {
+            size_t at = tr ? (j % (size_t)dims[1]) * (size_t)dims[0] + j / (size_t)dims[1] : j;
+            return het_onnx_fail(r, nd, HET_EFORMAT, "initializer '%.64s': element %zu (byte "
+                                 "%zu of its data) is %s, expected finite weights", nm, at,
+                                 at * sizeof(float), isnan(dst[j]) ? "NaN" : "infinite");
+        }
+    /* BatchNormalization's input 4 is the running variance: batch norm takes its square root */
+    for (size_t j = 0; state && in == 4 && j < n; j++)
+        if (dst[j] < 0.0f)
+            return het_onnx_fail(r, nd, HET_EFORMAT, "initializer '%.64s': element %zu is %g, "
+                                 "expected a variance >= 0", nm, j, (double)dst[j]);
     return HET_OK;
 }
 
 /* ---- the graph ---- */
+
+/* A name the graph defines: an initializer (node NULL) or an output of a node. */
+typedef struct def_name {
+    const char *name;
+    const Onnx__NodeProto *node;
+} def_name;
+
+static int def_cmp(const void *a, const void *b) {
+    const def_name *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c) return c;
+    return (x->node != NULL) - (y->node != NULL); /* an initializer first */
+}
+
+/* Every value is defined once (onnx.checker's rule): no two initializers of one name, no node
+ * output that is also an initializer or another node's output. */
+int het_onnx_unique_names(rd *r) {
+    const Onnx__GraphProto *g = r->g;
+    size_t cap = g->n_initializer, n = 0;
+    for (size_t i = 0; i < g->n_node; i++) cap += g->node[i]->n_output;
+    def_name *d = malloc((cap ? cap : 1) * sizeof *d);
+    if (!d) return het_onnx_fail(r, NULL, HET_ENOMEM, "out of memory");
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (g->initializer[i]->name && *g->initializer[i]->name)
+            d[n++] = (def_name){g->initializer[i]->name, NULL};
+    for (size_t i = 0; i < g->n_node; i++)
+        for (size_t k = 0; k < g->node[i]->n_output; k++)
+            if (g->node[i]->output[k] && *g->node[i]->output[k])
+                d[n++] = (def_name){g->node[i]->output[k], g->node[i]};
+    qsort(d, n, sizeof *d, def_cmp);
+    int e = HET_OK;
+    for (size_t i = 1; i < n && !e; i++) {
+        if (strcmp(d[i - 1].name, d[i].name) != 0) continue;
+        if (!d[i - 1].node && !d[i].node)
+            e = het_onnx_fail(r, NULL, HET_EFORMAT, "initializer '%.64s' given twice, expected "
+                              "each name once", d[i].name);
+        else if (!d[i - 1].node)
+            e = het_onnx_fail(r, d[i].node, HET_EFORMAT, "output '%.64s' is also an "
+                              "initializer, expected each value defined once", d[i].name);
+        else
+            e = het_onnx_fail(r, d[i].node, HET_EFORMAT, "output '%.64s' is also an output of "
+                              "node '%.64s', expected each value defined once", d[i].name,
+                              d[i - 1].node->name ? d[i - 1].node->name : "");
+    }
+    free(d);
+    return e;
+}
+
 
 /* The graph's input (its one input that is no initializer): shape and rank. */
 int het_onnx_graph_input(rd *r, const char **name) {

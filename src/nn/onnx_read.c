@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "nn/onnx_internal.h"
 
 #define ONNX_MAX_NODES 16384
@@ -476,6 +477,8 @@ static int walk(rd *r) {
     const char *cur = NULL, *end;
     int e = het_onnx_graph_input(r, &cur);
     if (e) return e;
+    r->net->input = r->sh; /* checked against the data's shape when the model is built */
+    r->net->input_rank = r->rank;
     if (r->g->n_output != 1 || !r->g->output[0]->name)
         return het_onnx_fail(r, NULL, HET_EINVAL, "%zu graph outputs: hetrain reads one",
                              r->g->n_output);
@@ -510,10 +513,17 @@ int het_net_read_onnx(het_net *net, const char *path) {
     memset(net, 0, sizeof *net);
     uint8_t *buf;
     size_t n = 0;
-    int e = het_onnx_read_file(path, &buf, &n);
+    int e = het_infile_load(path, "an ONNX model file", ONNX_MAX_BYTES, &buf, &n);
     if (e) return e;
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
+    e = het_net_parse_onnx(net, buf, n, path);
     free(buf);
+    return e;
+}
+
+int het_net_parse_onnx(het_net *net, const uint8_t *buf, size_t n, const char *path) {
+    memset(net, 0, sizeof *net);
+    int e = HET_OK;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
     if (!m)
         return het_error_set(
             HET_EFORMAT,
@@ -531,6 +541,7 @@ int het_net_read_onnx(het_net *net, const char *path) {
             e = het_onnx_fail(&r, NULL, HET_EINVAL, "opset %lld: hetrain reads opset 7 and later",
                               (long long)o->version);
     }
+    if (!e) e = het_onnx_unique_names(&r);
     for (size_t i = 0; !e && i < r.g->n_node; i++) {
         const Onnx__NodeProto *nd = r.g->node[i];
         if (nd->domain && *nd->domain && strcmp(nd->domain, "ai.onnx") != 0)

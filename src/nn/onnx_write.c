@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "hetrain/netfile.h"
 #include "onnx/onnx.pb-c.h"
 
@@ -401,19 +402,15 @@ static Onnx__ValueInfoProto *value_info(wr *w, const char *name, int rank, const
 }
 
 static int write_file(const char *path, const uint8_t *buf, size_t n) {
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(buf, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) err = errno;
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(err));
+    het_outfile o;
+    int st = het_outfile_open(&o, path, "ONNX export");
+    if (st) return st;
+    if (fwrite(buf, 1, n, o.f) != n) {
+        st = het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(errno));
+        het_outfile_abort(&o);
+        return st;
     }
-    return HET_OK;
+    return het_outfile_commit(&o);
 }
 
 int het_net_write_onnx(const het_net *net, het_model *m, const char *path) {

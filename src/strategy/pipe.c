@@ -530,16 +530,25 @@ int het_pipe_save(het_pipe *p, het_ckpt_writer *w) {
 int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const char *name) {
     if (!het_ckpt_has(r, "s.pipe.cuts")) return HET_OK;
     int32_t c[HET_PIPE_MAX_STAGES + 1];
-    int rc = het_ckpt_get(r, "s.pipe.cuts", c, sizeof(int32_t) * (size_t)(p->K + 1));
-    if (rc) return het_error_set(HET_EFORMAT, "%s: the checkpoint's stage cuts are not those of "
-                                 "%d stages", name, p->K);
+    const void *data;
+    size_t bytes = 0;
+    int rc = het_ckpt_find(r, "s.pipe.cuts", &data, &bytes, NULL);
+    if (rc) return rc;
+    if (bytes != sizeof(int32_t) * (size_t)(p->K + 1))
+        return het_error_set(HET_EINVAL, "%s: the checkpoint %s holds the cuts of %zu stages, "
+                             "this run has %d (%d ranks, --pipelines %d): resume with as many "
+                             "stages", name, het_ckpt_reader_path(r),
+                             bytes / sizeof(int32_t) > 0 ? bytes / sizeof(int32_t) - 1 : 0,
+                             p->K, ctx->size, p->R);
+    memcpy(c, data, bytes);
     const int n = het_model_n_layers(ctx->model);
     int same = 1;
     for (int k = 0; k <= p->K; k++) {
         if (c[k] < 0 || c[k] > n || (k && c[k] <= c[k - 1]) || (k == 0) != (c[k] == 0) ||
             (k == p->K) != (c[k] == n) || !het_model_cut_ok(ctx->model, c[k]))
-            return het_error_set(HET_EFORMAT, "%s: the checkpoint's stage cut %d (layer %d) is "
-                                 "not a place the model can be cut", name, k, (int)c[k]);
+            return het_error_set(HET_EFORMAT, "%s: %s: stage cut %d (layer %d), expected a "
+                                 "place the model can be cut", name, het_ckpt_reader_path(r), k,
+                                 (int)c[k]);
         same &= c[k] == p->cut[k];
     }
     if (same) return HET_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/infile.h"
 #include "train/internal.h"
 
 #define CONFIG_MAX_BYTES (1u << 24)
@@ -95,35 +96,10 @@ static int apply_lines(het_train_config *c, const char *text, size_t n, const ch
 
 /* Reads a whole config file (a regular file of at most 16 MiB) into *buf, *n bytes. */
 static int read_config(const char *path, char **buf, size_t *n) {
-    *buf = NULL;
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return het_error_set(HET_EIO, "%s: is a directory, expected a config file", path);
-    }
-    size_t cap = 4096;
-    for (;;) {
-        char *nb = realloc(*buf, cap);
-        if (!nb) {
-            fclose(f);
-            return het_error_set(HET_ENOMEM, "%s: out of memory", path);
-        }
-        *buf = nb;
-        *n += fread(*buf + *n, 1, cap - *n, f);
-        if (*n < cap) break;
-        if (cap >= CONFIG_MAX_BYTES) {
-            fclose(f);
-            return het_error_set(HET_EINVAL, "%s: larger than 16 MiB, expected a config file",
-                                 path);
-        }
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    return err ? het_error_set(HET_EIO, "%s: read error", path) : HET_OK;
+    uint8_t *b = NULL;
+    int st = het_infile_load(path, "a config file", CONFIG_MAX_BYTES, &b, n);
+    *buf = (char *)b;
+    return st;
 }
 
 int het_train_config_load(het_train_config *c, const char *path) {

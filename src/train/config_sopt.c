@@ -209,6 +209,27 @@ int het_sopt_check(const het_train_config *c) {
     return HET_OK;
 }
 
+void het_train_config_for_resume(het_train_config *c, const het_train_config *given) {
+    const het_strategy_ops *chosen = het_strategy_find(c->strategy);
+    char text[sizeof c->strategy_opts] = "";
+    size_t used = 0;
+    for (const char *p = c->strategy_opts; *p;) {
+        size_t nl = strcspn(p, "=\n"), len = strcspn(p, "\n");
+        char name[64], val[sizeof c->strategy_opts];
+        snprintf(name, sizeof name, "%.*s", (int)nl, p);
+        int keep = !chosen || het_strategy_opt_find(chosen->opts, name) ||
+                   het_strategy_opts_lookup(given->strategy_opts, name, val, sizeof val);
+        if (keep && used + len + 1 < sizeof text) {
+            memcpy(text + used, p, len);
+            text[used + len] = '\n';
+            used += len + 1;
+        }
+        p += len + (p[len] == '\n');
+    }
+    memset(c->strategy_opts, 0, sizeof c->strategy_opts);
+    memcpy(c->strategy_opts, text, used);
+}
+
 size_t het_sopt_format(const het_train_config *c, char *buf, size_t n, size_t used) {
     for (const char *p = c->strategy_opts; *p;) {
         size_t nl = strcspn(p, "=\n"), len = strcspn(p, "\n");

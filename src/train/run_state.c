@@ -9,9 +9,11 @@
  *   s.<name>.* the strategy's own sections (its save_state / load_state)
  * A load checks every section before it changes anything, so a bad file leaves the trainer as
  * it was. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/safetensors.h"
 #include "train/trainer.h"
 
 /* ----------------------------------------------------------------------- checkpoints */
@@ -167,6 +169,44 @@ static int section(het_ckpt_reader *r, const char *tag, size_t bytes, const void
     return HET_OK;
 }
 
+/* The floats of section `tag` (at file offset off) must be finite, and batch norm's running
+ * variances >= 0: a NaN or infinity would train on as a divergence far from its cause. A
+ * failure names the tensor (PyTorch's names, as the safetensors export; the optimizer's state
+ * by the parameter it belongs to), its element and offset. state: the floats are the model's
+ * state (else parameters, repeated per copy). */
+static int finite_section(het_ckpt_reader *r, het_model *m, const char *tag, const void *p,
+                          size_t n, uint64_t off, int state) {
+    const unsigned char *b = p;
+    const size_t np = het_model_n_params(m);
+    het_st_tensor *t = NULL;
+    int nt = -1, st = HET_OK; /* the tensors' table, made at the first suspect value */
+    for (size_t i = 0; i < n && !st; i++) {
+        float v;
+        memcpy(&v, b + 4 * i, 4);
+        if (isfinite(v) && !(state && v < 0.0f)) continue;
+        if (nt < 0 && (nt = het_st_tensors(m, &t)) < 0) return nt;
+        size_t k = state || !np ? i : i % np, el = k;
+        const char *name = "?";
+        for (int j = 0; j < nt; j++)
+            if (t[j].state == state && k >= t[j].off && k < t[j].off + t[j].count)
+                name = t[j].name, el = k - t[j].off;
+        const size_t nl = strlen(name);
+        const int var = nl >= 11 && strcmp(name + nl - 11, "running_var") == 0;
+        if (isfinite(v) && !var) continue; /* a negative running mean is fine */
+        if (isfinite(v))
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s': tensor '%s' element "
+                               "%zu is %g, expected a variance >= 0", het_ckpt_reader_path(r),
+                               (unsigned long long)(off + 4 * i), tag, name, el, (double)v);
+        else
+            st = het_error_set(HET_EFORMAT, "%s: offset %llu: section '%s': tensor '%s' element "
+                               "%zu is %s, expected finite values", het_ckpt_reader_path(r),
+                               (unsigned long long)(off + 4 * i), tag, name, el,
+                               isnan(v) ? "NaN" : "infinite");
+    }
+    free(t);
+    return st;
+}
+
 int het_checkpoint_load_weights(het_model *m, const char *model_name, const char *path) {
     het_ckpt_reader *r;
     int st = het_ckpt_reader_open(&r, path);
@@ -176,7 +216,9 @@ int het_checkpoint_load_weights(het_model *m, const char *model_name, const char
     uint64_t off;
     st = check_meta(r, model_name, m, 0, HET_OPT_SGD, 0);
     if (!st) st = section(r, "params", np, &params, &off);
+    if (!st) st = finite_section(r, m, "params", params, np / 4, off, 0);
     if (!st) st = section(r, "state", ns, &state, &off);
+    if (!st) st = finite_section(r, m, "state", state, ns / 4, off, 1);
     if (!st) {
         memcpy(het_model_params(m), params, np);
         if (ns) memcpy(het_model_state(m), state, ns);
@@ -191,6 +233,7 @@ typedef struct loaded {
     het_ckpt_reader *r;
     const void *params, *state, *optim, *sched, *rec;
     uint64_t epoch, step;
+    char strategy[32]; /* the checkpoint's */
 } loaded;
 
 static int load_check(het_trainer *t, const char *path, loaded *L);
@@ -218,6 +261,18 @@ int het_trainer_load(het_trainer *t, const char *path) {
     return st;
 }
 
+/* The strategy the checkpoint was trained with, from its configuration section. */
+static int stored_strategy(het_ckpt_reader *r, char *out, size_t n) {
+    const void *p;
+    size_t len;
+    uint64_t off;
+    het_train_config c = het_train_config_defaults();
+    int st = het_ckpt_find(r, "config", &p, &len, &off);
+    if (!st) st = het_train_config_apply_text(&c, het_ckpt_reader_path(r), off, p, len);
+    if (!st) snprintf(out, n, "%s", c.strategy);
+    return st;
+}
+
 /* Checks every section, so that a bad file leaves the trainer as it was. */
 static int load_check(het_trainer *t, const char *path, loaded *L) {
     int st = het_ckpt_reader_open(&L->r, path);
@@ -233,11 +288,15 @@ static int load_check(het_trainer *t, const char *path, loaded *L) {
     uint64_t off, prog_off, rec_off;
     st = check_meta(r, t->cfg.model, m, 1, t->cfg.optim.kind, t->n_opt_state);
     if (!st) st = section(r, "params", np, &L->params, &off);
+    if (!st) st = finite_section(r, m, "params", L->params, np / 4, off, 0);
     if (!st) st = section(r, "state", ns, &L->state, &off);
+    if (!st) st = finite_section(r, m, "state", L->state, ns / 4, off, 1);
     if (!st) st = section(r, "optim", no, &L->optim, &off);
+    if (!st) st = finite_section(r, m, "optim", L->optim, no / 4, off, 0);
     if (!st) st = section(r, "sched", HET_SCHEDULE_BYTES, &L->sched, &off);
     if (!st) st = section(r, "progress", PROGRESS_BYTES, &prog, &prog_off);
     if (!st) st = het_ckpt_find(r, "metrics", &L->rec, &rec_bytes, &rec_off);
+    if (!st) st = stored_strategy(r, L->strategy, sizeof L->strategy);
     if (st) return st;
     het_rbuf b = {prog, 0};
     uint64_t epoch = het_r_u64(&b), step = het_r_u64(&b);
@@ -289,6 +348,13 @@ static int load_restore(het_trainer *t, loaded *L) {
         h->test_loss = het_r_f64(&b);
         h->test_acc = het_r_f64(&b);
         h->lr = het_r_f64(&b);
+    }
+    /* a checkpoint of another strategy holds none of this one's state: it starts afresh from
+     * the checkpoint's model and optimizer */
+    if (strcmp(L->strategy, t->cfg.strategy) != 0) {
+        het_log(HET_LOG_INFO, "resume: %s was trained with %s; %s starts its own state afresh\n",
+                L->path, L->strategy, t->cfg.strategy);
+        return HET_OK;
     }
     return t->strat->load_state(&t->ctx, L->r);
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "train/internal.h"
 #include "train/safetensors.h"
 
@@ -229,27 +230,24 @@ int het_safetensors_write(het_model *m, const char *path) {
         free(b.p);
         return het_error_set(HET_ENOMEM, "%s: out of memory building the header", path);
     }
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    het_outfile o;
+    int st = het_outfile_open(&o, path, "safetensors export");
+    if (st) {
         free(b.p);
-        return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        return st;
     }
+    FILE *f = o.f;
     uint8_t len[8];
     het_put_u64(len, (uint64_t)b.n);
     int ok = fwrite(len, 1, 8, f) == 8 && fwrite(b.p, 1, b.n, f) == b.n &&
              fwrite(het_model_params(m), sizeof(float), n_params, f) == n_params &&
              (n_state == 0 ||
-              fwrite(het_model_state(m), sizeof(float), n_state, f) == n_state) &&
-             fflush(f) == 0 && fsync(fileno(f)) == 0;
+              fwrite(het_model_state(m), sizeof(float), n_state, f) == n_state);
     int err = errno;
     free(b.p);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) err = errno;
-        remove(tmp);
+    if (!ok) {
+        het_outfile_abort(&o);
         return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(err));
     }
-    return HET_OK;
+    return het_outfile_commit(&o);
 }

@@ -19,8 +19,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/stat.h>
 
+#include "core/infile.h"
 #include "hetrain/comm.h"
 #include "train/internal.h"
 #include "train/safetensors.h"
@@ -521,6 +523,25 @@ static int read_tensor(st_read *r, FILE *f, uint64_t data_at, int k, float *dst,
             dst[j] = dt == 1 ? het_wire_fp16_to_float(h) : het_wire_bf16_to_float(h);
         }
     }
+    /* a NaN or infinity would train as a divergence, far from its cause: refused here */
+    for (size_t j = 0; j < t->count; j++)
+        if (!isfinite(dst[j])) {
+            uint64_t at = data_at + r->begin[k] + j * dtypes[dt].size;
+            double v = 0;
+            if (dt == 3) memcpy(&v, p + 8 * j, 8);
+            const char *what = isnan(dst[j])             ? "NaN"
+                               : dt == 3 && isfinite(v) ? "beyond float32's range"
+                                                        : "infinite";
+            return ferr(r->path, at, "tensor '%s%s': element %zu is %s, expected finite weights",
+                        r->have_prefix ? r->prefix : "layers.", t->name + 7, j, what);
+        }
+    /* a negative running variance makes batch norm's evaluation take a square root of it */
+    const size_t nl = strlen(t->name);
+    for (size_t j = 0; nl >= 11 && !strcmp(t->name + nl - 11, "running_var") && j < t->count; j++)
+        if (dst[j] < 0.0f)
+            return ferr(r->path, data_at + r->begin[k] + j * dtypes[dt].size, "tensor '%s%s': "
+                        "element %zu is %g, expected a variance >= 0",
+                        r->have_prefix ? r->prefix : "layers.", t->name + 7, j, (double)dst[j]);
     return HET_OK;
 }
 
@@ -532,15 +553,10 @@ int het_safetensors_read(het_model *m, const char *path) {
     float *stage = NULL;
     void *tmp = NULL;
     int st = HET_OK;
-    FILE *f = fopen(path, "rb");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
+    FILE *f = NULL;
+    uint64_t size = 0;
     uint8_t len8[8];
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = het_error_set(HET_EIO, "%s: not a regular file", path);
-        goto done;
-    }
-    uint64_t size = (uint64_t)sb.st_size;
+    if ((st = het_infile_fopen(path, "a safetensors file", 0, &f, &size))) return st;
     if (size < 8 || fread(len8, 1, 8, f) != 8) {
         st = ferr(path, 0, "%llu bytes, too short for a safetensors file (an 8-byte header "
                   "length first)", (unsigned long long)size);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hetrain/emul.h"
+#include "core/outfile.h"
 #include "train/internal.h"
 
 int het_trace_create_world(het_trace **out, MPI_Comm world) {
@@ -70,13 +71,9 @@ int het_trace_write(het_trace *t, MPI_Comm world, const char *path) {
         mine = NULL;
     }
     if (st) goto done;
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        st = het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto done;
-    }
+    het_outfile o;
+    if ((st = het_outfile_open(&o, path, "trace"))) goto done;
+    FILE *f = o.f;
     fputs("{\"traceEvents\":[", f);
     for (int q = 0; q < P; q++)
         fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
@@ -84,12 +81,7 @@ int het_trace_write(het_trace *t, MPI_Comm world, const char *path) {
     fwrite(all, 1, (size_t)total_len, f);
     fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"events\":%lld,\"dropped\":%lld}}\n",
             (long long)cnt[0], (long long)cnt[1]);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        st = het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(errno));
-        remove(tmp);
-    }
+    st = het_outfile_commit(&o);
 done:
     free(counts);
     free(displs);

@@ -195,14 +195,20 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
         if ((st = het_trainer_agree(t, st))) goto fail;
     }
     het_strategy_ctx *c = strategy_ctx(t);
+    /* the table is measured before the strategy starts: its gradient hooks (the all-reduce's
+     * overlap) would stop the measured one-rank step; calibrate --costs-out measures it here
+     * too, only to write it (the run's pace keeps its own costs then) */
 #ifdef HET_SMPI /* SimGrid's clock: the pieces are charged to it from the table (slowdown.c) */
     const int charged = 1;
 #else
     const int charged = cfg->clock == HET_CLOCK_VIRTUAL;
 #endif
-    if (charged && strcmp(cfg->compute_cost, "measured") != 0 &&
-        (st = het_trainer_costs_setup(t, het_train_costs_file(cfg), !strcmp(cfg->compute_cost, "shipped"))))
+    const int table = charged && strcmp(cfg->compute_cost, "measured") != 0;
+    if ((table || cfg->costs_out[0]) &&
+        (st = het_trainer_costs_setup(t, table ? het_train_costs_file(cfg) : NULL,
+                                      table && !strcmp(cfg->compute_cost, "shipped"))))
         goto fail;
+    if (!table) c->pace.costs = NULL;
     if (t->plat_speed_max > 0) het_trainer_platform_scale(t);
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
@@ -344,7 +350,14 @@ int het_trainer_write_costs(het_trainer *t, const char *path) {
     char note[256];
     snprintf(note, sizeof note, "hetrain calibrate: compute costs of %s (CPU time, median of "
              "%d), seconds = A + B x samples", t->cfg.model, t->costs.reps);
-    st = t->rank == 0 ? het_costs_write(&t->costs, path, note) : HET_OK;
+    if (t->rank == 0) { /* het_costs_write writes path.tmp, then renames it */
+        char tmp[HET_PATH_LEN + 8], what[HET_PATH_LEN + 16];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        snprintf(what, sizeof what, "cost table %s", path);
+        het_interrupt_output(tmp, what);
+        st = het_costs_write(&t->costs, path, note);
+        het_interrupt_output(NULL, NULL);
+    }
     return het_trainer_agree(t, st);
 }
 
