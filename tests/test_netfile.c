@@ -148,6 +148,10 @@ static void test_errors(void) {
     bad("dropout p=1\n", "dropout: p=1", "expected a number in [0, 1)");
     bad("dropout p=nan\n", "dropout: p=nan", NULL);
     bad("batchnorm eps=0\n", "batchnorm: eps=0", NULL);
+    /* values that round onto a bound as floats (found by fuzz_netfile: eps=1e-50 read as 0 and
+     * was written back as eps=0, which the reader refuses) */
+    bad("batchnorm eps=1e-50\n", "batchnorm: eps=1e-50", "expected a number in (0, 1)");
+    bad("dropout p=0.99999999999\n", "dropout: p=0.99999999999", "expected a number in [0, 1)");
     bad("conv out=4 k=3 pad=3\n", "conv: pad=3, expected less than k=3", NULL);
     bad("dense out=4 =3\n", "dense: '=3', expected key=value", NULL);
     bad("relu x=1\n", "relu: unknown key 'x', expected none", NULL);

@@ -75,14 +75,18 @@ static int read_int(const char *v, long lo, long hi, int *out) {
     return 1;
 }
 
-/* A finite number in (lo, hi) or [lo, hi) (lo_closed) that is the whole of v. */
+/* A finite number in (lo, hi) or [lo, hi) (lo_closed) that is the whole of v. The range is
+ * checked on the float the layer keeps, so that a value that rounds onto a bound (eps=1e-50 is
+ * 0 as a float, 0.999999999 is 1) is refused rather than written back as one the reader refuses. */
 static int read_float(const char *v, double lo, double hi, int lo_closed, float *out) {
     if (!*v) return 0;
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (errno || *end || !(x < hi) || !(lo_closed ? x >= lo : x > lo)) return 0;
-    *out = (float)x;
+    if (errno || *end) return 0;
+    float f = (float)x;
+    if (!(f < hi) || !(lo_closed ? f >= lo : f > lo)) return 0;
+    *out = f;
     return 1;
 }
 
