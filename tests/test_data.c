@@ -353,7 +353,7 @@ static void test_idx_dir(void) {
     CHECK(write_idx(dir, "t10k-images-idx3-ubyte.gz", 1, 3, dte, img + 35) == 0, "write test");
     CHECK(write_idx(dir, "t10k-labels-idx1-ubyte", 0, 1, lte, lab_te) == 0, "write labels");
 
-    het_dataset_spec spec = {"idx", dir, {0, 0, 0}, 0};
+    het_dataset_spec spec = {"idx", dir, {0, 0, 0}, 0, 0};
     het_dataset tr, te;
     het_shape sh = {0, 0, 0};
     int k = 0, st = het_dataset_describe(&spec, &sh, &k);
@@ -451,7 +451,7 @@ static void test_idx_dir(void) {
 
 /* --data synthetic with --synthetic-shape 3x8x8 --classes 4, by spec and by configuration. */
 static void test_synthetic_shape(void) {
-    het_dataset_spec spec = {"synthetic", NULL, {3, 8, 8}, 4};
+    het_dataset_spec spec = {"synthetic", NULL, {3, 8, 8}, 4, 0};
     het_dataset tr, te;
     het_shape sh;
     int k = 0, st = het_dataset_load(&tr, &te, &spec);
@@ -485,6 +485,22 @@ static void test_synthetic_shape(void) {
           het_error_msg());
     het_dataset_free(&tr);
     het_dataset_free(&te);
+    /* --synthetic-samples: the training split's size (the test split keeps 512) */
+    het_train_config n = c;
+    CHECK(het_train_config_set(&n, "synthetic-samples", "300") == HET_OK, "set samples: %s",
+          het_error_msg());
+    st = het_train_data_load(&n, &tr, &te);
+    CHECK(st == HET_OK && tr.n == 300 && te.n == 512 && tr.shape.c == 3,
+          "300 samples: n %lld / %lld: %s", (long long)tr.n, (long long)te.n, het_error_msg());
+    if (st == HET_OK) { /* the same task: the first samples as in the default 2048 */
+        het_dataset tr2, te2;
+        CHECK(het_train_data_load(&c, &tr2, &te2) == HET_OK, "%s", het_error_msg());
+        CHECK(memcmp(tr.labels, tr2.labels, 300) == 0, "labels differ from the 2048's");
+        het_dataset_free(&tr2);
+        het_dataset_free(&te2);
+    }
+    het_dataset_free(&tr);
+    het_dataset_free(&te);
 
     /* refused with one line naming the key */
     static const struct { const char *key, *value, *msg; } bad[] = {
@@ -497,6 +513,8 @@ static void test_synthetic_shape(void) {
         {"synthetic-shape", "4x8x8", "synthetic-shape: 4x8x8, expected 1..3 channels"},
         {"synthetic-shape", "3x1024x1024", "synthetic-shape: 3x1024x1024 is 3145728 values"},
         {"classes", "1", "classes: 1, expected 2..256"},
+        {"synthetic-samples", "2000000", "synthetic-samples: 2000000 samples of 3x8x8"},
+        {"synthetic-samples", "-1", "synthetic-samples"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         het_train_config b = c;
@@ -517,6 +535,11 @@ static void test_synthetic_shape(void) {
     st = het_train_config_check(&o);
     CHECK(st == HET_EINVAL && strstr(het_error_msg(), "classes: applies to --data synthetic "
                                      "and idx, not cifar10"), "%s", het_error_msg());
+    o = het_train_config_defaults();
+    het_train_config_set(&o, "synthetic-samples", "100");
+    st = het_train_config_check(&o);
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), "synthetic-samples: applies to --data "
+                                     "synthetic, not fashion-mnist"), "%s", het_error_msg());
 }
 
 static void test_names(void) {

@@ -31,6 +31,7 @@ typedef struct het_train_config {
     char data_dir[HET_PATH_LEN];/* "" = the dataset's default directory */
     char synthetic_shape[32];   /* data synthetic: "CxHxW" of its images ("" = 1x28x28) */
     int classes;                /* data synthetic: its class count (0 = 10) */
+    int64_t synthetic_samples;  /* data synthetic: training samples (0 = 2048) */
     int epochs;                 /* total epochs of the run (a resumed run continues to it) */
     int batch;                  /* samples per step; the epoch's last batch may be smaller */
     het_schedule sched;         /* lr = sched.base_lr; total_epochs is set from epochs */

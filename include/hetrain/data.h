@@ -47,6 +47,7 @@ typedef struct het_dataset_spec {
     het_shape shape;   /* synthetic: per-sample C x H x W (C 1..3); all 0: 1 x 28 x 28 */
     int n_classes;     /* synthetic: 2..256 (0: 10); idx: 2..256, every label below it (0: the
                         * largest label of both splits + 1); others: 0 */
+    int64_t n_train;   /* synthetic: training samples (0: 2048); others: 0 */
 } het_dataset_spec;
 
 /* Loads the train and test splits of spec->name:
@@ -55,7 +56,8 @@ typedef struct het_dataset_spec {
  *   cifar10               the CIFAR-10 binary batches in dir or dir/cifar-10-batches-bin
  *   idx                   the four IDX files in dir, any rows x cols (the test images the
  *                         training images' size), classes as spec->n_classes says
- *   synthetic             train 2048 / test 512 of spec->shape in spec->n_classes classes
+ *   synthetic             train 2048 (or spec->n_train) / test 512 of spec->shape in
+ *                         spec->n_classes classes
  * Each IDX file is read from NAME.gz, or else NAME. The named sets are normalized with their
  * published per-channel mean and std; idx and synthetic with the training split's. On failure
  * both are zeroed, with one line naming the file (and a hint where to get it). */

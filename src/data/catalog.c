@@ -20,6 +20,7 @@
 #define FASHION_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 #define NAMES "fashion-mnist, mnist, cifar10, idx, synthetic"
 enum { SYNTH_TRAIN = 2048, SYNTH_TEST = 512, SYNTH_MAX_VALUES = 1 << 20 };
+#define SYNTH_MAX_TOTAL (1LL << 28) /* values (bytes) of both splits together: 256 MiB */
 
 typedef unsigned long long ull;
 
@@ -214,11 +215,24 @@ static int check_spec(const het_dataset_spec *s, het_shape *shape, int *classes)
     if (given && (sh.c < 1 || sh.c > 3 || sh.h < 1 || sh.w < 1))
         return het_error_set(HET_EINVAL, "synthetic-shape: %dx%dx%d, expected 1..3 channels "
                              "(the per-channel normalization has 3) and height and width >= 1", sh.c, sh.h, sh.w);
+    if (s->n_train && !synth)
+        return het_error_set(HET_EINVAL, "synthetic-samples: applies to --data synthetic, not "
+                             "%s (its files give the samples; --train-limit takes fewer)", s->name);
+    if (s->n_train < 0 || s->n_train > (1 << 24))
+        return het_error_set(HET_EINVAL, "synthetic-samples: %lld, expected 1..%d",
+                             (long long)s->n_train, 1 << 24);
     if (given && het_shape_size(sh) > SYNTH_MAX_VALUES)
         return het_error_set(HET_EINVAL, "synthetic-shape: %dx%dx%d is %zu values a sample, "
                              "expected at most %d (the %d samples are made in memory)", sh.c,
                              sh.h, sh.w, het_shape_size(sh), SYNTH_MAX_VALUES,
                              SYNTH_TRAIN + SYNTH_TEST);
+    const int64_t n = (s->n_train ? s->n_train : SYNTH_TRAIN) + SYNTH_TEST;
+    if (synth && (int64_t)het_shape_size(*shape) * n > SYNTH_MAX_TOTAL)
+        return het_error_set(HET_EINVAL, "synthetic-samples: %lld samples of %dx%dx%d (and the "
+                             "%d test samples) are %lld values, expected at most %lld (they are "
+                             "made in memory)", (long long)(n - SYNTH_TEST), shape->c, shape->h,
+                             shape->w, SYNTH_TEST, (long long)het_shape_size(*shape) * n,
+                             SYNTH_MAX_TOTAL);
     return HET_OK;
 }
 
@@ -246,7 +260,9 @@ static int load(het_dataset *train, het_dataset *test, const het_dataset_spec *s
     if (set) return load_idx_set(train, test, set, spec->dir, spec->n_classes);
     if (strcmp(spec->name, "cifar10") == 0) return load_cifar(train, test, spec->dir);
     /* synthetic: one task (the class prototypes of shape and classes), two seeds */
-    if ((st = het_dataset_synthetic(train, SYNTH_TRAIN, shape, classes, 1))) return st;
+    if ((st = het_dataset_synthetic(train, spec->n_train ? spec->n_train : SYNTH_TRAIN, shape,
+                                    classes, 1)))
+        return st;
     if ((st = het_dataset_synthetic(test, SYNTH_TEST, shape, classes, 2))) return st;
     /* normalize both splits with the training statistics */
     memcpy(test->mean, train->mean, sizeof test->mean);
@@ -268,7 +284,7 @@ int het_dataset_load(het_dataset *train, het_dataset *test, const het_dataset_sp
 
 int het_dataset_load_named(het_dataset *train, het_dataset *test, const char *name,
                            const char *dir) {
-    het_dataset_spec spec = {name, dir, {0, 0, 0}, 0};
+    het_dataset_spec spec = {name, dir, {0, 0, 0}, 0, 0};
     return het_dataset_load(train, test, &spec);
 }
 

@@ -112,6 +112,8 @@ static const key_def keys[] = {
      OFF(synthetic_shape), 0, 0, 0},
     {{"classes", "K", "data synthetic: number of classes (default 10); data idx: overrides "
       "the largest label + 1"}, K_INT, OFF(classes), 0, 256, 0},
+    {{"synthetic-samples", "N", "data synthetic: training samples (default 2048; the test "
+      "split keeps 512)"}, K_I64, OFF(synthetic_samples), 0, 1 << 24, 0},
     {{"checkpoint", "FILE", "checkpoint file (written every --checkpoint-every epochs and at "
       "the end)"}, K_STR, OFF(checkpoint), 0, 0, F_RUN},
     {{"checkpoint-every", "N", "epochs between checkpoints"}, K_INT, OFF(checkpoint_every), 1,

@@ -189,6 +189,7 @@ int het_train_data_spec(const het_train_config *c, het_dataset_spec *spec) {
     spec->name = c->data;
     spec->dir = c->data_dir[0] ? c->data_dir : NULL;
     spec->n_classes = c->classes;
+    spec->n_train = c->synthetic_samples;
     return c->synthetic_shape[0] ? parse_shape(c->synthetic_shape, &spec->shape) : HET_OK;
 }
 

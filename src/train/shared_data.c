@@ -83,8 +83,8 @@ static int host_decide(het_trainer *t, int *share) {
     MPI_Comm_rank(t->host, &t->host_rank);
     MPI_Comm_size(t->host, &t->host_size);
     const char *env = getenv("HET_SHARED_DATA");
-    char classes[16];
-    snprintf(classes, sizeof classes, "%d", c->classes);
+    char classes[48];
+    snprintf(classes, sizeof classes, "%d %lld", c->classes, (long long)c->synthetic_samples);
     uint64_t key = fnv(fnv(fnv(fnv(0xcbf29ce484222325ULL, c->data), c->data_dir),
                            c->synthetic_shape), classes);
     uint64_t v[3] = {!(env && strcmp(env, "0") == 0), key, ~key};
