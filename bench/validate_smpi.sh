@@ -11,7 +11,7 @@
 # 8x8), SLOW (none and one slow node, its ranks 3x: "1 3"), BWS (between nodes: 100Mbit/s,
 # 1Gbit/s, 10Gbit/s = 12.5M,125M,1250M bytes/s; 50 us). Each run: 8 steps of 32 samples per
 # rank (16 for resnet20) of Fashion-MNIST (lenet5; synthetic data of the model's shape for
-# resnet20, whose 2048 samples bound the steps at 16 ranks and more), SGD momentum 0.9; daso with no
+# resnet20, with --synthetic-samples enough for the 8 steps), SGD momentum 0.9; daso with no
 # warm-up or cool-down epoch (its global averaging runs); gpipe and 1f1b as pipelines of 2
 # stages (P/2 of them), 4 micro-batches; asp and inhad with their server on the last rank.
 # hetrain's clock runs the flat all-reduce, as SMPI does (the SMPI build refuses the two-level
@@ -62,6 +62,8 @@ for model in "${models[@]}"; do
     [ "$model" = resnet20 ] && shape=3x32x32 per=16 data=(--data synthetic --synthetic-shape 3x32x32)
     for size in "${sizes[@]}"; do
         N=${size%x*} R=${size#*x} P=$((N * R))
+        more=()  # synthetic data: enough samples for 8 steps
+        [ "$model" = resnet20 ] && more=(--synthetic-samples $((8 * per * P > 2048 ? 8 * per * P : 2048)))
         for slow in "${slows[@]}"; do
             factors=$(awk -v n="$N" -v r="$R" -v s="$slow" 'BEGIN { for (i = 0; i < n * r; i++)
                 printf "%s%s", i ? "," : "", (i >= (n - 1) * r) ? s : 1 }')
@@ -72,7 +74,7 @@ for model in "${models[@]}"; do
                     --net-lat 50e-6 --host-speed shipped --model "$model" --data synthetic \
                     --synthetic-shape "$shape" --out "$cell/plat.xml" --hostfile "$cell/hosts" \
                     >"$cell/plat.out" 2>&1 || { echo "platform failed: $(cat "$cell/plat.out")"; continue; }
-                common=(train --model "$model" "${data[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
+                common=(train --model "$model" "${data[@]}" "${more[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
                         --compute-cost shipped --daso-warmup-epochs 0 --daso-cooldown-epochs 0)
                 vonly=()

@@ -74,7 +74,8 @@ float    het_rng_normal(het_rng *r);              /* standard normal (Box-Muller
 /* ---- timers ---- */
 double het_now(void); /* monotonic seconds */
 
-/* ---- allocation: 64-byte aligned, zeroed; NULL on failure (sets the error message) ---- */
+/* ---- allocation: 64-byte aligned, zeroed; NULL on failure (sets the error message). Free with
+ * het_free only. Blocks of 1 MiB and more are mappings: resident only where written. ---- */
 void *het_alloc(size_t bytes);
 void  het_free(void *p);
 
