@@ -2,13 +2,15 @@
  * het_gemm in all four transpose combinations (with padded leading dimensions, alpha/beta,
  * beta = 0 over NaN, K = 0), im2col / col2im (stride 1-3, pad 0-2, kernel larger than the image),
  * the adjoint identity <col2im(y), x> = <y, im2col(x)>, the wide stride-1 im2col against the
- * classic one, the vector add, and the finiteness scan.
+ * classic one, the vector add, the finiteness scan, and het_alloc (aligned, zeroed, a large
+ * block resident only where written).
  * Tolerances: copies and scatters are exact (same values, same addition order per element), so
  * they must match bitwise; GEMM is compared per element with |a - b| <= 1e-5 * (1 + sum_k
  * |A_ik B_kj| + |beta C_ij|), a bound on float rounding for K <= 100; the adjoint identity
  * (two double sums of the same products in different orders) to 1e-6 relative. */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -212,6 +214,48 @@ static void test_all_finite(void) {
         }
 }
 
+/* Resident set of this process in bytes (/proc/self/statm's second field), 0 if unknown. */
+static size_t resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
+    fclose(f);
+    return (size_t)res * 4096;
+}
+
+static void test_alloc(void) {
+    /* small (C allocator) and large (mapped) blocks: 64-byte aligned and zero, written and
+     * freed over and over, so that a reused block is still handed out zeroed */
+    const size_t sizes[] = {1, 63, 64, 1000, (1 << 20) - 64, 1 << 20, (3 << 20) + 5};
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            unsigned char *p = het_alloc(sizes[i]);
+            CHECK(p && ((uintptr_t)p & 63) == 0, "het_alloc(%zu): %p", sizes[i], (void *)p);
+            if (!p) continue;
+            size_t nonzero = 0;
+            for (size_t k = 0; k < sizes[i]; k++) nonzero += p[k] != 0;
+            CHECK(nonzero == 0, "het_alloc(%zu), round %d: %zu bytes not zero", sizes[i], round,
+                  nonzero);
+            memset(p, 0xab, sizes[i]);
+            het_free(p);
+        }
+    het_free(NULL);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    /* 256 MiB of which 1 MiB is written: resident grows by the written part only */
+    size_t before = resident_bytes();
+    char *big = het_alloc((size_t)256 << 20);
+    CHECK(big != NULL, "256 MiB: %s", het_error_msg());
+    if (big && before) {
+        memset(big, 1, (size_t)1 << 20);
+        size_t grown = resident_bytes() - before;
+        CHECK(grown < ((size_t)32 << 20), "256 MiB allocated, 1 MiB written: resident grew by "
+              "%zu MiB, expected the written MiB (and little more)", grown >> 20);
+    }
+    het_free(big);
+#endif
+}
+
 int main(void) {
     het_rng_seed(&rng, 20261129);
     printf("seed 20261129\n");
@@ -222,5 +266,6 @@ int main(void) {
     test_im2col();
     test_vec_add();
     test_all_finite();
+    test_alloc();
     return het_test_finish("test_kernels");
 }
