@@ -214,6 +214,7 @@ static void test_all_finite(void) {
         }
 }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* Resident set of this process in bytes (/proc/self/statm's second field), 0 if unknown. */
 static size_t resident_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -223,6 +224,7 @@ static size_t resident_bytes(void) {
     fclose(f);
     return (size_t)res * 4096;
 }
+#endif
 
 static void test_alloc(void) {
     /* small (C allocator) and large (mapped) blocks: 64-byte aligned and zero, written and
