@@ -21,6 +21,12 @@ int cli_calibrate(const het_train_config *c);
 /* commands.c: the run's network (the zoo's or --model-file's) and its model built for the
  * data's shape, without initial weights; net_free and model_free by the caller. */
 int cli_build_model(const het_train_config *c, het_net *net, het_model **m);
+/* A command's own option at argv[*i] (--KEY VALUE or --KEY=VALUE, KEY one of own[0..n)), for
+ * the commands that take theirs out of argv before the training options are parsed (compare,
+ * platform): its index in own, with *value its value (NULL when none follows) and *i on the last
+ * word it took; -1 when argv[*i] is not one of them. */
+int cli_own_option(int argc, char **argv, int *i, const char *const *own, int n,
+                   const char **value);
 
 /* hetrain platform (platform.c): writes the cluster that the emulation options describe
  * (--ranks-per-node, --placement, --slowdown, --net-bw, --net-lat, --node-bw, --node-lat) as a

@@ -74,6 +74,23 @@ int cli_calibrate(const het_train_config *c) {
 }
 
 /* The run's network (the zoo's or --model-file's) and its model, without initial weights. */
+int cli_own_option(int argc, char **argv, int *i, const char *const *own, int n,
+                   const char **value) {
+    const char *a = argv[*i], *eq = strchr(a, '=');
+    *value = NULL;
+    if (strncmp(a, "--", 2) != 0) return -1;
+    size_t kn = eq ? (size_t)(eq - a - 2) : strlen(a) - 2;
+    int k = -1;
+    for (int j = 0; j < n && k < 0; j++)
+        if (strlen(own[j]) == kn && strncmp(a + 2, own[j], kn) == 0) k = j;
+    if (k < 0) return -1;
+    if (eq)
+        *value = eq + 1;
+    else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0)
+        *value = argv[++*i];
+    return k;
+}
+
 int cli_build_model(const het_train_config *c, het_net *net, het_model **m) {
     het_shape in;
     int classes;

@@ -41,17 +41,12 @@ int cli_platform_options(int argc, char **argv, int *n_rest) {
     int kept = 0;
     snprintf(g_plat.speed, sizeof g_plat.speed, "measured");
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        int k = -1;
-        size_t kn = eq ? (size_t)(eq - a - 2) : strlen(a) - 2;
-        for (int j = 0; strncmp(a, "--", 2) == 0 && j < 4; j++)
-            if (strlen(own[j]) == kn && strncmp(a + 2, own[j], kn) == 0) k = j;
+        const char *v;
+        int k = cli_own_option(argc, argv, &i, own, (int)(sizeof own / sizeof own[0]), &v);
         if (k < 0) {
             argv[kept++] = argv[i];
             continue;
         }
-        const char *v = eq ? eq + 1 : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
-                                           ? argv[++i] : NULL;
         if (!v || !*v) return usage("--%s: missing value", own[k]);
         if (k == 0) {
             char *end;
