@@ -7,6 +7,8 @@
  * - max-min, not equal shares: a flow held to 2 by a slow second link leaves 8 of a 10 link to
  *   the other; a rate bound the same way;
  * - a later flow: the first runs alone until the second starts, then both share;
+ * - SimGrid's refinements: a bandwidth factor (bytes move at rate x factor), a weighted back
+ *   route (cross-traffic at 0.05) that the reverse flow shares;
  * - online: advancing in small steps gives the same times as running offline, bit for bit;
  * - the counters: bytes each resource carried, and its busy time; no resource carried more
  *   than capacity x busy time;
@@ -111,6 +113,33 @@ static void test_maxmin(void) {
     het_flows_run(f);
     EXPECT_T(f, b, 2.0);  /* 6 at 3 */
     EXPECT_T(f, a, 2.0);  /* 14 at 7 */
+    het_flows_free(f);
+}
+
+static void test_weighted(void) {
+    double cap[2] = {100, 100};
+    int r0[1] = {0};
+    het_flows *f = het_flows_new(2, cap);
+    int a = het_flows_add_weighted(f, 0.0, 100.0, 0.0, 0, 0.5, r0, NULL, 1);
+    het_flows_run(f);
+    EXPECT_T(f, a, 2.0); /* rate 100, 50 bytes/s moved */
+    CHECK(near(het_flows_resource_bytes(f, 0), 200.0), "the link gave %g bytes of capacity",
+          het_flows_resource_bytes(f, 0));
+    het_flows_free(f);
+
+    /* A on link 0 with its acknowledgements on link 1 (0.05), B on link 1: link 1 limits both
+     * to 100 / 1.05 */
+    f = het_flows_new(2, cap);
+    int ra[2] = {0, 1}, rb[1] = {1};
+    double wa[2] = {1.0, 0.05};
+    a = het_flows_add_weighted(f, 0.0, 100.0, 0.0, 0, 1.0, ra, wa, 2);
+    int b = het_flows_add_weighted(f, 0.0, 100.0, 0.0, 0, 1.0, rb, NULL, 1);
+    het_flows_run(f);
+    EXPECT_T(f, a, 1.05);
+    EXPECT_T(f, b, 1.05);
+    CHECK(het_flows_add_weighted(f, 2.0, 1.0, 0.0, 0, 0.0, rb, NULL, 1) < 0, "factor 0 accepted");
+    double w0[1] = {0.0};
+    CHECK(het_flows_add_weighted(f, 2.0, 1.0, 0.0, 0, 1.0, rb, w0, 1) < 0, "weight 0 accepted");
     het_flows_free(f);
 }
 
@@ -219,6 +248,7 @@ int main(void) {
     test_incast_and_uplink();
     test_maxmin();
     test_later_flow();
+    test_weighted();
     test_online();
     test_refusals();
     return het_test_finish("test_flows");

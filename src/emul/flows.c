@@ -19,7 +19,9 @@ enum { F_WAITING, F_ACTIVE, F_DONE };
 typedef struct flow {
     double start, active_at; /* active_at = start + latency */
     double bytes, left, bound, rate, done;
+    double factor;                     /* bytes move at rate x factor (SimGrid's bw factor) */
     int route[HET_FLOW_ROUTE_MAX], n_route;
+    double weight[HET_FLOW_ROUTE_MAX]; /* what a unit of rate takes of each resource */
     int state;
 } flow;
 
@@ -27,7 +29,7 @@ struct het_flows {
     int n_res;
     double *cap, *res_bytes, *res_busy;
     double *rem;  /* solve: capacity left per resource */
-    int *cnt;     /* solve: unfixed flows per resource */
+    double *cnt;  /* solve: the unfixed flows' weights per resource */
     char *used;   /* drain: resources that carried bytes in the span */
     flow *fl;
     int n_fl, cap_fl;
@@ -80,13 +82,26 @@ void het_flows_free(het_flows *f) {
 
 int het_flows_add(het_flows *f, double start, double bytes, double latency, double rate_bound,
                   const int *route, int n_route) {
+    return het_flows_add_weighted(f, start, bytes, latency, rate_bound, 1.0, route, NULL, n_route);
+}
+
+int het_flows_add_weighted(het_flows *f, double start, double bytes, double latency,
+                           double rate_bound, double factor, const int *route,
+                           const double *weight, int n_route) {
     if (n_route < 1 || n_route > HET_FLOW_ROUTE_MAX || !route)
         return het_error_set(HET_EINVAL, "flows: a route of %d resources, expected 1..%d",
                              n_route, HET_FLOW_ROUTE_MAX);
-    for (int i = 0; i < n_route; i++)
+    for (int i = 0; i < n_route; i++) {
         if (route[i] < 0 || route[i] >= f->n_res)
             return het_error_set(HET_EINVAL, "flows: resource %d on the route, expected "
                                  "0..%d", route[i], f->n_res - 1);
+        if (weight && (!(weight[i] > 0.0) || !isfinite(weight[i])))
+            return het_error_set(HET_EINVAL, "flows: weight %g on resource %d, expected a "
+                                 "finite number > 0", weight[i], route[i]);
+    }
+    if (!(factor > 0.0) || !isfinite(factor))
+        return het_error_set(HET_EINVAL, "flows: rate factor %g, expected a finite number > 0",
+                             factor);
     if (!(bytes >= 0.0) || !isfinite(bytes) || !(latency >= 0.0) || !isfinite(latency) ||
         !(rate_bound >= 0.0) || !isfinite(start))
         return het_error_set(HET_EINVAL, "flows: bytes %g, latency %g s, rate bound %g, start "
@@ -112,7 +127,9 @@ int het_flows_add(het_flows *f, double start, double bytes, double latency, doub
     x->bytes = x->left = bytes;
     x->bound = rate_bound;
     x->done = -1.0;
+    x->factor = factor;
     memcpy(x->route, route, (size_t)n_route * sizeof *route);
+    for (int i = 0; i < n_route; i++) x->weight[i] = weight ? weight[i] : 1.0;
     x->n_route = n_route;
     x->state = F_WAITING;
     f->live[f->n_live++] = f->n_fl;
@@ -124,19 +141,19 @@ int het_flows_add(het_flows *f, double start, double bytes, double latency, doub
 static void solve(het_flows *f) {
     f->dirty = 0;
     memcpy(f->rem, f->cap, (size_t)f->n_res * sizeof *f->rem);
-    memset(f->cnt, 0, (size_t)f->n_res * sizeof *f->cnt);
+    for (int r = 0; r < f->n_res; r++) f->cnt[r] = 0.0;
     int unfixed = 0;
     for (int i = 0; i < f->n_live; i++) {
         flow *x = &f->fl[f->live[i]];
         x->rate = -1.0; /* unfixed */
         if (x->state != F_ACTIVE) continue;
         unfixed++;
-        for (int k = 0; k < x->n_route; k++) f->cnt[x->route[k]]++;
+        for (int k = 0; k < x->n_route; k++) f->cnt[x->route[k]] += x->weight[k];
     }
     while (unfixed > 0) {
         double share = INFINITY;
         for (int r = 0; r < f->n_res; r++)
-            if (f->cnt[r] > 0 && f->rem[r] / f->cnt[r] < share) share = f->rem[r] / f->cnt[r];
+            if (f->cnt[r] > 0.0 && f->rem[r] / f->cnt[r] < share) share = f->rem[r] / f->cnt[r];
         for (int i = 0; i < f->n_live; i++) {
             const flow *x = &f->fl[f->live[i]];
             if (x->state == F_ACTIVE && x->rate < 0.0 && x->bound > 0.0 && x->bound < share)
@@ -152,7 +169,7 @@ static void solve(het_flows *f) {
             int limited = x->bound > 0.0 && x->bound <= share;
             for (int k = 0; k < x->n_route && !limited; k++) {
                 int r = x->route[k];
-                limited = f->rem[r] / f->cnt[r] <= share;
+                limited = f->cnt[r] > 0.0 && f->rem[r] / f->cnt[r] <= share;
             }
             if (!limited) continue;
             x->rate = -2.0; /* marked: fixed at share below, after every flow is tested */
@@ -164,8 +181,8 @@ static void solve(het_flows *f) {
             if (x->rate != -2.0) continue;
             x->rate = share;
             for (int k = 0; k < x->n_route; k++) {
-                f->rem[x->route[k]] -= share;
-                f->cnt[x->route[k]]--;
+                f->rem[x->route[k]] -= share * x->weight[k];
+                f->cnt[x->route[k]] -= x->weight[k];
             }
         }
         unfixed -= fixed;
@@ -178,7 +195,7 @@ double het_flows_next(het_flows *f) {
     for (int i = 0; i < f->n_live; i++) {
         const flow *x = &f->fl[f->live[i]];
         double e = x->state == F_WAITING ? x->active_at
-                   : x->rate > 0.0       ? f->now + x->left / x->rate
+                   : x->rate > 0.0       ? f->now + x->left / (x->rate * x->factor)
                                          : INFINITY;
         if (e < t) t = e;
     }
@@ -192,11 +209,11 @@ static void drain(het_flows *f, double dt) {
     for (int i = 0; i < f->n_live; i++) {
         flow *x = &f->fl[f->live[i]];
         if (x->state != F_ACTIVE || !(x->rate > 0.0)) continue;
-        double moved = x->rate * dt;
+        double moved = x->rate * x->factor * dt;
         if (moved > x->left) moved = x->left;
         x->left -= moved;
-        for (int k = 0; k < x->n_route; k++) {
-            f->res_bytes[x->route[k]] += moved;
+        for (int k = 0; k < x->n_route; k++) { /* what the flow took of the resource */
+            f->res_bytes[x->route[k]] += moved / x->factor * x->weight[k];
             f->used[x->route[k]] = 1;
         }
     }
@@ -216,7 +233,7 @@ static void settle(het_flows *f, double event) {
         }
         /* the flow whose completion is this event ends now, whatever rounding left of it */
         if (x->state == F_ACTIVE && x->rate > 0.0 && event >= 0.0 && x->left > 0.0 &&
-            f->now >= event && x->left <= x->rate * (event * 1e-12 + 1e-15))
+            f->now >= event && x->left <= x->rate * x->factor * (event * 1e-12 + 1e-15))
             x->left = 0.0;
         if (x->state == F_ACTIVE && x->left <= 0.0) {
             x->state = F_DONE;

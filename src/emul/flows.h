@@ -7,7 +7,8 @@
  * its bytes at a rate that the flows active at that moment share max-min fairly (progressive
  * filling: the most constrained resource divides its capacity equally among its flows, those
  * flows are fixed at that rate, the rest share what is left), bounded by the flow's own rate
- * bound if it has one. Rates change only at events (a flow's latency ends or its last byte
+ * bound if it has one (SimGrid's flows are bounded by their route's slowest link, and by TCP's
+ * window over the round trip). Rates change only at events (a flow's latency ends or its last byte
  * arrives), so completion times are exact up to floating point.
  *
  * Two ways to use it:
@@ -36,6 +37,14 @@ void het_flows_free(het_flows *f);
  * a start before the time the network was advanced to. rate_bound: bytes/s (0: none). */
 int het_flows_add(het_flows *f, double start, double bytes, double latency, double rate_bound,
                   const int *route, int n_route);
+
+/* The same with SimGrid's refinements of a flow: it moves its bytes at rate x factor (the
+ * bandwidth factor of its message size, SMPI's piecewise bw-factor), and a unit of its rate
+ * takes weight[k] of resource route[k] (1 on its route; SimGrid's cross-traffic adds the back
+ * route at 0.05, for the acknowledgements). weight NULL: all 1. */
+int het_flows_add_weighted(het_flows *f, double start, double bytes, double latency,
+                           double rate_bound, double factor, const int *route,
+                           const double *weight, int n_route);
 
 /* Moves the network to time t (>= its present time), completing the flows that end by t. */
 void het_flows_advance(het_flows *f, double t);
