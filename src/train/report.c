@@ -127,6 +127,13 @@ int het_trainer_report_memory(het_trainer *t) {
         snprintf(ps, sizeof ps, ", proportional set%s %s", t->size > 1 ? " sum" : "",
                  mb(c, sizeof c, (double)pss));
     mb(d, sizeof d, (double)t->data_bytes);
+#ifdef HET_SMPI
+    /* SMPI runs every rank in one process: its peak is the simulation's, not a rank's */
+    het_log(HET_LOG_INFO, "memory: peak RSS of the simulation (SMPI: all %d ranks in one "
+            "process) %s; dataset %s\n", t->size, mb(a, sizeof a, (double)max), d);
+    (void)sum, (void)b, (void)ps;
+    return HET_OK;
+#endif
     if (t->size == 1)
         het_log(HET_LOG_INFO, "memory: peak RSS %s%s; dataset %s\n",
                 mb(a, sizeof a, (double)max), ps, d);
