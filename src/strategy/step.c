@@ -6,8 +6,9 @@
  * backward, optimizer, emulated slowdown included); delay = the emulated network's sleeps;
  * MPI time (het_comm_stats.comm_s) is split into waiting for slower ranks and moving bytes.
  * Each het_step_reduce logs the step's compute since the previous reduction c_r (it decides
- * when r arrives) and its time inside MPI m_r. At the epoch's end one all-reduce (MAX) per
- * reducer over its scope gives max_q c_q of every step, and
+ * when r arrives) and its time inside MPI m_r. At the epoch's end two all-reduces (MAX) per
+ * reducer over its scope, the step counts (that every rank logged as many) and then the log,
+ * give max_q c_q of every step, and
  *   wait_r = sum over steps of min(m_r, max_q c_q - c_r),   comm_r = (all MPI time) - wait_r.
  * On the virtual clock the split is what moved V: compute = the charged pieces, wait and comm
  * = what the operations' ends added (waiting for the latest participant, the modeled
@@ -305,7 +306,8 @@ void het_step_epoch_begin(het_strategy_ctx *ctx) {
 }
 
 /* Waiting of this rank behind red's scope this epoch: sum over steps of
- * min(m_r, max_q c_q - c_r). One all-reduce (MAX) of the step log over the scope. */
+ * min(m_r, max_q c_q - c_r). Two all-reduces (MAX) over the scope: the step counts, then the
+ * step log. */
 static int settle_wait(het_strategy_ctx *ctx, het_reducer *r, double *wait) {
     *wait = 0.0;
     if (!r->buckets) return HET_OK;

@@ -295,8 +295,8 @@ int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, i
 
 /* The trainer brackets every train_epoch with these. begin() resets the epoch's time split
  * and the reducers' step logs. end() (collective over the world) settles waiting per
- * reducer from the per-step compute times of its ranks (one all-reduce per reducer and epoch,
- * none per step), completes ctx->times, and all-gathers every rank's split into
+ * reducer from the per-step compute times of its ranks (two all-reduces per reducer and epoch,
+ * the step counts and the log; none per step), completes ctx->times, and all-gathers every rank's split into
  * ctx->rank_times (and the epoch's node-local / cross-node bytes into ctx->rank_bytes). */
 void het_step_epoch_begin(het_strategy_ctx *ctx);
 int  het_step_epoch_end(het_strategy_ctx *ctx);
