@@ -41,6 +41,8 @@ acc0=$(acc_of u.out)
 pid_of_rank() {
     local p
     for p in $(pgrep -f "$HETRAIN train"); do
+        # on its host of this cluster (rank R on vh(R+1), --map-by node): no other job's rank
+        [ "$(ip netns identify "$p" 2>/dev/null)" = "vh$(($1 + 1))" ] || continue
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
             { echo "$p"; return; }
     done

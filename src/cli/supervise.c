@@ -330,7 +330,7 @@ int cli_supervise(int argc, char **argv) {
             snprintf(lost_steps, sizeof lost_steps, "%lld", seen.fail_step - st);
         else
             snprintf(lost_steps, sizeof lost_steps, "unknown (at most the checkpoint interval)");
-        printf("hetrain run: restart %d/%d: %s; relaunching on %d ranks%s%s from %s (epoch "
+        printf("hetrain run: restart %d/%d: %s; relaunching on %d ranks%s%s from %s (after epoch "
                "%lld, step %lld); lost steps %s\n", launch + 1, o.restarts, lost, P,
                dropped ? " without " : "", dropped ? seen.lost_host : "",
                st >= 0 ? ckpt : "the start (no checkpoint yet)", ep, st, lost_steps);

@@ -71,8 +71,10 @@ int het_trainer_faults(het_trainer *t) {
     if (cfg->fail_rate > 0) {
         het_rng g;
         het_rng_seed2(&g, cfg->seed ^ 0x6661696c72617465ULL, /* "failrate" */
-                      ((uint64_t)t->rank << 40) ^ (uint64_t)c->step);
-        double u = 1.0 - (double)het_rng_uniform(&g); /* (0, 1] */
+                      (uint64_t)(t->rank + 1) * 0x9e3779b97f4a7c15ULL ^
+                          (uint64_t)c->step * 0xc2b2ae3d27d4eb4fULL);
+        for (int k = 0; k < 4; k++) (void)het_rng_u64(&g); /* nearby streams start alike */
+        double u = 1.0 - (double)(het_rng_u64(&g) >> 11) * (1.0 / 9007199254740992.0);
         double x = -log(u) / (double)cfg->fail_rate;
         if (c->fail_time == 0.0 || x < c->fail_time) c->fail_time = x > 0 ? x : 1e-300;
     }
