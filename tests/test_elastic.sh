@@ -141,5 +141,31 @@ echo "--fail-rate 8 (virtual): $f1, twice"
 mpi 2 train "${C[@]}" --epochs 1 --fail-at 2:1 >b.out 2>&1 && fail "--fail-at of rank 2 of 2 accepted"
 grep -q "fail-at '2:1': rank 2, expected below the 2 ranks" b.out || fail "bad --fail-at: $(tail -1 b.out)"
 
+# ---- hetrain run with this host's launcher: --fail-at 1:@17 on 3 ranks, the relaunch on 2 ----
+# (tests/test_supervise.sh: kill -9 on a 3-host vcluster, where namespaces can be made)
+timeout 300 "$HETRAIN" run --restarts 1 --min-ranks 2 --metrics sv.jsonl -- "$HET_MPIEXEC" \
+    "$HET_MPIEXEC_NUMPROC_FLAG" 3 "${het_mpi_pre[@]}" "$HETRAIN" train "${C[@]}" --epochs 2 \
+    --slowdown 1,3,2 --checkpoint sv.ckpt --checkpoint-steps 5 --fail-at 1:@17 >sv.out 2>&1 ||
+    fail "hetrain run: exit $?: $(tail -3 sv.out)"
+grep -q "^hetrain run: restart 1/1: rank 1 .*lost .*; relaunching on 2 ranks .*from sv.ckpt (after epoch 1, step 15); lost steps 2$" sv.out ||
+    fail "hetrain run: restart line: $(grep 'hetrain run' sv.out)"
+l2=$(grep '^hetrain run: launch 2: ' sv.out)
+case $l2 in *" 2 "*"--slowdown 1,2 "*"--resume"*) ;; *) fail "relaunch: '$l2'" ;; esac
+case $l2 in *--fail-at*) fail "relaunch kept --fail-at: '$l2'" ;; esac
+grep -q '^hetrain run: done after 1 restart$' sv.out || fail "hetrain run: not done: $(tail -2 sv.out)"
+grep -q '"restart":1,"lost_rank":1,.*"ranks":2,"ckpt_epoch":1,"ckpt_step":15,"lost_steps":2' sv.jsonl ||
+    fail "hetrain run: metrics: $(cat sv.jsonl)"
+grep -q '"restart":1,"downtime_s":[0-9.]*}' sv.jsonl || fail "hetrain run: downtime: $(cat sv.jsonl)"
+
+# hetrain run's usage errors: one line, exit 2, nothing started
+"$HETRAIN" run --restarts x -- mpirun -np 2 "$HETRAIN" train >z.out 2>&1
+[ $? -eq 2 ] && grep -q "^hetrain run: --restarts: expected a whole number" z.out ||
+    fail "bad --restarts: $(head -1 z.out)"
+"$HETRAIN" run -- mpirun -np 2 "$HETRAIN" train --epochs 1 >z.out 2>&1
+[ $? -eq 2 ] && grep -q "need --checkpoint FILE" z.out || fail "no --checkpoint: $(head -1 z.out)"
+"$HETRAIN" run -- mpirun "$HETRAIN" train --checkpoint c.ckpt >z.out 2>&1
+[ $? -eq 2 ] && grep -q "needs -np N" z.out || fail "no -np: $(head -1 z.out)"
+grep -q "^hetrain run: launch " z.out && fail "a refused hetrain run launched something"
+
 [ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "test_elastic: OK"

@@ -18,11 +18,13 @@
  * exit status is the supervisor's. After a loss it relaunches, up to K times and never below
  * Q ranks, with one rank fewer per lost rank (-np / -n / --ntasks rewritten), without the lost
  * host when it is known (mpirun-like launchers: --host of the hosts left of --hosts FILE, an
- * Open MPI hostfile; srun: --exclude=HOST, the allocation's other nodes), with --resume once
- * the checkpoint exists, and without --fail-at (an injected failure happens once, as a lost
- * node does not come back). Each restart is one line and one JSON object in --metrics FILE:
- * the lost rank and host, the checkpoint's epoch and step, the steps lost (known when the
- * failure was injected; otherwise at most --checkpoint-steps), and the downtime: from the
+ * Open MPI hostfile; srun: --exclude=HOST, the allocation's other nodes), the lost rank's
+ * factor out of --slowdown (its emulated device is gone), with --resume once the checkpoint
+ * exists, and without --fail-at (an injected failure happens once, as a lost node does not
+ * come back) or hgc's --speeds / --speeds-file (the checkpoint's, re-scaled, hold). Each
+ * restart is one line and one JSON object in --metrics FILE: the lost rank and host, the
+ * checkpoint's epoch and step, the steps lost (known when the failure was injected;
+ * otherwise at most --checkpoint-steps), and the downtime: from the
  * failed job's end to the first line of the relaunched run's training ("resumed from ...",
  * printed as it starts its first step). No MPI here: it runs before MPI_Init. */
 #include <errno.h>
@@ -150,6 +152,18 @@ static void sup_ckpt_progress(const char *path, long long *epoch, long long *ste
     het_ckpt_reader_close(r);
 }
 
+/* Removes entry `r` (0-based) of the comma-separated list in place (a lost rank's factor of
+ * --slowdown: the ranks after it move down by one in the relaunch). */
+static void sup_drop_entry(char *list, int r) {
+    char *p = list;
+    for (int k = 0; k < r && p; k++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    if (!p) return;
+    char *e = strchr(p, ',');
+    if (e) memmove(p, e + 1, strlen(e + 1) + 1);
+    else if (p > list) p[-1] = '\0';
+    else p[0] = '\0';
+}
+
 static int is_np(const char *a) {
     return !strcmp(a, "-np") || !strcmp(a, "-n") || !strcmp(a, "--np") || !strcmp(a, "--ntasks");
 }
@@ -211,6 +225,11 @@ int cli_supervise(int argc, char **argv) {
         return CLI_FAIL;
     }
     const char *ckpt = cmd[ckpt_at];
+    int slow_at = -1; /* --slowdown LIST of the train options: a lost rank's entry goes */
+    static char slow[1024];
+    for (int k = train_at; k + 1 < n_cmd; k++)
+        if (!strcmp(cmd[k], "--slowdown")) slow_at = k + 1;
+    if (slow_at >= 0) snprintf(slow, sizeof slow, "%s", cmd[slow_at]);
     char np_text[16], host_arg[4096], excl[4096] = "";
     double t_fail = 0;
     int rc = CLI_FAIL;
@@ -219,8 +238,11 @@ int cli_supervise(int argc, char **argv) {
         int n = 0, resume = 0;
         snprintf(np_text, sizeof np_text, "%d", P);
         for (int k = 0; k < n_cmd; k++) {
-            if (launch > 0 && !strcmp(cmd[k], "--fail-at") && k + 1 < n_cmd) {
-                k++; /* once: the lost node does not come back */
+            if (launch > 0 && k > train_at && k + 1 < n_cmd &&
+                (!strcmp(cmd[k], "--fail-at") || !strcmp(cmd[k], "--speeds") ||
+                 !strcmp(cmd[k], "--speeds-file"))) {
+                k++; /* --fail-at once: the lost node does not come back; hgc's speeds are
+                      * the checkpoint's (a resume refuses others), re-scaled to the ranks */
                 continue;
             }
             if (k == train_at && launch > 0 && srun && excl[0]) av[n++] = excl;
@@ -236,7 +258,7 @@ int cli_supervise(int argc, char **argv) {
                 av[n++] = "--host";
                 av[n++] = host_arg;
             }
-            av[n++] = k == np_at ? np_text : cmd[k];
+            av[n++] = k == np_at ? np_text : k == slow_at ? slow : cmd[k];
             resume |= k > train_at && !strcmp(cmd[k], "--resume");
         }
         if (launch > 0 && !resume && access(ckpt, R_OK) == 0) av[n++] = "--resume";
@@ -317,6 +339,7 @@ int cli_supervise(int argc, char **argv) {
             break;
         }
         P--;
+        if (slow_at >= 0) sup_drop_entry(slow, seen.lost_rank);
         int dropped = 0;
         for (int h = 0; h < n_hosts; h++)
             if (live[h] && !strcmp(hosts[h], seen.lost_host)) live[h] = 0, dropped = 1;

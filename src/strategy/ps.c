@@ -150,6 +150,7 @@ int het_ps_update(het_ps *ps, het_strategy_ctx *ctx, const float *g, float lr, i
     het_pace_piece(&ctx->pace, HET_PIECE_OPT, 0, 0);
     ctx->pace.piece_share = ps->n ? (double)ps->len[k] / (double)ps->n : 1.0;
     het_step_region_end(ctx, "server update", (int)v, t0);
+    het_step_check_fail(ctx); /* a server is lost as a worker is */
     return ok;
 }
 

@@ -379,6 +379,12 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
     return HET_OK;
 }
 
+void het_step_check_fail(het_strategy_ctx *ctx) {
+    if (ctx->fail && ((ctx->fail_step > 0 && ctx->step >= ctx->fail_step) ||
+                      (ctx->fail_time > 0 && het_clock_now() - ctx->fail_t0 >= ctx->fail_time)))
+        ctx->fail(ctx); /* does not return */
+}
+
 int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n) {
     if (ctx->pause_step <= 0 || ctx->step < ctx->pause_step || next >= n) return 0;
     ctx->paused = 1;
@@ -399,9 +405,7 @@ void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...) {
 int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
                     int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
                     float lr, double t0) {
-    if (ctx->fail && ((ctx->fail_step > 0 && ctx->step >= ctx->fail_step) ||
-                      (ctx->fail_time > 0 && het_clock_now() - ctx->fail_t0 >= ctx->fail_time)))
-        ctx->fail(ctx); /* does not return */
+    het_step_check_fail(ctx);
     if (ctx->skip_record) { /* counted once: by each rank deciding alone, else by rank 0 */
         ctx->skip_record = 0;
         s->skipped += local || ctx->rank == 0;

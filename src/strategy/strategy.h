@@ -341,6 +341,11 @@ int  het_step_epoch_end(het_strategy_ctx *ctx);
  * global step). */
 int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n);
 
+/* An injected failure (--fail-at, --fail-rate) that is due ends this rank here (ctx->fail,
+ * SIGKILL); otherwise nothing. At every step's end (het_step_record) and after each update of
+ * a parameter server (whose ctx->step counts its updates). */
+void het_step_check_fail(het_strategy_ctx *ctx);
+
 /* A resume on another number of ranks: appends "; <what>" to ctx->resized (what load_state
  * changed), printed by the trainer in its one line. */
 void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...)
