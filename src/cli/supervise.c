@@ -26,7 +26,9 @@
  * checkpoint's epoch and step, the steps lost (known when the failure was injected;
  * otherwise at most --checkpoint-steps), and the downtime: from the
  * failed job's end to the first line of the relaunched run's training ("resumed from ...",
- * printed as it starts its first step). No MPI here: it runs before MPI_Init. */
+ * printed as it starts its first step). A job whose train options set no --stall-abort gets
+ * --stall-abort 600, so that a frozen rank (not a lost one: it is not relaunched) ends the job
+ * too and no wait of the supervisor is unbounded. No MPI here: it runs before MPI_Init. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,6 +43,7 @@
 
 #define SUP_MAX_ARGS 512
 #define SUP_MAX_HOSTS 256
+#define SUP_STALL_ABORT "600" /* --stall-abort of a job that sets none (seconds) */
 
 typedef struct sup_opts {
     int restarts, min_ranks;
@@ -225,6 +228,8 @@ int cli_supervise(int argc, char **argv) {
         return CLI_FAIL;
     }
     const char *ckpt = cmd[ckpt_at];
+    int stall = 0; /* --stall-abort given */
+    for (int k = train_at; k < n_cmd; k++) stall |= !strcmp(cmd[k], "--stall-abort");
     int slow_at = -1; /* --slowdown LIST of the train options: a lost rank's entry goes */
     static char slow[1024];
     for (int k = train_at; k + 1 < n_cmd; k++)
@@ -262,6 +267,10 @@ int cli_supervise(int argc, char **argv) {
             resume |= k > train_at && !strcmp(cmd[k], "--resume");
         }
         if (launch > 0 && !resume && access(ckpt, R_OK) == 0) av[n++] = "--resume";
+        if (!stall) { /* a frozen rank ends the job too: every wait of the job is bounded */
+            av[n++] = "--stall-abort";
+            av[n++] = SUP_STALL_ABORT;
+        }
         av[n] = NULL;
         char shown[2048];
         cli_job_shell_line(shown, sizeof shown, av);
