@@ -18,6 +18,10 @@ enum { HET_WEIGHTING_SAMPLE = 0, HET_WEIGHTING_RANK = 1 };
 /* --on-nan: a step with a non-finite loss or gradient stops the run, or its update is dropped
  * (non-finite weights stop the run either way). */
 enum { HET_ON_NAN_STOP = 0, HET_ON_NAN_SKIP_STEP = 1 };
+/* keep: the configured lr (the global batch is --batch whatever the ranks: the same step);
+ * linear: lr x Q / P0 for Q ranks of a run started on P0 (Goyal et al.'s linear scaling, for
+ * runs whose per-rank batch is what stays: give --batch B x Q / P0 with it). */
+enum { HET_RESIZE_LR_KEEP = 0, HET_RESIZE_LR_LINEAR = 1 };
 
 /* Everything a training run is made of. Plain data: copy it freely. Each field has a key of the
  * same name with '_' written '-' (het_train_config_set), used by command-line options and
@@ -42,6 +46,16 @@ typedef struct het_train_config {
     int64_t test_limit;         /* use only the first N test samples (0 = all) */
     char checkpoint[HET_PATH_LEN]; /* "" = none; written every checkpoint_every epochs + end */
     int checkpoint_every;       /* epochs between checkpoints (>= 1) */
+    int checkpoint_steps;       /* 0: off; N: also a checkpoint every N optimizer steps inside
+                                   an epoch (the strategies whose step ends are drain points) */
+    int resize_lr;              /* HET_RESIZE_LR_*: the learning rate of a run resumed on
+                                   another number of ranks than it started on */
+    char fail_at[256];          /* "" or "RANK:TIME" / "RANK:@STEP", ',' separated: that rank
+                                   ends itself (SIGKILL, a lost node) at the first step end past
+                                   TIME seconds of the run's clock (virtual on --clock virtual)
+                                   or at STEP; the launcher then sees a lost rank */
+    float fail_rate;            /* failures per rank and second of the run's clock, drawn
+                                   from --seed, the rank and the starting step (0: none) */
     int resume;                 /* 1: continue from `checkpoint` */
     char metrics[HET_PATH_LEN]; /* "" = none; JSON Lines: one object per epoch (and step) */
     int metrics_steps;          /* 1: also one object per step in the metrics file */

@@ -174,6 +174,10 @@ int cli_job_out_dir(const char *path);
  * quotes), cut to n; and the last line of the file `log` that starts "hetrain" (not the
  * start's banner), else its last non-empty line ("" when none or unreadable). */
 void cli_job_shell_line(char *dst, size_t n, char *const *argv);
+/* supervise.c: hetrain run [--restarts K] [--min-ranks Q] [--hosts FILE] [--metrics FILE] --
+ * LAUNCHER ... hetrain train ...: runs the job, relaunches it on the ranks left after a lost
+ * rank (argv: the words after "run"). Before MPI_Init; returns the exit status. */
+int cli_supervise(int argc, char **argv);
 void cli_job_last_line(const char *log, char *dst, size_t n);
 
 #endif

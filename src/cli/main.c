@@ -141,6 +141,9 @@ static void print_main_help(void) {
            "commands:\n", HET_VERSION);
     for (int i = 0; i < N_COMMANDS; i++)
         printf("  %-9s %s\n", commands[i].name, commands[i].summary);
+    printf("  %-9s %s\n", "run", "supervise a job: hetrain run [--restarts K] [--min-ranks Q] "
+           "[--hosts FILE] [--metrics FILE] -- mpirun -np N ... hetrain train ... --checkpoint "
+           "FILE: relaunch on the ranks left when one is lost");
     printf("\nexample:\n  hetrain train --model lenet5 --data fashion-mnist --epochs 5 "
            "--metrics run.jsonl --checkpoint run.ckpt\n\n"
            "exit status: 0 success, 1 runtime failure (data, files, divergence), 2 usage "
@@ -556,6 +559,8 @@ int main(int argc, char **argv) {
 #ifndef HET_SMPI /* under smpirun the ranks are threads of one process: no re-exec */
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
 #endif
+    if (argc > 1 && strcmp(argv[1], "run") == 0) /* the supervisor: no MPI of its own */
+        return cli_supervise(argc - 2, argv + 2);
     for (int i = 0; argc > 1 && i < N_COMMANDS; i++)
         if (commands[i].own_options && strcmp(argv[1], commands[i].name) == 0) {
             int rc = run_cli(argc, argv); /* without MPI: it launches MPI runs itself */

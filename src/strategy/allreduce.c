@@ -48,10 +48,10 @@ static int ar_init(het_strategy_ctx *ctx) {
 static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st) {
     const het_train_config *c = ctx->cfg;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0, 0};
+    het_epoch_sums *sums = &ctx->esums; /* over the epoch's pieces */
     float lr = 0.0f;
     het_sampler_set_epoch(ctx->sampler, epoch);
-    for (int64_t pos = 0; pos < n; pos += B) {
+    for (int64_t pos = ctx->epoch_pos; pos < n; pos += B) {
         double ts = het_clock_now();
         int64_t Bs = n - pos < B ? n - pos : B, lo, len;
         het_partition_even(Bs, ctx->size, ctx->rank, &lo, &len);
@@ -59,10 +59,11 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         het_batch_result mine, r;
         int rc = het_step_sync(ctx, ctx->priv, ctx->sampler->perm + pos + lo, (int)len,
                                1.0f / (float)Bs, het_step_seed(ctx, ctx->step), lr, &mine, &r);
-        if (!rc) rc = het_step_record(ctx, &sums, &mine, len, &r, Bs, 0, lr, ts);
+        if (!rc) rc = het_step_record(ctx, sums, &mine, len, &r, Bs, 0, lr, ts);
         if (rc) return rc;
+        if (het_step_pause(ctx, pos + B, n)) return HET_OK; /* nothing in flight */
     }
-    int rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    int rc = het_step_epoch_figures(ctx, sums, lr, st);
     return rc ? rc : het_step_average_state(ctx, 1.0 / ctx->size);
 }
 
@@ -87,4 +88,5 @@ const het_strategy_ops het_strategy_allreduce = {
     ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free, NULL, 1,
     NULL /* nothing beyond the weights to agree on */, NULL /* no options of its own */,
     0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
+    1 /* epochs in pieces: every step boundary is a drain point */,
 };

@@ -290,5 +290,5 @@ const het_strategy_ops het_strategy_asp = {
     "asp", "asynchronous parameter server: one update per worker gradient (Downpour SGD; the "
     "baseline of InHAD)", asp_init, asp_epoch, het_ps_model_for_eval, het_ps_save_state,
     het_ps_load_state, asp_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
-    het_asp_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,
+    het_asp_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,    0 /* whole epochs: gradients and weights are in flight inside one */,
 };

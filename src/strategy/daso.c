@@ -519,6 +519,11 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              "%zu", het_ckpt_reader_path(r), (unsigned long long)off, n,
                              sizeof s);
     memcpy(&s, p, sizeof s);
+    if (ctx->ckpt_size && s.send_mod >= d->min_G && s.send_mod < 65536) {
+        /* another number of ranks: the groups are this run's (init); the turn starts over */
+        het_step_resized(ctx, "daso send group %d -> 0 (%d groups now)", s.send_mod, d->min_G);
+        s.send_mod = 0;
+    }
     if (s.version != 1 || s.send_mod < 0 || s.send_mod >= d->min_G)
         return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule version %d send_mod %d,"
                              " expected version 1 and send_mod below %d",
@@ -541,6 +546,15 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              (unsigned long long)off, q->best);
     d->sched = s.sched;
     d->ctl.send_mod = s.send_mod;
+    if (ctx->ckpt_size) { /* the checkpoint's optimizer section is rank 0's: every rank's now */
+        char topo[128] = "1 rank";
+        if (ctx->comm) het_topo_describe(het_comm_topo(ctx->comm), topo, sizeof topo);
+        het_step_resized(ctx, "daso node groups rebuilt for %s, %d sending group%s; schedule "
+                         "gs %d ls %d S %d kept; per-rank optimizer state of %d ranks replaced "
+                         "by rank 0's", topo, d->min_G, d->min_G == 1 ? "" : "s", d->sched.gs,
+                         d->sched.ls, d->sched.S, ctx->ckpt_size);
+        return HET_OK;
+    }
     return het_step_load_per_rank(ctx, r, "s.daso.optim", ctx->opt_state, opt_bytes(ctx));
 }
 
@@ -590,5 +604,5 @@ const het_strategy_ops het_strategy_daso = {
     daso_init, daso_train_epoch, daso_model_for_eval, daso_save_state, daso_load_state,
     daso_free, daso_report, 0 /* its own node + cross scheme */, daso_agreed_state,
     NULL /* its options are config fields (--daso-*), kept for compatibility */,
-    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
+    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,    0 /* whole epochs: a global sync is in flight inside one */,
 };

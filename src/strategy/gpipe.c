@@ -102,4 +102,5 @@ const het_strategy_ops het_strategy_gpipe = {
     gp_init, gp_train_epoch, gp_model_for_eval, gp_save_state, gp_load_state, gp_free,
     gp_report, 0 /* each stage sums its own slice over its replicas */, gp_agreed,
     het_gpipe_opts, 0 /* --batch is the global batch */, 0 /* one compute thread */,
+    1 /* epochs in pieces: a step's end is a drain point */,
 };

@@ -90,6 +90,11 @@ static int initial_speeds(het_strategy_ctx *ctx, hgc *h) {
         if (st) return st;
         n = P;
     }
+    if (n > 0 && n != P && c->resume) { /* a resume on another number of ranks: the
+                                             * checkpoint's speeds, re-scaled by load_state */
+        for (int r = 0; r < P; r++) h->speeds[r] = 1.0;
+        n = P;
+    }
     if (n >= 0 && n != P)
         return het_error_set(HET_EINVAL, "hgc: %d speed%s for %d rank%s, expected one per rank",
                              n, n == 1 ? "" : "s", P, P == 1 ? "" : "s");
@@ -192,13 +197,14 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
     const het_train_config *c = ctx->cfg;
     hgc *h = ctx->priv;
     const int64_t n = ctx->n_train, B = c->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0, 0};
+    het_epoch_sums *sums = &ctx->esums; /* over the epoch's pieces */
     float lr = 0.0f;
     int rc;
-    h->rebalanced = 0;
-    if (c->rebalance && epoch > 0 && (rc = rebalance(ctx, h))) return rc;
+    const int64_t pos0 = ctx->epoch_pos; /* > 0: the epoch's next piece */
+    if (pos0 == 0) h->rebalanced = 0;
+    if (c->rebalance && epoch > 0 && pos0 == 0 && (rc = rebalance(ctx, h))) return rc;
     het_sampler_set_epoch(ctx->sampler, epoch);
-    for (int64_t pos = 0, s = 0; pos < n; pos += B, s++) {
+    for (int64_t pos = pos0, s = pos0 / B; pos < n; pos += B, s++) {
         if (c->rebalance && c->rebalance_steps > 0 && s > 0 && s % c->rebalance_steps == 0 &&
             (rc = rebalance(ctx, h)))
             return rc;
@@ -213,12 +219,13 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
         if (rc) return rc;
         if (len > 0 && h->n_steps < h->cap_steps)
             h->per_sample[h->n_steps++] = (ctx->pace.compute_s - c0) / (double)len;
-        if ((rc = het_step_record(ctx, &sums, &mine, len, &r, Bs, 0, lr, ts))) return rc;
+        if ((rc = het_step_record(ctx, sums, &mine, len, &r, Bs, 0, lr, ts))) return rc;
+        if (het_step_pause(ctx, pos + B, n)) return HET_OK; /* nothing in flight */
     }
     /* running statistics averaged with each rank's share of the epoch's samples that
      * counted: skipped steps' (--on-nan skip-step) are not, so the weights sum to 1 */
-    rc = het_step_epoch_figures(ctx, &sums, lr, st);
-    return rc ? rc : het_step_average_state(ctx, sums.samples / (double)st->samples);
+    rc = het_step_epoch_figures(ctx, sums, lr, st);
+    return rc ? rc : het_step_average_state(ctx, sums->samples / (double)st->samples);
 }
 
 /* " | hgc batch 37/18/9 speed 0.57/0.29/0.14 idle 2%/3%/4%" and the same as JSON. */
@@ -260,6 +267,35 @@ static int hgc_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
              : HET_OK;
 }
 
+/* A resume on Q ranks of speeds saved by Pk: calibrated speeds (--speeds auto) were measured
+ * again on the Q ranks by init and stay; given ones are re-scaled: ranks below min(Pk, Q)
+ * keep theirs, new ranks get the mean of the old, normalized again (a relaunch numbers the
+ * ranks left in their old order). */
+static int resize_speeds(het_strategy_ctx *ctx, hgc *h, const double *v, int Pk) {
+    const het_train_config *c = ctx->cfg;
+    const int Q = ctx->size;
+    if (!c->speeds_file[0] && strcmp(c->speeds, "auto") == 0) {
+        het_step_resized(ctx, "hgc speeds re-measured on %d ranks (the checkpoint's %d "
+                         "dropped)", Q, Pk);
+        return HET_OK;
+    }
+    double mean = 0.0;
+    for (int q = 0; q < Pk; q++) {
+        double x;
+        memcpy(&x, v + q, sizeof x);
+        if (q < Q) h->speeds[q] = x;
+        mean += x / Pk;
+    }
+    for (int q = Pk; q < Q; q++) h->speeds[q] = mean;
+    het_speeds_normalize(h->speeds, Q);
+    char line[256];
+    int k = snprintf(line, sizeof line, "hgc speeds re-scaled from %d to %d ranks:", Pk, Q);
+    for (int q = 0; q < Q && k > 0 && (size_t)k < sizeof line; q++)
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s%.3f", q ? "/" : " ", h->speeds[q]);
+    het_step_resized(ctx, "%s", line);
+    return HET_OK;
+}
+
 static int hgc_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
     hgc *h = ctx->priv;
     const void *p;
@@ -267,15 +303,16 @@ static int hgc_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
     uint64_t off;
     int st = het_ckpt_find(r, "s.hgc.speeds", &p, &n, &off);
     if (st) return st;
-    if (n != (size_t)ctx->size * sizeof(double))
+    const int Pk = ctx->ckpt_size ? ctx->ckpt_size : ctx->size; /* the checkpoint's ranks */
+    if (n != (size_t)Pk * sizeof(double))
         return het_error_set(HET_EFORMAT, "%s: offset %llu: hgc speeds of %zu ranks, expected "
                              "%d (resume with the same number of ranks)",
                              het_ckpt_reader_path(r), (unsigned long long)off,
-                             n / sizeof(double), ctx->size);
+                             n / sizeof(double), Pk);
     /* checked as --speeds is: every speed > 0; saved normalized (sum 1) */
     const double *v = p;
     double sum = 0.0;
-    for (int q = 0; q < ctx->size; q++) {
+    for (int q = 0; q < Pk; q++) {
         double x;
         memcpy(&x, v + q, sizeof x);
         if (!(isfinite(x) && x > 0.0 && x <= 1.0))
@@ -287,8 +324,11 @@ static int hgc_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
     if (fabs(sum - 1.0) > 1e-6)
         return het_error_set(HET_EFORMAT, "%s: offset %llu: hgc speeds sum to %.9g, expected 1",
                              het_ckpt_reader_path(r), (unsigned long long)off, sum);
-    memcpy(h->speeds, p, n);
-    return HET_OK;
+    if (Pk == ctx->size) {
+        memcpy(h->speeds, p, n);
+        return HET_OK;
+    }
+    return resize_speeds(ctx, h, v, Pk);
 }
 
 /* The speeds and the partition of a full step they give: the same on every rank. */
@@ -322,4 +362,5 @@ const het_strategy_ops het_strategy_hgc = {
     hgc_init, hgc_train_epoch, hgc_model_for_eval, hgc_save_state, hgc_load_state, hgc_free,
     hgc_report, 1, hgc_agreed_state, NULL /* its options are config fields */,
     0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
+    1 /* epochs in pieces: every step boundary is a drain point */,
 };

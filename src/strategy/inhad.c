@@ -433,6 +433,6 @@ const het_strategy_ops het_strategy_inhad = {
     "inhad", "asynchronous parameter server with node aggregation and iteration numbers "
     "(Xiao et al. 2022)", inhad_init, inhad_epoch, het_ps_model_for_eval, het_ps_save_state,
     het_ps_load_state, inhad_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
-    het_inhad_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,
+    het_inhad_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,    0 /* whole epochs: gradients and weights are in flight inside one */,
 };
 

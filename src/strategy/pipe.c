@@ -450,15 +450,39 @@ int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
 
 /* ---------------------------------------------------------------- an epoch */
 
+/* Every stage's parameters, optimizer state (and with_state its model state: a pause inside
+ * an epoch keeps each rank's own, which the trainer saves per rank) from rank k to all. */
+static int pipe_share(het_pipe *p, het_strategy_ctx *ctx, int with_state) {
+    het_model *m = ctx->model;
+    float *state = het_model_state(m);
+    int rc = HET_OK;
+    const size_t np = het_model_n_params(m);
+    const size_t per = np ? het_optim_state_floats(&ctx->cfg->optim, np) / np : 0;
+    for (int k = 0; k < p->K && !rc && ctx->comm; k++) {
+        size_t plo, phi, slo, shi;
+        slices(m, p->cut[k], p->cut[k + 1], &plo, &phi, &slo, &shi);
+        if (phi > plo)
+            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, het_model_params(m) + plo,
+                                sizeof(float) * (phi - plo), k);
+        for (size_t j = 0; j < per && phi > plo && !rc; j++)
+            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, ctx->opt_state + j * np + plo,
+                                sizeof(float) * (phi - plo), k);
+        if (!rc && shi > slo && with_state)
+            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, state + slo,
+                                sizeof(float) * (shi - slo), k);
+    }
+    return rc;
+}
+
 int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stats *st,
                    int (*run)(void *user, het_strategy_ctx *ctx), void *user) {
     const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
-    het_epoch_sums sums = {0, 0, 0, 0};
+    het_epoch_sums *sums = &ctx->esums; /* over the epoch's pieces */
     float lr = 0.0f;
-    het_pipe_epoch_begin(p);
+    if (ctx->epoch_pos == 0) het_pipe_epoch_begin(p);
     het_sampler_set_epoch(ctx->sampler, epoch);
-    int rc = HET_OK;
-    for (int64_t pos = 0; pos < n && !rc; pos += B) {
+    int rc = HET_OK, pause = 0;
+    for (int64_t pos = ctx->epoch_pos; pos < n && !rc && !pause; pos += B) {
         double ts = het_clock_now();
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         rc = het_pipe_step_begin(p, ctx, pos);
@@ -466,12 +490,14 @@ int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stat
         if (!rc) rc = het_pipe_step_end(p, ctx, lr);
         /* the loss is the last stage's: the others report no samples */
         het_batch_result none = {0, 0, 0}, *mine = p->next < 0 ? &p->res : &none;
-        if (!rc) rc = het_step_record(ctx, &sums, mine, mine->count, mine, mine->count, 1, lr, ts);
+        if (!rc) rc = het_step_record(ctx, sums, mine, mine->count, mine, mine->count, 1, lr, ts);
+        if (!rc) pause = het_step_pause(ctx, pos + B, n); /* the step's sends are done */
     }
     /* a failing rank's partners would wait for it: agree before the collectives */
     rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
     if (rc) return rc;
-    rc = het_step_epoch_figures(ctx, &sums, lr, st);
+    if (pause) return pipe_share(p, ctx, 0); /* a checkpoint inside the epoch */
+    rc = het_step_epoch_figures(ctx, sums, lr, st);
     if (!rc) rc = het_pipe_gather(p, ctx);
     return rc ? rc : het_step_check_params(ctx);
 }
@@ -487,21 +513,7 @@ int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
         rc = het_comm_allreduce_sum(ctx->comm, p->replicas, state + p->s_lo, p->s_hi - p->s_lo);
         for (size_t i = p->s_lo; i < p->s_hi && !rc; i++) state[i] /= (float)p->R;
     }
-    const size_t np = het_model_n_params(m);
-    const size_t per = np ? het_optim_state_floats(&ctx->cfg->optim, np) / np : 0;
-    for (int k = 0; k < p->K && !rc && ctx->comm; k++) {
-        size_t plo, phi, slo, shi;
-        slices(m, p->cut[k], p->cut[k + 1], &plo, &phi, &slo, &shi);
-        if (phi > plo)
-            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, het_model_params(m) + plo,
-                                sizeof(float) * (phi - plo), k);
-        for (size_t j = 0; j < per && phi > plo && !rc; j++)
-            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, ctx->opt_state + j * np + plo,
-                                sizeof(float) * (phi - plo), k);
-        if (!rc && shi > slo)
-            rc = het_comm_bcast(ctx->comm, HET_COMM_WORLD, state + slo,
-                                sizeof(float) * (shi - slo), k);
-    }
+    if (!rc) rc = pipe_share(p, ctx, 1);
     /* every stage's figures (pipeline 0's ranks) on every rank, for the report */
     double f[HET_PIPE_FIGS * HET_PIPE_MAX_STAGES] = {0};
     if (!rc && p->line == 0) {
@@ -534,6 +546,8 @@ int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const 
     size_t bytes = 0;
     int rc = het_ckpt_find(r, "s.pipe.cuts", &data, &bytes, NULL);
     if (rc) return rc;
+    if (bytes != sizeof(int32_t) * (size_t)(p->K + 1) && ctx->ckpt_size)
+        return het_pipe_replanned(p, ctx, name, bytes / sizeof(int32_t) - 1);
     if (bytes != sizeof(int32_t) * (size_t)(p->K + 1))
         return het_error_set(HET_EINVAL, "%s: the checkpoint %s holds the cuts of %zu stages, "
                              "this run has %d (%d ranks, --pipelines %d): resume with as many "

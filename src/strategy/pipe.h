@@ -136,6 +136,10 @@ int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stat
 /* The epoch's end: every stage's parameters, state and optimizer state to every rank
  * (batch-norm statistics averaged over the replicas first). Collective. */
 int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx);
+/* A resume on another number of ranks whose checkpoint held the cuts of `stages` stages:
+ * this run's plan (made by init for its ranks) stays, and every stage takes its slice of the
+ * whole model the checkpoint holds; says so (het_step_resized). Returns HET_OK. */
+int het_pipe_replanned(het_pipe *p, het_strategy_ctx *ctx, const char *name, size_t stages);
 /* Checkpoints: the stage cuts (section s.pipe.cuts; w is NULL off rank 0). A resume takes
  * the checkpoint's cuts where the run measured others (the tapes are made again); a
  * checkpoint without them keeps the plan; cuts that do not fit the model: HET_EFORMAT. */

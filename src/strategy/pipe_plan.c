@@ -3,6 +3,7 @@
  * the run's size, the median of 3 after a warm-up, with the model's state restored after;
  * then the K - 1 cuts that minimize the slowest stage's time, by dynamic programming over the
  * segments (or the user's cuts, --stages, checked and costed by the same segments). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,3 +115,14 @@ int het_pipe_plan(het_model *m, int K, int mb, const int *given, const het_costs
     return HET_OK;
 }
 
+
+int het_pipe_replanned(het_pipe *p, het_strategy_ctx *ctx, const char *name, size_t stages) {
+    char cuts[96] = "none";
+    int k = 0;
+    for (int j = 1; j < p->K && k >= 0 && (size_t)k < sizeof cuts; j++)
+        k += snprintf(cuts + k, sizeof cuts - (size_t)k, "%s%d", j > 1 ? "," : "", p->cut[j]);
+    het_step_resized(ctx, "%s: re-planned from %zu stages to %d (cuts at layers %s) x %d "
+                     "pipeline%s, the weights re-cut from the whole model", name, stages, p->K,
+                     cuts, p->R, p->R == 1 ? "" : "s");
+    return HET_OK;
+}

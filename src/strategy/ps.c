@@ -150,6 +150,7 @@ int het_ps_update(het_ps *ps, het_strategy_ctx *ctx, const float *g, float lr, i
     het_pace_piece(&ctx->pace, HET_PIECE_OPT, 0, 0);
     ctx->pace.piece_share = ps->n ? (double)ps->len[k] / (double)ps->n : 1.0;
     het_step_region_end(ctx, "server update", (int)v, t0);
+    het_step_check_fail(ctx); /* a server is lost as a worker is */
     return ok;
 }
 
@@ -216,8 +217,20 @@ int het_ps_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
 }
 
 int het_ps_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    (void)ctx;
-    (void)r;
+    (void)r; /* nothing beyond the trainer's sections: a checkpoint is a drain point */
+    const het_ps *ps = ctx->priv;
+    if (ctx->ckpt_size && ps) {
+        char where[96];
+        int k = 0;
+        for (int i = 0; i < ps->n_shards && k >= 0 && (size_t)k < sizeof where; i++)
+            k += snprintf(where + k, sizeof where - (size_t)k, "%s%d", i ? "," : "",
+                          ps->shard_rank[i]);
+        het_step_resized(ctx, "parameter server: roles re-dealt over %d ranks (%d server "
+                         "shard%s on rank %s, %d workers; %d before); 0 in-flight gradients "
+                         "dropped (a checkpoint is the epoch's drain point)", ctx->size,
+                         ps->n_shards, ps->n_shards == 1 ? "" : "s", where, ps->n_workers,
+                         ctx->ckpt_size);
+    }
     return HET_OK;
 }
 

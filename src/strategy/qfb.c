@@ -434,6 +434,11 @@ static int residuals(het_strategy_ctx *ctx, het_ckpt_writer *w, het_ckpt_reader 
     const size_t n = residual_floats(q), mine = p->residual ? p->in_floats * (size_t)p->mb_max : 0;
     if (!p->grad_gc || n == 0 || (r && !het_ckpt_has(r, "s.qfb.residual")))
         return HET_OK; /* none kept (a checkpoint of codecs off): they start at zero */
+    if (r && ctx->ckpt_size) { /* other stages: the residuals of other tensors */
+        het_step_resized(ctx, "qfb: error-feedback residuals of %d ranks dropped (they start "
+                         "at zero)", ctx->ckpt_size);
+        return HET_OK;
+    }
     float *buf = calloc(n, sizeof(float));
     if (!buf) return het_error_set(HET_ENOMEM, "qfb: out of memory for the residuals");
     int rc;
@@ -489,5 +494,5 @@ const het_strategy_ops het_strategy_qfb = {
     "accumulated-gradient updates, int8 activations and 2-Step GC gradients",
     qfb_init, qfb_train_epoch, qfb_model_for_eval, qfb_save_state, qfb_load_state, qfb_free,
     qfb_report, 0 /* each stage sums its own slice over its replicas */, qfb_agreed,
-    het_qfb_opts, 0 /* --batch is the global batch */, 2 /* a forward and a backward thread */,
+    het_qfb_opts, 0 /* --batch is the global batch */, 2 /* a forward and a backward thread */,    1 /* epochs in pieces: a step's end is a drain point (the lanes wait for a step) */,
 };

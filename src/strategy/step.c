@@ -25,6 +25,8 @@
  * are complete then: every chunk's forward precedes the last chunk's backward,
  * het_model_batch_result) and marks them ready before the layer's own range. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -379,9 +381,33 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
     return HET_OK;
 }
 
+void het_step_check_fail(het_strategy_ctx *ctx) {
+    if (ctx->fail && ((ctx->fail_step > 0 && ctx->step >= ctx->fail_step) ||
+                      (ctx->fail_time > 0 && het_clock_now() - ctx->fail_t0 >= ctx->fail_time)))
+        ctx->fail(ctx); /* does not return */
+}
+
+int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n) {
+    if (ctx->pause_step <= 0 || ctx->step < ctx->pause_step || next >= n) return 0;
+    ctx->paused = 1;
+    ctx->epoch_pos = next;
+    return 1;
+}
+
+void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...) {
+    size_t k = strlen(ctx->resized);
+    if (k + 3 >= sizeof ctx->resized) return;
+    memcpy(ctx->resized + k, "; ", 3);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->resized + k + 2, sizeof ctx->resized - k - 2, fmt, ap);
+    va_end(ap);
+}
+
 int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
                     int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
                     float lr, double t0) {
+    het_step_check_fail(ctx);
     if (ctx->skip_record) { /* counted once: by each rank deciding alone, else by rank 0 */
         ctx->skip_record = 0;
         s->skipped += local || ctx->rank == 0;

@@ -79,6 +79,12 @@ typedef struct het_nonfinite {
 typedef struct het_strategy_ctx het_strategy_ctx;
 typedef struct het_reducer het_reducer;
 
+/* This rank's running figures of an epoch, for the epoch's global means. */
+typedef struct het_epoch_sums {
+    double loss, correct, samples;
+    double skipped; /* steps skipped (--on-nan skip-step): one per step, counted once */
+} het_epoch_sums;
+
 /* The trainer's callback after every step (metrics line, progress bar); non-zero stops. */
 typedef int (*het_step_cb)(het_strategy_ctx *ctx, const het_step_info *info);
 
@@ -121,6 +127,29 @@ struct het_strategy_ctx {
     /* Every rank's payload bytes of the last epoch, 2 per rank (node-local, cross-node), on
      * every rank after het_step_epoch_end (NULL: not gathered). */
     double *rank_bytes;
+    /* ---- an epoch in pieces (--checkpoint-steps), for strategies with ops.pieces ---- */
+    int64_t epoch_pos;          /* the position in the epoch's permutation (a sample index)
+                                   where train_epoch starts: 0, or where the previous piece
+                                   of the epoch (or the resumed checkpoint) stopped */
+    int64_t pause_step;         /* > 0: return at the first step boundary with ctx->step >=
+                                   pause_step that leaves steps in the epoch (het_step_pause):
+                                   ctx->paused = 1, epoch_pos = the next step's position, a
+                                   drain point with rank 0 holding the authoritative buffers
+                                   as at an epoch's end; the epoch's end-of-epoch work (its
+                                   figures, averages) is not done then */
+    int paused;                 /* set by het_step_pause; the trainer clears it */
+    het_epoch_sums esums;       /* this rank's running figures of the epoch, over its pieces
+                                   (zeroed by the trainer when an epoch starts at 0) */
+    /* ---- a resume on another number of ranks (load_state reads these) ---- */
+    int ckpt_size;              /* the world size that wrote the checkpoint (0: the same) */
+    char resized[768];          /* what load_state changed for the new world size, appended
+                                   with het_step_resized ("; hgc speeds re-scaled ...") */
+    /* ---- injected failures (--fail-at, --fail-rate; the trainer's faults.c) ---- */
+    int64_t fail_step;          /* > 0: this rank ends itself at the first step end with
+                                   ctx->step >= fail_step */
+    double fail_time;           /* > 0: ... or with the run's clock past fail_t0 + fail_time */
+    double fail_t0;
+    void (*fail)(het_strategy_ctx *ctx); /* what ends it (het_step_record calls it) */
     /* ---- the strategy's own ---- */
     void *priv;
 };
@@ -214,6 +243,9 @@ typedef struct het_strategy_ops {
     /* Compute threads per --threads thread (qfb: 2, a forward and a backward thread); 0: 1.
      * The trainer counts them to tell whether every compute thread has a core. */
     int lanes;
+    /* 1: train_epoch honours ctx->epoch_pos and ctx->pause_step (an epoch in pieces, for
+     * --checkpoint-steps); 0: it runs whole epochs only, and --checkpoint-steps is refused. */
+    int pieces;
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */
@@ -301,11 +333,23 @@ int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, i
 void het_step_epoch_begin(het_strategy_ctx *ctx);
 int  het_step_epoch_end(het_strategy_ctx *ctx);
 
-/* This rank's running figures of an epoch, for the epoch's global means. */
-typedef struct het_epoch_sums {
-    double loss, correct, samples;
-    double skipped; /* steps skipped (--on-nan skip-step): one per step, counted once */
-} het_epoch_sums;
+
+/* An epoch in pieces: after a step, with `next` the position of the epoch's next step and n
+ * the epoch's samples. Returns 1 (ctx->paused = 1, ctx->epoch_pos = next) when the trainer
+ * asked for a pause at this step (ctx->pause_step) and steps remain; the strategy then
+ * returns from train_epoch at a drain point. The same on every rank (a pure function of the
+ * global step). */
+int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n);
+
+/* An injected failure (--fail-at, --fail-rate) that is due ends this rank here (ctx->fail,
+ * SIGKILL); otherwise nothing. At every step's end (het_step_record) and after each update of
+ * a parameter server (whose ctx->step counts its updates). */
+void het_step_check_fail(het_strategy_ctx *ctx);
+
+/* A resume on another number of ranks: appends "; <what>" to ctx->resized (what load_state
+ * changed), printed by the trainer in its one line. */
+void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* After a step that began at t0: adds this rank's figures `mine` (over `count` samples) to s,
  * then reports the step to the trainer (ctx->on_step) with the figures `shown` over `shown_n`

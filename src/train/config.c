@@ -53,9 +53,10 @@ static const char *const nan_words[] = {"stop", "skip-step", NULL};
 static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_allreduce_algo */
 static const char *const placement_words[] = {"block", "cyclic", NULL};
 static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock_kind */
+static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZE_LR_* */
 static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
                                                 nan_words, algo_words, placement_words,
-                                                clock_words};
+                                                clock_words, resize_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -118,7 +119,17 @@ static const key_def keys[] = {
       "the end)"}, K_STR, OFF(checkpoint), 0, 0, F_RUN},
     {{"checkpoint-every", "N", "epochs between checkpoints"}, K_INT, OFF(checkpoint_every), 1,
      1e6, F_RUN},
-    {{"resume", NULL, "continue from the checkpoint"}, K_BOOL, OFF(resume), 0, 0, F_RUN},
+    {{"checkpoint-steps", "N", "also a checkpoint every N steps inside an epoch (0: off; "
+      "allreduce, hgc, gpipe, qfb)"}, K_INT, OFF(checkpoint_steps), 0, 1e9, F_RUN},
+    {{"resume", NULL, "continue from the checkpoint (on any number of ranks: the run says "
+      "what it changed)"}, K_BOOL, OFF(resume), 0, 0, F_RUN},
+    {{"fail-at", "R:T", "rank R ends itself (SIGKILL) at the first step end past T s of the "
+      "run's clock, or at step S with R:@S (',' for several): a lost node to recover from"},
+     K_STR, OFF(fail_at), 0, 0, F_RUN},
+    {{"fail-rate", "X", "failures per rank per second of the run's clock (seeded: --seed, the "
+      "rank, the starting step; 0: none)"}, K_FLOAT, OFF(fail_rate), 0, 1e6, F_RUN},
+    {{"resize-lr", "RULE", "lr of a run resumed on Q ranks that started on P0: keep | linear "
+      "(lr x Q/P0)"}, K_WORD, OFF(resize_lr), 7, 0, F_RUN},
     {{"metrics", "FILE", "JSON Lines metrics, one object per epoch"}, K_STR, OFF(metrics), 0, 0,
      F_RUN},
     {{"metrics-steps", NULL, "also one metrics object per step"}, K_BOOL, OFF(metrics_steps), 0,

@@ -4,7 +4,15 @@
  *   meta      model and data names, parameter / state / optimizer-state counts and kind
  *   params, state, optim   the flat buffers (rank 0's; see the strategy contract)
  *   sched     het_schedule_encode: hyper-parameters and the plateau state
- *   progress  epoch, step, sampler seed and size, position in the epoch (0), run seed
+ *   progress  epoch, step, sampler seed and size, position in the epoch (the sample of its
+ *             permutation where it goes on: 0 between epochs, > 0 for --checkpoint-steps),
+ *             run seed
+ *   world     the ranks that wrote it and the ranks the run started on (absent in older
+ *             files: taken as this run's)
+ *   run.sums, run.state  inside an epoch only: every rank's running figures of the epoch and
+ *             its model state (batch norm's statistics differ between ranks until the
+ *             epoch's end), per rank; on another number of ranks rank 0 takes the sum of
+ *             the figures and every rank the "state" section (rank 0's)
  *   metrics   one record per completed epoch (the history)
  *   s.<name>.* the strategy's own sections (its save_state / load_state)
  * A load checks every section before it changes anything, so a bad file leaves the trainer as
@@ -21,6 +29,7 @@
 #define META_BYTES 96u
 #define PROGRESS_BYTES 48u
 #define RECORD_BYTES 56u
+#define WORLD_BYTES 16u
 
 static void encode_meta(het_wbuf *b, const char *model, const char *data, size_t n_params,
                         size_t n_state, het_opt_kind kind, size_t n_opt) {
@@ -33,12 +42,28 @@ static void encode_meta(het_wbuf *b, const char *model, const char *data, size_t
     het_w_u64(b, n_opt);
 }
 
+/* Inside an epoch: every rank's figures of the epoch so far and its model state (sections
+ * run.sums, run.state). Collective; w on rank 0 only (NULL there after a failure: the
+ * gathers still run). */
+static int save_piece(het_trainer *t, het_ckpt_writer *w) {
+    het_strategy_ctx *c = &t->ctx;
+    if (c->epoch_pos == 0) return HET_OK;
+    const het_epoch_sums *e = &c->esums;
+    double v[4] = {e->loss, e->correct, e->samples, e->skipped};
+    int st = het_step_save_per_rank(c, w, "run.sums", v, sizeof v);
+    size_t ns = het_model_n_state(t->model) * sizeof(float);
+    int s2 = ns ? het_step_save_per_rank(c, w, "run.state", het_model_state(t->model), ns)
+                : HET_OK;
+    return st ? st : s2;
+}
+
 /* Rank 0's part of a save: the trainer's sections, then the strategy's; w is committed. */
 static int save_file(het_trainer *t, const char *path) {
     het_ckpt_writer *w;
     int st = het_ckpt_writer_open(&w, path);
     if (st) {
-        t->strat->save_state(&t->ctx, NULL); /* the strategy's collectives still run */
+        save_piece(t, NULL); /* the gathers and the strategy's collectives still run */
+        t->strat->save_state(&t->ctx, NULL);
         return st;
     }
     het_model *m = t->model;
@@ -68,8 +93,13 @@ static int save_file(het_trainer *t, const char *path) {
     het_w_u64(&b, (uint64_t)t->ctx.step);
     het_w_u64(&b, t->sampler.seed);
     het_w_u64(&b, (uint64_t)t->sampler.n);
-    het_w_u64(&b, 0); /* position inside the epoch: checkpoints are taken between epochs */
+    het_w_u64(&b, (uint64_t)t->ctx.epoch_pos); /* > 0: inside epoch t->epoch + 1 */
     het_w_u64(&b, t->cfg.seed);
+    uint8_t world[WORLD_BYTES];
+    b = (het_wbuf){world, sizeof world, 0};
+    het_w_u32(&b, (uint32_t)t->size);
+    het_w_u32(&b, (uint32_t)t->size0);
+    het_w_u64(&b, 0);
 
     b = (het_wbuf){rec, rec_bytes, 0};
     het_w_u64(&b, (uint64_t)t->n_hist);
@@ -91,10 +121,13 @@ static int save_file(het_trainer *t, const char *path) {
     if (!st) st = het_ckpt_put(w, "optim", t->opt_state, t->n_opt_state * sizeof(float));
     if (!st) st = het_ckpt_put(w, "sched", sched, sizeof sched);
     if (!st) st = het_ckpt_put(w, "progress", prog, sizeof prog);
+    if (!st) st = het_ckpt_put(w, "world", world, sizeof world);
     if (!st) st = het_ckpt_put(w, "metrics", rec, rec_bytes);
     free(cfg_text);
     free(rec);
-    int ss = t->strat->save_state(&t->ctx, st ? NULL : w);
+    int ss = save_piece(t, st ? NULL : w);
+    if (!st) st = ss;
+    ss = t->strat->save_state(&t->ctx, st ? NULL : w);
     if (!st) st = ss;
     if (st) {
         het_ckpt_writer_abort(w);
@@ -107,7 +140,14 @@ int het_trainer_save(het_trainer *t, const char *path) {
     double t0 = het_clock_now();
     if (t->rank == 0) het_interrupt_checkpoint(path, t->epoch, 0); /* once renamed */
     het_stall_where("checkpoint", t->epoch, (long long)t->ctx.step);
-    int st = t->rank == 0 ? save_file(t, path) : t->strat->save_state(&t->ctx, NULL);
+    int st = HET_OK;
+    if (t->rank == 0) {
+        st = save_file(t, path);
+    } else {
+        st = save_piece(t, NULL);
+        int s2 = t->strat->save_state(&t->ctx, NULL);
+        if (!st) st = s2;
+    }
     het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
     return het_trainer_agree(t, st);
 }
@@ -233,6 +273,8 @@ typedef struct loaded {
     het_ckpt_reader *r;
     const void *params, *state, *optim, *sched, *rec;
     uint64_t epoch, step;
+    uint64_t pos;      /* the position inside epoch `epoch` + 1 (0: between epochs) */
+    int size, size0;   /* the ranks that wrote it, and those the run started on */
     char strategy[32]; /* the checkpoint's */
 } loaded;
 
@@ -304,6 +346,42 @@ static int load_check(het_trainer *t, const char *path, loaded *L) {
         return het_error_set(HET_EFORMAT, "%s: offset %llu: epoch %llu, step %llu, expected at "
                              "most 1000000 epochs", path, (unsigned long long)prog_off,
                              (unsigned long long)epoch, (unsigned long long)step);
+    (void)het_r_u64(&b); /* the sampler's seed and size: the configuration's */
+    (void)het_r_u64(&b);
+    L->pos = het_r_u64(&b);
+    if (L->pos >= (uint64_t)t->n_train)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: position %llu inside epoch %llu, "
+                             "expected below the run's %lld training samples", path,
+                             (unsigned long long)prog_off + 32, (unsigned long long)L->pos,
+                             (unsigned long long)epoch + 1, (long long)t->n_train);
+    L->size = L->size0 = t->size;
+    if (het_ckpt_has(r, "world")) {
+        const void *wp;
+        if ((st = section(r, "world", WORLD_BYTES, &wp, &off))) return st;
+        het_rbuf wb = {wp, 0};
+        uint32_t ws = het_r_u32(&wb), ws0 = het_r_u32(&wb);
+        if (ws < 1 || ws > (1u << 24) || ws0 < 1 || ws0 > (1u << 24))
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: written by %u ranks of a run "
+                                 "started on %u, expected 1..16777216 each", path,
+                                 (unsigned long long)off, ws, ws0);
+        L->size = (int)ws;
+        L->size0 = (int)ws0;
+    }
+    if (L->pos > 0) { /* inside an epoch: the ranks' figures (and state) so far */
+        size_t n;
+        const void *q;
+        if ((st = het_ckpt_find(r, "run.sums", &q, &n, &off))) return st;
+        if (n != 4 * sizeof(double) * (size_t)L->size)
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: section 'run.sums' of %zu bytes, "
+                                 "expected %zu (%d ranks)", path, (unsigned long long)off - 8, n,
+                                 4 * sizeof(double) * (size_t)L->size, L->size);
+        if (ns && (st = het_ckpt_find(r, "run.state", &q, &n, &off))) return st;
+        if (ns && n != ns * (size_t)L->size)
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: section 'run.state' of %zu "
+                                 "bytes, expected %zu (%d ranks)", path,
+                                 (unsigned long long)off - 8, n, ns * (size_t)L->size, L->size);
+        if (ns && (st = finite_section(r, m, "run.state", q, n / 4, off, 1))) return st;
+    }
     uint64_t n_rec = rec_bytes >= 8 ? het_get_u64(L->rec) : 0;
     if (rec_bytes != 8 + epoch * RECORD_BYTES || n_rec != epoch)
         return het_error_set(HET_EFORMAT, "%s: offset %llu: metrics section of %zu bytes "
@@ -321,6 +399,30 @@ static int load_check(het_trainer *t, const char *path, loaded *L) {
     L->epoch = epoch;
     L->step = step;
     return HET_OK;
+}
+
+/* Inside an epoch: this rank's figures and model state so far; on another number of ranks
+ * rank 0 takes the sum of every old rank's figures and every rank keeps the "state"
+ * section's (rank 0's, restored already). Checked by load_check. */
+static void restore_piece(het_trainer *t, loaded *L) {
+    het_strategy_ctx *c = &t->ctx;
+    const void *q;
+    size_t n;
+    uint64_t off;
+    double v[4] = {0, 0, 0, 0};
+    het_ckpt_find(L->r, "run.sums", &q, &n, &off);
+    for (int r = 0; r < L->size; r++) {
+        if (L->size == t->size ? r != t->rank : t->rank != 0) continue;
+        for (int k = 0; k < 4; k++) {
+            double x;
+            memcpy(&x, (const char *)q + (4 * (size_t)r + (size_t)k) * sizeof x, sizeof x);
+            v[k] += x;
+        }
+    }
+    c->esums = (het_epoch_sums){v[0], v[1], v[2], v[3]};
+    size_t ns = het_model_n_state(t->model) * sizeof(float);
+    if (ns && L->size == t->size && !het_ckpt_find(L->r, "run.state", &q, &n, &off))
+        memcpy(het_model_state(t->model), (const char *)q + ns * (size_t)t->rank, ns);
 }
 
 /* Everything is checked (and the same on every rank): restore. */
@@ -349,14 +451,48 @@ static int load_restore(het_trainer *t, loaded *L) {
         h->test_acc = het_r_f64(&b);
         h->lr = het_r_f64(&b);
     }
+    het_strategy_ctx *c = &t->ctx;
+    c->epoch_pos = (int64_t)L->pos;
+    memset(&c->esums, 0, sizeof c->esums);
+    if (L->pos > 0) restore_piece(t, L);
+    t->size0 = L->size0;
+    c->ckpt_size = L->size != t->size ? L->size : 0;
+    c->resized[0] = '\0';
+    char lr[160] = "";
+    if (t->size != t->size0 && t->cfg.resize_lr == HET_RESIZE_LR_LINEAR) {
+        const float f = (float)t->size / (float)t->size0;
+        t->sched.base_lr = t->cfg.sched.base_lr * f;
+        t->sched.min_lr = t->cfg.sched.min_lr * f;
+        snprintf(lr, sizeof lr, "lr %g -> %g (--resize-lr linear: x %d/%d, the ranks the run "
+                 "started on)", (double)t->cfg.sched.base_lr, (double)t->sched.base_lr,
+                 t->size, t->size0);
+    } else if (t->cfg.resize_lr == HET_RESIZE_LR_LINEAR) {
+        snprintf(lr, sizeof lr, "lr %g (--resize-lr linear: the %d ranks the run started on)",
+                 (double)t->cfg.sched.base_lr, t->size0);
+    } else {
+        snprintf(lr, sizeof lr, "lr %g kept (--resize-lr keep; global batch %d)",
+                 (double)t->cfg.sched.base_lr, t->cfg.batch);
+    }
     /* a checkpoint of another strategy holds none of this one's state: it starts afresh from
      * the checkpoint's model and optimizer */
-    if (strcmp(L->strategy, t->cfg.strategy) != 0) {
+    int st = HET_OK;
+    if (strcmp(L->strategy, t->cfg.strategy) != 0)
         het_log(HET_LOG_INFO, "resume: %s was trained with %s; %s starts its own state afresh\n",
                 L->path, L->strategy, t->cfg.strategy);
-        return HET_OK;
+    else
+        st = t->strat->load_state(c, L->r);
+    if (!st && c->ckpt_size) {
+        char where[96];
+        if (L->pos > 0)
+            snprintf(where, sizeof where, "from sample %llu of epoch %d", (unsigned long long)L->pos,
+                     t->epoch + 1);
+        else
+            snprintf(where, sizeof where, "from the start of epoch %d", t->epoch + 1);
+        het_log(HET_LOG_INFO, "resume: %d ranks from a checkpoint of %d: data re-dealt over %d "
+                "ranks %s; %s%s%s\n", t->size, c->ckpt_size, t->size, where, lr,
+                L->pos > 0 ? "; the epoch's figures so far summed on rank 0" : "", c->resized);
     }
-    return t->strat->load_state(&t->ctx, L->r);
+    return st;
 }
 
 int het_train_config_from_checkpoint(het_train_config *c, const char *path) {

@@ -119,8 +119,17 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     t->cfg = *cfg;
     t->size = 1;
     int st = join_world(t);
+    t->size0 = t->size;
     if (!st) st = het_train_config_check(cfg);
     if (!st && !(t->strat = het_strategy_find(cfg->strategy))) st = HET_EINVAL;
+    if (!st && cfg->checkpoint_steps && !t->strat->pieces)
+        st = het_error_set(HET_EINVAL, "--checkpoint-steps %d: %s checkpoints at epoch ends "
+                           "only (between them updates or syncs are in flight); use "
+                           "--checkpoint-every N (epochs)", cfg->checkpoint_steps,
+                           cfg->strategy);
+    if (!st && cfg->checkpoint_steps && !cfg->checkpoint[0])
+        st = het_error_set(HET_EINVAL, "--checkpoint-steps %d: needs --checkpoint FILE",
+                           cfg->checkpoint_steps);
     if (st) {
         free(t);
         return st;
@@ -324,8 +333,20 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     t->bar_loss = 0.0;
     t->bar_correct = t->bar_samples = 0;
     het_bar_begin(&t->bar, e + 1, t->cfg.epochs, t->n_train);
+    if (c->epoch_pos == 0) memset(&c->esums, 0, sizeof c->esums); /* else a resumed piece */
     double t0 = het_clock_now();
-    int rc = t->strat->train_epoch(c, e, st);
+    int rc;
+    for (;;) { /* the epoch's pieces: a checkpoint every --checkpoint-steps steps */
+        const int64_t n = t->cfg.checkpoint_steps;
+        c->paused = 0;
+        c->pause_step = n > 0 ? (c->step / n + 1) * n : 0;
+        rc = t->strat->train_epoch(c, e, st);
+        if (rc || !c->paused) break;
+        if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) break;
+        if ((rc = het_trainer_save(t, t->cfg.checkpoint))) break;
+    }
+    c->epoch_pos = 0;
+    c->paused = 0;
     double secs = het_clock_now() - t0;
     het_bar_end(&t->bar);
     if (rc) return rc; /* strategies fail on every rank alike */
@@ -466,10 +487,15 @@ int het_trainer_run(het_trainer *t) {
     const het_train_config *c = &t->cfg;
     int st;
     if (c->resume && (st = het_trainer_load(t, c->checkpoint))) return st;
-    if (c->resume)
+    if (c->resume && t->ctx.epoch_pos > 0)
+        het_log(HET_LOG_INFO, "resumed from %s inside epoch %d at sample %lld (step %lld)\n",
+                c->checkpoint, t->epoch + 1, (long long)t->ctx.epoch_pos,
+                (long long)t->ctx.step);
+    else if (c->resume)
         het_log(HET_LOG_INFO, "resumed from %s after epoch %d (step %lld)\n", c->checkpoint,
                 t->epoch, (long long)t->ctx.step);
     if ((st = run_begin(t))) return st;
+    if ((st = het_trainer_faults(t))) return st;
     while (t->epoch < c->epochs)
         if ((st = het_trainer_run_epoch(t))) return st;
     if (c->trace[0]) {

@@ -35,6 +35,8 @@ struct het_trainer {
     /* distributed */
     int mpi;                   /* MPI is initialized: collective over MPI_COMM_WORLD */
     int rank, size;
+    int size0;                 /* the world size the run started on (a resume: the
+                                  checkpoint's "world" section), for --resize-lr */
     het_topo topo;
     int have_topo;
     het_comm *comm;
@@ -100,6 +102,10 @@ void het_trainer_platform_scale(het_trainer *t);
  * proportional sets now (-1 where /proc/self/smaps_rollup is missing), in bytes, on every
  * rank. Collective over the world under MPI (called at every epoch's end and the run's). */
 int  het_trainer_memory(het_trainer *t, int64_t *rss_max, int64_t *rss_sum, int64_t *pss_sum);
+
+/* faults.c: --fail-at / --fail-rate for this rank (ctx.fail_*), from the step the launch
+ * starts at; HET_EINVAL naming the option's offset for a bad value (the same on every rank). */
+int  het_trainer_faults(het_trainer *t);
 
 /* report.c */
 /* Prints the run's header (rank 0): data, model, the resolved configuration and, under MPI,
