@@ -71,7 +71,7 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         g.dout = rnd(no, &r);
         g.din = rnd(ni, &r);
         if (g.l->ops->init) g.l->ops->init(g.l, g.params, g.state, &r);
-        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0};
+        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0, 0, NULL};
         double bf = 1e30, bb = 1e30, bw = 1e30;
         float *din = (first_din_null && i == 0) ? NULL : g.din;
         for (int k = 0; k < reps; k++) {

@@ -56,6 +56,19 @@ void het_trainer_print_config(const het_trainer *t) {
             het_model_n_params(m), het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
             het_model_workers(m) == 1 ? "" : "s", ex, (double)het_model_bytes(m) / 1048576.0,
             het_blas_corename(), het_dnnl_describe());
+    if (c->precision == HET_PREC_BF16) {
+        het_bf16_isa isa = het_bf16_cpu();
+        het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 operands "
+                "with fp32 sums, gradients all-reduced as bf16; fp32 master weights, batch "
+                "norm and loss); kernels: portable (for correctness, not speed): %s\n",
+                isa == HET_BF16_ISA_NONE
+                    ? "this CPU has neither AMX nor AVX512-BF16"
+                    : isa == HET_BF16_ISA_AMX
+                          ? "this CPU has AMX, but hetrain does not run oneDNN's bf16 "
+                            "primitives yet"
+                          : "this CPU has AVX512-BF16, but hetrain does not run oneDNN's bf16 "
+                            "primitives yet");
+    }
     size_t len = het_train_config_format(c, 1, NULL, 0);
     char *text = malloc(len + 1);
     if (!text) return;
