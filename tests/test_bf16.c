@@ -18,7 +18,8 @@
  *    there) and not equal to it; eval logits within 5 % (measured 0.1-0.3 %); the master
  *    weights untouched by a bf16 batch (no rounding in place); two bf16 runs of 3 steps with one seed and worker count bitwise
  *    equal (1 and 2 workers); the master weights stay fp32 (updated values off the bf16 grid);
- *    the dense stack is not used in bf16;
+ *    the dense stack is not used in bf16; channel-blocked edges and fused ReLUs (where this
+ *    CPU's oneDNN runs nChw16c) against HET_LAYOUT=plain in bf16;
  *  - which kernels ran: the portable path always; oneDNN's bf16 primitives are not in hetrain
  *    yet, so that half is skipped, saying so and naming the CPU's bf16 instructions. */
 #include <math.h>
@@ -436,13 +437,58 @@ static void test_reproducible(const char *name, het_shape in, int batch, int wor
     }
 }
 
+/* bf16 with the edges channel-blocked and ReLUs fused (where this CPU's oneDNN picks nChw16c)
+ * against HET_LAYOUT=plain: the same definition, so equal up to fp32 summation order, which
+ * can move a value across a bf16 rounding boundary now and then (a 2^-8 step in that one
+ * operand): loss within 1e-4 relative, gradients within 1 % relative L2. */
+static void test_layouts(const char *name, het_shape in, int batch, int workers) {
+    het_model *m[2];
+    setenv("HET_LAYOUT", "plain", 1);
+    m[0] = build(name, in, batch, workers, HET_PREC_BF16);
+    unsetenv("HET_LAYOUT");
+    m[1] = build(name, in, batch, workers, HET_PREC_BF16);
+    if (!m[0] || !m[1]) return;
+    int blocked = 0, fused = 0;
+    for (int i = 0; i < het_model_n_layers(m[1]); i++) {
+        blocked += het_model_layer(m[1], i)->out_blk;
+        fused += het_model_layer(m[1], i)->fused_away;
+    }
+    size_t nx = het_shape_size(in) * (size_t)batch, np = het_model_n_params(m[0]);
+    het_rng_seed(&rng, 9);
+    float *x = rnd(nx);
+    uint8_t y[64];
+    for (int i = 0; i < batch; i++) y[i] = (uint8_t)(i % 10);
+    het_batch_result r[2];
+    for (int k = 0; k < 2; k++) {
+        het_model_zero_grads(m[k]);
+        CHECK(het_model_train_batch(m[k], x, y, batch, 1.0f / batch, 2, &r[k]) == HET_OK, "%s",
+              het_error_msg());
+    }
+    int differ;
+    double g = rel_l2(het_model_grads(m[1]), het_model_grads(m[0]), np, &differ);
+    double l = fabs(r[1].loss_sum - r[0].loss_sum) / fabs(r[0].loss_sum);
+    printf("  %-10s bf16 blocked (%d edges blocked, %d ReLUs fused) vs plain: loss %.2e rel, "
+           "gradient rel L2 %.2e\n", name, blocked, fused, l, g);
+    CHECK(l <= 1e-4, "%s: bf16 blocked vs plain loss %.3g", name, l);
+    CHECK(g <= 1e-2, "%s: bf16 blocked vs plain gradients %.3g relative L2", name, g);
+    het_free(x);
+    het_model_free(m[0]);
+    het_model_free(m[1]);
+}
+
 int main(void) {
     het_rng_seed(&rng, 1);
     test_rounding();
     het_bf16_isa isa = het_bf16_cpu();
+    char dn[160];
+    int dn_ok = het_dnnl_bf16_probe(dn, sizeof dn);
     printf("kernels: portable path (rounded operands into the fp32 kernels): run; oneDNN's bf16 "
            "primitives: skipped (hetrain does not run them yet; this CPU's bf16 instructions: "
-           "%s)\n", het_bf16_isa_name(isa));
+           "%s; %s)\n", het_bf16_isa_name(isa), dn);
+    /* where the CPU has bf16 instructions, the oneDNN built in must offer bf16 convolutions */
+    if (isa != HET_BF16_ISA_NONE && het_dnnl_available() && !getenv("HET_BF16_CPU"))
+        CHECK(dn_ok, "the CPU has %s but oneDNN offers no bf16 convolution: %s",
+              het_bf16_isa_name(isa), dn);
     printf("oneDNN (fp32 kernels, bf16-rounded operands): %s\n", het_dnnl_describe());
     const cshape shapes[] = {
         {1, 12, 12, 6, 5, 1, 0, 5, "direct (LeNet conv1)"},
@@ -465,6 +511,8 @@ int main(void) {
     test_reproducible("lenet5", mn, 16, 2);
     test_reproducible("cifar-cnn", cf, 8, 1);
     test_reproducible("resnet20", cf, 8, 2);
+    test_layouts("cifar-cnn", cf, 8, 1);
+    test_layouts("resnet20", cf, 8, 2);
     /* an unknown precision is refused */
     het_model *m = NULL;
     CHECK(het_zoo_build(&m, "mlp", mn, 10, 4, 1) == HET_OK, "%s", het_error_msg());

@@ -78,6 +78,8 @@ if het_mpi_found; then
         fail "2-rank bf16 run: $(cat m16.out)"
     mpi 2 train "${COMMON[@]}" --epochs 3 --metrics m32.jsonl >m32.out 2>&1 ||
         fail "2-rank fp32 run: $(cat m32.out)"
+    grep -q '^ranks: 2 ranks.*all-reduce flat, gradients as bf16 summed in fp32' m16.out ||
+        fail "the 2-rank bf16 run's ranks line: $(grep '^ranks' m16.out)"
     l2=$(field m16.out 3 loss) a2=$(field m16.out 3 test_acc)
     echo "2 ranks bf16: loss $l2 test_acc $a2 (1 rank: $lb $ab)"
     close "$l2" "$lb" 0.02 || fail "2-rank bf16 loss $l2 not within 0.02 of 1 rank's $lb"

@@ -86,6 +86,12 @@ typedef enum { HET_BF16_ISA_NONE = 0, HET_BF16_ISA_AVX512 = 1, HET_BF16_ISA_AMX 
 het_bf16_isa het_bf16_cpu(void);
 /* "AMX", "AVX512-BF16" or "none" (static). */
 const char *het_bf16_isa_name(het_bf16_isa isa);
+/* Whether oneDNN (built in, on this CPU) has bf16 convolutions: 1 with `what` naming the
+ * implementation it would pick ("oneDNN 2.6.3 would run brgconv:avx512_core_amx_bf16"), 0 with
+ * `what` saying why not ("oneDNN 2.6.3 has no bf16 convolution here (unimplemented)", "built
+ * without oneDNN"). hetrain does not run them yet (tensor/conv_dnnl_bf16.c). Thread-safe; the
+ * first call asks oneDNN once. */
+int het_dnnl_bf16_probe(char *what, size_t n);
 
 /* Re-executes the program (argv as given to main) with OPENBLAS_CORETYPE set when OpenBLAS
  * fell back to its generic kernels on a CPU with AVX-512 or AVX2 (see blas_select.c). Call it
