@@ -3,7 +3,8 @@
 # PyTorch's autocast bf16 + channels_last (what a PyTorch user runs for bf16 on a CPU), 1 and
 # 2 threads, one process, Fashion-MNIST, batch 64, SGD momentum 0.9, lr 0.05; printed as one
 # Markdown table with the ratio of hetrain bf16 to PyTorch's best bf16 setting; then which
-# kernels oneDNN picked (ONEDNN_VERBOSE=1, one short run of each side) and the test accuracy
+# kernels oneDNN picked (ONEDNN_VERBOSE=1, one short run of each side), the per-layer split
+# fp32 against bf16 (bench_layers --precision bf16) and the test accuracy
 # of fp32 against bf16 after EPOCHS (default 10) full epochs (ACCURACY=1).
 #
 #   bash bench/bench_bf16.sh BUILD                 # speed, ~5-10 minutes on 2 cores
@@ -133,6 +134,22 @@ for m in $models; do
             --channels-last 2>&1 |
             conv_kernels
     fi
+done
+
+# the per-layer split, fp32 against bf16 (bench_layers, batch 16, one thread, best of 30)
+for m in $models; do
+    echo
+    echo "per layer, $m, batch 16, us (forward + backward): fp32 / bf16"
+    for p in fp32 bf16; do
+        "$build/bench_layers" --model "$m" --reps 30 --precision "$p" | grep ' batch=16 ' |
+            sed "s/^precision=bf16 //; s/^/prec=$p /"
+    done | awk '{ for (i = 1; i <= NF; i++) { split($i, a, "="); v[a[1]] = a[2] }
+                  k = v["layer"]; if (k == "") next
+                  t = v["fwd_us"] + v["bwd_us"]
+                  if (v["prec"] == "fp32") { f[k] = t; nm[k] = v["name"]; if (!(k in seen)) { o[++n] = k; seen[k] = 1 } }
+                  else b[k] = t }
+                END { for (j = 1; j <= n; j++) { k = o[j]
+                        printf "  %s %s: %.0f / %.0f\n", k, nm[k], f[k], b[k] } }'
 done
 
 # test accuracy after EPOCHS full epochs, fp32 against bf16 (the issue asks within 0.3 point)

@@ -32,8 +32,10 @@
  * reduced when it starts by het_comm_allreduce_sum_wire over the scope (flat, blocking: the
  * gradients are packed into 16-bit words, summed by the user MPI_Op that adds two of them in
  * fp32 and rounds the sum once, and unpacked), whatever the algorithm; elements from n_wire
- * on (a reducer's loss figures in the gradient buffer's tail) are summed in fp32 after it; nothing of it stays in
- * flight, so backward does not overlap it. The extra floats stay fp32.
+ * on (a reducer's loss figures in the gradient buffer's tail) are summed in fp32 after it.
+ * Nothing of it stays in flight, so backward does not overlap it. The extra floats stay
+ * fp32. With P ranks each element is rounded P - 1 times on its way (once per partial sum),
+ * so |err| <= P 2^-8 sum_r |g_r| (comm.h: het_comm_allreduce_sum_wire).
  *
  * Extra floats: reduced by a separate small all-reduce on the same scope, right after the last
  * bucket's, so that values written into `extra` before the last ready() call travel with this

@@ -249,7 +249,8 @@ static void stack_task(void *user, int widx) {
 
 
 const char *het_model_executor(const het_model *m) {
-    if (m->stack && m->prec == HET_PREC_FP32) return "dense stack: features split over workers, update folded in";
+    if (m->stack && m->prec == HET_PREC_FP32)
+        return "dense stack: features split over workers, update folded in";
     return m->team ? "generic: samples split over workers, batch norm over the whole batch, "
                      "then summed"
                    : "generic: samples split over workers, then summed";
