@@ -11,7 +11,10 @@
  * skips the input gradient; for a residual block the inner input gradients stay in it), and
  * us/sample. Layers run in the layouts and fusions a model picks for them (nn.h:
  * het_layers_choose_layouts; a ReLU fused into the convolution before it shows 0 forward);
- * HET_LAYOUT=plain runs them all on NCHW, unfused. */
+ * HET_LAYOUT=plain runs them all on NCHW, unfused. --precision bf16 runs them as a bf16 model
+ * does (nn.h: het_model_set_precision): the weights rounded once beforehand (as the model does
+ * once per batch), each call rounding its input and output gradient into het_exec.lp, which
+ * the times include; the lines then start precision=bf16. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,8 @@ static float *rnd(size_t n, het_rng *r) {
     for (size_t i = 0; i < n; i++) p[i] = 2.0f * het_rng_uniform(r) - 1.0f;
     return p;
 }
+
+static int bf16; /* --precision bf16 */
 
 static int bench_model(const char *name, het_layer **L, int n, het_shape in, int batch, int reps,
                        int first_din_null) {
@@ -71,7 +76,16 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         g.dout = rnd(no, &r);
         g.din = rnd(ni, &r);
         if (g.l->ops->init) g.l->ops->init(g.l, g.params, g.state, &r);
-        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0};
+        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0, 0, NULL};
+        float *lp = NULL;
+        if (bf16) { /* the model's bf16 weights and scratch (nn.h: HET_LP_PER_SAMPLE) */
+            size_t io = ni > no ? ni : no;
+            lp = rnd(HET_LP_PER_SAMPLE(io), &r); /* io is for the whole batch already */
+            for (int q = 0; q < 2; q++)
+                het_vround_bf16(g.params + g.p.lp_off[q], g.params + g.p.lp_off[q], g.p.lp_len[q]);
+            g.ex.bf16 = 1;
+            g.ex.lp = lp;
+        }
         double bf = 1e30, bb = 1e30, bw = 1e30;
         float *din = (first_din_null && i == 0) ? NULL : g.din;
         for (int k = 0; k < reps; k++) {
@@ -88,6 +102,7 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
             if (t3 - t2 < bw) bw = t3 - t2;
         }
         if (g.p.n_params == 0 || !din) bw = din ? 0 : bb;
+        printf("%s", bf16 ? "precision=bf16 " : "");
         printf("model=%s layer=%d name=%s batch=%d fwd_us=%.2f bwd_us=%.2f din_us=%.2f "
                "dparam_us=%.2f us_per_sample=%.3f\n",
                name, i, g.l->ops->name, batch, bf * 1e6, bb * 1e6, (bb - bw) * 1e6, bw * 1e6,
@@ -96,9 +111,10 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         tot_b += bb;
         s = g.p.out;
         het_free(g.params); het_free(g.grads); het_free(g.state); het_free(g.cache); het_free(g.work); het_free(g.in);
-        het_free(g.out); het_free(g.dout); het_free(g.din);
+        het_free(g.out); het_free(g.dout); het_free(g.din); het_free(lp);
     }
     free(plans);
+    printf("%s", bf16 ? "precision=bf16 " : "");
     printf("model=%s total batch=%d fwd_us=%.2f bwd_us=%.2f us_per_sample=%.3f img_per_s=%.0f\n",
            name, batch, tot_f * 1e6, tot_b * 1e6, (tot_f + tot_b) * 1e6 / batch,
            batch / (tot_f + tot_b));
@@ -128,8 +144,11 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
+        else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "fp32") == 0 || strcmp(argv[i + 1], "bf16") == 0))
+            bf16 = strcmp(argv[++i], "bf16") == 0;
         else {
-            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all]\n");
+            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all] [--precision fp32|bf16]\n");
             return 2;
         }
     }

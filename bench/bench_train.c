@@ -41,6 +41,9 @@
  * --limit N trains on the first N samples of the training set and tests on the first N test
  * images (the CNNs: an epoch of 60 000 takes minutes).
  * --blas-info prints blas_core=NAME (the OpenBLAS kernel set chosen at start-up) and exits.
+ * --precision bf16 trains with convolutions and dense layers on bf16 operands
+ * (het_model_set_precision); the line then starts precision=bf16 kernels=portable (the only
+ * bf16 kernels hetrain has yet: rounded operands into the fp32 kernels, not faster).
  * --threads N runs N model workers; the BLAS runs 1 thread when N > 1 (so N cores in all) unless
  * --blas-threads overrides it (e.g. --threads 1 --blas-threads 2: one worker, threaded BLAS). */
 #include <cblas.h> /* openblas_get_corename: which kernels OpenBLAS picked for this CPU */
@@ -63,6 +66,7 @@
 typedef struct bench_opts {
     const char *model, *data, *data_dir;
     int threads, blas_threads, batch, epochs, warmup, peak, limit;
+    het_precision precision;
     float lr;
     uint64_t seed;
 } bench_opts;
@@ -71,7 +75,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: bench_train [--model mlp|lenet5|cifar-cnn|resnet20] [--threads N] [--batch 64] [--epochs 1]\n"
                "                   [--data-dir DIR] [--data fashion-mnist] [--lr 0.05] [--seed 1]\n"
                "                   [--warmup 20] [--blas-threads N] [--no-peak] [--blas-info]\n"
-               "                   [--limit N]  (train and test on the first N samples)\n");
+               "                   [--limit N]  (train and test on the first N samples)\n"
+               "                   [--precision fp32|bf16]\n");
 }
 
 static int parse_int(const char *s, int lo, int *out) {
@@ -109,6 +114,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (strcmp(a, "--epochs") == 0) bad = parse_int(v, 1, &o->epochs);
         else if (strcmp(a, "--limit") == 0) bad = parse_int(v, 1, &o->limit);
         else if (strcmp(a, "--warmup") == 0) bad = parse_int(v, 0, &o->warmup);
+        else if (strcmp(a, "--precision") == 0) {
+            bad = strcmp(v, "fp32") != 0 && strcmp(v, "bf16") != 0;
+            o->precision = strcmp(v, "bf16") == 0 ? HET_PREC_BF16 : HET_PREC_FP32;
+        }
         else if (strcmp(a, "--seed") == 0) {
             int s;
             bad = parse_int(v, 0, &s);
@@ -239,7 +248,7 @@ static double test_accuracy(het_model *m, const het_dataset *test, float *x, uin
 
 int main(int argc, char **argv) {
     het_blas_select_kernels(argv); /* may re-exec once with OPENBLAS_CORETYPE set */
-    bench_opts o = {"mlp", "fashion-mnist", NULL, 1, 0, 64, 1, 20, 1, 0, 0.05f, 1};
+    bench_opts o = {"mlp", "fashion-mnist", NULL, 1, 0, 64, 1, 20, 1, 0, HET_PREC_FP32, 0.05f, 1};
     if (parse_args(argc, argv, &o) != 0) return 2;
 
     het_dataset train, test;
@@ -255,6 +264,7 @@ int main(int argc, char **argv) {
     int st = het_dataset_load_named(&train, &test, o.data, o.data_dir);
     if (st != HET_OK) goto fail;
     st = het_zoo_build(&m, o.model, train.shape, train.n_classes, o.batch, o.threads);
+    if (st == HET_OK) st = het_model_set_precision(m, o.precision);
     if (st != HET_OK) goto fail;
     int workers = het_model_workers(m);
     int blas_threads = o.blas_threads > 0 ? o.blas_threads : (workers > 1 ? 1 : o.threads);
@@ -341,6 +351,8 @@ int main(int argc, char **argv) {
     double F = het_model_flops_per_sample(m), F1 = first_weight_layer_flops(m);
     double train_flop = 3.0 * F - F1, ips = (double)images / secs;
     double gflops = train_flop * ips / 1e9;
+    printf("precision=%s kernels=%s ", het_precision_name(o.precision),
+           o.precision == HET_PREC_BF16 ? "portable" : "fp32");
     printf("impl=hetrain model=%s threads=%d workers=%d blas_threads=%d batch=%d epochs=%d "
            "images=%lld seconds=%.3f img_per_s=%.0f train_flop=%.0f gflops=%.2f "
            "sgemm_gflops=%.1f peak_frac=%.4f fma_gflops=%.1f fma_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "

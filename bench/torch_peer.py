@@ -101,6 +101,12 @@ def main():
                     help="train on the first N samples of each epoch's permutation and test on the "
                          "first N test images (0: all)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16), "
+                         "what a PyTorch user runs for bf16 on a CPU (fp32 master weights)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="the model and each batch in torch.channels_last (NHWC), the layout "
+                         "oneDNN's bf16 / AMX convolutions run on without reorders")
     a = ap.parse_args()
 
     torch.set_num_threads(a.torch_threads)
@@ -111,6 +117,11 @@ def main():
 
     model = build(a.model)
     f_all, f_first = flops(model)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        xtr = xtr.contiguous(memory_format=torch.channels_last)
+        xte = xte.contiguous(memory_format=torch.channels_last)
     train_flop = 3.0 * f_all - f_first
     init = {k: v.clone() for k, v in model.state_dict().items()}
 
@@ -119,8 +130,10 @@ def main():
 
     def step(opt, xb, yb):
         opt.zero_grad(set_to_none=True)
-        out = model(xb)
-        loss = F.cross_entropy(out, yb, reduction="mean")
+        xb = xb.contiguous(memory_format=fmt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            out = model(xb)
+            loss = F.cross_entropy(out, yb, reduction="mean")
         loss.backward()
         opt.step()
         return loss
@@ -155,13 +168,15 @@ def main():
 
     model.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                         enabled=a.precision == "bf16"):
         for s in range(0, xte.shape[0], 1000):
             correct += (model(xte[s:s + 1000]).argmax(1) == yte[s:s + 1000]).sum().item()
     acc = correct / xte.shape[0]
     ips = images / secs
     gflops = train_flop * ips / 1e9
-    print(f"impl=torch model={a.model} torch_threads={a.torch_threads} "
+    print(f"precision={a.precision} channels_last={int(a.channels_last)} "
+          f"impl=torch model={a.model} torch_threads={a.torch_threads} "
           f"openblas_threads={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')} "
           f"openblas_coretype={os.environ.get('OPENBLAS_CORETYPE') or 'auto'} batch={a.batch} "
           f"epochs={a.epochs} images={images} seconds={secs:.3f} img_per_s={ips:.0f} "

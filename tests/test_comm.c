@@ -797,6 +797,72 @@ static int same_on_all_ranks(const void *p, size_t bytes) {
     return lo == hi;
 }
 
+/* Buckets on the bf16 wire (het_buckets_set_wire, --precision bf16): the elements below
+ * n_wire get what het_comm_allreduce_sum_wire gives (bitwise on 2 ranks, where MPI's order is
+ * one addition; within its bound P 2^-8 sum|x| otherwise), those from n_wire on the exact
+ * fp32 sum of the flat all-reduce (the loss figures), every rank the same bits, and about
+ * half the bytes of fp32. */
+static void test_buckets_wire(const het_topo *t) {
+    het_comm *c = NULL;
+    het_netem off_ne = {0.0, 0.0, 0.0, 0.0};
+    CHECK(het_comm_create(&c, t, off_ne) == HET_OK, "create: %s", het_error_msg());
+    if (!c) return;
+    size_t off[N_RANGES], n = 0;
+    for (int i = 0; i < N_RANGES; i++) {
+        off[i] = n;
+        n += k_sizes[i];
+    }
+    const size_t nw = n - 2;
+    float *g = malloc(n * sizeof *g), *wire = malloc(n * sizeof *g), *flat = malloc(n * sizeof *g);
+    float *abs_sum = malloc(n * sizeof *g);
+    het_buckets *bk = NULL;
+    CHECK(het_buckets_create(&bk, c, HET_COMM_WORLD, g, n, off, N_RANGES, 1000 * sizeof(float),
+                             NULL, 0) == HET_OK, "create: %s", het_error_msg());
+    CHECK(het_buckets_set_wire(bk, (het_wire)9, nw) == HET_EINVAL, "wire 9 accepted");
+    CHECK(het_buckets_set_wire(bk, HET_WIRE_BF16, nw) == HET_OK && het_buckets_wire(bk) ==
+          HET_WIRE_BF16, "%s", het_error_msg());
+    if (!bk || !g || !wire || !flat || !abs_sum) goto done;
+    fill_random(g, n, 77);
+    memcpy(wire, g, n * sizeof *g);
+    memcpy(flat, g, n * sizeof *g);
+    CHECK(het_comm_allreduce_sum_wire(c, HET_COMM_WORLD, wire, nw, HET_WIRE_BF16) == HET_OK &&
+          het_comm_allreduce_sum(c, HET_COMM_WORLD, flat, n) == HET_OK, "%s", het_error_msg());
+    abs_sums(c, abs_sum, n, 77);
+    het_comm_reset_stats(c);
+    CHECK(mark_all(bk, NULL, off, n, 1) == HET_OK && het_buckets_wait(bk) == HET_OK, "%s",
+          het_error_msg());
+    uint64_t bytes = het_comm_get_stats(c).bytes;
+    size_t differ = 0;
+    double worst = 0;
+    for (size_t i = 0; i < nw; i++) {
+        differ += g[i] != wire[i];
+        double e = fabs((double)g[i] - (double)wire[i]) / (g_size * 0x1p-8 * (1e-30 + abs_sum[i]));
+        if (e > worst) worst = e;
+    }
+    if (g_size == 2) CHECK(differ == 0, "%zu of %zu bucketed bf16 sums differ from the wire's", differ, nw);
+    CHECK(worst <= 2.0, "bucketed bf16 sums off the wire's by %.3g of its bound", worst);
+    CHECK(g[nw] == flat[nw] && g[nw + 1] == flat[nw + 1], "rank %d: the fp32 tail %.9g %.9g vs "
+          "%.9g %.9g", g_rank, (double)g[nw], (double)g[nw + 1], (double)flat[nw],
+          (double)flat[nw + 1]);
+    CHECK(bytes == 2 * nw + 4 * 2, "rank %d: %llu bytes, expected 2 per wire element and 4 per "
+          "fp32 one: %zu", g_rank, (unsigned long long)bytes, 2 * nw + 8);
+    unsigned crc = het_crc32(0, g, n * sizeof *g), lo = crc, hi = crc;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(lo == hi, "ranks hold different bf16 sums");
+    if (g_rank == 0)
+        printf("buckets on the bf16 wire (%d ranks): %zu of %zu differ from one wire all-reduce, "
+               "worst %.3f of its bound; %llu bytes\n", g_size, differ, nw, worst,
+               (unsigned long long)bytes);
+done:
+    het_buckets_free(bk);
+    free(g);
+    free(wire);
+    free(flat);
+    free(abs_sum);
+    het_comm_free(c);
+}
+
 static void test_wire_allreduce(const het_topo *t) {
     het_comm *c = NULL;
     het_netem off = {0.0, 0.0, 0.0, 0.0};
@@ -1122,6 +1188,7 @@ int main(int argc, char **argv) {
         test_requests(&t);
         test_f64(&t);
         test_wire_allreduce(&t);
+        test_buckets_wire(&t);
         het_topo_free(&t);
     } else {
         CHECK(0, "topology: %s", het_error_msg());

@@ -196,8 +196,8 @@ static void check_layer(const char *what, het_layer *a, het_layer *ref, het_shap
     float *g = rnd(pa.n_params), *g2 = copy(g, pa.n_params);
     float *ca = rnd(pa.cache_per_sample * n + 1), *cr = rnd(pr.cache_per_sample * n + 1);
     float *wa = rnd(pa.work_per_sample * n + pa.work_fixed), *wr = rnd(pr.work_per_sample * n + pr.work_fixed);
-    het_exec ea = {params, g, state, ca, wa, &rng, 1, NULL, 0};
-    het_exec er = {params, g2, state2, cr, wr, &rng, 1, NULL, 0};
+    het_exec ea = {params, g, state, ca, wa, &rng, 1, NULL, 0, 0, NULL};
+    het_exec er = {params, g2, state2, cr, wr, &rng, 1, NULL, 0, 0, NULL};
     a->ops->forward(a, &ea, x, y, n);
     ref->ops->forward(ref, &er, x, y2, n);
     CHECK(err(y, y2, ys, 100) <= 1e-5, "%s forward: error %g", what, err(y, y2, ys, 100));
@@ -235,8 +235,8 @@ static void check_blk_layer(const char *what, het_layer *l, het_shape in, int n,
     float *ca = rnd(p.cache_per_sample * n + 1), *cb = rnd(p.cache_per_sample * n + 1);
     float *wa = rnd(p.work_per_sample * n + p.work_fixed + 1);
     float *wb = rnd(p.work_per_sample * n + p.work_fixed + 1);
-    het_exec ea = {params, g, state, ca, wa, &rng, train, NULL, 0};
-    het_exec eb = {params, g2, state2, cb, wb, &rng, train, NULL, 0};
+    het_exec ea = {params, g, state, ca, wa, &rng, train, NULL, 0, 0, NULL};
+    het_exec eb = {params, g2, state2, cb, wb, &rng, train, NULL, 0, 0, NULL};
     l->in_blk = l->out_blk = 0;
     l->ops->forward(l, &ea, x, y, n);
     l->ops->backward(l, &ea, x, y, dy, dx, n);

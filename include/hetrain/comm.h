@@ -265,6 +265,13 @@ int  het_buckets_wait(het_buckets *b);
 int  het_buckets_set_algo(het_buckets *b, het_allreduce_algo a);
 /* The algorithm the buckets run (FLAT or HIER); FLAT for NULL. */
 het_allreduce_algo het_buckets_algo(const het_buckets *b);
+/* The wire type of the buckets' reductions (comm/buckets.c), FP32 by default: BF16 / FP16 sum
+ * the elements [0, n_wire) of each bucket with het_comm_allreduce_sum_wire and the rest with
+ * het_comm_allreduce_sum (flat and blocking, when the bucket starts; the algorithm is then
+ * unused); the extra floats stay fp32. HET_EINVAL for an unknown type or with buckets in
+ * flight. Local. */
+int het_buckets_set_wire(het_buckets *b, het_wire w, size_t n_wire);
+het_wire het_buckets_wire(const het_buckets *b);
 
 /* ---- point-to-point messages (p2p.c) ----
  * Tagged messages between two ranks of a scope (ranks as in the scope's communicator, the

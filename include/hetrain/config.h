@@ -42,6 +42,8 @@ typedef struct het_train_config {
     het_optim_config optim;     /* SGD / Adam and their hyper-parameters */
     uint64_t seed;              /* model init, epoch permutations, dropout */
     int threads;                /* model workers splitting each batch; BLAS runs 1 thread */
+    int precision;              /* het_precision (nn.h): 0 fp32, 1 bf16 (convolutions and dense
+                                   layers on bf16 operands, gradients on a bf16 wire) */
     int64_t train_limit;        /* use only the first N training samples (0 = all) */
     int64_t test_limit;         /* use only the first N test samples (0 = all) */
     char checkpoint[HET_PATH_LEN]; /* "" = none; written every checkpoint_every epochs + end */

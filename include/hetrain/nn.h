@@ -44,6 +44,10 @@ typedef struct het_layer_plan {
     int blk;                 /* layouts it handles: HET_BLK_* bits; 0: plain only */
     int fuse_relu;           /* 1: it can apply a ReLU that follows it to its own output (a
                                 convolution through oneDNN, as a post-op) */
+    size_t lp_off[2], lp_len[2]; /* the parameters (offsets from the layer's first) that it
+                                reads as bf16 under --precision bf16: the weights of a
+                                convolution or a product (biases and batch norm stay fp32);
+                                lp_len 0: none */
 } het_layer_plan;
 
 /* The workers that split one training batch, as batch-coupled layers see them (nn/team.h,
@@ -66,7 +70,17 @@ typedef struct het_exec {
                             combine their statistics over it; NULL: the call sees the whole
                             batch (one worker, evaluation, or a layer called on its own) */
     int worker;          /* this worker's index in the team (0 when team is NULL) */
+    int bf16;            /* --precision bf16 (het_model_set_precision): convolutions and
+                            products read their operands rounded to bf16 and sum in fp32;
+                            params already holds the rounded weights (the model's bf16 copy,
+                            made once per batch); activations and output gradients are rounded
+                            by the layer into lp */
+    float *lp;           /* with bf16: this worker's scratch, HET_LP_PER_SAMPLE(max in or out
+                            floats of a sample) * n floats, n as for cache */
 } het_exec;
+/* Scratch floats per sample of het_exec.lp, for a layer whose input and output are at most
+ * io floats per sample: a rounded copy of the input and one of the output gradient. */
+#define HET_LP_PER_SAMPLE(io) (2 * (io))
 
 typedef struct het_layer het_layer;
 
@@ -147,6 +161,23 @@ typedef struct het_batch_result {
 int  het_model_create(het_model **out, het_shape in, het_layer **layers, int n_layers,
                       int max_batch, int workers);
 void het_model_free(het_model *m);
+
+/* Precision of the model's convolutions and dense layers (--precision). HET_PREC_FP32: fp32
+ * throughout (the default). HET_PREC_BF16: they read their operands (activations, weights,
+ * output gradients) rounded to bf16 and accumulate in fp32, as oneDNN's bf16 primitives and
+ * PyTorch's autocast define it (tensor.h: het_bf16_round); the parameters, gradients,
+ * optimizer state and checkpoints stay fp32 (the master weights), and the rounded weights are
+ * made once per batch from them; batch norm, pooling, ReLU, the loss and softmax run in fp32.
+ * Kernels: the portable path (rounded operands into the fp32 kernels: exact to that
+ * definition, not faster). The dense-stack executor is not used in bf16. */
+typedef enum { HET_PREC_FP32 = 0, HET_PREC_BF16 = 1 } het_precision;
+/* "fp32" or "bf16" (static); "unknown" otherwise. */
+const char *het_precision_name(het_precision p);
+/* Sets the precision of m (before its first batch, or between batches; not inside a range
+ * executor's use: the pipelines run fp32). Allocates the bf16 weights and each worker's
+ * scratch. HET_EINVAL for an unknown value, HET_ENOMEM. */
+int het_model_set_precision(het_model *m, het_precision p);
+het_precision het_model_precision(const het_model *m);
 
 /* PyTorch-default initialization of all parameters and state, from `seed` alone. */
 void het_model_init_params(het_model *m, uint64_t seed);

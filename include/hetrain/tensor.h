@@ -71,6 +71,28 @@ void het_vbn_sums16(const float *dy, const float *x, size_t n, const float *mean
 void het_vbn_dx16(float *dx, const float *dy, const float *x, size_t n, const float *k,
                   const float *mdy, const float *mdyh, const float *mean, const float *inv);
 
+/* ---- bf16 (tensor/bf16.c): the numerics of --precision bf16 ----
+ * het_bf16_round: f rounded to the nearest bf16 (ties to even; NaN stays a quiet NaN; past the
+ * largest bf16: inf), returned as the float of the same value (its low 16 bits zero), as
+ * oneDNN and the CPU's bf16 instructions round. het_vround_bf16: the same for n floats (dst
+ * may be src). A convolution or product on rounded operands with fp32 sums is bf16 training's
+ * definition (bf16 products are exact in fp32). */
+float het_bf16_round(float f);
+void het_vround_bf16(float *dst, const float *src, size_t n);
+/* The bf16 instructions of this CPU that the OS enabled (cpuid leaf 7, XCR0): AMX (AMX-BF16
+ * with tiles), else AVX512-BF16, else none. HET_BF16_CPU=none|avx512|amx overrides it (tests of
+ * the startup line). */
+typedef enum { HET_BF16_ISA_NONE = 0, HET_BF16_ISA_AVX512 = 1, HET_BF16_ISA_AMX = 2 } het_bf16_isa;
+het_bf16_isa het_bf16_cpu(void);
+/* "AMX", "AVX512-BF16" or "none" (static). */
+const char *het_bf16_isa_name(het_bf16_isa isa);
+/* Whether oneDNN (built in, on this CPU) has bf16 convolutions: 1 with `what` naming the
+ * implementation it would pick ("oneDNN 2.6.3 would run brgconv:avx512_core_amx_bf16"), 0 with
+ * `what` saying why not ("oneDNN 2.6.3 has no bf16 convolution here (unimplemented)", "built
+ * without oneDNN"). hetrain does not run them yet (tensor/conv_dnnl_bf16.c). Thread-safe; the
+ * first call asks oneDNN once. */
+int het_dnnl_bf16_probe(char *what, size_t n);
+
 /* Re-executes the program (argv as given to main) with OPENBLAS_CORETYPE set when OpenBLAS
  * fell back to its generic kernels on a CPU with AVX-512 or AVX2 (see blas_select.c). Call it
  * first thing in main, before any thread or MPI start. Returns only when nothing was done (0)

@@ -98,7 +98,8 @@ int cli_build_model(const het_train_config *c, het_net *net, het_model **m) {
     memset(net, 0, sizeof *net);
     if (het_train_data_shape(c, &in, &classes)) return HET_EINVAL;
     int st = c->model_file[0] ? het_net_read(net, c->model_file) : het_net_zoo(net, c->model);
-    return st ? st : het_net_build(m, net, in, classes, c->batch, c->threads);
+    if (!st) st = het_net_build(m, net, in, classes, c->batch, c->threads);
+    return st ? st : het_model_set_precision(*m, (het_precision)c->precision);
 }
 
 static void shape_str(char *buf, size_t n, het_shape s) {

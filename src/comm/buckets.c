@@ -28,6 +28,15 @@
  * communicators need the same order on every rank; wait() completes the buckets in order. A
  * stage completes no earlier than its modeled time.
  *
+ * Wire types (het_buckets_set_wire, --precision bf16): with BF16 or FP16 each bucket is
+ * reduced when it starts by het_comm_allreduce_sum_wire over the scope (flat, blocking: the
+ * gradients are packed into 16-bit words, summed by the user MPI_Op that adds two of them in
+ * fp32 and rounds the sum once, and unpacked), whatever the algorithm; elements from n_wire
+ * on (a reducer's loss figures in the gradient buffer's tail) are summed in fp32 after it.
+ * Nothing of it stays in flight, so backward does not overlap it. The extra floats stay
+ * fp32. With P ranks each element is rounded P - 1 times on its way (once per partial sum),
+ * so |err| <= P 2^-8 sum_r |g_r| (comm.h: het_comm_allreduce_sum_wire).
+ *
  * Extra floats: reduced by a separate small all-reduce on the same scope, right after the last
  * bucket's, so that values written into `extra` before the last ready() call travel with this
  * step's gradients. It is one more "call" in the statistics; its modeled time runs alongside
@@ -52,12 +61,15 @@ typedef struct bucket {
     int started;
     het_req req;         /* flat */
     het_hier hier;       /* two levels */
+    int wired;           /* reduced on a 16-bit wire this step (blocking, nothing in flight) */
 } bucket;
 
 struct het_buckets {
     het_comm *c;
     het_comm_scope scope;
     het_allreduce_algo algo; /* FLAT or HIER */
+    het_wire wire;           /* FP32: the algorithms above; else het_comm_allreduce_sum_wire */
+    size_t wire_n;           /* elements [0, wire_n) go on that wire, the rest fp32 */
     float *grads;
     size_t n;
     int n_ranges;          /* non-empty ranges */
@@ -199,14 +211,20 @@ int het_buckets_span(const het_buckets *b, int k, size_t *lo, size_t *hi) {
 static int start_bucket(het_buckets *b, int k) {
     bucket *q = &b->bk[k];
     int last = k == b->n_buckets - 1, rc;
-    if (b->algo == HET_ALLREDUCE_HIER)
+    if (b->wire != HET_WIRE_FP32) { /* blocking, flat: nothing left in flight */
+        size_t mid = q->hi < b->wire_n ? q->hi : q->lo > b->wire_n ? q->lo : b->wire_n;
+        rc = het_comm_allreduce_sum_wire(b->c, b->scope, b->grads + q->lo, mid - q->lo, b->wire);
+        if (rc == HET_OK && mid < q->hi) /* the elements from wire_n on stay fp32 */
+            rc = het_comm_allreduce_sum(b->c, b->scope, b->grads + mid, q->hi - mid);
+        q->wired = 1;
+    } else if (b->algo == HET_ALLREDUCE_HIER)
         rc = het_hier_start(b->c, &q->hier, b->grads + q->lo, q->hi - q->lo);
     else if (last)
         rc = het_comm_allreduce_deferred(b->c, b->scope, b->grads + q->lo, q->hi - q->lo,
                                          &q->req);
     else
         rc = het_comm_iallreduce_sum(b->c, b->scope, b->grads + q->lo, q->hi - q->lo, &q->req);
-    q->started = 1; /* even on failure: wait() completes whatever was posted */
+    q->started = !q->wired; /* even on failure: wait() completes whatever was posted */
     b->next = k + 1;
     if (rc != HET_OK) return rc;
     if (last && b->n_extra > 0 && !b->extra_started) {
@@ -256,6 +274,7 @@ int het_buckets_ready(het_buckets *b, size_t offset, size_t count) {
     /* progress what is in flight */
     for (int k = 0; rc == HET_OK && k < b->next; k++) {
         int done;
+        if (b->bk[k].wired) continue;
         if (b->algo == HET_ALLREDUCE_HIER) /* in bucket order per stage */
             rc = het_hier_advance(b->c, &b->bk[k].hier,
                                   k == 0 || b->bk[k - 1].hier.stage > b->bk[k].hier.stage);
@@ -284,7 +303,7 @@ int het_buckets_wait(het_buckets *b) {
                                                   : het_comm_wait(b->c, &q->req);
             if (rc == HET_OK) rc = w;
         }
-        q->started = 0;
+        q->started = q->wired = 0;
         q->pending = q->r_last - q->r_first + 1;
     }
     if (b->extra_started) {
@@ -314,6 +333,19 @@ int het_buckets_set_algo(het_buckets *b, het_allreduce_algo a) {
     b->algo = a;
     return HET_OK;
 }
+
+int het_buckets_set_wire(het_buckets *b, het_wire w, size_t n_wire) {
+    if (!b) return het_error_set(HET_EINVAL, "buckets: NULL");
+    if (w != HET_WIRE_FP32 && w != HET_WIRE_FP16 && w != HET_WIRE_BF16)
+        return het_error_set(HET_EINVAL, "buckets: unknown wire type %d", (int)w);
+    if (b->next > 0 || b->extra_started)
+        return het_error_set(HET_EINVAL, "buckets: wire type changed with buckets in flight");
+    b->wire = w;
+    b->wire_n = n_wire;
+    return HET_OK;
+}
+
+het_wire het_buckets_wire(const het_buckets *b) { return b ? b->wire : HET_WIRE_FP32; }
 
 het_allreduce_algo het_buckets_algo(const het_buckets *b) {
     return b ? b->algo : HET_ALLREDUCE_FLAT;

@@ -37,7 +37,10 @@
  *    memory fails the plan. Where oneDNN fails on blocked activations or while running, the
  *    layer's outputs are NaN and het_dnnl_fault says why (tensor.h). Where oneDNN
  *    runs on channel-blocked activations itself, the layer reads and writes them blocked
- *    (nn.h: HET_BLK_TAKE / EMIT), which spares the reorders between consecutive layers. */
+ *    (nn.h: HET_BLK_TAKE / EMIT), which spares the reorders between consecutive layers.
+ * In bf16 (nn.h: het_model_set_precision) every path above runs on the input and output
+ * gradient rounded to bf16 into het_exec.lp (element-wise, so in either layout) and on the
+ * weight the model rounded: fp32 sums of exact bf16 products. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +152,7 @@ static int conv_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     memset(p, 0, sizeof *p);
     p->out = (het_shape){c->oc, c->oh, c->ow};
     p->n_params = (size_t)c->oc * (size_t)c->ckk + (size_t)c->oc;
+    p->lp_len[0] = (size_t)c->oc * (size_t)c->ckk; /* bf16: the weight, not the bias */
     if (c->wide) {
         c->nw = het_wide_cols(Hp, Wp, c->k);
         c->nc = c->nw < CONV_CHUNK ? c->nw : CONV_CHUNK;
@@ -427,6 +431,10 @@ static int dnnl_fallback(const het_layer *l, int st) {
 
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
+    if (x->bf16) { /* the input as bf16 (x->params holds the rounded weight) */
+        het_vround_bf16(x->lp, in, het_shape_size(l->in) * (size_t)batch);
+        in = x->lp;
+    }
     if (c->dn && !dnnl_fallback(l, het_dnnl_conv_forward(c->dn, batch, in, x->params,
                                                          x->params + (size_t)c->oc * (size_t)c->ckk,
                                                          out, x->work, conv_blk(l))))
@@ -439,6 +447,13 @@ static void conv_backward(het_layer *l, const het_exec *x, const float *in, cons
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
+    if (x->bf16) { /* input and output gradient as bf16; the bias gradient sums them in fp32 */
+        const size_t ni = het_shape_size(l->in) * (size_t)batch;
+        het_vround_bf16(x->lp, in, ni);
+        het_vround_bf16(x->lp + ni, dout, het_shape_size(l->out) * (size_t)batch);
+        in = x->lp;
+        dout = x->lp + ni;
+    }
     if (c->dn && !dnnl_fallback(l, het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din,
                                                           0, x->grads,
                                                           x->grads + (size_t)c->oc * (size_t)c->ckk,

@@ -6,7 +6,10 @@
  * while transposing back: OpenBLAS runs this shape (M = O large, N = B small) faster than
  * M = B at the model's batch slices (measured, us: 784->256 at batch 16 116 -> 77, at 32
  * 160 -> 124, at 64 226 -> 215; 400->120 at 16 28 -> 21). A hand-written AVX-512 dot-product
- * kernel measured 10% faster than this at batch 16 and slower from 32 on: not worth its code. */
+ * kernel measured 10% faster than this at batch 16 and slower from 32 on: not worth its code.
+ * In bf16 (nn.h: het_model_set_precision) the input and output gradient are rounded to bf16
+ * into het_exec.lp and the weight comes rounded from the model: the GEMMs then sum exact
+ * products of bf16 values in fp32. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,7 @@ static int dense_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->out = (het_shape){d->out_f, 1, 1};
     p->n_params = (size_t)d->out_f * nin + (size_t)d->out_f;
     p->work_per_sample = (size_t)d->out_f;
+    p->lp_len[0] = (size_t)d->out_f * nin; /* bf16: the weight, not the bias */
     return HET_OK;
 }
 
@@ -49,6 +53,10 @@ static void dense_forward(het_layer *l, const het_exec *x, const float *in, floa
     const int I = d->in_f, O = d->out_f;
     const float *W = x->params, *b = x->params + (size_t)O * (size_t)I;
     float *outT = x->work;
+    if (x->bf16) { /* the input as bf16 (x->params holds the rounded weight) */
+        het_vround_bf16(x->lp, in, (size_t)batch * (size_t)I);
+        in = x->lp;
+    }
     het_gemm(0, 1, O, batch, I, 1.0f, W, I, in, I, 0.0f, outT, batch);
     for (int s = 0; s < batch; s++)
         for (int o = 0; o < O; o++) out[(size_t)s * (size_t)O + (size_t)o] = b[o] + outT[(size_t)o * (size_t)batch + (size_t)s];
@@ -61,6 +69,13 @@ static void dense_backward(het_layer *l, const het_exec *x, const float *in, con
     const int I = d->in_f, O = d->out_f;
     const float *W = x->params;
     float *dW = x->grads, *db = x->grads + (size_t)O * (size_t)I;
+    if (x->bf16) { /* input and output gradient as bf16; the bias gradient sums them in fp32 */
+        float *rin = x->lp, *rdout = x->lp + (size_t)batch * (size_t)I;
+        het_vround_bf16(rin, in, (size_t)batch * (size_t)I);
+        het_vround_bf16(rdout, dout, (size_t)batch * (size_t)O);
+        in = rin;
+        dout = rdout;
+    }
     het_gemm(1, 0, O, I, batch, 1.0f, dout, O, in, I, 1.0f, dW, I);
     for (int s = 0; s < batch; s++) {
         const float *ds = dout + (size_t)s * (size_t)O;

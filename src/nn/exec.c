@@ -69,6 +69,9 @@ static void worker_exec(const exec_job *j, het_worker *wk, int i, het_exec *ex, 
     /* the model sets the team's size to the active workers for each batch (split_batch) */
     ex->team = j->train && m->team && het_team_size(m->team) > 1 ? m->team : NULL;
     ex->worker = ex->team ? (int)(wk - m->w) : 0;
+    ex->bf16 = m->prec == HET_PREC_BF16;
+    ex->lp = wk->lp;
+    if (ex->bf16) ex->params = m->params_lp + m->param_off[i];
 }
 
 /* Forward of `n` samples starting at sample `s0` of this worker's share; returns the logits. */
@@ -217,6 +220,7 @@ int het_model_train_batch(het_model *m, const float *x, const uint8_t *y, int ba
                           float grad_scale, uint64_t step_seed, het_batch_result *res) {
     int st = split_labeled(m, x, y, batch);
     if (st != HET_OK) return st;
+    het_model_refresh_lp(m); /* the weights as bf16 read them, once per batch */
     exec_job j = {m, 1, grad_scale, step_seed};
     run_parallel(m, train_task, &j);
     if (m->workers > 1) {
@@ -245,7 +249,8 @@ static void stack_task(void *user, int widx) {
 
 
 const char *het_model_executor(const het_model *m) {
-    if (m->stack) return "dense stack: features split over workers, update folded in";
+    if (m->stack && m->prec == HET_PREC_FP32)
+        return "dense stack: features split over workers, update folded in";
     return m->team ? "generic: samples split over workers, batch norm over the whole batch, "
                      "then summed"
                    : "generic: samples split over workers, then summed";
@@ -257,7 +262,7 @@ int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int bat
     if (m->n_grad_hooks > 0)
         return het_error_set(HET_EINVAL, "train_step: a gradient hook is set, but the update "
                              "cannot wait for it (use het_model_train_batch)");
-    if (!m->stack) {
+    if (!m->stack || m->prec != HET_PREC_FP32) { /* the dense stack runs fp32 only */
         het_model_zero_grads(m);
         int st = het_model_train_batch(m, x, y, batch, grad_scale, step_seed, res);
         if (st == HET_OK) het_model_update(m, u);
@@ -277,6 +282,7 @@ int het_model_train_step(het_model *m, const float *x, const uint8_t *y, int bat
 const float *het_model_forward(het_model *m, const float *x, int batch, int train,
                                uint64_t step_seed) {
     if (split_batch(m, x, NULL, batch) != HET_OK) return NULL;
+    het_model_refresh_lp(m);
     exec_job j = {m, train, 0.0f, step_seed};
     het_pool_run(m->pool, forward_task, &j);
     return m->logits;

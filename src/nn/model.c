@@ -42,6 +42,7 @@ void het_model_free(het_model *m) {
             het_free(wk->dbuf[1]);
             het_free(wk->probs);
             het_free(wk->grads);
+            het_free(wk->lp);
         }
         free(m->w);
     }
@@ -53,6 +54,7 @@ void het_model_free(het_model *m) {
     free(m->act_off);
     free(m->cache_off);
     het_free(m->params);
+    het_free(m->params_lp);
     het_free(m->grads);
     het_free(m->state);
     het_free(m->logits);
@@ -250,6 +252,45 @@ int het_model_create(het_model **out, het_shape in, het_layer **layers, int n_la
     }
     *out = m;
     return HET_OK;
+}
+
+/* ---------------------------------------------------------------- precision */
+
+const char *het_precision_name(het_precision p) {
+    switch (p) {
+    case HET_PREC_FP32: return "fp32";
+    case HET_PREC_BF16: return "bf16";
+    }
+    return "unknown";
+}
+
+int het_model_set_precision(het_model *m, het_precision p) {
+    if (p != HET_PREC_FP32 && p != HET_PREC_BF16)
+        return het_error_set(HET_EINVAL, "precision %d: expected fp32 or bf16", (int)p);
+    if (p == HET_PREC_BF16 && !m->params_lp) {
+        m->params_lp = model_alloc(m, m->n_params);
+        if (!m->params_lp) return het_error_set(HET_ENOMEM, "out of memory for the bf16 weights");
+        for (int i = 0; i < m->workers; i++) {
+            m->w[i].lp = model_alloc(m, HET_LP_PER_SAMPLE(m->max_io) * (size_t)m->chunk);
+            if (!m->w[i].lp)
+                return het_error_set(HET_ENOMEM, "out of memory for worker %d's bf16 scratch", i);
+        }
+    }
+    m->prec = p;
+    return HET_OK;
+}
+
+het_precision het_model_precision(const het_model *m) { return m->prec; }
+
+void het_model_refresh_lp(het_model *m) {
+    if (m->prec != HET_PREC_BF16) return;
+    memcpy(m->params_lp, m->params, sizeof(float) * m->n_params);
+    for (int i = 0; i < m->n_layers; i++)
+        for (int r = 0; r < 2; r++) {
+            const het_layer_plan *p = &m->plans[i];
+            float *w = m->params_lp + m->param_off[i] + p->lp_off[r];
+            if (p->lp_len[r]) het_vround_bf16(w, w, p->lp_len[r]);
+        }
 }
 
 /* ---------------------------------------------------------------- accessors */

@@ -27,6 +27,7 @@ typedef struct het_worker {
     float *dbuf[2]; /* ping-pong gradient buffers */
     float *probs;   /* classes * chunk */
     float *grads;   /* own gradients (worker > 0); worker 0 uses the model's */
+    float *lp;      /* bf16: scratch of rounded operands (het_exec.lp), else NULL */
     het_rng rng;
     /* current share */
     const float *x;
@@ -48,6 +49,9 @@ struct het_model {
     int coupled;           /* a layer is batch-coupled: one chunk per worker */
     int classes, max_batch, sub_max, workers, chunk;
     float *params, *grads, *state, *logits;
+    het_precision prec;
+    float *params_lp; /* bf16: the parameters as the layers read them (their lp ranges rounded,
+                         the rest copied), made from params at every batch; else NULL */
     het_worker *w;
     het_pool *pool;   /* workers - 1 threads; the caller is worker 0 */
     het_team *team;   /* where batch-coupled layers meet (workers > 1), else NULL */
@@ -59,6 +63,9 @@ struct het_model {
     int n_hooks, n_grad_hooks, n_progress_hooks;
     int in_parallel; /* 1 while workers > 0 may be writing their results (see batch_result) */
 };
+
+/* bf16: params_lp from params (model.c), at the start of every batch; nothing in fp32. */
+void het_model_refresh_lp(het_model *m);
 
 /* Worker widx's slice of [0, n): 16-element aligned blocks, in worker order (model.c). */
 void het_model_slice(const het_model *m, int widx, size_t n, size_t *lo, size_t *hi);

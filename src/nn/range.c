@@ -119,6 +119,8 @@ static void tape_exec(const het_model *m, het_tape *t, int i, float *grads, het_
     ex->train = t->train;
     ex->team = NULL;
     ex->worker = 0;
+    ex->bf16 = 0; /* the pipelines run fp32 (nn.h: het_model_set_precision) */
+    ex->lp = NULL;
     /* the dropout stream of exec.c: by the sample's index in the batch and by the layer */
     het_rng_seed2(&t->rng, t->step_seed, ((uint64_t)t->sample0 << 16) | (uint64_t)i);
 }

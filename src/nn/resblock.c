@@ -31,7 +31,13 @@
  * Channel-blocked (nn.h): when both convolutions run on oneDNN's nChw16c themselves, the block
  * takes and gives blocked activations (HET_BLK_TAKE | KEEP) and keeps A1, r1 and A2 blocked
  * too, so it reorders nothing; batch norm then runs on 16 channels at a time (bn_math.h) and the
- * option-A shortcut indexes the blocked layout (het_act_offset). */
+ * option-A shortcut indexes the blocked layout (het_act_offset).
+ *
+ * bf16 (nn.h: het_model_set_precision): both convolutions read bf16 operands with fp32 sums:
+ * conv1's input is rounded into het_exec.lp (the shortcut adds the fp32 input), r1 is rounded
+ * in place (conv2's input, and its weight gradient's operand), the output gradients G and D
+ * are rounded in place before each convolution's backward, and the weights come rounded from
+ * the model; batch norm, the ReLUs and the shortcut stay fp32. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +106,9 @@ static int rb_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->out = (het_shape){r->cout, r->OH, r->OW};
     p->n_params = (size_t)r->cout * (size_t)(r->K1 + r->K2) + 4 * (size_t)r->cout;
     p->n_state = 4 * (size_t)r->cout;
+    p->lp_off[1] = (size_t)r->cout * (size_t)r->K1 + 2 * (size_t)r->cout; /* bf16: w1 and w2 */
+    p->lp_len[0] = (size_t)r->cout * (size_t)r->K1;
+    p->lp_len[1] = (size_t)r->cout * (size_t)r->K2;
     p->cache_per_sample = 3 * r->S + 4 * (size_t)r->cout;
     p->work_per_sample = 2 * r->S;
     p->work_fixed = 2 * r->kmax * r->P;
@@ -212,13 +221,19 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     float *rm1 = x->state, *rv1 = rm1 + C, *rm2 = rv1 + C, *rv2 = rm2 + C;
     const int blk = l->in_blk; /* then out and the cached activations are blocked too */
     const bn_geom d = bn_geom_of(batch, C, HW, blk);
+    const float *xin = in; /* conv1's input: bf16-rounded into lp in bf16 */
+    if (x->bf16) {
+        het_vround_bf16(x->lp, in, (size_t)batch * r->in_size);
+        xin = x->lp;
+    }
 
-    rb_conv(r, r->dn1, A1, in, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch, blk);
+    rb_conv(r, r->dn1, A1, xin, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch, blk);
     if (x->train)
         bn_forward_train(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_MOMENTUM, RB_EPS,
                          x->team, x->worker, 1);
     else
         bn_forward_eval(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_EPS, 1);
+    if (x->bf16) het_vround_bf16(r1, r1, BS); /* conv2's input, kept bf16 for its backward */
 
     rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch, blk);
     if (x->train)
@@ -278,15 +293,22 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
         }
     }
     bn_backward(G, g.g2, g.b2, G, A2, mean2, inv2, v.g2, d, x->train, x->team, x->worker);
+    if (x->bf16) het_vround_bf16(G, G, BS); /* conv2's output gradient as bf16 */
 
     /* conv2 (input r1) */
     rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2,
                      batch, blk);
     het_vrelu_mask(D, r1, D, BS);
     bn_backward(D, g.g1, g.b1, D, A1, mean1, inv1, v.g1, d, x->train, x->team, x->worker);
+    const float *xin = in; /* bf16: conv1's operands rounded, as in forward */
+    if (x->bf16) {
+        het_vround_bf16(D, D, BS);
+        het_vround_bf16(x->lp, in, (size_t)batch * r->in_size);
+        xin = x->lp;
+    }
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
-    rb_conv_backward(r, r->dn1, din, 1, g.w1, D, in, v.w1, col, dcol, r->cin, r->H, r->W,
+    rb_conv_backward(r, r->dn1, din, 1, g.w1, D, xin, v.w1, col, dcol, r->cin, r->H, r->W,
                      r->stride, r->K1, batch, blk);
 }
 

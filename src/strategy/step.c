@@ -146,6 +146,9 @@ int het_reducer_create(het_reducer **out, het_strategy_ctx *ctx, het_comm_scope 
     /* the world's gradients go flat or in two levels (--allreduce-algo; AUTO: by the nodes) */
     if (!st && s == HET_COMM_WORLD)
         st = het_buckets_set_algo(r->buckets, (het_allreduce_algo)ctx->cfg->allreduce_algo);
+    /* --precision bf16: the gradients as bf16 on the wire, summed in fp32; the figures fp32 */
+    if (!st && ctx->cfg->precision == HET_PREC_BF16)
+        st = het_buckets_set_wire(r->buckets, HET_WIRE_BF16, het_model_n_params(m));
     if (st) return st;
     r->n_buckets = het_buckets_n(r->buckets);
     r->bucket_t0 = calloc((size_t)(r->n_buckets > 0 ? r->n_buckets : 1), sizeof(double));

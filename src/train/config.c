@@ -54,9 +54,10 @@ static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_a
 static const char *const placement_words[] = {"block", "cyclic", NULL};
 static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock_kind */
 static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZE_LR_* */
+static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* het_precision */
 static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
                                                 nan_words, algo_words, placement_words,
-                                                clock_words, resize_words};
+                                                clock_words, resize_words, precision_words};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -105,6 +106,9 @@ static const key_def keys[] = {
     {{"seed", "N", "seed of initialization, shuffling and dropout"}, K_U64, OFF(seed), 0, 0, 0},
     {{"threads", "N", "model worker threads (BLAS runs 1 thread)"}, K_INT,
      OFF(threads), 1, 256, 0},
+    {{"precision", "P", "fp32 | bf16: convolutions and dense layers on bf16 operands with fp32 "
+      "sums, gradients all-reduced as bf16; fp32 master weights, optimizer state and "
+      "checkpoints"}, K_WORD, OFF(precision), 8, 0, 0},
     {{"train-limit", "N", "use the first N training samples (0: all)"}, K_I64, OFF(train_limit),
      0, 4e18, 0},
     {{"test-limit", "N", "use the first N test samples (0: all)"}, K_I64, OFF(test_limit), 0,

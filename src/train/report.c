@@ -56,6 +56,19 @@ void het_trainer_print_config(const het_trainer *t) {
             het_model_n_params(m), het_model_flops_per_sample(m) / 1e6, het_model_workers(m),
             het_model_workers(m) == 1 ? "" : "s", ex, (double)het_model_bytes(m) / 1048576.0,
             het_blas_corename(), het_dnnl_describe());
+    if (c->precision == HET_PREC_BF16) {
+        het_bf16_isa isa = het_bf16_cpu();
+        char dn[160];
+        het_dnnl_bf16_probe(dn, sizeof dn);
+        het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 operands "
+                "with fp32 sums, gradients all-reduced as bf16; fp32 master weights, batch "
+                "norm and loss); kernels: portable (for correctness, not speed): %s%s; %s\n",
+                isa == HET_BF16_ISA_NONE ? "this CPU has neither AMX nor AVX512-BF16"
+                : isa == HET_BF16_ISA_AMX ? "this CPU has AMX"
+                                          : "this CPU has AVX512-BF16",
+                isa == HET_BF16_ISA_NONE ? "" : ", but hetrain does not run oneDNN's bf16 "
+                                                "primitives yet", dn);
+    }
     size_t len = het_train_config_format(c, 1, NULL, 0);
     char *text = malloc(len + 1);
     if (!text) return;
@@ -80,7 +93,9 @@ void het_trainer_print_config(const het_trainer *t) {
         het_log(HET_LOG_INFO, "ranks: %s%s; strategy %s, %s batch %d", topo,
                 c->ranks_per_node > 0 && c->placement == 1 ? ", placed cyclically" : "",
                 c->strategy, t->strat->worker_batch ? "each worker's" : "global", c->batch);
-        if (t->strat->world_grads && t->size > 1)
+        if (t->strat->world_grads && t->size > 1 && c->precision == HET_PREC_BF16)
+            het_log(HET_LOG_INFO, ", all-reduce flat, gradients as bf16 summed in fp32");
+        else if (t->strat->world_grads && t->size > 1)
             het_log(HET_LOG_INFO, ", all-reduce %s", het_allreduce_algo_name(
                         het_comm_allreduce_algo(t->comm, (het_allreduce_algo)c->allreduce_algo)));
         if (c->slowdown[0]) het_log(HET_LOG_INFO, ", slowdown %s", c->slowdown);

@@ -163,6 +163,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     if (!st)
         st = het_net_build(&t->model, &net, t->train.shape, t->train.n_classes, cfg->batch,
                            cfg->threads);
+    if (!st) st = het_model_set_precision(t->model, (het_precision)cfg->precision);
     if (!st) {
         clockid_t clocks[HET_PACE_MAX_THREADS]; /* the virtual clock costs their CPU time too */
         het_pace_set_threads(&t->ctx.pace, clocks,

@@ -1,0 +1,98 @@
+/* bf16 numerics for --precision bf16: rounding float operands to bf16 (kept as floats), and
+ * which bf16 instructions the CPU has.
+ *
+ * DESIGN. bf16 training as oneDNN and PyTorch's autocast define it: a convolution or a matrix
+ * product reads its operands (activations, weights, output gradients) as bf16 and accumulates
+ * in fp32. A bf16 value is exactly a float whose low 16 bits are zero, and the product of two
+ * bf16 values (8-bit significands) is exact in fp32 (16 bits <= 24), so rounding each operand
+ * to bf16 and running the fp32 kernels computes exactly that definition, with fp32 sums (the
+ * portable path: slow, since it moves fp32 data and runs fp32 FMAs, but exact everywhere).
+ * The rounding is oneDNN's and the hardware's (VCVTNEPS2BF16): round to nearest, ties to even;
+ * NaN stays a quiet NaN; finite values that round past the largest bf16 become inf. It is the
+ * same function as comm/wire.c's het_wire_bf16_from_float (tests/test_bf16.c checks both give
+ * the same bits), written here because tensor/ sits below comm/.
+ *
+ * The CPU's bf16 instructions (cpuid leaf 7): AVX512-BF16 (sub-leaf 1, EAX bit 5) and AMX
+ * (sub-leaf 0, EDX bit 22 AMX-BF16, bit 24 AMX-TILE), each only when the OS saves the state
+ * they need (XCR0: bits 5-7 for AVX-512's, bits 17-18 for AMX's tile configuration and data).
+ * On Linux a process must also ask for AMX's tile data (arch_prctl ARCH_REQ_XCOMP_PERM);
+ * oneDNN does that itself before it runs AMX code. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clones.h"
+#include "hetrain/tensor.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#define HET_HAVE_CPUID 1
+#endif
+
+float het_bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN: keep it a NaN, quiet */
+        u = (u | 0x00400000u) & 0xffff0000u;
+    } else {
+        u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The same as het_bf16_round on every element, vectorized (integer operations only, so every
+ * variant gives the same bits). */
+HET_CLONES
+void het_vround_bf16(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        uint32_t q = (u | 0x00400000u) & 0xffff0000u;
+        u = nan ? q : r;
+        memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
+#ifdef HET_HAVE_CPUID
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+het_bf16_isa het_bf16_cpu(void) {
+    const char *e = getenv("HET_BF16_CPU"); /* tests: what the startup line says elsewhere */
+    if (e && strcmp(e, "none") == 0) return HET_BF16_ISA_NONE;
+    if (e && strcmp(e, "avx512") == 0) return HET_BF16_ISA_AVX512;
+    if (e && strcmp(e, "amx") == 0) return HET_BF16_ISA_AMX;
+#ifdef HET_HAVE_CPUID
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return HET_BF16_ISA_NONE; /* OSXSAVE */
+    const uint64_t xcr0 = xgetbv0();
+    if (__get_cpuid_max(0, NULL) < 7) return HET_BF16_ISA_NONE;
+    __cpuid_count(7, 0, a, b, c, d);
+    const unsigned edx0 = d, max_sub = a;
+    const int avx512_os = (xcr0 & 0xe6u) == 0xe6u; /* SSE, AVX, opmask, ZMM state */
+    const int amx_os = (xcr0 & (3u << 17)) == (3u << 17);
+    if (amx_os && (edx0 & (1u << 22)) && (edx0 & (1u << 24))) return HET_BF16_ISA_AMX;
+    if (max_sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        if (avx512_os && (a & (1u << 5))) return HET_BF16_ISA_AVX512;
+    }
+#endif
+    return HET_BF16_ISA_NONE;
+}
+
+const char *het_bf16_isa_name(het_bf16_isa isa) {
+    switch (isa) {
+    case HET_BF16_ISA_AMX: return "AMX";
+    case HET_BF16_ISA_AVX512: return "AVX512-BF16";
+    case HET_BF16_ISA_NONE: break;
+    }
+    return "none";
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# --precision bf16 on the command line: the startup line names the kernels (portable here;
+# what it says on a CPU with AMX or AVX512-BF16, through HET_BF16_CPU), a bf16 run within a
+# stated bound of the fp32 run, bitwise reproducible for a seed, resume bitwise equal to the
+# straight run (checkpoint bytes; checkpoints hold fp32 master weights), the config file key,
+# eval of a bf16 checkpoint, refusals; under mpirun: a 2-rank bf16 run within rounding of the
+# 1-rank run after 3 epochs (loss within 0.02, test accuracy within 0.03: the runs differ by
+# the bf16 wire's rounding of each step's gradient sum, which 48 steps carry on), its gradients on a
+# bf16 wire (half the bytes of the fp32 run's all-reduce).
+# Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/mpi.sh"
+T=$(mktemp -d /tmp/het_cli_bf16_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'; }
+field() { sed -n "s/^epoch $2\/$2.* $3 \([0-9.]*\) .*/\1/p" "$1"; }
+COMMON=(--model lenet5 --data synthetic --train-limit 1024 --test-limit 256 --seed 5 --progress off)
+
+# ---- one process: the startup line, fp32 against bf16 ----
+"$HETRAIN" train "${COMMON[@]}" --epochs 3 >f.out 2>&1 || fail "fp32 run: $(cat f.out)"
+"$HETRAIN" train "${COMMON[@]}" --epochs 3 --precision bf16 --checkpoint b.ckpt >b.out 2>&1 ||
+    fail "bf16 run: $(cat b.out)"
+grep -q '^precision: ' f.out && fail "an fp32 run printed a precision line: $(grep '^precision' f.out)"
+grep -q '^precision: bf16 .*kernels: portable (for correctness, not speed)' b.out ||
+    fail "no kernel line in the bf16 run: $(head -4 b.out)"
+grep -q 'precision=bf16' b.out || fail "the config echo lacks precision=bf16"
+HET_BF16_CPU=amx "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 >amx.out 2>&1
+grep -q '^precision: bf16 .*this CPU has AMX, but hetrain does not run oneDNN' amx.out ||
+    fail "the AMX line: $(grep '^precision' amx.out)"
+lf=$(field f.out 3 loss) lb=$(field b.out 3 loss)
+af=$(field f.out 3 test_acc) ab=$(field b.out 3 test_acc)
+echo "fp32: loss $lf test_acc $af; bf16: loss $lb test_acc $ab"
+close "$lf" "$lb" 0.05 || fail "bf16 loss $lb not within 0.05 of fp32's $lf"
+close "$af" "$ab" 0.03 || fail "bf16 test accuracy $ab not within 0.03 of fp32's $af"
+
+# ---- bitwise reproducible; resume equals the straight run ----
+"$HETRAIN" train "${COMMON[@]}" --epochs 3 --precision bf16 --checkpoint b2.ckpt >b2.out 2>&1 ||
+    fail "bf16 run 2: $(cat b2.out)"
+cmp -s b.ckpt b2.ckpt || fail "two bf16 runs with one seed wrote different checkpoints"
+"$HETRAIN" train "${COMMON[@]}" --epochs 2 --precision bf16 --checkpoint r.ckpt >r1.out 2>&1 ||
+    fail "resume part 1: $(cat r1.out)"
+"$HETRAIN" train "${COMMON[@]}" --epochs 3 --checkpoint r.ckpt --resume >r2.out 2>&1 ||
+    fail "resume part 2: $(cat r2.out)"
+grep -q '^precision: bf16' r2.out || fail "the resumed run is not bf16 (the checkpoint's setting)"
+cmp -s b.ckpt r.ckpt || fail "a resumed bf16 run's checkpoint differs from the straight run's"
+"$HETRAIN" train "${COMMON[@]}" --epochs 3 --threads 2 --precision bf16 --checkpoint t1.ckpt >t1.out 2>&1 &&
+    "$HETRAIN" train "${COMMON[@]}" --epochs 3 --threads 2 --precision bf16 --checkpoint t2.ckpt >t2.out 2>&1 ||
+    fail "2-thread bf16 runs: $(cat t1.out t2.out)"
+cmp -s t1.ckpt t2.ckpt || fail "two 2-thread bf16 runs differ"
+
+# ---- config file, eval of the bf16 checkpoint ----
+printf 'precision = bf16\n' >p.cfg
+"$HETRAIN" train "${COMMON[@]}" --epochs 1 --config p.cfg >c.out 2>&1 || fail "config run: $(cat c.out)"
+grep -q '^precision: bf16' c.out || fail "precision = bf16 in a config file not taken"
+"$HETRAIN" eval --checkpoint b.ckpt --test-limit 256 >e.out 2>&1 || fail "eval: $(cat e.out)"
+ae=$(sed -n 's/.*test_acc \([0-9.]*\).*/\1/p' e.out)
+[ -n "$ae" ] && [ "$ae" = "$ab" ] || fail "eval of the bf16 checkpoint: test_acc '$ae', training said '$ab'"
+
+# ---- refusals: one line, exit 2 ----
+"$HETRAIN" train "${COMMON[@]}" --precision bf32 >x.out 2>x.err
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <x.err)" -eq 1 ] && grep -q "precision.*bf32.*expected fp32 or bf16" x.err ||
+    fail "--precision bf32: rc $rc, stderr $(cat x.err)"
+"$HETRAIN" train "${COMMON[@]}" --precision bf16 --strategy gpipe >x.out 2>x.err
+rc=$?
+[ $rc -eq 2 ] && grep -q "precision bf16: not with the pipelines" x.err ||
+    fail "bf16 with gpipe: rc $rc, stderr $(cat x.err)"
+
+# ---- 2 ranks under mpirun: within rounding of 1 rank; gradients as bf16 on the wire ----
+if het_mpi_found; then
+    mpi() { local P=$1; shift; HET_MPI_TIMEOUT=90 het_mpirun "$P" "$HETRAIN" "$@"; }
+    mpi 2 train "${COMMON[@]}" --epochs 3 --precision bf16 --metrics m16.jsonl >m16.out 2>&1 ||
+        fail "2-rank bf16 run: $(cat m16.out)"
+    mpi 2 train "${COMMON[@]}" --epochs 3 --metrics m32.jsonl >m32.out 2>&1 ||
+        fail "2-rank fp32 run: $(cat m32.out)"
+    grep -q '^ranks: 2 ranks.*all-reduce flat, gradients as bf16 summed in fp32' m16.out ||
+        fail "the 2-rank bf16 run's ranks line: $(grep '^ranks' m16.out)"
+    l2=$(field m16.out 3 loss) a2=$(field m16.out 3 test_acc)
+    echo "2 ranks bf16: loss $l2 test_acc $a2 (1 rank: $lb $ab)"
+    close "$l2" "$lb" 0.02 || fail "2-rank bf16 loss $l2 not within 0.02 of 1 rank's $lb"
+    close "$a2" "$ab" 0.03 || fail "2-rank bf16 test accuracy $a2 not within 0.03 of 1 rank's $ab"
+    # bytes of rank 0 in the last epoch: bf16 gradients are half of fp32's (plus the fp32 figures)
+    b16=$(grep '"epoch"' m16.jsonl | tail -1 | sed -n 's/.*"bytes_node":\[\([0-9]*\),.*/\1/p')
+    b32=$(grep '"epoch"' m32.jsonl | tail -1 | sed -n 's/.*"bytes_node":\[\([0-9]*\),.*/\1/p')
+    echo "all-reduce bytes of rank 0, epoch 3: bf16 $b16, fp32 $b32"
+    awk -v a="${b16:-0}" -v b="${b32:-0}" 'BEGIN { exit !(b > 0 && a / b > 0.45 && a / b < 0.56) }' ||
+        fail "bf16 all-reduce bytes $b16 are not about half of fp32's $b32"
+else
+    echo "skipped the 2-rank part: $HET_MPIEXEC not found"
+fi
+[ $failures -eq 0 ] && echo "test_cli_bf16: all passed"
+exit $((failures > 0))
