@@ -28,12 +28,16 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 "$VC" up 3 --slots 1 >up.out 2>&1 || { cat up.out; echo "FAIL: vcluster up 3" >&2; exit 1; }
 HOSTS=$VCLUSTER_DIR/hostfile
+# an emulated 100 Mbit/s link between the hosts makes each epoch last about 1.3 s of wall time
+# whatever the host's speed (sleeps, not compute: on a fast host the whole run took 1.2 s and
+# ended before the kill); the waits sleep, as 3 ranks share 2 cores under vcluster
 TR=(train --model mlp --data fashion-mnist --train-limit 6000 --test-limit 2000 --batch 64
-    --epochs 4 --seed 7 --progress off --stall-warn 0)
+    --epochs 4 --seed 7 --progress off --stall-warn 0 --net-bw 100M)
+VRUN=("$VC" run -x HET_EMUL_WAIT=sleep)
 acc_of() { sed -n 's/^done: .* test_acc \([0-9.]*\).*/\1/p' "$1" | tail -1; }
 
 # the uninterrupted run on the 3 hosts
-timeout 300 "$VC" run -np 3 --map-by node "$HETRAIN" "${TR[@]}" --checkpoint u.ckpt >u.out 2>&1 ||
+timeout 300 "${VRUN[@]}" -np 3 --map-by node "$HETRAIN" "${TR[@]}" --checkpoint u.ckpt >u.out 2>&1 ||
     fail "uninterrupted run: $(tail -3 u.out)"
 acc0=$(acc_of u.out)
 
@@ -51,15 +55,15 @@ pid_of_rank() {
 for victim in 1 0; do
     rm -f s.ckpt s.jsonl
     timeout 400 "$HETRAIN" run --restarts 2 --min-ranks 2 --hosts "$HOSTS" --metrics s.jsonl -- \
-        "$VC" run -np 3 --map-by node "$HETRAIN" "${TR[@]}" --checkpoint s.ckpt \
+        "${VRUN[@]}" -np 3 --map-by node "$HETRAIN" "${TR[@]}" --checkpoint s.ckpt \
         --checkpoint-steps 10 >s$victim.out 2>&1 &
     sup=$!
     # in epoch 2, past its first checkpoint: kill -9 the rank
     for _ in $(seq 1 600); do
         grep -q '^epoch 1/4' s$victim.out && [ -f s.ckpt ] && break
-        sleep 0.2
+        sleep 0.1
     done
-    sleep 1
+    sleep 0.3
     pid=$(pid_of_rank $victim)
     [ -n "$pid" ] || fail "rank $victim: no process found"
     t_kill=$(date +%s.%N)
@@ -94,12 +98,12 @@ for victim in 1 0; do
 done
 
 # not relaunched: a failure without a lost rank (a usage error), and below --min-ranks
-"$HETRAIN" run --restarts 3 -- "$VC" run -np 3 "$HETRAIN" train --epochs 0 --checkpoint x.ckpt \
+"$HETRAIN" run --restarts 3 -- "${VRUN[@]}" -np 3 "$HETRAIN" train --epochs 0 --checkpoint x.ckpt \
     >x.out 2>&1 && fail "a usage error was not an error"
 grep -q "^hetrain run: the job failed (exit [12]) without a lost rank; not relaunched" x.out ||
     fail "usage error: $(tail -2 x.out)"
 [ "$(grep -c '^hetrain run: launch' x.out)" -eq 1 ] || fail "a usage error was relaunched"
-timeout 300 "$HETRAIN" run --restarts 3 --min-ranks 3 --hosts "$HOSTS" -- "$VC" run -np 3 \
+timeout 300 "$HETRAIN" run --restarts 3 --min-ranks 3 --hosts "$HOSTS" -- "${VRUN[@]}" -np 3 \
     --map-by node "$HETRAIN" "${TR[@]}" --epochs 1 --checkpoint y.ckpt --checkpoint-steps 10 \
     --fail-at 2:@15 >y.out 2>&1 && fail "--min-ranks 3 relaunched on 2"
 grep -q "2 ranks left, below --min-ranks 3: not relaunched" y.out || fail "min-ranks: $(tail -2 y.out)"

@@ -14,6 +14,7 @@
  *   hetrain: rank N (pid P) is gone                              (hetrain's peer watch)
  *   process rank N with PID P on node HOST exited on signal S    (Open MPI's mpirun)
  *   srun: error: HOST: task N: ...                               (Slurm's srun)
+ *   hetrain: rank N: injected failure ...                        (--fail-at, --fail-rate)
  * A job that failed without a lost rank (a usage error, divergence) is not relaunched: its
  * exit status is the supervisor's. After a loss it relaunches, up to K times and never below
  * Q ranks, with one rank fewer per lost rank (-np / -n / --ntasks rewritten), without the lost
@@ -79,6 +80,11 @@ static void sup_parse(sup_seen *s, const char *l) {
         if (!s->lost_host[0] && r == s->lost_rank) snprintf(s->lost_host, sizeof s->lost_host, "%s", host);
     }
     long long step;
+    /* an injected failure names its rank itself: the lost rank where the launcher ends the job
+     * before a peer's watch can (MPICH's hydra kills every rank at once) */
+    if ((p = strstr(l, "hetrain: rank ")) && sscanf(p, "hetrain: rank %d: injected failure", &r) == 1 &&
+        strstr(p, ": injected failure ") && s->lost_rank < 0)
+        s->lost_rank = r;
     if ((p = strstr(l, ": injected failure ")) && (p = strstr(p, " at step ")) &&
         sscanf(p, " at step %lld", &step) == 1)
         s->fail_step = step;
