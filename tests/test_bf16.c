@@ -20,8 +20,12 @@
  *    equal (1 and 2 workers); the master weights stay fp32 (updated values off the bf16 grid);
  *    the dense stack is not used in bf16; channel-blocked edges and fused ReLUs (where this
  *    CPU's oneDNN runs nChw16c) against HET_LAYOUT=plain in bf16;
- *  - which kernels ran: the portable path always; oneDNN's bf16 primitives are not in hetrain
- *    yet, so that half is skipped, saying so and naming the CPU's bf16 instructions. */
+ *  - which kernels ran: the portable path everywhere (oneDNN's bf16 kernels turned off by
+ *    het_dnnl_bf16_disable); where the CPU has AMX or AVX512-BF16 (het_dnnl_bf16_enabled) the
+ *    whole test again on oneDNN's bf16 kernels, which must meet the same bounds, and each
+ *    convolution oneDNN runs computed both ways: the two agree within twice the bound against
+ *    the definition, and differ (else the bf16 kernels did not run). Elsewhere that half is
+ *    skipped, saying why. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -268,6 +272,37 @@ static void test_conv(const cshape *s) {
     }
     CHECK(bw <= (double)(s->batch * oh * ow + 2) * 0x1p-24, "conv bias gradient off the "
           "definition by %g S", bw);
+    /* oneDNN's bf16 kernels against the portable path on the same layer: within twice the
+     * bound each has against the definition, and not the same bits */
+    if (het_dnnl_bf16_enabled() && strstr(s->path, "oneDNN")) { /* the shapes oneDNN runs */
+        float *yp = zeros(ny), *dxp = zeros(nx), *gp = zeros(t.p.n_params);
+        het_dnnl_bf16_disable(1);
+        lay_run(&t, 1, x, dy, yp, dxp, s->batch);
+        het_dnnl_bf16_disable(0);
+        memcpy(gp, t.grads, sizeof(float) * t.p.n_params);
+        const float *a[3] = {y16, dx16, g16}, *pb[3] = {yp, dxp, gp}, *sc[3] = {ys, dxs, dws};
+        const size_t n[3] = {ny, nx, nw};
+        const double K[3] = {(double)s->C * s->k * s->k, (double)s->O * s->k * s->k,
+                             (double)s->batch * oh * ow};
+        double worst = 0;
+        int differ = 0;
+        for (int q = 0; q < 3; q++)
+            for (size_t i = 0; i < n[q]; i++) {
+                double d = fabs((double)a[q][i] - pb[q][i]) /
+                           ((sc[q][i] > 1e-30f ? sc[q][i] : 1e-30) * 2 * (K[q] + 2) * 0x1p-24);
+                if (d > worst || d != d) worst = d != d ? INFINITY : d;
+                differ |= a[q][i] != pb[q][i];
+            }
+        snprintf(what, sizeof what, "conv %dx%dx%d->%d (%s) y, dx, dw", s->C, s->H, s->W, s->O,
+                 s->path);
+        printf("  %-44s oneDNN bf16 vs portable: %.3f of twice the bound%s\n", what, worst,
+               differ ? "" : " (the same bits)");
+        CHECK(worst <= 1.0, "conv %dx%dx%d->%d: oneDNN's bf16 kernels and the portable path "
+              "differ by %.3f of twice the bound", s->C, s->H, s->W, s->O, worst);
+        CHECK(differ, "conv %dx%dx%d->%d: oneDNN's bf16 kernels gave the portable path's bits: "
+              "did they run?", s->C, s->H, s->W, s->O);
+        het_free(yp), het_free(dxp), het_free(gp);
+    }
     float *all[] = {x, dy, y16, dx16, y32, dx32, g16, xr, wr, dyr, ydef, yref, ys, xa, wa, dya,
                     dxdef, dwdef, dxref, dwref, dxs, dws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) het_free(all[i]);
@@ -476,20 +511,8 @@ static void test_layouts(const char *name, het_shape in, int batch, int workers)
     het_model_free(m[1]);
 }
 
-int main(void) {
-    het_rng_seed(&rng, 1);
-    test_rounding();
-    het_bf16_isa isa = het_bf16_cpu();
-    char dn[160];
-    int dn_ok = het_dnnl_bf16_probe(dn, sizeof dn);
-    printf("kernels: portable path (rounded operands into the fp32 kernels): run; oneDNN's bf16 "
-           "primitives: skipped (hetrain does not run them yet; this CPU's bf16 instructions: "
-           "%s; %s)\n", het_bf16_isa_name(isa), dn);
-    /* where the CPU has bf16 instructions, the oneDNN built in must offer bf16 convolutions */
-    if (isa != HET_BF16_ISA_NONE && het_dnnl_available() && !getenv("HET_BF16_CPU"))
-        CHECK(dn_ok, "the CPU has %s but oneDNN offers no bf16 convolution: %s",
-              het_bf16_isa_name(isa), dn);
-    printf("oneDNN (fp32 kernels, bf16-rounded operands): %s\n", het_dnnl_describe());
+/* Every layer and model check, on the kernels het_dnnl_bf16_enabled selects now. */
+static void test_all(void) {
     const cshape shapes[] = {
         {1, 12, 12, 6, 5, 1, 0, 5, "direct (LeNet conv1)"},
         {6, 8, 8, 16, 5, 1, 2, 3, "direct, padded"},
@@ -513,7 +536,35 @@ int main(void) {
     test_reproducible("resnet20", cf, 8, 2);
     test_layouts("cifar-cnn", cf, 8, 1);
     test_layouts("resnet20", cf, 8, 2);
+}
+
+int main(void) {
+    het_rng_seed(&rng, 1);
+    test_rounding();
+    het_bf16_isa isa = het_bf16_cpu();
+    char dn[160];
+    int dn_ok = het_dnnl_bf16_probe(dn, sizeof dn);
+    const int both = het_dnnl_bf16_enabled();
+    printf("kernels: portable path (rounded operands into the fp32 kernels): run; oneDNN's bf16 "
+           "primitives: %s (this CPU's bf16 instructions: %s; %s)\n",
+           both ? "run" : isa == HET_BF16_ISA_NONE ? "skipped: the CPU has no bf16 instructions"
+                                                   : "skipped: oneDNN offers none here",
+           het_bf16_isa_name(isa), dn);
+    /* where the CPU has bf16 instructions, the oneDNN built in must offer bf16 convolutions */
+    if (isa != HET_BF16_ISA_NONE && het_dnnl_available() && !getenv("HET_BF16_CPU"))
+        CHECK(dn_ok && both, "the CPU has %s but oneDNN offers no bf16 convolution: %s",
+              het_bf16_isa_name(isa), dn);
+    printf("portable path (oneDNN's fp32 kernels on bf16-rounded operands where it runs: %s)\n",
+           het_dnnl_describe());
+    het_dnnl_bf16_disable(1);
+    test_all();
+    het_dnnl_bf16_disable(0);
+    if (both) {
+        printf("oneDNN's bf16 kernels (%s)\n", dn);
+        test_all();
+    }
     /* an unknown precision is refused */
+    const het_shape mn = {1, 28, 28};
     het_model *m = NULL;
     CHECK(het_zoo_build(&m, "mlp", mn, 10, 4, 1) == HET_OK, "%s", het_error_msg());
     if (m) {

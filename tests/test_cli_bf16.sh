@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# --precision bf16 on the command line: the startup line names the kernels (portable here;
-# what it says on a CPU with AMX or AVX512-BF16, through HET_BF16_CPU), a bf16 run within a
+# --precision bf16 on the command line: the startup line names the kernels (oneDNN's bf16
+# convolutions on a CPU with AMX or AVX512-BF16, the portable path elsewhere; HET_BF16_CPU
+# makes it say what it says on another CPU), a bf16 run within a
 # stated bound of the fp32 run, bitwise reproducible for a seed, resume bitwise equal to the
 # straight run (checkpoint bytes; checkpoints hold fp32 master weights), the config file key,
 # eval of a bf16 checkpoint, refusals; under mpirun: a 2-rank bf16 run within rounding of the
@@ -26,11 +27,21 @@ COMMON=(--model lenet5 --data synthetic --train-limit 1024 --test-limit 256 --se
 "$HETRAIN" train "${COMMON[@]}" --epochs 3 --precision bf16 --checkpoint b.ckpt >b.out 2>&1 ||
     fail "bf16 run: $(cat b.out)"
 grep -q '^precision: ' f.out && fail "an fp32 run printed a precision line: $(grep '^precision' f.out)"
-grep -q '^precision: bf16 .*kernels: portable (for correctness, not speed)' b.out ||
-    fail "no kernel line in the bf16 run: $(head -4 b.out)"
+# the kernels: oneDNN's bf16 convolutions where this CPU has AMX or AVX512-BF16 (and oneDNN is
+# built in), else the portable path
+if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && grep -q 'convolutions: oneDNN' b.out; then
+    grep -q "^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer (this CPU has" b.out ||
+        fail "no oneDNN kernel line on a CPU with bf16 instructions: $(grep '^precision' b.out)"
+else
+    grep -q '^precision: bf16 .*kernels: portable (for correctness, not speed)' b.out ||
+        fail "no kernel line in the bf16 run: $(head -4 b.out)"
+fi
 grep -q 'precision=bf16' b.out || fail "the config echo lacks precision=bf16"
+HET_BF16_CPU=none "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 >none.out 2>&1
+grep -q '^precision: bf16 .*kernels: portable (for correctness, not speed): this CPU has neither AMX nor AVX512-BF16' none.out ||
+    fail "the line without bf16 instructions: $(grep '^precision' none.out)"
 HET_BF16_CPU=amx "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 >amx.out 2>&1
-grep -q '^precision: bf16 .*this CPU has AMX, but hetrain does not run oneDNN' amx.out ||
+grep -Eq "^precision: bf16 .*(oneDNN's bf16 convolutions where oneDNN runs a layer \(this CPU has AMX|portable .*this CPU has AMX; oneDNN .* has no bf16 convolution)" amx.out ||
     fail "the AMX line: $(grep '^precision' amx.out)"
 lf=$(field f.out 3 loss) lb=$(field b.out 3 loss)
 af=$(field f.out 3 test_acc) ab=$(field b.out 3 test_acc)

@@ -87,11 +87,18 @@ het_bf16_isa het_bf16_cpu(void);
 /* "AMX", "AVX512-BF16" or "none" (static). */
 const char *het_bf16_isa_name(het_bf16_isa isa);
 /* Whether oneDNN (built in, on this CPU) has bf16 convolutions: 1 with `what` naming the
- * implementation it would pick ("oneDNN 2.6.3 would run brgconv:avx512_core_amx_bf16"), 0 with
+ * implementation it would pick ("oneDNN 2.6.3 picks brgconv:avx512_core_amx_bf16"), 0 with
  * `what` saying why not ("oneDNN 2.6.3 has no bf16 convolution here (unimplemented)", "built
- * without oneDNN"). hetrain does not run them yet (tensor/conv_dnnl_bf16.c). Thread-safe; the
+ * without oneDNN"); het_dnnl_bf16_enabled says whether hetrain runs them. Thread-safe; the
  * first call asks oneDNN once. */
 int het_dnnl_bf16_probe(char *what, size_t n);
+/* Whether --precision bf16 runs oneDNN's bf16 convolutions (HET_DNNL_BF16): the CPU has AMX or
+ * AVX512-BF16 (het_bf16_cpu), oneDNN is built in, allowed, and offers them
+ * (het_dnnl_bf16_probe), and tests have not turned them off (het_dnnl_bf16_disable). Elsewhere
+ * the layers take the portable path. */
+int het_dnnl_bf16_enabled(void);
+/* Tests: 1 turns oneDNN's bf16 kernels off (the portable path everywhere), 0 back on. */
+void het_dnnl_bf16_disable(int off);
 
 /* Re-executes the program (argv as given to main) with OPENBLAS_CORETYPE set when OpenBLAS
  * fell back to its generic kernels on a CPU with AVX-512 or AVX2 (see blas_select.c). Call it
@@ -147,10 +154,19 @@ void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixe
 /* In `blk` too: forward applies y = max(y, 0) itself (a oneDNN post-op: a ReLU layer after the
  * convolution then has nothing left to do). Pass it to backward as well (the same primitives). */
 #define HET_DNNL_RELU 4
+/* In `blk` too: the primitives read x, w and dy as bf16 (oneDNN's bf16 kernels: AMX or
+ * AVX512-BF16; only where het_dnnl_bf16_enabled says so) and sum in fp32; the arrays stay fp32
+ * (the reorders into the primitives' layouts round them to bf16, to nearest even, as
+ * het_bf16_round) and y, dx, dw, db are fp32. A refusal is HET_ENOTSUP as above. */
+#define HET_DNNL_BF16 8 /* only where het_dnnl_conv_bf16 */
 /* *x_ok (*y_ok): 1 when the input (output) side may be passed blocked, and its primitives run
  * on nChw16c themselves, so a blocked operand needs no reorder: channels a multiple of 16 and
  * oneDNN picked that layout (its AVX-512 kernels do). */
 void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok);
+/* 1 when calls on h may ask for bf16 (HET_DNNL_BF16): het_dnnl_bf16_enabled and oneDNN gave h
+ * bf16 primitives. A bf16 call that oneDNN refuses later (a new batch size) fails as a blocked
+ * one does (NaN outputs, the fault kept): the layer has no other bf16 path at that point. */
+int het_dnnl_conv_bf16(const het_dnnl_conv *h);
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
                           const float *b, float *y, float *work, int blk);
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,

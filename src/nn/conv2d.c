@@ -38,9 +38,11 @@
  *    layer's outputs are NaN and het_dnnl_fault says why (tensor.h). Where oneDNN
  *    runs on channel-blocked activations itself, the layer reads and writes them blocked
  *    (nn.h: HET_BLK_TAKE / EMIT), which spares the reorders between consecutive layers.
- * In bf16 (nn.h: het_model_set_precision) every path above runs on the input and output
- * gradient rounded to bf16 into het_exec.lp (element-wise, so in either layout) and on the
- * weight the model rounded: fp32 sums of exact bf16 products. */
+ * In bf16 (nn.h: het_model_set_precision) oneDNN's bf16 kernels run where the CPU has them
+ * (het_dnnl_conv_bf16: AMX or AVX512-BF16), their reorders rounding input, weight and output
+ * gradient to bf16; elsewhere every path above runs on the input and output gradient rounded
+ * to bf16 into het_exec.lp (element-wise, so in either layout) and on the weight the model
+ * rounded: fp32 sums of exact bf16 products either way. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,8 +415,8 @@ static void conv_forward_own(conv2d *c, const het_exec *x, const float *in, floa
     }
 }
 
-/* The layouts and fusion of this layer's oneDNN calls (a blocked call that oneDNN refuses
- * leaves NaN outputs: this layer has no other path for that layout). */
+/* The layouts and fusion of this layer's oneDNN calls (a blocked or bf16 call that oneDNN
+ * refuses leaves NaN outputs and a fault: this layer has no other path for it then). */
 static int conv_blk(const het_layer *l) {
     return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0) |
            (l->relu_out ? HET_DNNL_RELU : 0);
@@ -431,6 +433,11 @@ static int dnnl_fallback(const het_layer *l, int st) {
 
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
+    if (x->bf16 && het_dnnl_conv_bf16(c->dn)) { /* oneDNN's bf16 kernels round the operands */
+        het_dnnl_conv_forward(c->dn, batch, in, x->params, x->params + (size_t)c->oc * (size_t)c->ckk,
+                              out, x->work, conv_blk(l) | HET_DNNL_BF16);
+        return;
+    }
     if (x->bf16) { /* the input as bf16 (x->params holds the rounded weight) */
         het_vround_bf16(x->lp, in, het_shape_size(l->in) * (size_t)batch);
         in = x->lp;
@@ -447,6 +454,12 @@ static void conv_backward(het_layer *l, const het_exec *x, const float *in, cons
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
+    if (x->bf16 && het_dnnl_conv_bf16(c->dn)) { /* oneDNN's bf16 kernels round the operands */
+        het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0, x->grads,
+                               x->grads + (size_t)c->oc * (size_t)c->ckk, x->work,
+                               conv_blk(l) | HET_DNNL_BF16);
+        return;
+    }
     if (x->bf16) { /* input and output gradient as bf16; the bias gradient sums them in fp32 */
         const size_t ni = het_shape_size(l->in) * (size_t)batch;
         het_vround_bf16(x->lp, in, ni);

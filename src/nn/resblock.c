@@ -33,11 +33,13 @@
  * too, so it reorders nothing; batch norm then runs on 16 channels at a time (bn_math.h) and the
  * option-A shortcut indexes the blocked layout (het_act_offset).
  *
- * bf16 (nn.h: het_model_set_precision): both convolutions read bf16 operands with fp32 sums:
- * conv1's input is rounded into het_exec.lp (the shortcut adds the fp32 input), r1 is rounded
- * in place (conv2's input, and its weight gradient's operand), the output gradients G and D
- * are rounded in place before each convolution's backward, and the weights come rounded from
- * the model; batch norm, the ReLUs and the shortcut stay fp32. */
+ * bf16 (nn.h: het_model_set_precision): both convolutions read bf16 operands with fp32 sums.
+ * Where the CPU has bf16 instructions both run oneDNN's bf16 kernels, whose reorders round the
+ * operands (het_dnnl_conv_bf16). Elsewhere (the portable path) conv1's input is rounded into
+ * het_exec.lp (the shortcut adds the fp32 input), r1 is rounded in place (conv2's input, and
+ * its weight gradient's operand), the output gradients G and D are rounded in place before
+ * each convolution's backward; the weights come rounded from the model either way; batch
+ * norm, the ReLUs and the shortcut stay fp32. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,9 +177,10 @@ static int dnnl_fallback(int st, int blk) {
  * oneDNN when dn is not NULL (col is then its work memory), on blocked x and y when blk. */
 static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const float *x,
                     const float *w, float *col, int cin, int H, int W, int stride, int K,
-                    int batch, int blk) {
-    const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
-    if (dn && !dnnl_fallback(het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl), blk)) return;
+                    int batch, int blk, int bf16) {
+    const int fl = (blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0) | (bf16 ? HET_DNNL_BF16 : 0);
+    if (dn && !dnnl_fallback(het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl), blk || bf16))
+        return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     const int P = (int)r->P;
     for (int n = 0; n < batch; n++) {
@@ -191,10 +194,10 @@ static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const fl
 static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx, int dx_add,
                              float *dw, const float *dy, const float *x, const float *w,
                              float *col, float *dcol, int cin, int H, int W, int stride, int K,
-                             int batch, int blk) {
-    const int fl = blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0;
+                             int batch, int blk, int bf16) {
+    const int fl = (blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0) | (bf16 ? HET_DNNL_BF16 : 0);
     if (dn && !dnnl_fallback(het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col,
-                                                    fl), blk))
+                                                    fl), blk || bf16))
         return;
     const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
     if (dx && !dx_add) memset(dx, 0, sizeof(float) * xs * (size_t)batch);
@@ -221,21 +224,25 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
     float *rm1 = x->state, *rv1 = rm1 + C, *rm2 = rv1 + C, *rv2 = rm2 + C;
     const int blk = l->in_blk; /* then out and the cached activations are blocked too */
     const bn_geom d = bn_geom_of(batch, C, HW, blk);
-    const float *xin = in; /* conv1's input: bf16-rounded into lp in bf16 */
-    if (x->bf16) {
+    /* bf16: oneDNN's bf16 kernels round conv1's and conv2's inputs themselves; the portable
+     * path rounds them here (conv1's into lp: the shortcut adds the fp32 input) */
+    const int dn16 = x->bf16 && het_dnnl_conv_bf16(r->dn1) && het_dnnl_conv_bf16(r->dn2);
+    const int round = x->bf16 && !dn16;
+    const float *xin = in;
+    if (round) {
         het_vround_bf16(x->lp, in, (size_t)batch * r->in_size);
         xin = x->lp;
     }
 
-    rb_conv(r, r->dn1, A1, xin, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch, blk);
+    rb_conv(r, r->dn1, A1, xin, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch, blk, dn16);
     if (x->train)
         bn_forward_train(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_MOMENTUM, RB_EPS,
                          x->team, x->worker, 1);
     else
         bn_forward_eval(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_EPS, 1);
-    if (x->bf16) het_vround_bf16(r1, r1, BS); /* conv2's input, kept bf16 for its backward */
+    if (round) het_vround_bf16(r1, r1, BS); /* conv2's input, kept bf16 for its backward */
 
-    rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch, blk);
+    rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch, blk, dn16);
     if (x->train)
         bn_forward_train(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, d, RB_MOMENTUM, RB_EPS,
                          x->team, x->worker, 0);
@@ -293,15 +300,17 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
         }
     }
     bn_backward(G, g.g2, g.b2, G, A2, mean2, inv2, v.g2, d, x->train, x->team, x->worker);
-    if (x->bf16) het_vround_bf16(G, G, BS); /* conv2's output gradient as bf16 */
+    const int dn16 = x->bf16 && het_dnnl_conv_bf16(r->dn1) && het_dnnl_conv_bf16(r->dn2);
+    const int round = x->bf16 && !dn16; /* as in forward */
+    if (round) het_vround_bf16(G, G, BS); /* conv2's output gradient as bf16 */
 
     /* conv2 (input r1) */
     rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2,
-                     batch, blk);
+                     batch, blk, dn16);
     het_vrelu_mask(D, r1, D, BS);
     bn_backward(D, g.g1, g.b1, D, A1, mean1, inv1, v.g1, d, x->train, x->team, x->worker);
     const float *xin = in; /* bf16: conv1's operands rounded, as in forward */
-    if (x->bf16) {
+    if (round) {
         het_vround_bf16(D, D, BS);
         het_vround_bf16(x->lp, in, (size_t)batch * r->in_size);
         xin = x->lp;
@@ -309,7 +318,7 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
     rb_conv_backward(r, r->dn1, din, 1, g.w1, D, xin, v.w1, col, dcol, r->cin, r->H, r->W,
-                     r->stride, r->K1, batch, blk);
+                     r->stride, r->K1, batch, blk, dn16);
 }
 
 static void rb_destroy(het_layer *l) {

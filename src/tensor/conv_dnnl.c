@@ -97,6 +97,7 @@ int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k,
 void het_dnnl_conv_free(het_dnnl_conv *h) {}
 void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *ps, size_t *fixed) { *ps = *fixed = 0; }
 void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) { *x_ok = *y_ok = 0; }
+int het_dnnl_conv_bf16(const het_dnnl_conv *h) { return 0; }
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
                           const float *b, float *y, float *work, int blk) { return HET_EINVAL; }
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
@@ -112,7 +113,8 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
 /* A reorder from one layout to another, NULL when the two are the same. */
 typedef struct reorder {
     dnnl_primitive_t p;
-    size_t bytes; /* of the larger of its two sides (blocked layouts may pad channels) */
+    size_t bytes;   /* of the larger of its two sides (blocked layouts may pad channels) */
+    size_t scratch; /* bytes of scratchpad it needs (scratch_get) */
 } reorder;
 
 /* Everything one batch size needs. Activation sides come in the caller's two layouts, [0]
@@ -121,11 +123,14 @@ typedef struct reorder {
 typedef struct prim_set {
     int n, threads; /* oneDNN fixes a primitive's thread count when it makes it */
     int relu;       /* forward applies a ReLU to its result (a post-op) */
+    int bf16;       /* the primitives read x, w and dy as bf16 (HET_DNNL_BF16): the reorders
+                       from the caller's fp32 arrays round them; y, dx, dw and db stay fp32 */
     dnnl_memory_desc_t u_src[2], u_dst[2], u_w, u_b;     /* the caller's: nchw / nChw16c, oihw, x */
     dnnl_memory_desc_t f_src, f_w, f_dst;                /* forward's layouts */
     dnnl_memory_desc_t d_dsrc, d_w, d_ddst;              /* input gradient's */
     dnnl_memory_desc_t w_src, w_dw, w_ddst;              /* weight gradient's */
     dnnl_primitive_t fwd, bwd_d, bwd_w;
+    size_t scr_f, scr_d, scr_w;                          /* their scratchpads, bytes */
     reorder f_w_in, d_w_in, w_dw_add;                    /* weights: plain -> picked, back */
     reorder f_src_in[2], f_dst_out[2];                   /* caller's -> forward's, back */
     reorder d_ddst_in[2], d_dsrc_out[2], d_dsrc_add[2];  /* _add: dst += reordered */
@@ -137,7 +142,8 @@ struct het_dnnl_conv {
     int C, H, W, O, k, stride, pad, bias, oh, ow;
     int x_blk, y_blk; /* which sides have a blocked variant; which need no reorder (_ok) */
     int x_ok, y_ok;
-    size_t per_sample, fixed; /* work floats, from the batch-1 set */
+    int bf16;                 /* calls may ask for bf16 (HET_DNNL_BF16): its batch-1 set built */
+    size_t per_sample, fixed; /* work floats, from the batch-1 sets */
     pthread_mutex_t mu;
     prim_set **sets; /* one per (batch, threads) seen, kept until the handle goes: a few per
                         layer (a worker's chunk, a ragged last chunk, evaluation's batch) */
@@ -197,6 +203,59 @@ static int fail(dnnl_status_t s, const char *what) {
         if (s_ != dnnl_success) return fail(s_, what);      \
     } while (0)
 
+/* Every primitive takes its scratchpad from the caller (dnnl_scratchpad_mode_user): oneDNN's
+ * own (library) scratchpad is per thread and sized for the primitives the thread created,
+ * while a layer's primitives are made by whichever worker calls first and then run by all of
+ * them (the bf16 weight-gradient kernels need one: two workers then wrote over each other's).
+ * The scratchpad is the calling thread's buffer, grown on demand and freed when the thread
+ * ends. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+typedef struct scratch_buf {
+    void *p;
+    size_t n;
+} scratch_buf;
+
+static void scratch_drop(void *v) {
+    scratch_buf *b = v;
+    if (b) free(b->p);
+    free(b);
+}
+
+static void scratch_key_make(void) { (void)pthread_key_create(&scratch_key, scratch_drop); }
+
+/* The calling thread's scratchpad of at least n bytes (64-byte aligned); NULL when out of
+ * memory. */
+static void *scratch_get(size_t n) {
+    pthread_once(&scratch_once, scratch_key_make);
+    scratch_buf *b = pthread_getspecific(scratch_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (pthread_setspecific(scratch_key, b) != 0) return free(b), NULL;
+    }
+    if (b->n < n) {
+        size_t want = (n + 4095) / 4096 * 4096;
+        void *p = aligned_alloc(64, want);
+        if (!p) return NULL;
+        free(b->p);
+        b->p = p, b->n = want;
+    }
+    return b->p;
+}
+
+/* Sets *attr (made when NULL) to take its scratchpad from the caller. */
+static dnnl_status_t user_scratch(dnnl_primitive_attr_t *attr) {
+    dnnl_status_t e = *attr ? dnnl_success : dnnl_primitive_attr_create(attr);
+    return e == dnnl_success ? dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)
+                             : e;
+}
+
+/* The scratchpad bytes a primitive of pd needs. */
+static size_t scratch_of(const_dnnl_primitive_desc_t pd) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    return md ? dnnl_memory_desc_get_size(md) : 0;
+}
+
 /* A reorder src -> dst (NULL primitive when they are equal and sum == 0); with sum the
  * destination keeps its contents and receives the reordered values added. */
 static int make_reorder(reorder *r, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
@@ -208,14 +267,14 @@ static int make_reorder(reorder *r, const dnnl_memory_desc_t *src, const dnnl_me
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t s = dnnl_success;
+    dnnl_status_t s = user_scratch(&attr);
     if (sum) {
-        s = dnnl_primitive_attr_create(&attr);
         if (s == dnnl_success) s = dnnl_post_ops_create(&ops);
         if (s == dnnl_success) s = dnnl_post_ops_append_sum(ops, 1.0f);
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, ops);
     }
     if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, src, engine, dst, engine, attr);
+    if (s == dnnl_success) r->scratch = scratch_of(pd);
     if (s == dnnl_success) s = dnnl_primitive_create(&r->p, pd);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
@@ -243,9 +302,14 @@ static void set_free(prim_set *s) {
     free(s);
 }
 
-static int md_init(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_format_tag_t tag) {
-    TRY(dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag), "memory descriptor");
+static int md_type(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t,
+                   dnnl_format_tag_t tag) {
+    TRY(dnnl_memory_desc_init_by_tag(md, nd, d, t, tag), "memory descriptor");
     return HET_OK;
+}
+
+static int md_init(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_format_tag_t tag) {
+    return md_type(md, nd, d, dnnl_f32, tag);
 }
 
 /* Queries the layout a primitive picked for one argument. */
@@ -273,12 +337,12 @@ static int side_reorders(prim_set *s, int l, int x_side, int y_side) {
     return HET_OK;
 }
 
-/* The attributes of a forward with a fused ReLU (*attr NULL without). */
+/* The attributes of a forward: the caller's scratchpad, and a fused ReLU when relu. */
 static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
     *attr = NULL;
-    if (!relu) return dnnl_success;
+    dnnl_status_t e = user_scratch(attr);
+    if (!relu || e != dnnl_success) return e;
     dnnl_post_ops_t ops = NULL;
-    dnnl_status_t e = dnnl_primitive_attr_create(attr);
     if (e == dnnl_success) e = dnnl_post_ops_create(&ops);
     if (e == dnnl_success) e = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
     if (e == dnnl_success) e = dnnl_primitive_attr_set_post_ops(*attr, ops);
@@ -286,9 +350,10 @@ static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
     return e;
 }
 
-/* Builds the primitives and reorders of batch size n (forward with a ReLU when relu); on
- * failure the message names the step and oneDNN's status (reword adds the shape). */
-static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
+/* Builds the primitives and reorders of batch size n (forward with a ReLU when relu; bf16
+ * operands when bf16); on failure the message names the step and oneDNN's status (reword adds
+ * the shape). */
+static int set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_set *s) {
     if (dnnl_inject & HET_DNNL_INJECT_REFUSE)
         return fail(dnnl_unimplemented, "convolution descriptor (a test's injected refusal)");
     dnnl_dims_t ds = {n, h->C, h->H, h->W}, dw = {h->O, h->C, h->k, h->k}, db = {h->O};
@@ -296,7 +361,10 @@ static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
     dnnl_dims_t st = {h->stride, h->stride}, pl = {h->pad, h->pad};
     dnnl_dims_t pr = {(h->oh - 1) * h->stride + h->k - h->H - h->pad,
                       (h->ow - 1) * h->stride + h->k - h->W - h->pad};
-    dnnl_memory_desc_t a_src, a_w, a_dst;
+    /* what the primitives read (x, w, dy: bf16 or fp32) and write (y, dx, dw: fp32), each in
+     * the layout oneDNN picks */
+    const dnnl_data_type_t lo = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t a_src, a_w, a_dst, a_dsrc, a_ddst, a_dw;
     int rc = HET_OK;
     if ((rc = md_init(&s->u_src[0], 4, ds, dnnl_nchw)) ||
         (rc = md_init(&s->u_src[1], 4, ds, dnnl_nChw16c)) ||
@@ -304,9 +372,12 @@ static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
         (rc = md_init(&s->u_dst[0], 4, dd, dnnl_nchw)) ||
         (rc = md_init(&s->u_dst[1], 4, dd, dnnl_nChw16c)) ||
         (rc = md_init(&s->u_b, 1, db, dnnl_x)) ||
-        (rc = md_init(&a_src, 4, ds, dnnl_format_tag_any)) ||
-        (rc = md_init(&a_w, 4, dw, dnnl_format_tag_any)) ||
-        (rc = md_init(&a_dst, 4, dd, dnnl_format_tag_any)))
+        (rc = md_type(&a_src, 4, ds, lo, dnnl_format_tag_any)) ||
+        (rc = md_type(&a_w, 4, dw, lo, dnnl_format_tag_any)) ||
+        (rc = md_init(&a_dst, 4, dd, dnnl_format_tag_any)) ||
+        (rc = md_init(&a_dsrc, 4, ds, dnnl_format_tag_any)) ||
+        (rc = md_type(&a_ddst, 4, dd, lo, dnnl_format_tag_any)) ||
+        (rc = md_init(&a_dw, 4, dw, dnnl_format_tag_any)))
         return rc;
     const dnnl_memory_desc_t *bias = h->bias ? &s->u_b : NULL;
     dnnl_convolution_desc_t fd, bd, wd;
@@ -318,14 +389,17 @@ static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
     if (e == dnnl_success) e = relu_attr(relu, &attr);
     if (e == dnnl_success) e = dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
     if (attr) dnnl_primitive_attr_destroy(attr);
+    attr = NULL;
+    if (e == dnnl_success) e = user_scratch(&attr); /* the two backward primitives' */
     if (e == dnnl_success)
-        e = dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &a_src, &a_w,
-                                                     &a_dst, st, pl, pr);
-    if (e == dnnl_success) e = dnnl_primitive_desc_create(&bpd, &bd, NULL, engine, fpd);
+        e = dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &a_dsrc, &a_w,
+                                                     &a_ddst, st, pl, pr);
+    if (e == dnnl_success) e = dnnl_primitive_desc_create(&bpd, &bd, attr, engine, fpd);
     if (e == dnnl_success)
         e = dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &a_src,
-                                                        &a_w, bias, &a_dst, st, pl, pr);
-    if (e == dnnl_success) e = dnnl_primitive_desc_create(&wpd, &wd, NULL, engine, fpd);
+                                                        &a_dw, bias, &a_ddst, st, pl, pr);
+    if (e == dnnl_success) e = dnnl_primitive_desc_create(&wpd, &wd, attr, engine, fpd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
     if (e != dnnl_success) {
         rc = fail(e, "convolution descriptor");
     } else {
@@ -338,6 +412,7 @@ static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
         picked(&s->w_src, wpd, dnnl_query_src_md);
         picked(&s->w_dw, wpd, dnnl_query_diff_weights_md);
         picked(&s->w_ddst, wpd, dnnl_query_diff_dst_md);
+        s->scr_f = scratch_of(fpd), s->scr_d = scratch_of(bpd), s->scr_w = scratch_of(wpd);
         if (!(rc = make_prim(&s->fwd, fpd)) && !(rc = make_prim(&s->bwd_d, bpd)) &&
             !(rc = make_prim(&s->bwd_w, wpd)) &&
             !(rc = make_reorder(&s->f_w_in, &s->u_w, &s->f_w, 0)) &&
@@ -352,6 +427,7 @@ static int set_build(const het_dnnl_conv *h, int n, int relu, prim_set *s) {
     s->ddst_shared = dnnl_memory_desc_equal(&s->w_ddst, &s->d_ddst);
     s->n = n;
     s->relu = relu;
+    s->bf16 = bf16;
     s->threads = dnnl_threads;
     return rc;
 }
@@ -416,12 +492,24 @@ int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k,
     use_threads();
     prim_set *s = calloc(1, sizeof *s);
     int rc = !s ? het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory")
-             : set_build(h, 1, 0, s) != HET_OK ? reword(HET_ENOTSUP, h, 1, "refused") : HET_OK;
+             : set_build(h, 1, 0, 0, s) != HET_OK ? reword(HET_ENOTSUP, h, 1, "refused") : HET_OK;
     if (rc == HET_OK) {
         set_sizes(s, &h->per_sample, &h->fixed);
         h->x_ok = h->x_blk && !s->f_src_in[1].p && !s->w_src_in[1].p && !s->d_dsrc_out[1].p;
         h->y_ok = h->y_blk && !s->f_dst_out[1].p && !s->d_ddst_in[1].p && !s->w_ddst_in[1].p;
         rc = keep_set(h, s) ? HET_OK : HET_ENOMEM;
+    }
+    if (rc == HET_OK && het_dnnl_bf16_enabled()) { /* the work a bf16 call may need as well */
+        prim_set *b = calloc(1, sizeof *b);
+        size_t act = 0, fixed = 0;
+        if (b && set_build(h, 1, 0, 1, b) == HET_OK && keep_set(h, b)) {
+            h->bf16 = 1;
+            set_sizes(b, &act, &fixed);
+            if (act > h->per_sample) h->per_sample = act;
+            if (fixed > h->fixed) h->fixed = fixed;
+        } else {
+            set_free(b); /* het_dnnl_conv_bf16 says no: the layer takes the portable path */
+        }
     }
     if (rc == HET_OK) return *out = h, HET_OK;
     set_free(s);
@@ -447,12 +535,14 @@ void het_dnnl_conv_blocked(const het_dnnl_conv *h, int *x_ok, int *y_ok) {
     *y_ok = h->y_ok;
 }
 
+int het_dnnl_conv_bf16(const het_dnnl_conv *h) { return h && h->bf16 && het_dnnl_bf16_enabled(); }
+
 /* Makes and keeps the set of batch n (h's mutex held); NULL with the error set on failure. */
-static prim_set *set_new(het_dnnl_conv *h, int n, int relu) {
+static prim_set *set_new(het_dnnl_conv *h, int n, int relu, int bf16) {
     prim_set *s = calloc(1, sizeof *s);
     size_t act = 0, fixed = 0;
     if (!s) return het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory"), NULL;
-    int rc = set_build(h, n, relu, s);
+    int rc = set_build(h, n, relu, bf16, s);
     if (rc == HET_OK) set_sizes(s, &act, &fixed);
     if (rc == HET_OK && (act > h->per_sample * (size_t)n + h->fixed || fixed > h->fixed))
         rc = het_error_set(HET_ENOTSUP, "more work memory than planned");
@@ -464,35 +554,39 @@ static prim_set *set_new(het_dnnl_conv *h, int n, int relu) {
 
 /* The set of batch n and the current thread count (made on first use); NULL with the error set
  * on failure. */
-static prim_set *set_for(het_dnnl_conv *h, int n, int relu) {
+static prim_set *set_for(het_dnnl_conv *h, int n, int relu, int bf16) {
     use_threads();
     pthread_mutex_lock(&h->mu);
     prim_set *s = NULL;
     for (int i = 0; i < h->n_sets && !s; i++)
-        if (h->sets[i]->n == n && h->sets[i]->threads == dnnl_threads && h->sets[i]->relu == relu)
+        if (h->sets[i]->n == n && h->sets[i]->threads == dnnl_threads &&
+            h->sets[i]->relu == relu && h->sets[i]->bf16 == bf16)
             s = h->sets[i];
-    if (!s) s = set_new(h, n, relu);
+    if (!s) s = set_new(h, n, relu, bf16);
     pthread_mutex_unlock(&h->mu);
     return s;
 }
 
 /* The layouts of a call (0 plain, 1 blocked, per side) and the set of batch n; NULL with the
- * error set when oneDNN refuses (nothing written yet): plain operands are then HET_ENOTSUP,
- * blocked ones, which only oneDNN reads here, a failure (call_failed). */
+ * error set when oneDNN refuses (nothing written yet): plain fp32 operands are then
+ * HET_ENOTSUP, blocked or bf16 ones, which only oneDNN reads here, a failure (call_failed). */
 static prim_set *call_set(het_dnnl_conv *h, int n, int blk, int *lx, int *ly) {
     *lx = (blk & HET_DNNL_X_BLK) != 0;
     *ly = (blk & HET_DNNL_Y_BLK) != 0;
     if ((*lx && !h->x_blk) || (*ly && !h->y_blk))
         return het_error_set(HET_EINVAL, "conv2d: oneDNN: a blocked operand with channels %d -> "
                              "%d", h->C, h->O), NULL;
-    return set_for(h, n, (blk & HET_DNNL_RELU) != 0);
+    if ((blk & HET_DNNL_BF16) && !h->bf16)
+        return het_error_set(HET_EINVAL, "conv2d: oneDNN: bf16 asked of a layer without bf16 "
+                             "primitives"), NULL;
+    return set_for(h, n, (blk & HET_DNNL_RELU) != 0, (blk & HET_DNNL_BF16) != 0);
 }
 
 /* Arguments and memories of one execution, freed by call_end; the outputs it fills with NaN
  * when it fails (a forward's y; a backward's db, dw, dx). */
 typedef struct call {
     dnnl_stream_t stream;
-    dnnl_memory_t mem[24];
+    dnnl_memory_t mem[32];
     int n_mem;
     float *out[3];
     size_t out_n[3];
@@ -500,15 +594,28 @@ typedef struct call {
 
 static dnnl_memory_t wrap(call *c, const dnnl_memory_desc_t *md, const void *p) {
     dnnl_memory_t m = NULL;
-    if (c->n_mem < 24 && dnnl_memory_create(&m, md, engine, (void *)p) == dnnl_success)
+    if (c->n_mem < 32 && dnnl_memory_create(&m, md, engine, (void *)p) == dnnl_success)
         c->mem[c->n_mem++] = m;
     return m;
 }
 
+/* The scratchpad argument of a primitive needing `bytes` (the calling thread's buffer); 0
+ * when it needs none, -1 when out of memory. */
+static int scratch_arg(call *c, size_t bytes, dnnl_exec_arg_t *a) {
+    if (!bytes) return 0;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d = {(dnnl_dim_t)bytes};
+    void *p = scratch_get(bytes);
+    if (!p || dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_x) != dnnl_success) return -1;
+    *a = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, wrap(c, &md, p)};
+    return a->memory ? 1 : -1;
+}
+
 static int exec2(call *c, const reorder *r, dnnl_memory_t from, dnnl_memory_t to) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    if (!from || !to) return fail(dnnl_out_of_memory, "memory");
-    TRY(dnnl_primitive_execute(r->p, c->stream, 2, a), "reorder");
+    dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    int k = scratch_arg(c, r->scratch, &a[2]);
+    if (!from || !to || k < 0) return fail(dnnl_out_of_memory, "memory");
+    TRY(dnnl_primitive_execute(r->p, c->stream, 2 + k, a), "reorder");
     return HET_OK;
 }
 
@@ -549,12 +656,15 @@ static int call_end(const het_dnnl_conv *h, int n, call *c, int rc) {
     return call_failed(c, reword(rc, h, n, c->out[1] ? "backward failed on" : "forward failed on"));
 }
 
-static int run(call *c, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args) {
+/* Runs p on args[0, nargs) (room for one more: the scratchpad of `scratch` bytes). */
+static int run(call *c, dnnl_primitive_t p, size_t scratch, int nargs, dnnl_exec_arg_t *args) {
     for (int i = 0; i < nargs; i++)
         if (!args[i].memory) return fail(dnnl_out_of_memory, "memory");
+    int k = scratch_arg(c, scratch, &args[nargs]);
+    if (k < 0) return fail(dnnl_out_of_memory, "scratchpad");
     if (dnnl_inject & HET_DNNL_INJECT_RUN)
         return fail(dnnl_runtime_error, "convolution (a test's injected failure)");
-    TRY(dnnl_primitive_execute(p, c->stream, nargs, args), "convolution");
+    TRY(dnnl_primitive_execute(p, c->stream, nargs + k, args), "convolution");
     return HET_OK;
 }
 
@@ -563,16 +673,17 @@ int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *
     int lx, ly;
     call c = {.out = {y}, .out_n = {(size_t)n * (size_t)h->O * (size_t)h->oh * (size_t)h->ow}};
     prim_set *s = call_set(h, n, blk, &lx, &ly);
-    if (!s) return lx || ly ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP; /* a refusal */
+    if (!s) /* a refusal */
+        return lx || ly || (blk & HET_DNNL_BF16) ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP;
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
     const reorder *yo = &s->f_dst_out[ly];
     dnnl_memory_t src = operand(&c, &s->f_src_in[lx], &s->u_src[lx], &s->f_src, x, &act, 1, &rc);
     dnnl_memory_t dst = operand(&c, yo, &s->u_dst[ly], &s->f_dst, y, &act, 0, &rc);
     dnnl_memory_t wm = operand(&c, &s->f_w_in, &s->u_w, &s->f_w, w, &fix, 1, &rc);
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst},
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst},
                             {DNNL_ARG_BIAS, h->bias ? wrap(&c, &s->u_b, b) : NULL}};
-    if (rc == HET_OK) rc = run(&c, s->fwd, h->bias ? 4 : 3, a);
+    if (rc == HET_OK) rc = run(&c, s->fwd, s->scr_f, h->bias ? 4 : 3, a);
     if (rc == HET_OK && yo->p) rc = exec2(&c, yo, dst, wrap(&c, &s->u_dst[ly], y));
     return call_end(h, n, &c, rc);
 }
@@ -585,7 +696,8 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
               .out_n = {(size_t)h->O, (size_t)h->O * (size_t)h->C * (size_t)h->k * (size_t)h->k,
                         (size_t)n * (size_t)h->C * (size_t)h->H * (size_t)h->W}};
     prim_set *s = call_set(h, n, blk, &lx, &ly);
-    if (!s) return lx || ly ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP; /* a refusal */
+    if (!s) /* a refusal */
+        return lx || ly || (blk & HET_DNNL_BF16) ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP;
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
     const dnnl_memory_desc_t *ux = &s->u_src[lx], *uy = &s->u_dst[ly];
@@ -597,10 +709,10 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
         ddst_w = operand(&c, &s->w_ddst_in[ly], uy, &s->w_ddst, dy, &act, 1, &rc);
     float *dwb = fix + fl(s->d_w_in.bytes), *dbb = dwb + fl(dnnl_memory_desc_get_size(&s->w_dw));
     dnnl_memory_t dwm = wrap(&c, &s->w_dw, dwb);
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst_w},
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst_w},
                             {DNNL_ARG_DIFF_WEIGHTS, dwm},
                             {DNNL_ARG_DIFF_BIAS, h->bias ? wrap(&c, &s->u_b, dbb) : NULL}};
-    if (rc == HET_OK) rc = run(&c, s->bwd_w, h->bias ? 4 : 3, a);
+    if (rc == HET_OK) rc = run(&c, s->bwd_w, s->scr_w, h->bias ? 4 : 3, a);
     if (rc == HET_OK) rc = exec2(&c, &s->w_dw_add, dwm, wrap(&c, &s->u_w, dw));
     if (rc == HET_OK && h->bias && db)
         for (int o = 0; o < h->O; o++) db[o] += dbb[o];
@@ -609,9 +721,9 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
         const reorder *out = dx_add ? &s->d_dsrc_add[lx] : &s->d_dsrc_out[lx];
         dnnl_memory_t wm = operand(&c, &s->d_w_in, &s->u_w, &s->d_w, w, &fix, 1, &rc);
         dnnl_memory_t dsrc = out->p ? wrap(&c, &s->d_dsrc, act) : wrap(&c, ux, dx);
-        dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, ddst_d}, {DNNL_ARG_WEIGHTS, wm},
+        dnnl_exec_arg_t b[4] = {{DNNL_ARG_DIFF_DST, ddst_d}, {DNNL_ARG_WEIGHTS, wm},
                                 {DNNL_ARG_DIFF_SRC, dsrc}};
-        if (rc == HET_OK) rc = run(&c, s->bwd_d, 3, b);
+        if (rc == HET_OK) rc = run(&c, s->bwd_d, s->scr_d, 3, b);
         if (rc == HET_OK && out->p) rc = exec2(&c, out, dsrc, wrap(&c, ux, dx));
     }
     return call_end(h, n, &c, rc);

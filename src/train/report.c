@@ -60,14 +60,20 @@ void het_trainer_print_config(const het_trainer *t) {
         het_bf16_isa isa = het_bf16_cpu();
         char dn[160];
         het_dnnl_bf16_probe(dn, sizeof dn);
-        het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 operands "
-                "with fp32 sums, gradients all-reduced as bf16; fp32 master weights, batch "
-                "norm and loss); kernels: portable (for correctness, not speed): %s%s; %s\n",
-                isa == HET_BF16_ISA_NONE ? "this CPU has neither AMX nor AVX512-BF16"
-                : isa == HET_BF16_ISA_AMX ? "this CPU has AMX"
-                                          : "this CPU has AVX512-BF16",
-                isa == HET_BF16_ISA_NONE ? "" : ", but hetrain does not run oneDNN's bf16 "
-                                                "primitives yet", dn);
+        const char *cpu = isa == HET_BF16_ISA_NONE ? "this CPU has neither AMX nor AVX512-BF16"
+                          : isa == HET_BF16_ISA_AMX ? "this CPU has AMX"
+                                                    : "this CPU has AVX512-BF16";
+        if (het_dnnl_bf16_enabled())
+            het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
+                    "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
+                    "batch norm and loss); kernels: oneDNN's bf16 convolutions where oneDNN runs "
+                    "a layer (%s: %s), the other layers portable (rounded operands into the fp32 "
+                    "kernels)\n", cpu, dn);
+        else
+            het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
+                    "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
+                    "batch norm and loss); kernels: portable (for correctness, not speed): %s; "
+                    "%s\n", cpu, dn);
     }
     size_t len = het_train_config_format(c, 1, NULL, 0);
     char *text = malloc(len + 1);
