@@ -77,10 +77,6 @@ ae=$(sed -n 's/.*test_acc \([0-9.]*\).*/\1/p' e.out)
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <x.err)" -eq 1 ] && grep -q "precision.*bf32.*expected fp32 or bf16" x.err ||
     fail "--precision bf32: rc $rc, stderr $(cat x.err)"
-"$HETRAIN" train "${COMMON[@]}" --precision bf16 --strategy gpipe >x.out 2>x.err
-rc=$?
-[ $rc -eq 2 ] && grep -q "precision bf16: not with the pipelines" x.err ||
-    fail "bf16 with gpipe: rc $rc, stderr $(cat x.err)"
 
 # ---- 2 ranks under mpirun: within rounding of 1 rank; gradients as bf16 on the wire ----
 if het_mpi_found; then
@@ -101,6 +97,25 @@ if het_mpi_found; then
     echo "all-reduce bytes of rank 0, epoch 3: bf16 $b16, fp32 $b32"
     awk -v a="${b16:-0}" -v b="${b32:-0}" 'BEGIN { exit !(b > 0 && a / b > 0.45 && a / b < 0.56) }' ||
         fail "bf16 all-reduce bytes $b16 are not about half of fp32's $b32"
+    # the pipelines in bf16 (2 stages): near the fp32 run, reproducible, a resume bitwise
+    for s in gpipe qfb; do
+        P=(--strategy $s --micro-batches 4)
+        mpi 2 train "${COMMON[@]}" "${P[@]}" --epochs 3 >p32.out 2>&1 || fail "$s fp32: $(tail -3 p32.out)"
+        mpi 2 train "${COMMON[@]}" "${P[@]}" --epochs 3 --precision bf16 --checkpoint p1.ckpt \
+            >p16.out 2>&1 || fail "$s bf16: $(tail -3 p16.out)"
+        mpi 2 train "${COMMON[@]}" "${P[@]}" --epochs 3 --precision bf16 --checkpoint p2.ckpt \
+            >p16b.out 2>&1 || fail "$s bf16, again: $(tail -3 p16b.out)"
+        mpi 2 train "${COMMON[@]}" "${P[@]}" --epochs 2 --precision bf16 --checkpoint pr.ckpt \
+            >pr1.out 2>&1 && mpi 2 train "${COMMON[@]}" "${P[@]}" --epochs 3 --checkpoint pr.ckpt \
+            --resume >pr2.out 2>&1 || fail "$s bf16 resume: $(tail -3 pr1.out pr2.out)"
+        grep -q '^precision: bf16' p16.out || fail "$s: no bf16 line: $(grep '^precision' p16.out)"
+        lf=$(field p32.out 3 loss) l16=$(field p16.out 3 loss)
+        echo "$s 2 stages: loss fp32 $lf, bf16 $l16"
+        close "$lf" "$l16" 0.05 || fail "$s bf16 loss $l16 not within 0.05 of fp32's $lf"
+        cmp -s p1.ckpt p2.ckpt || fail "$s: two bf16 runs with one seed differ"
+        cmp -s p1.ckpt pr.ckpt || fail "$s: a resumed bf16 run differs from the straight run"
+        [ "$l16" != "$lf" ] || fail "$s: the bf16 loss is fp32's to the digit: not bf16?"
+    done
 else
     echo "skipped the 2-rank part: $HET_MPIEXEC not found"
 fi

@@ -24,6 +24,7 @@ static double run_ranges(het_model *m, const int *cuts, int nc, const float *x, 
     b[0] = 0;
     for (int i = 0; i < nc; i++) b[i + 1] = cuts[i];
     b[nc + 1] = n;
+    het_model_refresh_lp(m); /* bf16: the weights as the ranges read them (nothing in fp32) */
     for (int r = 0; r <= nc; r++)
         CHECK(het_tape_create(&t[r], m, b[r], b[r + 1], batch) == HET_OK, "[%d, %d): %s", b[r],
               b[r + 1], het_error_msg());
@@ -47,12 +48,16 @@ static int same(const float *a, const float *b, size_t n) {
     return n == 0 || memcmp(a, b, n * sizeof(float)) == 0;
 }
 
-/* The whole model on one chunk against ranges at every cut, and at a pair of cuts. */
-static void test_cuts(const char *name, het_shape in, int batch) {
+/* The whole model on one chunk against ranges at every cut, and at a pair of cuts, in
+ * precision prec (both run it: in bf16 the ranges read the rounded weights of
+ * het_model_refresh_lp, the whole model its own). */
+static void test_cuts(const char *name, het_shape in, int batch, het_precision prec) {
     het_model *whole = NULL, *m = NULL;
     CHECK(het_zoo_build(&whole, name, in, 10, batch, 1) == HET_OK, "%s", het_error_msg());
     CHECK(het_zoo_build(&m, name, in, 10, batch, 1) == HET_OK, "%s", het_error_msg());
     if (!whole || !m) return;
+    CHECK(het_model_set_precision(whole, prec) == HET_OK && het_model_set_precision(m, prec) == HET_OK,
+          "%s", het_error_msg());
     const size_t np = het_model_n_params(m), ns = het_model_n_state(m);
     const size_t in_sz = het_shape_size(in) * (size_t)batch;
     float *x = het_alloc(in_sz * sizeof(float));
@@ -103,8 +108,8 @@ static void test_cuts(const char *name, het_shape in, int batch) {
         CHECK(same(het_model_grads(m), het_model_grads(whole), np),
               "%s cuts %d,%d: gradients differ", name, cuts[0], cuts[1]);
     }
-    printf("test_range: %s: %d cuts bitwise equal to the whole model, %d refused\n", name,
-           tried, refused);
+    printf("test_range: %s %s: %d cuts bitwise equal to the whole model, %d refused\n", name,
+           het_precision_name(prec), tried, refused);
     het_free(x);
     het_free(probs);
     het_free(dl);
@@ -254,10 +259,12 @@ static void test_refusals(void) {
 
 int main(void) {
     het_shape gray = {1, 28, 28}, rgb = {3, 32, 32};
-    test_cuts("mlp", gray, 16);
-    test_cuts("lenet5", gray, 16);
-    test_cuts("cifar-cnn", rgb, 8);
-    test_cuts("resnet20", rgb, 4);
+    for (int p = HET_PREC_FP32; p <= HET_PREC_BF16; p++) {
+        test_cuts("mlp", gray, 16, (het_precision)p);
+        test_cuts("lenet5", gray, 16, (het_precision)p);
+        test_cuts("cifar-cnn", rgb, 8, (het_precision)p);
+        test_cuts("resnet20", rgb, 4, (het_precision)p);
+    }
     test_in_flight("lenet5", gray, 8, 4);
     test_in_flight("cifar-cnn", rgb, 4, 3);
     test_input_grad();

@@ -168,14 +168,16 @@ void het_model_free(het_model *m);
  * PyTorch's autocast define it (tensor.h: het_bf16_round); the parameters, gradients,
  * optimizer state and checkpoints stay fp32 (the master weights), and the rounded weights are
  * made once per batch from them; batch norm, pooling, ReLU, the loss and softmax run in fp32.
- * Kernels: the portable path (rounded operands into the fp32 kernels: exact to that
- * definition, not faster). The dense-stack executor is not used in bf16. */
+ * Kernels: oneDNN's bf16 convolutions where the CPU has AMX or AVX512-BF16
+ * (het_dnnl_bf16_enabled), else and for the other layers the portable path (rounded operands
+ * into the fp32 kernels: exact to that definition, not faster). The dense-stack executor is
+ * not used in bf16. */
 typedef enum { HET_PREC_FP32 = 0, HET_PREC_BF16 = 1 } het_precision;
 /* "fp32" or "bf16" (static); "unknown" otherwise. */
 const char *het_precision_name(het_precision p);
-/* Sets the precision of m (before its first batch, or between batches; not inside a range
- * executor's use: the pipelines run fp32). Allocates the bf16 weights and each worker's
- * scratch. HET_EINVAL for an unknown value, HET_ENOMEM. */
+/* Sets the precision of m (before its first batch, or between batches; before the range
+ * executor's tapes are made: they take the model's precision). Allocates the bf16 weights and
+ * each worker's scratch. HET_EINVAL for an unknown value, HET_ENOMEM. */
 int het_model_set_precision(het_model *m, het_precision p);
 het_precision het_model_precision(const het_model *m);
 
@@ -321,7 +323,13 @@ typedef struct het_tape het_tape;
  * it is not a ReLU fused into the layer before (nn.h: layouts, fusion); the ends 0 and
  * n_layers always can. */
 int het_model_cut_ok(const het_model *m, int cut);
-/* A tape for layers [first, last) of m and micro-batches of up to max_batch samples.
+/* In bf16 (het_model_set_precision): the ranges read the weights as bf16, from a rounded copy
+ * of the master weights that the range executor's user refreshes after every change of them
+ * (the model's own executor does it at every batch); nothing in fp32. Call it when no range
+ * runs. */
+void het_model_refresh_lp(het_model *m);
+/* A tape for layers [first, last) of m and micro-batches of up to max_batch samples, in the
+ * model's precision (set it first: a bf16 tape has its scratch for the rounded operands).
  * HET_EINVAL (message) for a range that is empty, outside the model or starts or ends on an
  * edge het_model_cut_ok refuses; HET_ENOMEM. */
 int  het_tape_create(het_tape **out, const het_model *m, int first, int last, int max_batch);

@@ -64,8 +64,7 @@ struct het_model {
     int in_parallel; /* 1 while workers > 0 may be writing their results (see batch_result) */
 };
 
-/* bf16: params_lp from params (model.c), at the start of every batch; nothing in fp32. */
-void het_model_refresh_lp(het_model *m);
+/* (het_model_refresh_lp, nn.h: bf16's params_lp from params, at the start of every batch.) */
 
 /* Worker widx's slice of [0, n): 16-element aligned blocks, in worker order (model.c). */
 void het_model_slice(const het_model *m, int widx, size_t n, size_t *lo, size_t *hi);

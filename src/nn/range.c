@@ -20,6 +20,8 @@ struct het_tape {
     int first, last, max_batch;
     size_t *act_off, *cache_off; /* per layer of the range, floats into acts / cache */
     float *acts, *cache, *work, *dbuf[2];
+    float *lp; /* bf16: the rounded operands' scratch (het_exec.lp); NULL in fp32 */
+    int bf16;
     size_t bytes;
     het_rng rng;
     /* the last forward's */
@@ -45,6 +47,7 @@ void het_tape_free(het_tape *t) {
     het_free(t->work);
     het_free(t->dbuf[0]);
     het_free(t->dbuf[1]);
+    het_free(t->lp);
     free(t->act_off);
     free(t->cache_off);
     free(t);
@@ -94,9 +97,11 @@ int het_tape_create(het_tape **out, const het_model *m, int first, int last, int
         t->work = tape_alloc(t, work);
         t->dbuf[0] = tape_alloc(t, io * mb);
         t->dbuf[1] = tape_alloc(t, io * mb);
+        t->bf16 = m->prec == HET_PREC_BF16;
+        if (t->bf16) t->lp = tape_alloc(t, HET_LP_PER_SAMPLE(io) * mb); /* io: the most in or out */
     }
     if (!t->act_off || !t->cache_off || !t->acts || !t->cache || !t->work || !t->dbuf[0] ||
-        !t->dbuf[1]) {
+        !t->dbuf[1] || (t->bf16 && !t->lp)) {
         het_tape_free(t);
         return het_error_set(HET_ENOMEM, "out of memory for a tape of layers [%d, %d), %d samples",
                              first, last, max_batch);
@@ -110,7 +115,7 @@ size_t het_tape_bytes(const het_tape *t) { return t->bytes; }
 /* Layer i's context on tape t, as exec.c's worker_exec for worker 0 without a team. */
 static void tape_exec(const het_model *m, het_tape *t, int i, float *grads, het_exec *ex) {
     const int k = i - t->first;
-    ex->params = m->params + m->param_off[i];
+    ex->params = (t->bf16 ? m->params_lp : m->params) + m->param_off[i];
     ex->grads = grads ? grads + m->param_off[i] : NULL;
     ex->state = m->state ? m->state + m->state_off[i] : NULL;
     ex->cache = t->cache + t->cache_off[k];
@@ -119,8 +124,8 @@ static void tape_exec(const het_model *m, het_tape *t, int i, float *grads, het_
     ex->train = t->train;
     ex->team = NULL;
     ex->worker = 0;
-    ex->bf16 = 0; /* the pipelines run fp32 (nn.h: het_model_set_precision) */
-    ex->lp = NULL;
+    ex->bf16 = t->bf16; /* the weights as rounded by the user's het_model_refresh_lp */
+    ex->lp = t->lp;
     /* the dropout stream of exec.c: by the sample's index in the batch and by the layer */
     het_rng_seed2(&t->rng, t->step_seed, ((uint64_t)t->sample0 << 16) | (uint64_t)i);
 }

@@ -311,6 +311,7 @@ int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos) {
     }
     memset(&p->res, 0, sizeof p->res);
     het_model_zero_grads(ctx->model);
+    het_model_refresh_lp(ctx->model); /* bf16: the stage reads the weights rounded (nn.h) */
     int rc = HET_OK;
     for (int i = 0; i < p->n_micro && !rc; i++) {
         const size_t na = p->in_floats * (size_t)p->mb_len[i];

@@ -116,10 +116,6 @@ int het_train_config_check(const het_train_config *c) {
     if (het_schedule_check(&s) || het_optim_check(&c->optim)) return HET_EINVAL;
     if (c->optim.kind != HET_OPT_SGD && c->optim.nesterov)
         return het_error_set(HET_EINVAL, "nesterov: applies to SGD only, not adam");
-    if (c->precision == 1 && (!strcmp(c->strategy, "gpipe") || !strcmp(c->strategy, "qfb")))
-        return het_error_set(HET_EINVAL, "precision bf16: not with the pipelines yet (strategy "
-                             "%s runs its stages fp32); use allreduce, hgc, daso or a parameter "
-                             "server", c->strategy);
     if (c->resume && !c->checkpoint[0])
         return het_error_set(HET_EINVAL, "resume: needs --checkpoint FILE to resume from");
     if (strcmp(c->speeds, "auto") != 0 && c->speeds_file[0])
