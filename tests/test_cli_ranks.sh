@@ -96,8 +96,9 @@ w0=$(sed -n 's/.*"wait_s":\[\([0-9.e-]*\),.*/\1/p' m.jsonl)
 c1=$(sed -n 's/.*"compute_s":\[[0-9.e-]*,\([0-9.e-]*\)\].*/\1/p' m.jsonl)
 d0=$(sed -n 's/.*"delay_s":\[\([0-9.e-]*\),.*/\1/p' m.jsonl)
 if ! timing_off; then
-    gt "$w0" "$(awk -v c="$c1" 'BEGIN { print c * 0.4 }')" ||
-        fail "rank 0 waited $w0 s while rank 1 computed $c1 s at factor 3 (expected > 40%)"
+    # about 2/3 of it ideally; without the slowdown about 0; 32 % was seen beside a build
+    gt "$w0" "$(awk -v c="$c1" 'BEGIN { print c * 0.2 }')" ||
+        fail "rank 0 waited $w0 s while rank 1 computed $c1 s at factor 3 (expected > 20%)"
     gt "$d0" 0 || fail "emulated network delay $d0, expected > 0"
 fi
 

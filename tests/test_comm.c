@@ -606,7 +606,7 @@ static void test_netem(void) {
  * iterations and rank 1 on odd ones. A synchronous collective cannot end before the last rank
  * joined + the modeled time M, so the loop takes at least N (J + M) (it took N (M + J/2) when
  * each rank's delay ran from its own start), and every rank books M per call as delay (the early
- * rank booked part of it as comm). Blocking and non-blocking; within 5 %, up to 3 attempts. */
+ * rank booked part of it as comm). Blocking and non-blocking; up to 3 attempts (bounds below). */
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
@@ -650,14 +650,17 @@ static void test_straggler(void) {
             printf("straggler (%s): %d all-reduces in %.3f s, N (J + M) = %.3f s; delay %.3f s, "
                    "N M = %.3f s\n", mode ? "non-blocking" : "blocking", N, el, N * (J + M),
                    delay, N * M);
-        /* 10 %: on a 2-core AMD Zen 3 (2026-12-01) three tries in a row missed 5 % with nothing
-         * else running (elapsed +5-8 %, delay -5-6 %: 0.840-0.851 s for 0.894 s) */
+        /* Bounds that tell a working emulation from a broken one on a loaded 2-core VM: a
+         * straggler not waited for gives N (M + J/2), 0.80 of N (J + M) here, and no delay
+         * gives N J, 0.40; load only lengthens the loop. Measured: +5-8 % and delay -5-6 % with
+         * nothing else running (2-core AMD Zen 3, 2026-12-01); +25 % and -12 % beside a build
+         * (2026-12-04, CI's fresh root). Its accuracy is a benchmark's (bench_vclock.sh). */
         if (het_test_timing()) {
-            CHECK(el >= 0.90 * N * (J + M) && el <= 1.10 * N * (J + M),
-                  "%s: %.3f s, expected N (J + M) = %.3f s within 10 %%", mode ? "non-blocking" :
-                  "blocking", el, N * (J + M));
-            CHECK(fabs(delay - N * M) <= 0.10 * N * M,
-                  "rank %d: %s: delay %.3f s, expected N M = %.3f s within 10 %%", g_rank,
+            CHECK(el >= 0.87 * N * (J + M) && el <= 1.40 * N * (J + M),
+                  "%s: %.3f s, expected N (J + M) = %.3f s, within [0.87, 1.40] of it",
+                  mode ? "non-blocking" : "blocking", el, N * (J + M));
+            CHECK(fabs(delay - N * M) <= 0.25 * N * M,
+                  "rank %d: %s: delay %.3f s, expected N M = %.3f s within 25 %%", g_rank,
                   mode ? "non-blocking" : "blocking", delay, N * M);
         }
     }
