@@ -4,11 +4,11 @@
 # layer and of layers below it. Public headers are mapped to the layer that implements them.
 set -u
 cd "${HET_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
-order="core tensor optim nn data emul comm batch hetero strategy train cli"
+order="core tensor optim nn data emul comm model_io batch hetero strategy train cli"
 level() { # level of a folder or public header name
     local i=0
     for l in $order; do [ "$l" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done
-    case "$1" in ckpt) level core ;; config) level optim ;; codec) level tensor ;; netfile) level nn ;; *) echo -1 ;; esac
+    case "$1" in ckpt) level core ;; config) level optim ;; codec) level tensor ;; netfile) level model_io ;; *) echo -1 ;; esac
 }
 fail=0
 for f in src/*/*.[ch] include/hetrain/*.h; do

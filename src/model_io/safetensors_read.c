@@ -1,5 +1,5 @@
-/* DESIGN: safetensors import (het_safetensors_read; the format and the names are in
- * safetensors.c and docs/SAFETENSORS.md).
+/* DESIGN: safetensors import (het_safetensors_read; the format is in safetensors.c and
+ * docs/SAFETENSORS.md, the names in tensor_names.h).
  *
  * The file is checked whole before anything reaches the model: the 8-byte header length
  * against the file's size and a 100 MB cap (the reference implementation's), the JSON header
@@ -22,10 +22,11 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "core/bytes.h"
 #include "core/infile.h"
-#include "hetrain/comm.h"
-#include "train/internal.h"
-#include "train/safetensors.h"
+#include "hetrain/comm.h" /* het_wire_fp16_to_float, het_wire_bf16_to_float */
+#include "hetrain/netfile.h"
+#include "model_io/tensor_names.h"
 
 #define ST_MAX_HEADER 100000000ull /* bytes */
 #define ST_MAX_DIMS 8
@@ -261,7 +262,7 @@ typedef struct st_span {
 /* What the reader knows while it checks the header. */
 typedef struct st_read {
     const char *path;
-    het_st_tensor *t; /* the model's tensors */
+    het_tensor_name *t; /* the model's tensors */
     int nt;
     int *found;       /* per model tensor: 0, or 1 + its dtype code (dtype_size's index) */
     uint64_t *begin;  /* per model tensor: its data offset */
@@ -393,7 +394,7 @@ static int check_entry(st_read *r, const char *name, size_t at, const st_entry *
         (len == 19 || name[len - 20] == '.'))
         return HET_OK;
     size_t plen;
-    int k = het_st_find(r->t, r->nt, name, &plen);
+    int k = het_tensor_names_find(r->t, r->nt, name, &plen);
     if (k < 0)
         return ferr(r->path, off, "tensor '%.96s' is not a tensor of this model (another "
                     "network? names: docs/SAFETENSORS.md)", name);
@@ -504,7 +505,7 @@ static int check_whole(st_read *r, jcur *c) {
 
 /* Reads tensor k's bytes into dst (its count floats), converting from its dtype. */
 static int read_tensor(st_read *r, FILE *f, uint64_t data_at, int k, float *dst, void *tmp) {
-    const het_st_tensor *t = &r->t[k];
+    const het_tensor_name *t = &r->t[k];
     int dt = r->found[k] - 1;
     size_t bytes = t->count * dtypes[dt].size;
     if (fseeko(f, (off_t)(data_at + r->begin[k]), SEEK_SET) != 0 ||
@@ -574,7 +575,7 @@ int het_safetensors_read(het_model *m, const char *path) {
         goto done;
     }
     r.data_len = size - 8 - hlen;
-    if ((r.nt = het_st_tensors(m, &r.t)) < 0) {
+    if ((r.nt = het_tensor_names(m, &r.t)) < 0) {
         st = r.nt;
         goto done;
     }
