@@ -357,10 +357,20 @@ static void hgc_free(het_strategy_ctx *ctx) {
 }
 
 const het_strategy_ops het_strategy_hgc = {
-    "hgc", "heterogeneous gradient computing: batches proportional to speed, gradients "
-    "weighted by samples (Moreno-Alvarez et al. 2022)",
-    hgc_init, hgc_train_epoch, hgc_model_for_eval, hgc_save_state, hgc_load_state, hgc_free,
-    hgc_report, 1, hgc_agreed_state, NULL /* its options are config fields */,
-    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
-    1 /* epochs in pieces: every step boundary is a drain point */,
+    .name = "hgc",
+    .summary = "heterogeneous gradient computing: batches proportional to speed, gradients "
+               "weighted by samples (Moreno-Alvarez et al. 2022)",
+    .init = hgc_init,
+    .train_epoch = hgc_train_epoch,
+    .model_for_eval = hgc_model_for_eval,
+    .save_state = hgc_save_state,
+    .load_state = hgc_load_state,
+    .free = hgc_free,
+    .report = hgc_report,
+    .world_grads = 1,
+    .agreed_state = hgc_agreed_state,
+    .opts = NULL,       /* its options are config fields (--speeds, --rebalance, ...) */
+    .worker_batch = 0,  /* --batch is the global batch */
+    .lanes = 0,         /* one compute thread per --threads thread */
+    .pieces = 1,        /* epochs in pieces: every step boundary is a drain point */
 };

@@ -430,9 +430,21 @@ static void inhad_free(het_strategy_ctx *ctx) {
 }
 
 const het_strategy_ops het_strategy_inhad = {
-    "inhad", "asynchronous parameter server with node aggregation and iteration numbers "
-    "(Xiao et al. 2022)", inhad_init, inhad_epoch, het_ps_model_for_eval, het_ps_save_state,
-    het_ps_load_state, inhad_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
-    het_inhad_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,    0 /* whole epochs: gradients and weights are in flight inside one */,
+    .name = "inhad",
+    .summary = "asynchronous parameter server with node aggregation and iteration numbers "
+               "(Xiao et al. 2022)",
+    .init = inhad_init,
+    .train_epoch = inhad_epoch,
+    .model_for_eval = het_ps_model_for_eval,
+    .save_state = het_ps_save_state,
+    .load_state = het_ps_load_state,
+    .free = inhad_free,
+    .report = het_ps_report_op,
+    .world_grads = 0,     /* no world gradient sum */
+    .agreed_state = NULL,
+    .opts = het_inhad_opts, /* ps_opts.c */
+    .worker_batch = 1,    /* --batch is each worker's */
+    .lanes = 0,           /* one compute thread */
+    .pieces = 0,          /* whole epochs: gradients and weights are in flight inside one */
 };
 

@@ -37,24 +37,6 @@
 
 #include "strategy/pipe.h"
 
-/* ---------------------------------------------------------------- options */
-
-static const char *const sched_words[] = {"gpipe", "1f1b", NULL};
-
-#define PIPELINES                                                                             \
-    {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "      \
-     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL}
-#define MICRO_BATCHES                                                                         \
-    {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "    \
-     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL}
-
-const het_strategy_opt het_gpipe_opts[] = {
-    PIPELINES, MICRO_BATCHES, HET_PIPE_STAGES_OPT,
-    {"pipe-schedule", "gpipe|1f1b", "gpipe: all forwards, then all backwards; 1f1b: one "
-     "forward one backward (PipeDream-Flush, Megatron)", HET_SOPT_WORD, 0, 0, 0, sched_words},
-    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
-};
-
 /* ---------------------------------------------------------------- set-up */
 
 /* The flat-buffer slices of layers [a, b): parameters and state. */
@@ -573,48 +555,4 @@ int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const 
     if (ctx->rank == 0)
         het_log(HET_LOG_INFO, "%s: the checkpoint's stages replace the measured plan\n", name);
     return stage_alloc(p, ctx, name);
-}
-
-/* ---------------------------------------------------------------- report */
-
-void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
-                     char *json, size_t nj) {
-    (void)ctx;
-    const double *f = p->stage_fig;
-    size_t a = (size_t)snprintf(line, nl, " | %s stages", name);
-    size_t b = (size_t)snprintf(json, nj, "\"%s\":{\"stages\":%d,\"pipelines\":%d,"
-                                "\"micro_batches\":%d,\"cuts\":[", name, p->K, p->R, p->M);
-    for (int k = 0; k <= p->K && b < nj; k++)
-        b += (size_t)snprintf(json + b, nj - b, "%s%d", k ? "," : "", p->cut[k]);
-    for (int k = 0; k < p->K && a < nl; k++)
-        a += (size_t)snprintf(line + a, nl - a, "%s%d-%d", k ? "/" : " ", p->cut[k],
-                              p->cut[k + 1] - 1);
-    /* the bubble: the part of the epoch in which no thread of the stage computed */
-    if (a < nl) a += (size_t)snprintf(line + a, nl - a, " bubble");
-    if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"bubble\":[");
-    for (int k = 0; k < p->K; k++) {
-        const double *g = f + HET_PIPE_FIGS * k;
-        const double bub = g[6] > 0 ? 1 - g[5] / g[6] : 0;
-        if (a < nl) a += (size_t)snprintf(line + a, nl - a, "%s%.0f%%", k ? "/" : " ", 100 * bub);
-        if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "", bub);
-    }
-    static const char *const fig[5] = {"stash_bytes", "bytes_fwd", "bytes_bwd", "bytes_fwd_fp32",
-                                       "bytes_bwd_fp32"};
-    static const char *const txt[3] = {"stash MB", "MB fwd", "MB bwd"};
-    for (int j = 0; j < 5; j++) {
-        if (j < 3 && a < nl) a += (size_t)snprintf(line + a, nl - a, " %s", txt[j]);
-        if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"%s\":[", fig[j]);
-        for (int k = 0; k < p->K; k++) {
-            const double v = f[HET_PIPE_FIGS * k + j];
-            if (j < 3 && a < nl)
-                a += (size_t)snprintf(line + a, nl - a, "%s%.2f", k ? "/" : " ", v / 1e6);
-            if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.0f", k ? "," : "", v);
-        }
-    }
-    if (b < nj) snprintf(json + b, nj - b, "]}");
-}
-
-het_agreed_value het_pipe_agreed(const het_pipe *p) {
-    return het_agreed_bytes("pipeline stage cuts", p->cut, sizeof(int) * (size_t)(p->K + 1),
-                            HET_COMM_WORLD);
 }

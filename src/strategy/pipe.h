@@ -64,13 +64,8 @@ typedef struct het_pipe {
                                  fp32 sizes, busy seconds, the epoch's seconds */
 } het_pipe;
 
-/* --stages, shared by gpipe's and qfb's tables. */
-#define HET_PIPE_STAGES_OPT                                                                   \
-    {"stages", "C1,C2,...", "the stages' first layers after the first stage's (K - 1 cuts, "  \
-     "ascending); unset: cut where the measured times balance", HET_SOPT_LIST, 1, 100000, 0,  \
-     NULL}
-/* The options of gpipe and qfb (pipe.c). */
-extern const het_strategy_opt het_gpipe_opts[];
+/* The options of gpipe and qfb (pipe_opts.c: the shared ones declared once). */
+extern const het_strategy_opt het_gpipe_opts[], het_qfb_opts[];
 
 /* Rank 0's plan (pipe_plan.c): the cuts of K stages of model m into cut[0..K], the given ones
  * (given[0..K-1), --stages; NULL: none) or those that balance the time of a micro-batch of mb
@@ -145,8 +140,16 @@ int het_pipe_replanned(het_pipe *p, het_strategy_ctx *ctx, const char *name, siz
  * checkpoint without them keeps the plan; cuts that do not fit the model: HET_EFORMAT. */
 int het_pipe_save(het_pipe *p, het_ckpt_writer *w);
 int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const char *name);
-/* The epoch line's " | pipe ..." and the metrics' "pipe":{...}. */
+/* The epoch line's " | pipe ..." and the metrics' "pipe":{...} (pipe_opts.c). */
 void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
                      char *json, size_t nj);
+
+/* Vtable entries of both pipelines (pipe_opts.c), as the parameter servers share theirs:
+ * ctx->priv must start with the strategy's het_pipe; names are ctx->cfg->strategy. */
+het_model *het_pipe_model_for_eval(het_strategy_ctx *ctx);
+int  het_pipe_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w);
+int  het_pipe_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r);
+void het_pipe_report_op(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj);
+int  het_pipe_agreed_state(het_strategy_ctx *ctx, het_agreed_value *out, int cap);
 
 #endif
