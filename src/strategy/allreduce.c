@@ -59,7 +59,8 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         het_batch_result mine, r;
         int rc = het_step_sync(ctx, ctx->priv, ctx->sampler->perm + pos + lo, (int)len,
                                1.0f / (float)Bs, het_step_seed(ctx, ctx->step), lr, &mine, &r);
-        if (!rc) rc = het_step_record(ctx, sums, &mine, len, &r, Bs, 0, lr, ts);
+        const het_step_rec rec = {.mine = &mine, .count = len, .shown = &r, .shown_n = Bs};
+        if (!rc) rc = het_step_record(ctx, sums, &rec, lr, ts);
         if (rc) return rc;
         if (het_step_pause(ctx, pos + B, n)) return HET_OK; /* nothing in flight */
     }

@@ -119,7 +119,8 @@ static int worker_epoch(asp *a, het_strategy_ctx *ctx, int epoch, het_epoch_sums
         }
         ctx->step = r0.version; /* the primary's version of the weights now held */
         lr = r0.lr;
-        rc = het_step_record(ctx, sums, &res, len, &res, len, 1, lr, ts);
+        rc = het_step_record(ctx, sums, &(het_step_rec){.mine = &res, .count = len, .local = 1},
+                             lr, ts);
         pos = r0.pos;
         len = r0.pos >= 0 ? r0.len : 0;
     }

@@ -448,7 +448,8 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
         int64_t len;
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         if ((rc = daso_step(ctx, d, pos, s, spe - 1, lr, &mine, &len))) return rc;
-        if ((rc = het_step_record(ctx, &sums, &mine, len, &mine, len, 1, lr, ts))) return rc;
+        const het_step_rec rec = {.mine = &mine, .count = len, .local = 1};
+        if ((rc = het_step_record(ctx, &sums, &rec, lr, ts))) return rc;
     }
     /* the last batch was a global average: the same weights on every rank */
     if ((rc = het_step_check_params(ctx))) return rc;

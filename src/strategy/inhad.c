@@ -359,7 +359,8 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
         if (!rc) rc = next_ctrl(a, ctx, &r, -1, -1, &end); /* the answer to the IN */
         if (rc) break;
         lr = r.lr;
-        if ((rc = het_step_record(ctx, sums, &res, len, &res, len, 1, lr, ts))) break;
+        const het_step_rec rec = {.mine = &res, .count = len, .local = 1};
+        if ((rc = het_step_record(ctx, sums, &rec, lr, ts))) break;
         /* every update finished by the IN's send time is here or on its way: take them */
         if ((rc = next_ctrl(a, ctx, &r, r.avail, -1, &end))) break;
         adopt(a, ctx, r.avail, -1);

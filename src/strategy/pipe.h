@@ -43,15 +43,15 @@ typedef struct het_pipe {
     uint64_t seed;            /* the step's dropout seed */
     het_batch_result res;     /* last stage: the step's figures over this pipeline */
     /* codecs (qfb; off: fp32 both ways): activations as per-tensor int8 (het_q8_*), input
-     * gradients through 2-Step GC with error feedback (het_gc_*) */
-    int act_q8, grad_gc;
-    het_gc_config gc;         /* mode, threshold, quantize; k from gc_ratio per micro-batch */
-    double gc_ratio;
-    int gc_feedback;          /* 1: error feedback; 0: the residual is dropped every time */
+     * gradients through 2-Step GC with error feedback (het_gradc_*) */
+    int act_q8, grad_codec;
+    het_gradc_config gradc;   /* mode, threshold, quantize; k from gradc_ratio per micro-batch */
+    double gradc_ratio;
+    int gradc_feedback;       /* 1: error feedback; 0: the residual is dropped every time */
     uint8_t **rbuf_a, **rbuf_g; /* M each: encoded messages received (where a codec is on) */
     uint8_t **sbuf_a, **sbuf_g; /* M each: encoded messages sent */
     size_t cap_a, cap_g;      /* their capacity */
-    float *residual, *gc_work; /* the gradient codec's error feedback and scratch */
+    float *residual, *gradc_work; /* the gradient codec's error feedback and scratch */
     /* figures of the epoch */
     double bytes_fwd, bytes_bwd; /* payload sent forward and backward */
     double raw_fwd, raw_bwd;  /* what the same messages take in fp32 */
@@ -90,7 +90,8 @@ void het_pipe_free(het_pipe *p);
 /* The step at position pos of the epoch: its micro-batches on this pipeline, its seed and
  * scale; zeroes the gradients; posts the receives of the step's messages. */
 int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos);
-/* The codecs of p->act_q8, grad_gc, gc and gc_ratio (set them after init): their buffers. */
+/* The codecs of p->act_q8, grad_codec, gradc and gradc_ratio (set them after init): their
+ * buffers. */
 int het_pipe_codecs(het_pipe *p, const char *name);
 /* Resets the epoch's figures and notes its start. */
 void het_pipe_epoch_begin(het_pipe *p);

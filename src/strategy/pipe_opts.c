@@ -9,7 +9,7 @@
 /* ---------------------------------------------------------------- options */
 
 static const char *const act_words[] = {"int8", "off", NULL};
-static const char *const gc_words[] = {"2step", "off", NULL};
+static const char *const gradc_words[] = {"2step", "off", NULL};
 static const char *const sparse_words[] = {"topk", "threshold", "none", NULL};
 static const char *const quant_words[] = {"int8", "off", NULL};
 static const char *const onoff_words[] = {"on", "off", NULL};
@@ -39,7 +39,7 @@ const het_strategy_opt het_qfb_opts[] = {
     {"act-codec", "int8|off", "activations sent forward as per-tensor affine int8, or fp32",
      HET_SOPT_WORD, 0, 0, 0, act_words},
     {"grad-codec", "2step|off", "gradients sent backward through 2-Step GC (sparsify, then "
-     "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gc_words},
+     "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gradc_words},
     {"grad-sparsify", "topk|threshold|none", "2-Step GC's first step: the --grad-topk largest "
      "values, those of |v| >= --grad-threshold, or all (none: lenet5 lost 0.58 point at top-k "
      "0.1, README)", HET_SOPT_WORD, 0, 0, 2, sparse_words},

@@ -341,13 +341,13 @@ static int qfb_init(het_strategy_ctx *ctx) {
     const het_train_config *c = ctx->cfg;
     het_pipe *p = &q->p;
     p->act_q8 = het_strategy_opt_value(c, "act-codec") == 0;
-    p->grad_gc = het_strategy_opt_value(c, "grad-codec") == 0;
+    p->grad_codec = het_strategy_opt_value(c, "grad-codec") == 0;
     const int sp = (int)het_strategy_opt_value(c, "grad-sparsify");
-    p->gc.mode = sp == 0 ? HET_GC_TOPK : sp == 1 ? HET_GC_THRESHOLD : HET_GC_NONE;
-    p->gc.threshold = (float)het_strategy_opt_value(c, "grad-threshold");
-    p->gc.quantize = het_strategy_opt_value(c, "grad-quant") == 0;
-    p->gc_ratio = het_strategy_opt_value(c, "grad-topk");
-    p->gc_feedback = het_strategy_opt_value(c, "grad-feedback") == 0;
+    p->gradc.mode = sp == 0 ? HET_GRADC_TOPK : sp == 1 ? HET_GRADC_THRESHOLD : HET_GRADC_NONE;
+    p->gradc.threshold = (float)het_strategy_opt_value(c, "grad-threshold");
+    p->gradc.quantize = het_strategy_opt_value(c, "grad-quant") == 0;
+    p->gradc_ratio = het_strategy_opt_value(c, "grad-topk");
+    p->gradc_feedback = het_strategy_opt_value(c, "grad-feedback") == 0;
     if ((rc = het_pipe_codecs(p, "qfb"))) return rc;
     for (int w = 0; w < 2; w++) {
         q->lane[w].q = q;
@@ -362,10 +362,13 @@ static int qfb_init(het_strategy_ctx *ctx) {
     if (ctx->rank == 0)
         het_log(HET_LOG_INFO, "qfb: a forward and a backward thread per stage; activations %s, "
                 "gradients %s\n", p->act_q8 ? "int8" : "fp32",
-                !p->grad_gc ? "fp32" : p->gc.mode == HET_GC_TOPK ? (p->gc.quantize ?
-                "2-Step GC (top-k, int8)" : "2-Step GC (top-k, fp32)") :
-                p->gc.mode == HET_GC_THRESHOLD ? (p->gc.quantize ? "2-Step GC (threshold, int8)"
-                : "2-Step GC (threshold, fp32)") : "int8 (all values)");
+                !p->grad_codec ? "fp32"
+                : p->gradc.mode == HET_GRADC_TOPK
+                    ? (p->gradc.quantize ? "2-Step GC (top-k, int8)" : "2-Step GC (top-k, fp32)")
+                : p->gradc.mode == HET_GRADC_THRESHOLD
+                    ? (p->gradc.quantize ? "2-Step GC (threshold, int8)"
+                                         : "2-Step GC (threshold, fp32)")
+                    : "int8 (all values)");
     return HET_OK;
 }
 
@@ -398,7 +401,7 @@ static int residuals(het_strategy_ctx *ctx, het_ckpt_writer *w, het_ckpt_reader 
     qfb *q = ctx->priv;
     het_pipe *p = &q->p;
     const size_t n = residual_floats(q), mine = p->residual ? p->in_floats * (size_t)p->mb_max : 0;
-    if (!p->grad_gc || n == 0 || (r && !het_ckpt_has(r, "s.qfb.residual")))
+    if (!p->grad_codec || n == 0 || (r && !het_ckpt_has(r, "s.qfb.residual")))
         return HET_OK; /* none kept (a checkpoint of codecs off): they start at zero */
     if (r && ctx->ckpt_size) { /* other stages: the residuals of other tensors */
         het_step_resized(ctx, "qfb: error-feedback residuals of %d ranks dropped (they start "
