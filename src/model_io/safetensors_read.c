@@ -3,10 +3,9 @@
  *
  * The file is checked whole before anything reaches the model: the 8-byte header length
  * against the file's size and a 100 MB cap (the reference implementation's), the JSON header
- * by a small strict reader of the format's flat grammar below (no JSON reader sits below
- * train/: cli/jsonl.c is above it, and a dependency for ~150 lines was not worth it), every
- * tensor's dtype, shape and data_offsets (inside the data, the byte count of its dtype and
- * shape, no two overlapping), each model tensor present once, no tensor the model lacks. Only
+ * by a small strict reader of the format's flat grammar (safetensors_json.c), every tensor's
+ * dtype, shape and data_offsets (inside the data, the byte count of its dtype and shape, no
+ * two overlapping), each model tensor present once, no tensor the model lacks. Only
  * then are the tensors read into a staging copy of the parameters and state, and that copy
  * into the model. Every message is one line: "FILE: offset N: ...", N the file offset of the
  * byte or the tensor's name in the header.
@@ -26,222 +25,12 @@
 #include "core/infile.h"
 #include "hetrain/comm.h" /* het_wire_fp16_to_float, het_wire_bf16_to_float */
 #include "hetrain/netfile.h"
+#include "model_io/safetensors_json.h"
 #include "model_io/tensor_names.h"
 
 #define ST_MAX_HEADER 100000000ull /* bytes */
 #define ST_MAX_DIMS 8
 #define ST_MAX_NAME 256 /* bytes of a tensor's name, NUL included */
-#define ST_MAX_DEPTH 64 /* nesting inside "__metadata__" */
-
-/* A cursor over the header; positions are reported as file offsets (8 + i). */
-typedef struct jcur {
-    const char *p;
-    size_t n, i;
-    const char *path;
-} jcur;
-
-/* HET_EFORMAT, "path: offset off: ..." */
-static int ferr(const char *path, uint64_t off, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static int ferr(const char *path, uint64_t off, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return het_error_set(HET_EFORMAT, "%s: offset %llu: %s", path, (unsigned long long)off, msg);
-}
-/* The same at the cursor. */
-#define jerr(c, ...) ferr((c)->path, 8 + (uint64_t)(c)->i, __VA_ARGS__)
-
-/* What is at the cursor, for messages: "'x'", "byte 0x01" or "the header's end". */
-static const char *found(const jcur *c, char *buf, size_t n) {
-    if (c->i >= c->n) return "the header's end";
-    unsigned char ch = (unsigned char)c->p[c->i];
-    if (ch >= 0x20 && ch < 0x7f) snprintf(buf, n, "'%c'", ch);
-    else snprintf(buf, n, "byte 0x%02x", ch);
-    return buf;
-}
-
-static void ws(jcur *c) {
-    while (c->i < c->n && (c->p[c->i] == ' ' || c->p[c->i] == '\t' || c->p[c->i] == '\n' ||
-                           c->p[c->i] == '\r'))
-        c->i++;
-}
-
-/* Skips white space, then consumes ch or fails saying what was expected `where`. */
-static int expect(jcur *c, char ch, const char *where) {
-    char b[16];
-    ws(c);
-    if (c->i < c->n && c->p[c->i] == ch) {
-        c->i++;
-        return HET_OK;
-    }
-    return jerr(c, "expected '%c' %s, found %s", ch, where, found(c, b, sizeof b));
-}
-
-static int hex4(jcur *c, unsigned *v) {
-    *v = 0;
-    for (int k = 0; k < 4; k++, c->i++) {
-        char ch = c->i < c->n ? c->p[c->i] : '\0';
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-        if (d < 0) return jerr(c, "bad \\u escape: 4 hex digits expected");
-        *v = *v * 16 + (unsigned)d;
-    }
-    return HET_OK;
-}
-
-/* A JSON string (after white space) into out[cap] (NUL-terminated), or skipped if out is
- * NULL. Escapes are decoded (\u as UTF-8, surrogate pairs joined); raw control characters,
- * \u0000 and lone surrogates are refused. */
-static int jstring(jcur *c, char *out, size_t cap) {
-    static const char esc_in[] = "\"\\/bfnrt", esc_out[] = "\"\\/\b\f\n\r\t";
-    char b[16];
-    size_t k = 0;
-    ws(c);
-    if (c->i >= c->n || c->p[c->i] != '"')
-        return jerr(c, "expected a string, found %s", found(c, b, sizeof b));
-    c->i++;
-    for (;;) {
-        if (c->i >= c->n) return jerr(c, "unterminated string");
-        unsigned char ch = (unsigned char)c->p[c->i];
-        char u8[4];
-        size_t nu = 1;
-        if (ch == '"') {
-            c->i++;
-            break;
-        }
-        if (ch < 0x20) return jerr(c, "control byte 0x%02x in a string", ch);
-        u8[0] = (char)ch;
-        if (ch == '\\') {
-            c->i++;
-            const char *e = c->i < c->n && c->p[c->i] ? strchr(esc_in, c->p[c->i]) : NULL;
-            if (c->i < c->n && c->p[c->i] == 'u') {
-                c->i++;
-                unsigned v, lo;
-                if (hex4(c, &v)) return HET_EFORMAT;
-                if (v >= 0xdc00 && v < 0xe000) return jerr(c, "lone low surrogate in \\u");
-                if (v >= 0xd800 && v < 0xdc00) {
-                    if (c->i + 1 >= c->n || c->p[c->i] != '\\' || c->p[c->i + 1] != 'u')
-                        return jerr(c, "high surrogate without its low half");
-                    c->i += 2;
-                    if (hex4(c, &lo)) return HET_EFORMAT;
-                    if (lo < 0xdc00 || lo >= 0xe000)
-                        return jerr(c, "high surrogate without its low half");
-                    v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
-                }
-                if (v == 0) return jerr(c, "\\u0000 in a string");
-                if (v < 0x80) u8[0] = (char)v;
-                else if (v < 0x800) {
-                    u8[0] = (char)(0xc0 | v >> 6), u8[1] = (char)(0x80 | (v & 0x3f)), nu = 2;
-                } else if (v < 0x10000) {
-                    u8[0] = (char)(0xe0 | v >> 12), u8[1] = (char)(0x80 | (v >> 6 & 0x3f));
-                    u8[2] = (char)(0x80 | (v & 0x3f)), nu = 3;
-                } else {
-                    u8[0] = (char)(0xf0 | v >> 18), u8[1] = (char)(0x80 | (v >> 12 & 0x3f));
-                    u8[2] = (char)(0x80 | (v >> 6 & 0x3f)), u8[3] = (char)(0x80 | (v & 0x3f));
-                    nu = 4;
-                }
-                c->i--; /* hex4 left the cursor after the digits; the common step follows */
-            } else if (e) {
-                u8[0] = esc_out[e - esc_in];
-            } else {
-                return jerr(c, "bad escape in a string");
-            }
-        }
-        c->i++;
-        if (out) {
-            if (k + nu >= cap) return jerr(c, "string longer than %zu bytes", cap - 1);
-            memcpy(out + k, u8, nu);
-        }
-        k += nu;
-    }
-    if (out) out[k] = '\0';
-    return HET_OK;
-}
-
-/* A non-negative integer (after white space) without sign, fraction or exponent. */
-static int juint(jcur *c, uint64_t *v) {
-    char b[16];
-    ws(c);
-    size_t s = c->i;
-    *v = 0;
-    while (c->i < c->n && c->p[c->i] >= '0' && c->p[c->i] <= '9') {
-        unsigned d = (unsigned)(c->p[c->i] - '0');
-        if (*v > (UINT64_MAX - d) / 10) return jerr(c, "integer too large");
-        *v = *v * 10 + d;
-        c->i++;
-    }
-    if (c->i == s)
-        return jerr(c, "expected a non-negative integer, found %s", found(c, b, sizeof b));
-    if (c->i - s > 1 && c->p[s] == '0') return jerr(c, "integer with a leading zero");
-    if (c->i < c->n && (c->p[c->i] == '.' || c->p[c->i] == 'e' || c->p[c->i] == 'E'))
-        return jerr(c, "expected an integer, found a fraction or an exponent");
-    return HET_OK;
-}
-
-/* Skips decimal digits; returns how many. */
-static size_t digits(jcur *c) {
-    size_t s = c->i;
-    while (c->i < c->n && c->p[c->i] >= '0' && c->p[c->i] <= '9') c->i++;
-    return c->i - s;
-}
-
-/* Any JSON value (after white space), skipped: the contents of "__metadata__". */
-static int jskip(jcur *c, int depth) {
-    char b[16];
-    ws(c);
-    if (depth > ST_MAX_DEPTH) return jerr(c, "values nested deeper than %d", ST_MAX_DEPTH);
-    if (c->i >= c->n) return jerr(c, "expected a value, found the header's end");
-    char ch = c->p[c->i];
-    if (ch == '"') return jstring(c, NULL, 0);
-    if (ch == '{' || ch == '[') {
-        char close = ch == '{' ? '}' : ']';
-        c->i++;
-        ws(c);
-        if (c->i < c->n && c->p[c->i] == close) {
-            c->i++;
-            return HET_OK;
-        }
-        for (;;) {
-            if (ch == '{' && (jstring(c, NULL, 0) || expect(c, ':', "after a key")))
-                return HET_EFORMAT;
-            if (jskip(c, depth + 1)) return HET_EFORMAT;
-            ws(c);
-            if (c->i < c->n && c->p[c->i] == ',') {
-                c->i++;
-                continue;
-            }
-            return expect(c, close, ch == '{' ? "or ',' in an object" : "or ',' in an array");
-        }
-    }
-    static const char *const lit[3] = {"true", "false", "null"};
-    for (int k = 0; k < 3; k++)
-        if (c->n - c->i >= strlen(lit[k]) && memcmp(c->p + c->i, lit[k], strlen(lit[k])) == 0) {
-            c->i += strlen(lit[k]);
-            return HET_OK;
-        }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) { /* -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)? */
-        c->i += ch == '-';
-        if (c->i < c->n && c->p[c->i] == '0') c->i++;
-        else if (!digits(c)) return jerr(c, "bad number");
-        if (c->i < c->n && c->p[c->i] == '.') {
-            c->i++;
-            if (!digits(c)) return jerr(c, "bad number: no digit after '.'");
-        }
-        if (c->i < c->n && (c->p[c->i] == 'e' || c->p[c->i] == 'E')) {
-            c->i++;
-            if (c->i < c->n && (c->p[c->i] == '+' || c->p[c->i] == '-')) c->i++;
-            if (!digits(c)) return jerr(c, "bad number: no digit in the exponent");
-        }
-        return HET_OK;
-    }
-    return jerr(c, "expected a value, found %s", found(c, b, sizeof b));
-}
 
 /* ------------------------------------------------------------------------ tensors */
 
@@ -264,7 +53,7 @@ typedef struct st_read {
     const char *path;
     het_tensor_name *t; /* the model's tensors */
     int nt;
-    int *found;       /* per model tensor: 0, or 1 + its dtype code (dtype_size's index) */
+    int *het_json_found;       /* per model tensor: 0, or 1 + its dtype code (dtype_size's index) */
     uint64_t *begin;  /* per model tensor: its data offset */
     st_span *span;
     size_t n_span, cap_span;
@@ -297,57 +86,59 @@ static void fmt_shape(char *b, size_t n, int rank, const uint64_t *u, const int6
 }
 
 /* The entry's value: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}, each once. */
-static int jentry(jcur *c, const char *name, st_entry *e) {
+static int jentry(het_json *c, const char *name, st_entry *e) {
     static const char *const field[3] = {"dtype", "shape", "data_offsets"};
     int seen[3] = {0, 0, 0};
     char key[32];
-    if (expect(c, '{', "to open a tensor's entry")) return HET_EFORMAT;
+    if (het_json_expect(c, '{', "to open a tensor's entry")) return HET_EFORMAT;
     for (;;) {
         size_t at = c->i;
-        if (jstring(c, key, sizeof key) || expect(c, ':', "after a key")) return HET_EFORMAT;
+        if (het_json_string(c, key, sizeof key) || het_json_expect(c, ':', "after a key"))
+            return HET_EFORMAT;
         int f = 0;
         while (f < 3 && strcmp(key, field[f]) != 0) f++;
         if (f == 3 || seen[f]) {
             c->i = at;
-            ws(c);
-            return jerr(c, "tensor '%.96s': %s field '%s'", name, f == 3 ? "unknown" : "repeated",
-                        key);
+            het_json_ws(c);
+            return HET_JSON_ERR(c, "tensor '%.96s': %s field '%s'", name,
+                                f == 3 ? "unknown" : "repeated", key);
         }
         seen[f] = 1;
-        if (f == 0 && jstring(c, e->dtype, sizeof e->dtype)) return HET_EFORMAT;
+        if (f == 0 && het_json_string(c, e->dtype, sizeof e->dtype)) return HET_EFORMAT;
         if (f == 1) {
-            if (expect(c, '[', "to open a shape")) return HET_EFORMAT;
-            ws(c);
+            if (het_json_expect(c, '[', "to open a shape")) return HET_EFORMAT;
+            het_json_ws(c);
             e->rank = 0;
             if (c->i < c->n && c->p[c->i] == ']') c->i++;
             else
                 for (;;) {
                     if (e->rank == ST_MAX_DIMS)
-                        return jerr(c, "tensor '%.96s': more than %d dimensions", name,
+                        return HET_JSON_ERR(c, "tensor '%.96s': more than %d dimensions", name,
                                     ST_MAX_DIMS);
-                    if (juint(c, &e->dims[e->rank++])) return HET_EFORMAT;
-                    ws(c);
+                    if (het_json_uint(c, &e->dims[e->rank++])) return HET_EFORMAT;
+                    het_json_ws(c);
                     if (c->i < c->n && c->p[c->i] == ',') c->i++;
-                    else if (expect(c, ']', "or ',' in a shape")) return HET_EFORMAT;
+                    else if (het_json_expect(c, ']', "or ',' in a shape")) return HET_EFORMAT;
                     else break;
                 }
         }
-        if (f == 2 && (expect(c, '[', "to open data_offsets") || juint(c, &e->begin) ||
-                       expect(c, ',', "between the two data_offsets") || juint(c, &e->end) ||
-                       expect(c, ']', "after the two data_offsets")))
+        if (f == 2 &&
+            (het_json_expect(c, '[', "to open data_offsets") || het_json_uint(c, &e->begin) ||
+             het_json_expect(c, ',', "between the two data_offsets") || het_json_uint(c, &e->end) ||
+             het_json_expect(c, ']', "after the two data_offsets")))
             return HET_EFORMAT;
-        ws(c);
+        het_json_ws(c);
         if (c->i < c->n && c->p[c->i] == ',') {
             c->i++;
             continue;
         }
-        if (expect(c, '}', "or ',' in a tensor's entry")) return HET_EFORMAT;
+        if (het_json_expect(c, '}', "or ',' in a tensor's entry")) return HET_EFORMAT;
         break;
     }
     for (int f = 0; f < 3; f++)
         if (!seen[f]) {
             c->i--;
-            return jerr(c, "tensor '%.96s': no %s", name, field[f]);
+            return HET_JSON_ERR(c, "tensor '%.96s': no %s", name, field[f]);
         }
     return HET_OK;
 }
@@ -356,7 +147,8 @@ static int jentry(jcur *c, const char *name, st_entry *e) {
 static int check_entry(st_read *r, const char *name, size_t at, const st_entry *e) {
     uint64_t off = 8 + (uint64_t)at;
     int dt = dtype_index(e->dtype);
-    if (dt < 0) return ferr(r->path, off, "tensor '%.96s': unknown dtype '%s'", name, e->dtype);
+    if (dt < 0)
+        return het_json_fail(r->path, off, "tensor '%.96s': unknown dtype '%s'", name, e->dtype);
     uint64_t bytes = dtypes[dt].size;
     for (int d = 0; d < e->rank; d++) {
         if (e->dims[d] && bytes > UINT64_MAX / e->dims[d]) {
@@ -368,18 +160,23 @@ static int check_entry(st_read *r, const char *name, size_t at, const st_entry *
     char sh[160];
     fmt_shape(sh, sizeof sh, e->rank, e->dims, NULL);
     if (e->begin > e->end)
-        return ferr(r->path, off, "tensor '%.96s': data_offsets [%llu, %llu] end before they "
-                    "begin", name, (unsigned long long)e->begin, (unsigned long long)e->end);
+        return het_json_fail(r->path, off,
+                             "tensor '%.96s': data_offsets [%llu, %llu] end before they "
+                             "begin",
+                             name, (unsigned long long)e->begin, (unsigned long long)e->end);
     if (e->end > r->data_len)
-        return ferr(r->path, off, "tensor '%.96s': data_offsets [%llu, %llu] beyond the %llu "
-                    "bytes of data (a truncated file?)", name, (unsigned long long)e->begin,
-                    (unsigned long long)e->end, (unsigned long long)r->data_len);
+        return het_json_fail(r->path, off,
+                             "tensor '%.96s': data_offsets [%llu, %llu] beyond the %llu "
+                             "bytes of data (a truncated file?)",
+                             name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                             (unsigned long long)r->data_len);
     if (e->end - e->begin != bytes)
-        return ferr(r->path, off, "tensor '%.96s': data_offsets [%llu, %llu] hold %llu bytes, "
-                    "dtype %s shape %s needs %s%llu", name, (unsigned long long)e->begin,
-                    (unsigned long long)e->end, (unsigned long long)(e->end - e->begin),
-                    e->dtype, sh, bytes == UINT64_MAX ? "more than " : "",
-                    (unsigned long long)bytes);
+        return het_json_fail(r->path, off,
+                             "tensor '%.96s': data_offsets [%llu, %llu] hold %llu bytes, "
+                             "dtype %s shape %s needs %s%llu",
+                             name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                             (unsigned long long)(e->end - e->begin), e->dtype, sh,
+                             bytes == UINT64_MAX ? "more than " : "", (unsigned long long)bytes);
     if (r->n_span == r->cap_span) {
         size_t cap = r->cap_span ? 2 * r->cap_span : 64;
         st_span *s = realloc(r->span, cap * sizeof *s);
@@ -396,7 +193,7 @@ static int check_entry(st_read *r, const char *name, size_t at, const st_entry *
     size_t plen;
     int k = het_tensor_names_find(r->t, r->nt, name, &plen);
     if (k < 0)
-        return ferr(r->path, off, "tensor '%.96s' is not a tensor of this model (another "
+        return het_json_fail(r->path, off, "tensor '%.96s' is not a tensor of this model (another "
                     "network? names: docs/SAFETENSORS.md)", name);
     if (!r->have_prefix) {
         memcpy(r->prefix, name, plen);
@@ -404,44 +201,48 @@ static int check_entry(st_read *r, const char *name, size_t at, const st_entry *
         snprintf(r->prefix_of, sizeof r->prefix_of, "%s", name);
         r->have_prefix = 1;
     } else if (strlen(r->prefix) != plen || memcmp(r->prefix, name, plen) != 0) {
-        return ferr(r->path, off, "tensor '%.96s' has the prefix '%.*s' before its layer index, "
-                    "but '%.96s' has '%s' (one common prefix: docs/SAFETENSORS.md)", name,
-                    (int)plen, name, r->prefix_of, r->prefix);
+        return het_json_fail(r->path, off,
+                             "tensor '%.96s' has the prefix '%.*s' before its layer index, "
+                             "but '%.96s' has '%s' (one common prefix: docs/SAFETENSORS.md)",
+                             name, (int)plen, name, r->prefix_of, r->prefix);
     }
-    if (r->found[k]) return ferr(r->path, off, "tensor '%.96s' given twice", name);
+    if (r->het_json_found[k])
+        return het_json_fail(r->path, off, "tensor '%.96s' given twice", name);
     char want[160];
     fmt_shape(want, sizeof want, r->t[k].rank, NULL, r->t[k].dims);
     int same = e->rank == r->t[k].rank;
     for (int d = 0; same && d < e->rank; d++) same = e->dims[d] == (uint64_t)r->t[k].dims[d];
     if (!same)
-        return ferr(r->path, off, "tensor '%.96s': shape %s, expected %s", name, sh, want);
+        return het_json_fail(r->path, off, "tensor '%.96s': shape %s, expected %s", name, sh, want);
     if (dt >= ST_N_FLOAT)
-        return ferr(r->path, off, "tensor '%.96s': dtype %s, expected F32 (or F16, BF16, F64)",
-                    name, e->dtype);
-    r->found[k] = 1 + dt;
+        return het_json_fail(r->path, off,
+                             "tensor '%.96s': dtype %s, expected F32 (or F16, BF16, F64)", name,
+                             e->dtype);
+    r->het_json_found[k] = 1 + dt;
     r->begin[k] = e->begin;
     return HET_OK;
 }
 
 /* The header: one object of tensor entries and at most one "__metadata__". */
-static int check_header(st_read *r, jcur *c) {
+static int check_header(st_read *r, het_json *c) {
     char name[ST_MAX_NAME], b[16];
     int meta = 0;
-    if (expect(c, '{', "to open the header")) return HET_EFORMAT;
-    ws(c);
+    if (het_json_expect(c, '{', "to open the header")) return HET_EFORMAT;
+    het_json_ws(c);
     if (c->i < c->n && c->p[c->i] == '}') c->i++;
     else
         for (;;) {
-            ws(c);
+            het_json_ws(c);
             size_t at = c->i;
-            if (jstring(c, name, sizeof name) || expect(c, ':', "after a tensor's name"))
+            if (het_json_string(c, name, sizeof name) ||
+                het_json_expect(c, ':', "after a tensor's name"))
                 return HET_EFORMAT;
             if (strcmp(name, "__metadata__") == 0) {
-                ws(c);
-                if (meta) return ferr(r->path, 8 + at, "\"__metadata__\" given twice");
+                het_json_ws(c);
+                if (meta) return het_json_fail(r->path, 8 + at, "\"__metadata__\" given twice");
                 if (c->i >= c->n || c->p[c->i] != '{')
-                    return jerr(c, "\"__metadata__\" is not an object");
-                if (jskip(c, 1)) return HET_EFORMAT;
+                    return HET_JSON_ERR(c, "\"__metadata__\" is not an object");
+                if (het_json_skip(c, 1)) return HET_EFORMAT;
                 meta = 1;
             } else {
                 st_entry e;
@@ -450,16 +251,17 @@ static int check_header(st_read *r, jcur *c) {
                 if (!st) st = check_entry(r, name, at, &e);
                 if (st) return st;
             }
-            ws(c);
+            het_json_ws(c);
             if (c->i < c->n && c->p[c->i] == ',') {
                 c->i++;
                 continue;
             }
-            if (expect(c, '}', "or ',' after a tensor")) return HET_EFORMAT;
+            if (het_json_expect(c, '}', "or ',' after a tensor")) return HET_EFORMAT;
             break;
         }
-    ws(c);
-    if (c->i < c->n) return jerr(c, "%s after the header's object", found(c, b, sizeof b));
+    het_json_ws(c);
+    if (c->i < c->n)
+        return HET_JSON_ERR(c, "%s after the header's object", het_json_found(c, b, sizeof b));
     return HET_OK;
 }
 
@@ -470,7 +272,7 @@ static int span_cmp(const void *a, const void *b) {
 }
 
 /* No two tensors share a byte; each tensor of the model is there. */
-static int check_whole(st_read *r, jcur *c) {
+static int check_whole(st_read *r, het_json *c) {
     if (r->n_span) qsort(r->span, r->n_span, sizeof *r->span, span_cmp);
     size_t last = 0; /* the non-empty span that ends furthest so far */
     int have = 0;
@@ -480,19 +282,21 @@ static int check_whole(st_read *r, jcur *c) {
         if (have && x->begin < r->span[last].end) {
             char a[ST_MAX_NAME], b2[ST_MAX_NAME];
             c->i = r->span[last].name_at;
-            jstring(c, a, sizeof a);
+            het_json_string(c, a, sizeof a);
             c->i = x->name_at;
-            jstring(c, b2, sizeof b2);
-            return ferr(r->path, 8 + (uint64_t)x->name_at, "tensors '%.96s' [%llu, %llu] and "
-                        "'%.96s' [%llu, %llu] overlap", b2, (unsigned long long)x->begin,
-                        (unsigned long long)x->end, a, (unsigned long long)r->span[last].begin,
-                        (unsigned long long)r->span[last].end);
+            het_json_string(c, b2, sizeof b2);
+            return het_json_fail(r->path, 8 + (uint64_t)x->name_at,
+                                 "tensors '%.96s' [%llu, %llu] and "
+                                 "'%.96s' [%llu, %llu] overlap",
+                                 b2, (unsigned long long)x->begin, (unsigned long long)x->end, a,
+                                 (unsigned long long)r->span[last].begin,
+                                 (unsigned long long)r->span[last].end);
         }
         if (!have || x->end > r->span[last].end) last = s;
         have = 1;
     }
     for (int k = 0; k < r->nt; k++)
-        if (!r->found[k]) {
+        if (!r->het_json_found[k]) {
             char want[160];
             fmt_shape(want, sizeof want, r->t[k].rank, NULL, r->t[k].dims);
             const char *rest = r->t[k].name + 7; /* after "layers." */
@@ -506,7 +310,7 @@ static int check_whole(st_read *r, jcur *c) {
 /* Reads tensor k's bytes into dst (its count floats), converting from its dtype. */
 static int read_tensor(st_read *r, FILE *f, uint64_t data_at, int k, float *dst, void *tmp) {
     const het_tensor_name *t = &r->t[k];
-    int dt = r->found[k] - 1;
+    int dt = r->het_json_found[k] - 1;
     size_t bytes = t->count * dtypes[dt].size;
     if (fseeko(f, (off_t)(data_at + r->begin[k]), SEEK_SET) != 0 ||
         fread(dt == 0 ? (void *)dst : tmp, 1, bytes, f) != bytes)
@@ -533,16 +337,19 @@ static int read_tensor(st_read *r, FILE *f, uint64_t data_at, int k, float *dst,
             const char *what = isnan(dst[j])             ? "NaN"
                                : dt == 3 && isfinite(v) ? "beyond float32's range"
                                                         : "infinite";
-            return ferr(r->path, at, "tensor '%s%s': element %zu is %s, expected finite weights",
-                        r->have_prefix ? r->prefix : "layers.", t->name + 7, j, what);
+            return het_json_fail(r->path, at,
+                                 "tensor '%s%s': element %zu is %s, expected finite weights",
+                                 r->have_prefix ? r->prefix : "layers.", t->name + 7, j, what);
         }
     /* a negative running variance makes batch norm's evaluation take a square root of it */
     const size_t nl = strlen(t->name);
     for (size_t j = 0; nl >= 11 && !strcmp(t->name + nl - 11, "running_var") && j < t->count; j++)
         if (dst[j] < 0.0f)
-            return ferr(r->path, data_at + r->begin[k] + j * dtypes[dt].size, "tensor '%s%s': "
-                        "element %zu is %g, expected a variance >= 0",
-                        r->have_prefix ? r->prefix : "layers.", t->name + 7, j, (double)dst[j]);
+            return het_json_fail(r->path, data_at + r->begin[k] + j * dtypes[dt].size,
+                                 "tensor '%s%s': "
+                                 "element %zu is %g, expected a variance >= 0",
+                                 r->have_prefix ? r->prefix : "layers.", t->name + 7, j,
+                                 (double)dst[j]);
     return HET_OK;
 }
 
@@ -559,19 +366,22 @@ int het_safetensors_read(het_model *m, const char *path) {
     uint8_t len8[8];
     if ((st = het_infile_fopen(path, "a safetensors file", 0, &f, &size))) return st;
     if (size < 8 || fread(len8, 1, 8, f) != 8) {
-        st = ferr(path, 0, "%llu bytes, too short for a safetensors file (an 8-byte header "
-                  "length first)", (unsigned long long)size);
+        st = het_json_fail(path, 0,
+                           "%llu bytes, too short for a safetensors file (an 8-byte header "
+                           "length first)",
+                           (unsigned long long)size);
         goto done;
     }
     uint64_t hlen = het_get_u64(len8);
     if (hlen > ST_MAX_HEADER) {
-        st = ferr(path, 0, "header length %llu, over the limit of 100 MB",
+        st = het_json_fail(path, 0, "header length %llu, over the limit of 100 MB",
                   (unsigned long long)hlen);
         goto done;
     }
     if (hlen > size - 8) {
-        st = ferr(path, 0, "header length %llu, but only %llu bytes follow (a truncated file?)",
-                  (unsigned long long)hlen, (unsigned long long)(size - 8));
+        st = het_json_fail(path, 0,
+                           "header length %llu, but only %llu bytes follow (a truncated file?)",
+                           (unsigned long long)hlen, (unsigned long long)(size - 8));
         goto done;
     }
     r.data_len = size - 8 - hlen;
@@ -581,12 +391,12 @@ int het_safetensors_read(het_model *m, const char *path) {
     }
     size_t np = het_model_n_params(m), ns = het_model_n_state(m), maxc = 1;
     hdr = malloc(hlen ? hlen : 1);
-    r.found = calloc((size_t)r.nt + 1, sizeof *r.found);
+    r.het_json_found = calloc((size_t)r.nt + 1, sizeof *r.het_json_found);
     r.begin = calloc((size_t)r.nt + 1, sizeof *r.begin);
     for (int k = 0; k < r.nt; k++) maxc = r.t[k].count > maxc ? r.t[k].count : maxc;
     stage = malloc((np + ns + 1) * sizeof *stage);
     tmp = malloc(maxc * 8);
-    if (!hdr || !r.found || !r.begin || !stage || !tmp) {
+    if (!hdr || !r.het_json_found || !r.begin || !stage || !tmp) {
         st = het_error_set(HET_ENOMEM, "%s: out of memory reading it", path);
         goto done;
     }
@@ -595,7 +405,7 @@ int het_safetensors_read(het_model *m, const char *path) {
                            ferror(f) ? strerror(errno) : "end of file");
         goto done;
     }
-    jcur c = {hdr, hlen, 0, path};
+    het_json c = {hdr, hlen, 0, path};
     if ((st = check_header(&r, &c)) || (st = check_whole(&r, &c))) goto done;
     for (int k = 0; k < r.nt && !st; k++)
         st = read_tensor(&r, f, 8 + hlen, k, stage + (r.t[k].state ? np : 0) + r.t[k].off, tmp);
@@ -608,7 +418,7 @@ done:
     free(stage);
     free(tmp);
     free(r.t);
-    free(r.found);
+    free(r.het_json_found);
     free(r.begin);
     free(r.span);
     return st;
