@@ -302,7 +302,8 @@ int main(int argc, char **argv) {
     for (int s = 0; s < o.warmup && (int64_t)(s + 1) * o.batch <= train.n; s++) {
         het_update u = {&oc, o.lr, opt_state, s + 1, NULL};
         het_batch_result r;
-        st = het_batch_step(m, &train, smp.perm + (size_t)s * (size_t)o.batch, o.batch, x, y,
+        st = het_batch_step(m, &(het_batch){&train, smp.perm + (size_t)s * (size_t)o.batch, o.batch,
+                                           x, y},
                             1.0f / (float)o.batch, (uint64_t)s, &u, &r);
         if (st != HET_OK) goto fail;
     }
@@ -320,8 +321,8 @@ int main(int argc, char **argv) {
             int n = (int)(train.n - s < o.batch ? train.n - s : o.batch);
             het_update u = {&oc, o.lr, opt_state, t + 1, &bad}; /* as `hetrain train`, one rank */
             het_batch_result r;
-            st = het_batch_step(m, &train, smp.perm + s, n, x, y, 1.0f / (float)n, (uint64_t)t,
-                                &u, &r);
+            st = het_batch_step(m, &(het_batch){&train, smp.perm + s, n, x, y}, 1.0f / (float)n,
+                                (uint64_t)t, &u, &r);
             if (st != HET_OK) goto fail;
             finite &= !bad && isfinite(r.loss_sum); /* hetrain train's per-step check */
             double c0 = het_now(); /* what --on-nan skip-step adds: a scan of the gradients */

@@ -1,5 +1,5 @@
 /* libFuzzer target: the pipelines' message decoders (tensor/codec.c), which read what another
- * rank sent: het_q8_unpack (int8 activations) and het_gc_decode (2-Step GC gradients, written
+ * rank sent: het_q8_unpack (int8 activations) and het_gradc_decode (2-Step GC gradients, written
  * or added). The first byte picks the decoder (bit 0) and the mode (bit 1: add), the next two
  * the element count the receiver expects (1..4096, little-endian); the rest is the message.
  * A decoder must succeed with every value finite, or fail with one line and leave the output
@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static float out[ROOM + 1];
     for (size_t i = 0; i <= ROOM; i++) out[i] = 0.5f; /* the canary, and add's start */
     het_error_clear();
-    int st = gc ? het_gc_decode(out, n, data + 3, size - 3, add)
+    int st = gc ? het_gradc_decode(out, n, data + 3, size - 3, add)
                 : het_q8_unpack(out, n, data + 3, size - 3);
     fuzz_check_status(st);
     for (size_t i = 0; i <= ROOM; i++) {

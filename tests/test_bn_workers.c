@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "hetrain/netfile.h"
 #include "hetrain/nn.h"
 #include "nn/pool.h"
 #include "nn/team.h"

@@ -20,7 +20,7 @@
  *   never exceeds T (the k-th largest |v|) or half a step, and its RMS stays below 2 (1.16
  *   measured) where a residual never sent (a random walk) would reach 10.
  * - sizes: top-k 1 % of n = 60000 is 16 + 600 * 5 = 3016 bytes quantized (1.3 % of n * 4),
- *   4816 fp32; HET_GC_NONE is dense: 60016 bytes quantized, 240016 fp32.
+ *   4816 fp32; HET_GRADC_NONE is dense: 60016 bytes quantized, 240016 fp32.
  * - gc decode refuses truncations (exact-size copies), a byte too many, an index >= n,
  *   indices not ascending or repeated, k > n, a wrong kind (a q8 buffer), width, reserved
  *   byte, n, scale, code -128, a NaN fp32 value; out untouched each time. The add variant adds.
@@ -258,14 +258,14 @@ static size_t kept_of(unsigned char *keep, int *exact, const uint8_t *buf, const
 /* One top-k round on v (r = 0, g = v), compared with a sort. */
 static void check_topk(const float *v, size_t n, size_t k, int quantize, const char *what) {
     float *r = falloc(n), *out = falloc(n), *work = falloc(n);
-    size_t cap = het_gc_bytes(n, n, quantize), len = 0, len2 = 0;
+    size_t cap = het_gradc_bytes(n, n, quantize), len = 0, len2 = 0;
     uint8_t *buf = malloc(cap), *buf2 = malloc(cap);
     unsigned char *keep = malloc(n);
-    het_gc_config cfg = {HET_GC_TOPK, k, 0.0f, quantize};
-    int st = het_gc_encode(buf, cap, &len, r, v, n, &cfg, work);
-    CHECK(st == HET_OK && len == het_gc_bytes(n, k, quantize), "%s: status %d (%s), %zu bytes",
+    het_gradc_config cfg = {HET_GRADC_TOPK, k, 0.0f, quantize};
+    int st = het_gradc_encode(buf, cap, &len, r, v, n, &cfg, work);
+    CHECK(st == HET_OK && len == het_gradc_bytes(n, k, quantize), "%s: status %d (%s), %zu bytes",
           what, st, het_error_msg(), len);
-    st = het_gc_decode(out, n, buf, len, 0);
+    st = het_gradc_decode(out, n, buf, len, 0);
     CHECK(st == HET_OK, "%s: decode %d (%s)", what, st, het_error_msg());
     int exact;
     size_t hk = kept_of(keep, &exact, buf, out, n);
@@ -284,7 +284,7 @@ static void check_topk(const float *v, size_t n, size_t k, int quantize, const c
           "%s: header k %zu, %zu kept, %zu wrong (k %zu)", what, hk, count, wrong, k);
     /* determinism: the same input, the same bytes (work NULL: allocated in the call) */
     memset(r, 0, sizeof(float) * n);
-    st = het_gc_encode(buf2, cap, &len2, r, v, n, &cfg, NULL);
+    st = het_gradc_encode(buf2, cap, &len2, r, v, n, &cfg, NULL);
     CHECK(st == HET_OK && len2 == len && memcmp(buf, buf2, len) == 0, "%s: not deterministic",
           what);
     het_free(r), het_free(out), het_free(work), free(buf), free(buf2), free(keep), free(m);
@@ -296,7 +296,7 @@ static void test_gc_topk(void) {
         size_t n = sizes[si];
         float *v = falloc(n);
         for (size_t i = 0; i < n; i++) v[i] = het_rng_normal(&rng);
-        const size_t ks[] = {1, het_gc_k_of_ratio(0.01, n), n / 3 + 1, n / 2 + 1, n};
+        const size_t ks[] = {1, het_gradc_k_of_ratio(0.01, n), n / 3 + 1, n / 2 + 1, n};
         for (size_t ki = 0; ki < 5; ki++) {
             for (int q = 0; q < 2; q++) {
                 char what[64];
@@ -333,12 +333,12 @@ static void test_gc_threshold(void) {
     for (size_t i = 0; i < n; i += 97) v[i] = (i / 97) % 2 ? -t : t; /* exactly at t */
     for (size_t i = 1; i < n; i += 101) v[i] = nextafterf(t, 0.0f);  /* just below */
     for (int q = 0; q < 2; q++) {
-        size_t cap = het_gc_bytes(n, n, q), len = 0;
+        size_t cap = het_gradc_bytes(n, n, q), len = 0;
         uint8_t *buf = malloc(cap);
         memset(r, 0, sizeof(float) * n);
-        het_gc_config cfg = {HET_GC_THRESHOLD, 0, t, q};
-        int st = het_gc_encode(buf, cap, &len, r, v, n, &cfg, NULL);
-        st = st ? st : het_gc_decode(out, n, buf, len, 0);
+        het_gradc_config cfg = {HET_GRADC_THRESHOLD, 0, t, q};
+        int st = het_gradc_encode(buf, cap, &len, r, v, n, &cfg, NULL);
+        st = st ? st : het_gradc_decode(out, n, buf, len, 0);
         int exact;
         size_t k = kept_of(keep, &exact, buf, out, n), want = 0, wrong = 0;
         for (size_t i = 0; i < n; i++) {
@@ -346,7 +346,7 @@ static void test_gc_threshold(void) {
             want += (size_t)w;
             wrong += (size_t)(keep[i] != w);
         }
-        CHECK(st == HET_OK && exact == 1 && k == want && wrong == 0 && len == het_gc_bytes(n, k, q),
+        CHECK(st == HET_OK && exact == 1 && k == want && wrong == 0 && len == het_gradc_bytes(n, k, q),
               "threshold q %d: status %d, k %zu, want %zu, %zu wrong", q, st, k, want, wrong);
         free(buf);
     }
@@ -359,12 +359,12 @@ static void test_gc_values(void) {
     float *g = falloc(n), *r = falloc(n), *r0 = falloc(n), *out = falloc(n);
     for (size_t i = 0; i < n; i++) g[i] = het_rng_normal(&rng), r0[i] = 0.3f * het_rng_normal(&rng);
     for (int q = 0; q < 2; q++) {
-        size_t cap = het_gc_bytes(n, n, q), len = 0;
+        size_t cap = het_gradc_bytes(n, n, q), len = 0;
         uint8_t *buf = malloc(cap);
         memcpy(r, r0, sizeof(float) * n);
-        het_gc_config cfg = {HET_GC_TOPK, k, 0.0f, q};
-        int st = het_gc_encode(buf, cap, &len, r, g, n, &cfg, NULL);
-        st = st ? st : het_gc_decode(out, n, buf, len, 0);
+        het_gradc_config cfg = {HET_GRADC_TOPK, k, 0.0f, q};
+        int st = het_gradc_encode(buf, cap, &len, r, g, n, &cfg, NULL);
+        st = st ? st : het_gradc_decode(out, n, buf, len, 0);
         float scale = rdf(buf + 12), amax = 0.0f;
         for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(g[i] + r0[i]));
         size_t bad = 0;
@@ -391,14 +391,14 @@ static void test_gc_values(void) {
 static void test_gc_feedback(void) {
     size_t n = 3000;
     float *g = falloc(n), *r = falloc(n), *out = falloc(n), *work = falloc(n), *v = falloc(n);
-    const het_gc_config cfgs[] = {
-        {HET_GC_TOPK, het_gc_k_of_ratio(0.01, n), 0.0f, 1}, {HET_GC_TOPK, 300, 0.0f, 0},
-        {HET_GC_THRESHOLD, 0, 2.0f, 1}, {HET_GC_THRESHOLD, 0, 2.0f, 0},
-        {HET_GC_NONE, 0, 0.0f, 1}, {HET_GC_NONE, 0, 0.0f, 0},
+    const het_gradc_config cfgs[] = {
+        {HET_GRADC_TOPK, het_gradc_k_of_ratio(0.01, n), 0.0f, 1}, {HET_GRADC_TOPK, 300, 0.0f, 0},
+        {HET_GRADC_THRESHOLD, 0, 2.0f, 1}, {HET_GRADC_THRESHOLD, 0, 2.0f, 0},
+        {HET_GRADC_NONE, 0, 0.0f, 1}, {HET_GRADC_NONE, 0, 0.0f, 0},
     };
     for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++) {
-        const het_gc_config *c = &cfgs[ci];
-        size_t cap = het_gc_bytes(n, n, c->quantize), len = 0, bad_el = 0, bad_sum = 0;
+        const het_gradc_config *c = &cfgs[ci];
+        size_t cap = het_gradc_bytes(n, n, c->quantize), len = 0, bad_el = 0, bad_sum = 0;
         uint8_t *buf = malloc(cap);
         memset(r, 0, sizeof(float) * n);
         double worst = 0.0;
@@ -408,8 +408,8 @@ static void test_gc_feedback(void) {
                 g[i] = gs * het_rng_normal(&rng);
                 v[i] = g[i] + r[i];
             }
-            int st = het_gc_encode(buf, cap, &len, r, g, n, c, work);
-            st = st ? st : het_gc_decode(out, n, buf, len, 0);
+            int st = het_gradc_encode(buf, cap, &len, r, g, n, c, work);
+            st = st ? st : het_gradc_decode(out, n, buf, len, 0);
             if (st) {
                 CHECK(0, "feedback cfg %zu round %d: status %d (%s)", ci, round, st,
                       het_error_msg());
@@ -434,12 +434,12 @@ static void test_gc_feedback(void) {
 
 /* The residual over 100 rounds of N(0, 1) gradients at top-k 10 %, quantized. */
 static void test_gc_residual_bounded(void) {
-    size_t n = 10000, k = het_gc_k_of_ratio(0.1, n), bad = 0;
+    size_t n = 10000, k = het_gradc_k_of_ratio(0.1, n), bad = 0;
     float *g = falloc(n), *r = falloc(n), *v = falloc(n);
     mag *m = malloc(sizeof(mag) * n);
-    size_t cap = het_gc_bytes(n, k, 1), len = 0;
+    size_t cap = het_gradc_bytes(n, k, 1), len = 0;
     uint8_t *buf = malloc(cap);
-    het_gc_config cfg = {HET_GC_TOPK, k, 0.0f, 1};
+    het_gradc_config cfg = {HET_GRADC_TOPK, k, 0.0f, 1};
     double rms = 0.0, rmax = 0.0;
     for (int round = 0; round < 100; round++) {
         for (size_t i = 0; i < n; i++) {
@@ -448,7 +448,7 @@ static void test_gc_residual_bounded(void) {
             m[i] = (mag){fabsf(v[i]), i};
         }
         qsort(m, n, sizeof *m, mag_cmp);
-        int st = het_gc_encode(buf, cap, &len, r, g, n, &cfg, NULL);
+        int st = het_gradc_encode(buf, cap, &len, r, g, n, &cfg, NULL);
         CHECK(st == HET_OK, "residual round %d: %d", round, st);
         double bound = fmax(m[k - 1].a, 0.5 * rdf(buf + 12) * (1 + 1e-6)), ss = 0.0;
         rmax = 0.0;
@@ -466,31 +466,31 @@ static void test_gc_residual_bounded(void) {
 }
 
 static void test_gc_sizes(void) {
-    size_t n = 60000, k = het_gc_k_of_ratio(0.01, n);
+    size_t n = 60000, k = het_gradc_k_of_ratio(0.01, n);
     CHECK(k == 600, "k of 1 %% of 60000: %zu", k);
-    CHECK(het_gc_k_of_ratio(0.07, 100) == 7 && het_gc_k_of_ratio(0.3, 10) == 3 &&
-              het_gc_k_of_ratio(0.001, 10) == 1 && het_gc_k_of_ratio(0.5, 3) == 2 &&
-              het_gc_k_of_ratio(0.0, 10) == 1 && het_gc_k_of_ratio(NAN, 10) == 1 &&
-              het_gc_k_of_ratio(2.0, 10) == 10 && het_gc_k_of_ratio(0.5, 0) == 0,
-          "k_of_ratio: 0.07 of 100 -> %zu, 0.3 of 10 -> %zu", het_gc_k_of_ratio(0.07, 100),
-          het_gc_k_of_ratio(0.3, 10));
+    CHECK(het_gradc_k_of_ratio(0.07, 100) == 7 && het_gradc_k_of_ratio(0.3, 10) == 3 &&
+              het_gradc_k_of_ratio(0.001, 10) == 1 && het_gradc_k_of_ratio(0.5, 3) == 2 &&
+              het_gradc_k_of_ratio(0.0, 10) == 1 && het_gradc_k_of_ratio(NAN, 10) == 1 &&
+              het_gradc_k_of_ratio(2.0, 10) == 10 && het_gradc_k_of_ratio(0.5, 0) == 0,
+          "k_of_ratio: 0.07 of 100 -> %zu, 0.3 of 10 -> %zu", het_gradc_k_of_ratio(0.07, 100),
+          het_gradc_k_of_ratio(0.3, 10));
     float *g = falloc(n), *r = falloc(n);
     for (size_t i = 0; i < n; i++) g[i] = het_rng_normal(&rng);
-    uint8_t *buf = malloc(het_gc_bytes(n, n, 0));
+    uint8_t *buf = malloc(het_gradc_bytes(n, n, 0));
     size_t len = 0;
-    het_gc_config cfg = {HET_GC_TOPK, k, 0.0f, 1};
-    int st = het_gc_encode(buf, het_gc_bytes(n, n, 0), &len, r, g, n, &cfg, NULL);
+    het_gradc_config cfg = {HET_GRADC_TOPK, k, 0.0f, 1};
+    int st = het_gradc_encode(buf, het_gradc_bytes(n, n, 0), &len, r, g, n, &cfg, NULL);
     printf("top-k 1 %% of %zu floats: %zu bytes quantized (%.2f %% of %zu), %zu fp32\n", n, len,
-           100.0 * (double)len / (double)(n * 4), n * 4, het_gc_bytes(n, k, 0));
+           100.0 * (double)len / (double)(n * 4), n * 4, het_gradc_bytes(n, k, 0));
     CHECK(st == HET_OK && len == 3016 && len <= n * 4 * 3 / 10, "top-k 1 %%: %zu bytes", len);
-    CHECK(het_gc_bytes(n, k, 0) == 4816 && het_gc_bytes(n, n, 1) == 60016 &&
-              het_gc_bytes(n, n, 0) == 240016 && het_q8_bytes(n) == 60016,
-          "sizes: %zu %zu %zu", het_gc_bytes(n, k, 0), het_gc_bytes(n, n, 1),
-          het_gc_bytes(n, n, 0));
-    /* HET_GC_NONE goes dense: n + 16 bytes quantized */
+    CHECK(het_gradc_bytes(n, k, 0) == 4816 && het_gradc_bytes(n, n, 1) == 60016 &&
+              het_gradc_bytes(n, n, 0) == 240016 && het_q8_bytes(n) == 60016,
+          "sizes: %zu %zu %zu", het_gradc_bytes(n, k, 0), het_gradc_bytes(n, n, 1),
+          het_gradc_bytes(n, n, 0));
+    /* HET_GRADC_NONE goes dense: n + 16 bytes quantized */
     memset(r, 0, sizeof(float) * n);
-    cfg = (het_gc_config){HET_GC_NONE, 0, 0.0f, 1};
-    st = het_gc_encode(buf, het_gc_bytes(n, n, 0), &len, r, g, n, &cfg, NULL);
+    cfg = (het_gradc_config){HET_GRADC_NONE, 0, 0.0f, 1};
+    st = het_gradc_encode(buf, het_gradc_bytes(n, n, 0), &len, r, g, n, &cfg, NULL);
     CHECK(st == HET_OK && len == 60016, "none, quantized: %d, %zu bytes", st, len);
     het_free(g), het_free(r), free(buf);
 }
@@ -500,12 +500,12 @@ static void test_gc_refused(void) {
     float g[100], r[100], out[100], r_before[100];
     for (size_t i = 0; i < n; i++) g[i] = het_rng_normal(&rng), r[i] = 0.0f;
     uint8_t good[16 + 10 * 5], good32[16 + 10 * 8];
-    het_gc_config cfg = {HET_GC_TOPK, k, 0.0f, 1};
-    CHECK(het_gc_encode(good, sizeof good, &len, r, g, n, &cfg, NULL) == HET_OK &&
+    het_gradc_config cfg = {HET_GRADC_TOPK, k, 0.0f, 1};
+    CHECK(het_gradc_encode(good, sizeof good, &len, r, g, n, &cfg, NULL) == HET_OK &&
               len == sizeof good, "encode: %s", het_error_msg());
     memset(r, 0, sizeof r);
     cfg.quantize = 0;
-    CHECK(het_gc_encode(good32, sizeof good32, &len, r, g, n, &cfg, NULL) == HET_OK &&
+    CHECK(het_gradc_encode(good32, sizeof good32, &len, r, g, n, &cfg, NULL) == HET_OK &&
               len == sizeof good32, "encode fp32: %s", het_error_msg());
     /* truncations and one byte too many */
     for (size_t l = 0; l <= sizeof good + 1; l++) {
@@ -514,7 +514,7 @@ static void test_gc_refused(void) {
         memcpy(c, good, sizeof good);
         uint8_t *e = exact_copy(c, l);
         for (size_t i = 0; i < n; i++) out[i] = 42.0f;
-        int st = het_gc_decode(out, n, e, l, 0);
+        int st = het_gradc_decode(out, n, e, l, 0);
         CHECK(st == HET_EFORMAT && out[0] == 42.0f && out[99] == 42.0f,
               "gc of %zu bytes (of %zu): status %d", l, sizeof good, st);
         free(e);
@@ -548,31 +548,31 @@ static void test_gc_refused(void) {
         }
         for (size_t i = 0; i < n; i++) out[i] = 42.0f;
         het_error_clear();
-        int st = het_gc_decode(out, n, c, l, ci % 2);
+        int st = het_gradc_decode(out, n, c, l, ci % 2);
         CHECK(st == HET_EFORMAT && out[0] == 42.0f && out[99] == 42.0f &&
                   strstr(het_error_msg(), "expected"),
               "gc with %s: status %d, message '%s'", what, st, het_error_msg());
     }
-    int st = het_gc_decode(out, n, q8, sizeof q8, 0);
+    int st = het_gradc_decode(out, n, q8, sizeof q8, 0);
     CHECK(st == HET_EFORMAT, "gc decode of a q8 buffer: %d", st);
     /* k > n in a dense form, whose length does not depend on k */
     uint8_t dense[16 + 100];
-    cfg = (het_gc_config){HET_GC_NONE, 0, 0.0f, 1};
+    cfg = (het_gradc_config){HET_GRADC_NONE, 0, 0.0f, 1};
     memset(r, 0, sizeof r);
-    st = het_gc_encode(dense, sizeof dense, &len, r, g, n, &cfg, NULL);
-    CHECK(st == HET_OK && len == sizeof dense && het_gc_decode(out, n, dense, len, 0) == HET_OK,
+    st = het_gradc_encode(dense, sizeof dense, &len, r, g, n, &cfg, NULL);
+    CHECK(st == HET_OK && len == sizeof dense && het_gradc_decode(out, n, dense, len, 0) == HET_OK,
           "dense: %d", st);
     wr32(dense + 8, 101);
     out[0] = 42.0f;
-    st = het_gc_decode(out, n, dense, len, 0);
+    st = het_gradc_decode(out, n, dense, len, 0);
     CHECK(st == HET_EFORMAT && out[0] == 42.0f, "dense with k 101 > n: status %d", st);
     st = het_q8_unpack(out, n, good, sizeof good);
     CHECK(st == HET_EFORMAT, "q8 unpack of a gc buffer: %d", st);
     /* the add variant: out + decoded */
     float dec[100];
-    CHECK(het_gc_decode(dec, n, good, sizeof good, 0) == HET_OK, "decode");
+    CHECK(het_gradc_decode(dec, n, good, sizeof good, 0) == HET_OK, "decode");
     for (size_t i = 0; i < n; i++) out[i] = (float)i;
-    CHECK(het_gc_decode(out, n, good, sizeof good, 1) == HET_OK, "decode add");
+    CHECK(het_gradc_decode(out, n, good, sizeof good, 1) == HET_OK, "decode add");
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += out[i] != (float)i + dec[i];
     CHECK(bad == 0, "add: %zu wrong", bad);
@@ -580,16 +580,16 @@ static void test_gc_refused(void) {
     for (size_t i = 0; i < n; i++) r[i] = 0.1f * (float)i;
     memcpy(r_before, r, sizeof r);
     uint8_t buf[16 + 100 * 4];
-    const het_gc_config bad_cfgs[] = {
-        {HET_GC_TOPK, 0, 0.0f, 1}, {HET_GC_TOPK, 101, 0.0f, 1}, {HET_GC_THRESHOLD, 0, -1.0f, 1},
-        {HET_GC_THRESHOLD, 0, NAN, 1}, {HET_GC_THRESHOLD, 0, INFINITY, 1}, {7, 0, 0.0f, 1},
+    const het_gradc_config bad_cfgs[] = {
+        {HET_GRADC_TOPK, 0, 0.0f, 1}, {HET_GRADC_TOPK, 101, 0.0f, 1}, {HET_GRADC_THRESHOLD, 0, -1.0f, 1},
+        {HET_GRADC_THRESHOLD, 0, NAN, 1}, {HET_GRADC_THRESHOLD, 0, INFINITY, 1}, {7, 0, 0.0f, 1},
     };
     for (size_t ci = 0; ci < sizeof bad_cfgs / sizeof *bad_cfgs; ci++) {
-        st = het_gc_encode(buf, sizeof buf, &len, r, g, n, &bad_cfgs[ci], NULL);
+        st = het_gradc_encode(buf, sizeof buf, &len, r, g, n, &bad_cfgs[ci], NULL);
         CHECK(st == HET_EINVAL, "config %zu accepted: %d", ci, st);
     }
-    cfg = (het_gc_config){HET_GC_TOPK, 10, 0.0f, 1};
-    st = het_gc_encode(buf, 16 + 10 * 5 - 1, &len, r, g, n, &cfg, NULL);
+    cfg = (het_gradc_config){HET_GRADC_TOPK, 10, 0.0f, 1};
+    st = het_gradc_encode(buf, 16 + 10 * 5 - 1, &len, r, g, n, &cfg, NULL);
     CHECK(st == HET_EINVAL, "a buffer too small accepted: %d", st);
     float g2[100];
     for (int ci = 0; ci < 3; ci++) {
@@ -599,7 +599,7 @@ static void test_gc_refused(void) {
         if (ci == 2) g2[17] = FLT_MAX, r[17] = FLT_MAX; /* g + r overflows */
         memcpy(r_before, r, sizeof r);
         het_error_clear();
-        st = het_gc_encode(buf, sizeof buf, &len, r, g2, n, &cfg, NULL);
+        st = het_gradc_encode(buf, sizeof buf, &len, r, g2, n, &cfg, NULL);
         CHECK(st == HET_EINVAL && memcmp(r, r_before, sizeof r) == 0 &&
                   strstr(het_error_msg(), "g[17]"),
               "non-finite case %d: status %d, message '%s'", ci, st, het_error_msg());

@@ -93,7 +93,7 @@ static float *reference(const het_train_config *cfg, size_t *n) {
             float lr = het_schedule_lr(&sched, e, step, (N + B - 1) / B);
             het_batch_result r;
             het_update u = {&cfg->optim, lr, opt, step + 1, NULL};
-            het_batch_step(m, &tr, s.perm + pos, count, x, y, 1.0f / (float)count,
+            het_batch_step(m, &(het_batch){&tr, s.perm + pos, count, x, y}, 1.0f / (float)count,
                            het_batch_seed(cfg->seed, step), &u, &r);
             loss += r.loss_sum;
             step++;

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "hetrain/netfile.h"
 #include "hetrain/nn.h"
 #include "test.h"
 

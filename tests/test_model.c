@@ -3,6 +3,7 @@
  * the zoo's layer lists and errors. */
 #include <string.h>
 
+#include "hetrain/netfile.h"
 #include "hetrain/nn.h"
 #include "test.h"
 

@@ -1,4 +1,4 @@
-/* The model text format (src/nn/netfile.c): every zoo model read from its shipped file
+/* The model text format (src/model_io/netfile.c): every zoo model read from its shipped file
  * (models/NAME.net), built by the zoo, and built from layers written out by hand here are the
  * same model bit for bit (init, loss, gradients); the canonical text reads back to itself; bad
  * files give one line naming the file, the line and what was expected; shape errors name the

@@ -1,4 +1,4 @@
-/* ONNX import and export (src/nn/onnx_read.c, onnx_write.c): every zoo model exported and read
+/* ONNX import and export (src/model_io/onnx_read.c, onnx_write.c): every zoo model exported and read
  * back gives the zoo's layers (dropout aside: an inference graph has none) and the model's
  * weights bit for bit, and models built from both give the same logits and, after a training
  * step, the same gradients, bit for bit. Then broken files: truncated, garbage, an operator

@@ -5,6 +5,7 @@
  * layer 0 matches finite differences; cuts on blocked edges and bad ranges are refused. */
 #include <string.h>
 
+#include "hetrain/netfile.h"
 #include "hetrain/nn.h"
 #include "test.h"
 

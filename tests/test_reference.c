@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "hetrain/netfile.h"
 #include "hetrain/nn.h"
 #include "hetrain/optim.h"
 #include "fixtures/fixture.h"

@@ -5,6 +5,7 @@
  * it is deterministic; that gradients are left in the buffer; errors. */
 #include <string.h>
 
+#include "hetrain/netfile.h"
 #include "hetrain/nn.h"
 #include "test.h"
 

@@ -304,7 +304,8 @@ static int run_steps(fixture *f, het_reducer *red, poison *p, int bad, int *at,
             *at = step;
             return st;
         }
-        het_step_record(&f->ctx, sums, &l, count, &g, BATCH, 0, 0.05f, het_now());
+        het_step_record(&f->ctx, sums, &(het_step_rec){&l, count, &g, BATCH, 0}, 0.05f,
+                        het_now());
     }
     return HET_OK;
 }

@@ -127,8 +127,8 @@ int  het_platform_parse_speed(const char *text, double *flops);
 /* Writes a platform of n_nodes hosts "node0" ... (speeds in flop/s, cores) in one Full zone:
  * each node a private split-duplex link of the model's bandwidth and half its latency (a route
  * between two nodes is two of them) and a loopback of the node link; and, if hostfile is not
- * NULL or "", a hostfile: rank r on node node_of_rank[r]. Both written to a temporary file,
- * fsynced and renamed. HET_EIO. */
+ * NULL or "", a hostfile: rank r on node node_of_rank[r]. Both replaced durably (a temporary
+ * file, fsynced, renamed, the directory fsynced). HET_EIO. */
 int  het_platform_write(const char *path, const char *hostfile, const char *comment, int n_nodes,
                         const double *speed, const int *cores, het_netem ne,
                         const int *node_of_rank, int n_ranks);

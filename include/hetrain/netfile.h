@@ -1,6 +1,6 @@
-/* hetrain model files: a network described outside the code, in one of two formats that read
- * into one description (het_net):
- *  - hetrain's text format (src/nn/netfile.c, grammar in docs/MODELS.md): one layer a line,
+/* hetrain model files (src/model_io/): a network described outside the code, in one of two
+ * formats that read into one description (het_net), and a model's weights as safetensors:
+ *  - hetrain's text format (netfile.c, grammar in docs/MODELS.md): one layer a line,
  *        conv out=32 k=3 stride=1 pad=1
  *        batchnorm
  *        relu
@@ -12,10 +12,12 @@
  *        dropout p=0.5
  *    with # comments; "out=classes" is the dataset's class count. The zoo models ship as such
  *    files (models/NAME.net, built into the library) and the zoo builds from this parser.
- *  - ONNX (src/nn/onnx_read.c, protobuf-c with onnx.proto): the operators hetrain trains, mapped to
+ *  - ONNX (onnx_read.c, protobuf-c with onnx.proto): the operators hetrain trains, mapped to
  *    the same layers, with the graph's initializers as initial weights (het_net.params/state).
+ *  - safetensors (safetensors.c, safetensors_read.c): the weights of a built model, by the
+ *    names of the one table in src/model_io/tensor_names.h.
  * A het_net builds a het_model (het_net_build); het_net_write_onnx writes a model back as an
- * ONNX inference graph. */
+ * ONNX inference graph with the safetensors names. */
 #ifndef HETRAIN_NETFILE_H
 #define HETRAIN_NETFILE_H
 
@@ -96,12 +98,47 @@ int het_net_build(het_model **out, const het_net *net, het_shape in, int n_class
  * differ from the model's; nothing to do without weights. */
 int het_net_load_weights(const het_net *net, het_model *m);
 
-/* ONNX (src/nn/onnx_read.c; export: onnx_write.c). Reads an ONNX file into net (layers and initial weights). An operator
- * or attribute hetrain cannot train fails with its node name. */
+/* ONNX (src/model_io/onnx_read.c; export: onnx_write.c). Reads an ONNX file into net (layers
+ * and initial weights). An operator or attribute hetrain cannot train fails with its node
+ * name. */
 int het_net_read_onnx(het_net *net, const char *path);
 /* Writes model m (built from net) as an ONNX inference graph (opset 13, input "input" of
- * [N, C, H, W], output "logits" [N, classes]), written to "<path>.tmp" and renamed. */
+ * [N, C, H, W], output "logits" [N, classes]), replaced durably (core/outfile.c). */
 int het_net_write_onnx(const het_net *net, het_model *m, const char *path);
+
+/* ---- model zoo: models/NAME.net, built into the library, read by het_net_parse ---- */
+/* The layer list of a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") with `n_classes`
+ * outputs, for input shape `in` (no zoo model depends on it today). On success *layers is a
+ * malloc'ed array of *n new layers, all owned by the caller: pass them to het_model_create
+ * (which takes the layers, then free(*layers)), or destroy each with l->ops->destroy(l) and
+ * free(*layers). Unknown names: HET_EINVAL with a message listing the known ones; HET_ENOMEM;
+ * on failure *layers is NULL and *n is 0. */
+int het_zoo_layers(const char *name, het_shape in, int n_classes, het_layer ***layers, int *n);
+/* Builds a named model (het_zoo_layers + het_model_create). Errors as het_zoo_layers. */
+int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
+                  int workers);
+/* NULL-terminated list of zoo names. */
+const char *const *het_zoo_names(void);
+
+/* ---- safetensors ----
+ * Writes the model's trainable parameters as F32 tensors named "layers.<i>.weight" /
+ * "layers.<i>.bias" (ResNet blocks: "layers.<i>.conv1.weight", "layers.<i>.bn1.weight", ...)
+ * in PyTorch shapes (the names of src/model_io/tensor_names.h, which the ONNX export shares),
+ * replaced durably (core/outfile.c: temporary file, fsync, rename). */
+int het_safetensors_write(het_model *m, const char *path);
+
+/* Reads every parameter and batch-norm statistic of m from a safetensors file, by the names
+ * and shapes het_safetensors_write gives them; the names may carry one common prefix other
+ * than "layers." before the layer index ("0.weight", "net.0.weight": docs/SAFETENSORS.md).
+ * dtype F32, or F16 / BF16 / F64 converted to float. PyTorch's "*.num_batches_tracked" and
+ * "__metadata__" are skipped; any other tensor the model lacks, one it needs that the file
+ * lacks, a shape or dtype that differs, a truncated file or a malformed header fails with a
+ * one-line message (HET_EFORMAT; HET_EIO, HET_ENOMEM), and then m is unchanged: nothing is
+ * copied unless the whole file checks out. HET_OK once every tensor is copied. */
+int het_safetensors_read(het_model *m, const char *path);
+/* The number of tensors het_safetensors_write writes for m and het_safetensors_read reads
+ * (skipped ones not counted), or HET_ENOMEM. */
+int het_safetensors_count(const het_model *m);
 
 #ifdef __cplusplus
 }

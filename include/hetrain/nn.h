@@ -354,19 +354,8 @@ const float *het_range_forward(het_model *m, het_tape *t, const float *in, int b
 const float *het_range_backward(het_model *m, het_tape *t, const float *dout, float *grads,
                                 int need_din);
 
-/* ---- model zoo ---- */
-/* The layer list of a named model ("mlp", "lenet5", "cifar-cnn", "resnet20") with `n_classes`
- * outputs, for input shape `in` (no zoo model depends on it today). On success *layers is a
- * malloc'ed array of *n new layers, all owned by the caller: pass them to het_model_create
- * (which takes the layers, then free(*layers)), or destroy each with l->ops->destroy(l) and
- * free(*layers). Unknown names: HET_EINVAL with a message listing the known ones; HET_ENOMEM;
- * on failure *layers is NULL and *n is 0. */
-int het_zoo_layers(const char *name, het_shape in, int n_classes, het_layer ***layers, int *n);
-/* Builds a named model (het_zoo_layers + het_model_create). Errors as het_zoo_layers. */
-int het_zoo_build(het_model **out, const char *name, het_shape in, int n_classes, int max_batch,
-                  int workers);
-/* NULL-terminated list of zoo names. */
-const char *const *het_zoo_names(void);
+/* The model zoo (het_zoo_layers, het_zoo_build, het_zoo_names) is built from the model files
+ * of models/ by the text-format parser: hetrain/netfile.h. */
 
 #ifdef __cplusplus
 }

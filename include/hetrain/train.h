@@ -1,6 +1,6 @@
-/* hetrain train: the training configuration (parser and checks; the types are in config.h),
- * the trainer (epoch loop, evaluation, metrics, progress, checkpoint / resume) and safetensors
- * export.
+/* hetrain train: the training configuration (parser and checks; the types are in config.h)
+ * and the trainer (epoch loop, evaluation, metrics, progress, checkpoint / resume). Model files
+ * (text, ONNX, safetensors) are in netfile.h, included here.
  *
  * One process, or P MPI ranks under mpirun / srun (see het_trainer_create). The trainer owns
  * epochs, evaluation, metrics and checkpoints; a strategy (--strategy, src/strategy) runs each
@@ -18,6 +18,7 @@
 #include "hetrain/ckpt.h"
 #include "hetrain/config.h"
 #include "hetrain/core.h"
+#include "hetrain/netfile.h"
 #include "hetrain/data.h"
 #include "hetrain/nn.h"
 #include "hetrain/optim.h"
@@ -171,25 +172,6 @@ int het_train_config_from_checkpoint(het_train_config *c, const char *path);
 /* Loads only the weights (parameters and state) of a checkpoint into m, checking that it was
  * written for model `model_name` with the same parameter and state counts. */
 int het_checkpoint_load_weights(het_model *m, const char *model_name, const char *path);
-
-/* ---- safetensors ----
- * Writes the model's trainable parameters as F32 tensors named "layers.<i>.weight" /
- * "layers.<i>.bias" (ResNet blocks: "layers.<i>.conv1.weight", "layers.<i>.bn1.weight", ...)
- * in PyTorch shapes, atomically (temporary file + rename). */
-int het_safetensors_write(het_model *m, const char *path);
-
-/* Reads every parameter and batch-norm statistic of m from a safetensors file, by the names
- * and shapes het_safetensors_write gives them; the names may carry one common prefix other
- * than "layers." before the layer index ("0.weight", "net.0.weight": docs/SAFETENSORS.md).
- * dtype F32, or F16 / BF16 / F64 converted to float. PyTorch's "*.num_batches_tracked" and
- * "__metadata__" are skipped; any other tensor the model lacks, one it needs that the file
- * lacks, a shape or dtype that differs, a truncated file or a malformed header fails with a
- * one-line message (HET_EFORMAT; HET_EIO, HET_ENOMEM), and then m is unchanged: nothing is
- * copied unless the whole file checks out. HET_OK once every tensor is copied. */
-int het_safetensors_read(het_model *m, const char *path);
-/* The number of tensors het_safetensors_write writes for m and het_safetensors_read reads
- * (skipped ones not counted), or HET_ENOMEM. */
-int het_safetensors_count(const het_model *m);
 
 #ifdef __cplusplus
 }

@@ -10,15 +10,8 @@ uint64_t het_batch_seed(uint64_t seed, int64_t step) {
     return het_rng_u64(&r);
 }
 
-typedef struct gather_job {
-    const het_dataset *d;
-    const int64_t *idx;
-    float *x;
-    uint8_t *y;
-} gather_job;
-
 static void gather_range(void *user, size_t lo, size_t hi) {
-    gather_job *j = user;
+    const het_batch *j = user;
     het_dataset_gather(j->d, j->idx + lo, (int)(hi - lo), j->x + lo * het_shape_size(j->d->shape),
                        j->y + lo);
 }
@@ -30,28 +23,25 @@ static int check_count(const het_model *m, int count, int min) {
     return HET_OK;
 }
 
-int het_batch_grads(het_model *m, const het_dataset *d, const int64_t *idx, int count, float *x,
-                    uint8_t *y, float grad_scale, uint64_t step_seed, het_batch_result *res) {
-    int st = check_count(m, count, 0);
+int het_batch_grads(het_model *m, const het_batch *b, float grad_scale, uint64_t step_seed,
+                    het_batch_result *res) {
+    int st = check_count(m, b->count, 0);
     if (st) return st;
     het_model_zero_grads(m);
-    if (count == 0) {
+    if (b->count == 0) {
         memset(res, 0, sizeof *res);
         return HET_OK;
     }
-    gather_job g = {d, idx, x, y};
-    het_model_parallel_for(m, (size_t)count, gather_range, &g);
-    return het_model_train_batch(m, x, y, count, grad_scale, step_seed, res);
+    het_model_parallel_for(m, (size_t)b->count, gather_range, (void *)b);
+    return het_model_train_batch(m, b->x, b->y, b->count, grad_scale, step_seed, res);
 }
 
-int het_batch_step(het_model *m, const het_dataset *d, const int64_t *idx, int count, float *x,
-                   uint8_t *y, float grad_scale, uint64_t step_seed, const het_update *u,
-                   het_batch_result *res) {
-    int st = check_count(m, count, 1);
+int het_batch_step(het_model *m, const het_batch *b, float grad_scale, uint64_t step_seed,
+                   const het_update *u, het_batch_result *res) {
+    int st = check_count(m, b->count, 1);
     if (st) return st;
-    gather_job g = {d, idx, x, y};
-    het_model_parallel_for(m, (size_t)count, gather_range, &g);
-    return het_model_train_step(m, x, y, count, grad_scale, step_seed, u, res);
+    het_model_parallel_for(m, (size_t)b->count, gather_range, (void *)b);
+    return het_model_train_step(m, b->x, b->y, b->count, grad_scale, step_seed, u, res);
 }
 
 int het_batch_eval(het_model *m, const het_dataset *d, int64_t from, int64_t to, int batch,

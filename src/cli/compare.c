@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/outfile.h"
 #include "hetero/hetero.h"
 #include "strategy/strategy.h"
 
@@ -418,20 +419,19 @@ static void write_output(FILE *f, int which, const report *r) {
     }
 }
 
-/* Writes OUT/name through a temporary file and a rename. */
+/* Writes OUT/name durably (core/outfile.c: a temporary file, fsync, rename). */
 static int write_file(const char *name, int which, const report *r) {
-    char path[HET_PATH_LEN], tmp[HET_PATH_LEN + 8];
+    char path[HET_PATH_LEN];
     join(path, sizeof path, g_opt.out, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return het_error_set(HET_EIO, "hetrain compare: cannot create %s: %s", tmp,
-                                 strerror(errno));
-    write_output(f, which, r);
-    int bad = ferror(f) | fclose(f);
-    if (bad || rename(tmp, path)) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "hetrain compare: cannot write %s", path);
+    het_outfile o;
+    if (het_outfile_open(&o, path, "compare output") != HET_OK) {
+        char msg[HET_PATH_LEN + 128];
+        snprintf(msg, sizeof msg, "%s", het_error_msg()); /* "PATH.tmp: cannot create: ..." */
+        return het_error_set(HET_EIO, "hetrain compare: %s", msg);
     }
+    write_output(o.f, which, r);
+    if (het_outfile_commit(&o) != HET_OK)
+        return het_error_set(HET_EIO, "hetrain compare: cannot write %s", path);
     return HET_OK;
 }
 

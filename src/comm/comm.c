@@ -240,8 +240,8 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     return arrival_end(c, comm, model, &a);
 }
 
-/* A request with nothing in flight, started now. */
-static void req_begin(het_req *r) {
+/* A request with nothing in flight, started now (internal.h). */
+void het_comm_req_begin(het_req *r) {
     r->reqs = NULL;
     r->send = NULL;
     r->n_reqs = 0;
@@ -288,7 +288,7 @@ int het_comm_req_clock(het_comm *c, MPI_Comm comm, het_req *r, double model) {
 
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
     if (!r) return het_error_set(HET_EINVAL, "all-reduce: NULL request");
-    req_begin(r);
+    het_comm_req_begin(r);
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
@@ -336,7 +336,7 @@ static MPI_Request *req_array(het_req *r) {
 
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
     if (!r) return het_error_set(HET_EINVAL, "non-blocking all-reduce: NULL request");
-    req_begin(r);
+    het_comm_req_begin(r);
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, buf, n, "non-blocking all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;

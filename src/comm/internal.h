@@ -58,6 +58,8 @@ double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes);
  * start over comm + model: posts the exchange of starts. Wall clock: as the non-blocking
  * all-reduce does, only when model > 0. */
 int het_comm_req_clock(het_comm *c, MPI_Comm comm, het_req *r, double model);
+/* Resets r to a request with nothing in flight, started now (comm.c; hier.c's stages too). */
+void het_comm_req_begin(het_req *r);
 
 /* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
 void het_comm_groups_free(het_comm *c);

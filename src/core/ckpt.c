@@ -6,9 +6,9 @@
  * IEEE-754 (little-endian hosts only, checked at compile time).
  *
  * Sections are found by tag, so a strategy adds its own without a format change, and a reader
- * ignores tags it does not know. The writer streams to "<path>.tmp", keeping a running CRC,
- * then fsyncs, renames over <path> and fsyncs the directory: a crash leaves either the old
- * checkpoint or the new one, never half of one.
+ * ignores tags it does not know. The writer streams to "<path>.tmp" (core/outfile.c),
+ * keeping a running CRC, then fsyncs, renames over <path> and fsyncs the directory: a crash
+ * leaves either the old checkpoint or the new one, never half of one.
  *
  * The reader refuses what is not a regular file (a folder, /dev/zero, a FIFO), then checks the
  * magic, version, size (fstat, at most HET_CKPT_MAX_BYTES) and the end section from the first
@@ -27,6 +27,7 @@
 #include "hetrain/ckpt.h"
 #include "core/bytes.h"
 #include "core/infile.h"
+#include "core/outfile.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "hetrain checkpoints store raw little-endian floats; big-endian hosts are not supported"
@@ -38,13 +39,11 @@
 #define MAX_SECTIONS 64
 
 struct het_ckpt_writer {
-    FILE *f;
+    het_outfile out; /* the temp file, renamed into place by het_outfile_commit */
     uint32_t crc;
     int failed;
     char tags[MAX_SECTIONS][HET_CKPT_TAG_LEN];
     int n_tags;
-    char path[HET_PATH_LEN];
-    char tmp[HET_PATH_LEN + 8];
 };
 
 typedef struct ckpt_section {
@@ -77,9 +76,9 @@ static int valid_tag(const char *tag) {
 
 static int w_write(het_ckpt_writer *w, const void *p, size_t n) {
     if (w->failed) return HET_EIO;
-    if (n && fwrite(p, 1, n, w->f) != n) {
+    if (n && fwrite(p, 1, n, w->out.f) != n) {
         w->failed = 1;
-        return het_error_set(HET_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+        return het_error_set(HET_EIO, "%s: write failed: %s", w->out.tmp, strerror(errno));
     }
     w->crc = het_crc32(w->crc, p, n);
     return HET_OK;
@@ -93,13 +92,8 @@ int het_ckpt_writer_open(het_ckpt_writer **out, const char *path) {
                              path, HET_PATH_LEN - 1);
     het_ckpt_writer *w = calloc(1, sizeof *w);
     if (!w) return het_error_set(HET_ENOMEM, "out of memory opening checkpoint writer");
-    memcpy(w->path, path, len + 1);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
-    het_interrupt_temp(w->tmp); /* SIGINT / SIGTERM remove it from now on */
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) {
-        int st = het_error_set(HET_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
-        het_interrupt_temp(NULL);
+    int st = het_outfile_open_checkpoint(&w->out, path);
+    if (st) {
         free(w);
         return st;
     }
@@ -107,7 +101,7 @@ int het_ckpt_writer_open(het_ckpt_writer **out, const char *path) {
     memcpy(hdr, HET_CKPT_MAGIC, 8);
     het_put_u32(hdr + 8, HET_CKPT_VERSION);
     het_put_u32(hdr + 12, 0);
-    int st = w_write(w, hdr, sizeof hdr);
+    st = w_write(w, hdr, sizeof hdr);
     if (st) {
         het_ckpt_writer_abort(w);
         return st;
@@ -137,25 +131,8 @@ int het_ckpt_put(het_ckpt_writer *w, const char *tag, const void *data, size_t b
 
 void het_ckpt_writer_abort(het_ckpt_writer *w) {
     if (!w) return;
-    if (w->f) fclose(w->f);
-    remove(w->tmp);
-    het_interrupt_temp(NULL);
+    het_outfile_abort(&w->out);
     free(w);
-}
-
-/* Makes the rename durable: fsync of the directory holding path. Best effort. */
-static void sync_dir(const char *path) {
-    char dir[HET_PATH_LEN];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
 }
 
 int het_ckpt_writer_commit(het_ckpt_writer *w) {
@@ -163,31 +140,14 @@ int het_ckpt_writer_commit(het_ckpt_writer *w) {
     memcpy(hdr, "end", 3);
     het_put_u64(hdr + HET_CKPT_TAG_LEN, 4);
     int st = w_write(w, hdr, sizeof hdr);
-    if (st) goto fail;
     het_put_u32(crc, w->crc);
-    if ((st = w_write(w, crc, 4))) goto fail;
-    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
-        st = het_error_set(HET_EIO, "%s: flush failed: %s", w->tmp, strerror(errno));
-        goto fail;
+    if (!st) st = w_write(w, crc, 4);
+    if (st) {
+        het_ckpt_writer_abort(w);
+        return st;
     }
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fclose(f) != 0) {
-        st = het_error_set(HET_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
-        goto fail;
-    }
-    het_interrupt_renaming();
-    if (rename(w->tmp, w->path) != 0) {
-        st = het_error_set(HET_EIO, "%s: cannot rename to %s: %s", w->tmp, w->path,
-                           strerror(errno));
-        goto fail;
-    }
-    het_interrupt_committed();
-    sync_dir(w->path);
+    st = het_outfile_commit(&w->out); /* fsync, rename, fsync of the directory */
     free(w);
-    return HET_OK;
-fail:
-    het_ckpt_writer_abort(w);
     return st;
 }
 

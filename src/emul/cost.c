@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/infile.h"
+#include "core/outfile.h"
 #include "emul/emul.h"
 
 int het_costs_init(het_costs *c, const char *model, int n_layers) {
@@ -106,10 +107,10 @@ double het_costs_charge(het_costs *c, int piece, int layer, int layer_end, int c
 }
 
 int het_costs_write(const het_costs *c, const char *path, const char *comment) {
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    het_outfile o;
+    int st = het_outfile_open(&o, path, "cost table");
+    if (st) return st;
+    FILE *f = o.f;
     fprintf(f, "# %s\nhetrain-costs %d\nmodel %s\nnet %016llx\nlayers %d\n"
             "batch %d %d reps %d threads %d\nref sgemm512 %.17g\n", comment, HET_COSTS_VERSION,
             c->model, c->net, c->n_layers, c->lo, c->hi, c->reps, c->threads, c->ref_flops);
@@ -120,13 +121,7 @@ int het_costs_write(const het_costs *c, const char *path, const char *comment) {
     for (int l = 0; l < c->n_layers; l++)
         fprintf(f, "range %d %.17g %.17g %.17g %.17g\n", l, c->fwd[l].a, c->fwd[l].b,
                 c->bwd[l].a, c->bwd[l].b);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(errno));
-    }
-    return HET_OK;
+    return het_outfile_commit(&o);
 }
 
 /* The next line that is not a comment, into buf; 0 at the end of the file. */

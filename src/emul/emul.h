@@ -112,7 +112,7 @@ double het_costs_charge(het_costs *c, int piece, int layer, int layer_end, int c
 /* The unscaled table seconds of layers [a, b)'s forward plus backward on `count` samples (a
  * pipeline plan's segment cost). */
 double het_costs_range_s(const het_costs *c, int a, int b, int count);
-/* Writes the table atomically (temporary + rename), a '#' comment line first. HET_EIO. */
+/* Writes the table durably (core/outfile.c), a '#' comment line first. HET_EIO. */
 int  het_costs_write(const het_costs *c, const char *path, const char *comment);
 /* Reads a table het_costs_write wrote: HET_EIO, or HET_EFORMAT "FILE:LINE: expected ...". */
 int  het_costs_read(het_costs *c, const char *path);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "emul/emul.h"
 
 #define DEFAULT_LOOPBACK_BW 10e9 /* SimGrid's network/loopback-bw */
@@ -104,10 +105,10 @@ static void put_time(FILE *f, const char *name, double v) {
 int het_platform_write(const char *path, const char *hostfile, const char *comment, int n_nodes,
                        const double *speed, const int *cores, het_netem ne,
                        const int *node_of_rank, int n_ranks) {
-    char tmp[HET_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    het_outfile o;
+    int st = het_outfile_open(&o, path, "platform file");
+    if (st) return st;
+    FILE *f = o.f;
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM "
             "\"https://simgrid.org/simgrid.dtd\">\n<platform version=\"4.1\">\n");
     fprintf(f, "  <!-- %s -->\n", comment);
@@ -139,24 +140,9 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
                     "</route>\n", i, j, i, j);
     }
     fprintf(f, "  </zone>\n</platform>\n");
-    int bad = ferror(f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(errno));
-    }
+    if ((st = het_outfile_commit(&o))) return st;
     if (!hostfile || !hostfile[0]) return HET_OK;
-    snprintf(tmp, sizeof tmp, "%s.tmp", hostfile);
-    if (!(f = fopen(tmp, "w")))
-        return het_error_set(HET_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    for (int r = 0; r < n_ranks; r++) fprintf(f, "node%d\n", node_of_rank[r]);
-    bad = ferror(f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, hostfile) != 0) {
-        remove(tmp);
-        return het_error_set(HET_EIO, "%s: write failed: %s", hostfile, strerror(errno));
-    }
-    return HET_OK;
+    if ((st = het_outfile_open(&o, hostfile, "hostfile"))) return st;
+    for (int r = 0; r < n_ranks; r++) fprintf(o.f, "node%d\n", node_of_rank[r]);
+    return het_outfile_commit(&o);
 }

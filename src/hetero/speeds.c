@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/infile.h"
+#include "core/stats.h"
 #include "core/outfile.h"
 #include "hetero/hetero.h"
 
@@ -70,11 +71,6 @@ void het_speeds_normalize(double *s, int n) {
     for (int r = 0; r < n && sum > 0; r++) s[r] /= sum;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int het_calibrate_rank(het_model *m, const het_dataset *d, int batch, int steps,
                        het_pace *pace, float *x, uint8_t *y, int64_t *idx, double *rate) {
     *rate = 0.0;
@@ -98,7 +94,8 @@ int het_calibrate_rank(het_model *m, const het_dataset *d, int batch, int steps,
     for (int s = -1; !st && s < cap && (s < steps || het_now() - t0 < HET_CALIBRATE_S); s++) {
         het_batch_result r;
         het_pace_begin(pace);
-        st = het_batch_grads(m, d, idx, batch, x, y, 1.0f / (float)batch, (uint64_t)s, &r);
+        st = het_batch_grads(m, &(het_batch){d, idx, batch, x, y}, 1.0f / (float)batch,
+                             (uint64_t)s, &r);
         het_pace_piece(pace, HET_PIECE_FB, 0, batch); /* a calibrated table's forward+backward */
         double secs = het_pace_mark(pace);
         if (s >= 0) t[done++] = secs;
@@ -108,7 +105,7 @@ int het_calibrate_rank(het_model *m, const het_dataset *d, int batch, int steps,
     if (!st) {
         /* the lower half's mean: passes slowed by other processes are dropped, and the
          * carried sleep debt of the emulated slowdown still averages out over many passes */
-        qsort(t, (size_t)done, sizeof *t, cmp_double);
+        het_sort_double(t, (size_t)done);
         double sum = 0.0;
         int half = (done + 1) / 2;
         for (int i = 0; i < half; i++) sum += t[i];

@@ -173,42 +173,70 @@ static int dnnl_fallback(int st, int blk) {
     return 1;
 }
 
-/* y[n] = W (cout x K) . im2col(x[n]) for each sample: 3x3 convolution, pad 1, no bias; through
- * oneDNN when dn is not NULL (col is then its work memory), on blocked x and y when blk. */
-static void rb_conv(const het_resblock *r, het_dnnl_conv *dn, float *y, const float *x,
-                    const float *w, float *col, int cin, int H, int W, int stride, int K,
-                    int batch, int blk, int bf16) {
-    const int fl = (blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0) | (bf16 ? HET_DNNL_BF16 : 0);
-    if (dn && !dnnl_fallback(het_dnnl_conv_forward(dn, batch, x, w, NULL, y, col, fl), blk || bf16))
+/* One of the block's two convolutions (3x3, pad 1, no bias, cin -> cout channels) as its
+ * forward and backward see it: conv1 on the block's input, conv2 on r1. */
+typedef struct rb_conv_geom {
+    het_dnnl_conv *dn; /* oneDNN's handle (col is then its work memory), or NULL: im2col + GEMM */
+    int cin, H, W;     /* the input's channels and plane */
+    int stride;
+    int K;             /* im2col rows: cin * 9 */
+    int blk;           /* operands channel-blocked (nChw16c): the layer's in_blk */
+    int bf16;          /* oneDNN's bf16 kernels (x, w, dy rounded by its reorders) */
+} rb_conv_geom;
+
+static rb_conv_geom rb_conv1(const het_resblock *r, int blk, int bf16) {
+    return (rb_conv_geom){r->dn1, r->cin, r->H, r->W, r->stride, r->K1, blk, bf16};
+}
+
+static rb_conv_geom rb_conv2(const het_resblock *r, int blk, int bf16) {
+    return (rb_conv_geom){r->dn2, r->cout, r->OH, r->OW, 1, r->K2, blk, bf16};
+}
+
+/* y[n] = W (cout x K) . im2col(x[n]) for each sample. */
+static void rb_conv(const het_resblock *r, const rb_conv_geom *g, float *y, const float *x,
+                    const float *w, float *col, int batch) {
+    const int fl = (g->blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0) | (g->bf16 ? HET_DNNL_BF16 : 0);
+    if (g->dn && !dnnl_fallback(het_dnnl_conv_forward(g->dn, batch, x, w, NULL, y, col, fl),
+                                g->blk || g->bf16))
         return;
-    const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
+    const size_t xs = (size_t)g->cin * (size_t)g->H * (size_t)g->W;
     const int P = (int)r->P;
     for (int n = 0; n < batch; n++) {
-        het_im2col(col, x + (size_t)n * xs, cin, H, W, 3, stride, 1, r->OH, r->OW);
-        het_gemm(0, 0, r->cout, P, K, 1.0f, w, K, col, P, 0.0f, y + (size_t)n * r->S, P);
+        het_im2col(col, x + (size_t)n * xs, g->cin, g->H, g->W, 3, g->stride, 1, r->OH, r->OW);
+        het_gemm(0, 0, r->cout, P, g->K, 1.0f, w, g->K, col, P, 0.0f, y + (size_t)n * r->S, P);
     }
 }
 
-/* dw += sum_n dy[n] . im2col(x[n])^T and, when dx != NULL, dx[n] = (or += when dx_add)
- * col2im(W^T . dy[n]); through oneDNN when dn is not NULL (col is then its work memory). */
-static void rb_conv_backward(const het_resblock *r, het_dnnl_conv *dn, float *dx, int dx_add,
-                             float *dw, const float *dy, const float *x, const float *w,
-                             float *col, float *dcol, int cin, int H, int W, int stride, int K,
-                             int batch, int blk, int bf16) {
-    const int fl = (blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0) | (bf16 ? HET_DNNL_BF16 : 0);
-    if (dn && !dnnl_fallback(het_dnnl_conv_backward(dn, batch, x, w, dy, dx, dx_add, dw, NULL, col,
-                                                    fl), blk || bf16))
+/* What a convolution's backward reads and writes: dw += sum_n dy[n] . im2col(x[n])^T and,
+ * when dx != NULL, dx[n] = col2im(W^T . dy[n]), written or (RB_DX_ADD) added. */
+typedef enum { RB_DX_WRITE, RB_DX_ADD } rb_dx_mode;
+typedef struct rb_conv_grads {
+    float *dx;          /* the input gradient, or NULL: none */
+    rb_dx_mode dx_mode;
+    float *dw;          /* the weight gradient, accumulated */
+    const float *dy, *x, *w;
+} rb_conv_grads;
+
+/* The backward of convolution g; col and dcol: the im2col buffer and its gradient. */
+static void rb_conv_backward(const het_resblock *r, const rb_conv_geom *g,
+                             const rb_conv_grads *a, float *col, float *dcol, int batch) {
+    const int fl = (g->blk ? HET_DNNL_X_BLK | HET_DNNL_Y_BLK : 0) | (g->bf16 ? HET_DNNL_BF16 : 0);
+    const int add = a->dx_mode == RB_DX_ADD;
+    if (g->dn && !dnnl_fallback(het_dnnl_conv_backward(g->dn, batch, a->x, a->w, a->dy, a->dx,
+                                                       add, a->dw, NULL, col, fl),
+                                g->blk || g->bf16))
         return;
-    const size_t xs = (size_t)cin * (size_t)H * (size_t)W;
-    if (dx && !dx_add) memset(dx, 0, sizeof(float) * xs * (size_t)batch);
-    const int P = (int)r->P;
+    const size_t xs = (size_t)g->cin * (size_t)g->H * (size_t)g->W;
+    if (a->dx && !add) memset(a->dx, 0, sizeof(float) * xs * (size_t)batch);
+    const int P = (int)r->P, K = g->K;
     for (int n = 0; n < batch; n++) {
-        const float *dyn = dy + (size_t)n * r->S;
-        het_im2col(col, x + (size_t)n * xs, cin, H, W, 3, stride, 1, r->OH, r->OW);
-        het_gemm(0, 1, r->cout, K, P, 1.0f, dyn, P, col, P, 1.0f, dw, K);
-        if (dx) {
-            het_gemm(1, 0, K, P, r->cout, 1.0f, w, K, dyn, P, 0.0f, dcol, P);
-            het_col2im(dx + (size_t)n * xs, dcol, cin, H, W, 3, stride, 1, r->OH, r->OW);
+        const float *dyn = a->dy + (size_t)n * r->S;
+        het_im2col(col, a->x + (size_t)n * xs, g->cin, g->H, g->W, 3, g->stride, 1, r->OH, r->OW);
+        het_gemm(0, 1, r->cout, K, P, 1.0f, dyn, P, col, P, 1.0f, a->dw, K);
+        if (a->dx) {
+            het_gemm(1, 0, K, P, r->cout, 1.0f, a->w, K, dyn, P, 0.0f, dcol, P);
+            het_col2im(a->dx + (size_t)n * xs, dcol, g->cin, g->H, g->W, 3, g->stride, 1, r->OH,
+                       r->OW);
         }
     }
 }
@@ -234,7 +262,8 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
         xin = x->lp;
     }
 
-    rb_conv(r, r->dn1, A1, xin, v.w1, col, r->cin, r->H, r->W, r->stride, r->K1, batch, blk, dn16);
+    const rb_conv_geom c1 = rb_conv1(r, blk, dn16), c2 = rb_conv2(r, blk, dn16);
+    rb_conv(r, &c1, A1, xin, v.w1, col, batch);
     if (x->train)
         bn_forward_train(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_MOMENTUM, RB_EPS,
                          x->team, x->worker, 1);
@@ -242,7 +271,7 @@ static void rb_forward(het_layer *l, const het_exec *x, const float *in, float *
         bn_forward_eval(r1, mean1, inv1, A1, v.g1, v.b1, rm1, rv1, d, RB_EPS, 1);
     if (round) het_vround_bf16(r1, r1, BS); /* conv2's input, kept bf16 for its backward */
 
-    rb_conv(r, r->dn2, A2, r1, v.w2, col, C, r->OH, r->OW, 1, r->K2, batch, blk, dn16);
+    rb_conv(r, &c2, A2, r1, v.w2, col, batch);
     if (x->train)
         bn_forward_train(out, mean2, inv2, A2, v.g2, v.b2, rm2, rv2, d, RB_MOMENTUM, RB_EPS,
                          x->team, x->worker, 0);
@@ -305,8 +334,9 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     if (round) het_vround_bf16(G, G, BS); /* conv2's output gradient as bf16 */
 
     /* conv2 (input r1) */
-    rb_conv_backward(r, r->dn2, D, 0, g.w2, G, r1, v.w2, col, dcol, C, r->OH, r->OW, 1, r->K2,
-                     batch, blk, dn16);
+    const rb_conv_geom c1 = rb_conv1(r, blk, dn16), c2 = rb_conv2(r, blk, dn16);
+    rb_conv_backward(r, &c2, &(rb_conv_grads){D, RB_DX_WRITE, g.w2, G, r1, v.w2}, col, dcol,
+                     batch);
     het_vrelu_mask(D, r1, D, BS);
     bn_backward(D, g.g1, g.b1, D, A1, mean1, inv1, v.g1, d, x->train, x->team, x->worker);
     const float *xin = in; /* bf16: conv1's operands rounded, as in forward */
@@ -317,8 +347,8 @@ static void rb_backward(het_layer *l, const het_exec *x, const float *in, const 
     }
 
     /* conv1 (input x); col2im adds onto the shortcut gradient already in din */
-    rb_conv_backward(r, r->dn1, din, 1, g.w1, D, xin, v.w1, col, dcol, r->cin, r->H, r->W,
-                     r->stride, r->K1, batch, blk, dn16);
+    rb_conv_backward(r, &c1, &(rb_conv_grads){din, RB_DX_ADD, g.w1, D, xin, v.w1}, col, dcol,
+                     batch);
 }
 
 static void rb_destroy(het_layer *l) {

@@ -59,7 +59,8 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
         het_batch_result mine, r;
         int rc = het_step_sync(ctx, ctx->priv, ctx->sampler->perm + pos + lo, (int)len,
                                1.0f / (float)Bs, het_step_seed(ctx, ctx->step), lr, &mine, &r);
-        if (!rc) rc = het_step_record(ctx, sums, &mine, len, &r, Bs, 0, lr, ts);
+        const het_step_rec rec = {.mine = &mine, .count = len, .shown = &r, .shown_n = Bs};
+        if (!rc) rc = het_step_record(ctx, sums, &rec, lr, ts);
         if (rc) return rc;
         if (het_step_pause(ctx, pos + B, n)) return HET_OK; /* nothing in flight */
     }
@@ -84,9 +85,19 @@ static int ar_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
 static void ar_free(het_strategy_ctx *ctx) { ctx->priv = NULL; /* the reducer is ctx's */ }
 
 const het_strategy_ops het_strategy_allreduce = {
-    "allreduce", "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",
-    ar_init, ar_train_epoch, ar_model_for_eval, ar_save_state, ar_load_state, ar_free, NULL, 1,
-    NULL /* nothing beyond the weights to agree on */, NULL /* no options of its own */,
-    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
-    1 /* epochs in pieces: every step boundary is a drain point */,
+    .name = "allreduce",
+    .summary = "synchronous data parallelism: gradient all-reduce every step (DDP, Horovod)",
+    .init = ar_init,
+    .train_epoch = ar_train_epoch,
+    .model_for_eval = ar_model_for_eval,
+    .save_state = ar_save_state,
+    .load_state = ar_load_state,
+    .free = ar_free,
+    .report = NULL,       /* nothing beyond the common epoch line */
+    .world_grads = 1,
+    .agreed_state = NULL, /* nothing beyond the weights to agree on */
+    .opts = NULL,         /* no options of its own */
+    .worker_batch = 0,    /* --batch is the global batch */
+    .lanes = 0,           /* one compute thread per --threads thread */
+    .pieces = 1,          /* epochs in pieces: every step boundary is a drain point */
 };

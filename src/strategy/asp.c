@@ -119,7 +119,8 @@ static int worker_epoch(asp *a, het_strategy_ctx *ctx, int epoch, het_epoch_sums
         }
         ctx->step = r0.version; /* the primary's version of the weights now held */
         lr = r0.lr;
-        rc = het_step_record(ctx, sums, &res, len, &res, len, 1, lr, ts);
+        rc = het_step_record(ctx, sums, &(het_step_rec){.mine = &res, .count = len, .local = 1},
+                             lr, ts);
         pos = r0.pos;
         len = r0.pos >= 0 ? r0.len : 0;
     }
@@ -287,8 +288,20 @@ static void asp_free(het_strategy_ctx *ctx) {
 }
 
 const het_strategy_ops het_strategy_asp = {
-    "asp", "asynchronous parameter server: one update per worker gradient (Downpour SGD; the "
-    "baseline of InHAD)", asp_init, asp_epoch, het_ps_model_for_eval, het_ps_save_state,
-    het_ps_load_state, asp_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
-    het_asp_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,    0 /* whole epochs: gradients and weights are in flight inside one */,
+    .name = "asp",
+    .summary = "asynchronous parameter server: one update per worker gradient (Downpour SGD; "
+               "the baseline of InHAD)",
+    .init = asp_init,
+    .train_epoch = asp_epoch,
+    .model_for_eval = het_ps_model_for_eval,
+    .save_state = het_ps_save_state,
+    .load_state = het_ps_load_state,
+    .free = asp_free,
+    .report = het_ps_report_op,
+    .world_grads = 0,     /* no world gradient sum */
+    .agreed_state = NULL,
+    .opts = het_asp_opts, /* ps_opts.c */
+    .worker_batch = 1,    /* --batch is each worker's */
+    .lanes = 0,           /* one compute thread */
+    .pieces = 0,          /* whole epochs: gradients and weights are in flight inside one */
 };

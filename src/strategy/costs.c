@@ -22,21 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "hetrain/batch.h"
 #include "hetrain/tensor.h"
 #include "strategy/strategy.h"
 
 #define HET_COST_REPS 7
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* The pass being measured: CPU time so far and at each layer's gradient hook. */
 typedef struct recorder {
@@ -73,8 +64,8 @@ static int measure_at(het_strategy_ctx *ctx, int count, double *t) {
         if ((st = het_model_add_hook(m, &h))) break;
         rec.sum = 0.0;
         het_pace_cpu_start(&pace);
-        st = het_batch_grads(m, ctx->train, idx, count, ctx->x, ctx->y, 1.0f / (float)count,
-                             (uint64_t)rep, &r);
+        st = het_batch_grads(m, &(het_batch){ctx->train, idx, count, ctx->x, ctx->y},
+                             1.0f / (float)count, (uint64_t)rep, &r);
         double fb = rec.sum + het_pace_cpu_take(&pace);
         het_model_remove_hook(m, &rec);
         int bad = 0;
@@ -84,9 +75,9 @@ static int measure_at(het_strategy_ctx *ctx, int count, double *t) {
         het_model_zero_grads(m);
         het_pace_cpu_start(&pace);
         if (!st)
-            st = het_batch_step(m, ctx->train, idx, count, ctx->x, ctx->y, 1.0f / (float)count,
-                                (uint64_t)rep, &(het_update){o, lr, ctx->opt_state, 1, &bad},
-                                &r);
+            st = het_batch_step(m, &(het_batch){ctx->train, idx, count, ctx->x, ctx->y},
+                                1.0f / (float)count, (uint64_t)rep,
+                                &(het_update){o, lr, ctx->opt_state, 1, &bad}, &r);
         double step = het_pace_cpu_take(&pace);
         if (rep < 0) continue;
         v[rep] = fb;
@@ -95,7 +86,7 @@ static int measure_at(het_strategy_ctx *ctx, int count, double *t) {
         for (int l = 0; l < L; l++) /* a layer without gradients: where backward stopped */
             v[(3 + l) * HET_COST_REPS + rep] = at[l] > 0.0 ? at[l] : fb;
     }
-    for (int k = 0; !st && k < 3 + L; k++) t[k] = median(v + k * HET_COST_REPS, HET_COST_REPS);
+    for (int k = 0; !st && k < 3 + L; k++) t[k] = het_median(v + k * HET_COST_REPS, HET_COST_REPS);
     free(v);
     free(at);
     free(idx);
@@ -130,7 +121,8 @@ static int measure_segment(het_model *m, int a, int b, int count, double *t) {
         double bw = het_pace_cpu_take(&pace);
         if (rep >= 0) v[rep] = f, v[HET_COST_REPS + rep] = bw;
     }
-    if (!st) t[0] = median(v, HET_COST_REPS), t[1] = median(v + HET_COST_REPS, HET_COST_REPS);
+    if (!st)
+        t[0] = het_median(v, HET_COST_REPS), t[1] = het_median(v + HET_COST_REPS, HET_COST_REPS);
     free(v);
     het_free(x);
     het_free(d);

@@ -448,7 +448,8 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
         int64_t len;
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         if ((rc = daso_step(ctx, d, pos, s, spe - 1, lr, &mine, &len))) return rc;
-        if ((rc = het_step_record(ctx, &sums, &mine, len, &mine, len, 1, lr, ts))) return rc;
+        const het_step_rec rec = {.mine = &mine, .count = len, .local = 1};
+        if ((rc = het_step_record(ctx, &sums, &rec, lr, ts))) return rc;
     }
     /* the last batch was a global average: the same weights on every rank */
     if ((rc = het_step_check_params(ctx))) return rc;
@@ -599,10 +600,20 @@ static void daso_free(het_strategy_ctx *ctx) {
 }
 
 const het_strategy_ops het_strategy_daso = {
-    "daso", "distributed asynchronous and selective optimization: node-local gradients, "
-    "delayed global parameter averaging (Coquelin et al. 2022)",
-    daso_init, daso_train_epoch, daso_model_for_eval, daso_save_state, daso_load_state,
-    daso_free, daso_report, 0 /* its own node + cross scheme */, daso_agreed_state,
-    NULL /* its options are config fields (--daso-*), kept for compatibility */,
-    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,    0 /* whole epochs: a global sync is in flight inside one */,
+    .name = "daso",
+    .summary = "distributed asynchronous and selective optimization: node-local gradients, "
+               "delayed global parameter averaging (Coquelin et al. 2022)",
+    .init = daso_init,
+    .train_epoch = daso_train_epoch,
+    .model_for_eval = daso_model_for_eval,
+    .save_state = daso_save_state,
+    .load_state = daso_load_state,
+    .free = daso_free,
+    .report = daso_report,
+    .world_grads = 0,   /* its own node + cross scheme */
+    .agreed_state = daso_agreed_state,
+    .opts = NULL,       /* its options are config fields (--daso-*) */
+    .worker_batch = 0,  /* --batch is the global batch */
+    .lanes = 0,         /* one compute thread per --threads thread */
+    .pieces = 0,        /* whole epochs: a global sync is in flight inside one */
 };

@@ -19,6 +19,7 @@
  * Gradients of all M micro-batches accumulate; the update comes after the last backward, so
  * the result is synchronous mini-batch SGD on the global batch (tests/test_pipe.sh: P ranks ==
  * 1 rank). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,19 +65,6 @@ static int gp_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
     return het_pipe_epoch(&g->p, ctx, epoch, st, gp_run, g);
 }
 
-static het_model *gp_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
-
-/* The stages are gathered at every epoch's end (rank 0 holds the whole model): the cuts. */
-static int gp_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
-    gpipe *g = ctx->priv;
-    return het_pipe_save(&g->p, w);
-}
-
-static int gp_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    gpipe *g = ctx->priv;
-    return het_pipe_load(&g->p, ctx, r, "gpipe");
-}
-
 static void gp_free(het_strategy_ctx *ctx) {
     gpipe *g = ctx->priv;
     if (g) het_pipe_free(&g->p);
@@ -84,23 +72,26 @@ static void gp_free(het_strategy_ctx *ctx) {
     ctx->priv = NULL;
 }
 
-static void gp_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj) {
-    gpipe *g = ctx->priv;
-    het_pipe_report(&g->p, ctx, "gpipe", line, nl, json, nj);
-}
+/* The shared entries of pipe_opts.c read ctx->priv as the het_pipe it starts with. */
+_Static_assert(offsetof(gpipe, p) == 0, "gpipe must start with its het_pipe");
 
-static int gp_agreed(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
-    gpipe *g = ctx->priv;
-    if (cap < 1) return 0;
-    out[0] = het_pipe_agreed(&g->p);
-    return 1;
-}
-
+/* The stages are gathered at every epoch's end (rank 0 holds the whole model): the
+ * checkpoint holds the cuts (het_pipe_save_state). */
 const het_strategy_ops het_strategy_gpipe = {
-    "gpipe", "pipeline parallelism: layers cut into stages over ranks, micro-batches, all "
-    "forwards then all backwards (GPipe; --pipe-schedule 1f1b: PipeDream-Flush)",
-    gp_init, gp_train_epoch, gp_model_for_eval, gp_save_state, gp_load_state, gp_free,
-    gp_report, 0 /* each stage sums its own slice over its replicas */, gp_agreed,
-    het_gpipe_opts, 0 /* --batch is the global batch */, 0 /* one compute thread */,
-    1 /* epochs in pieces: a step's end is a drain point */,
+    .name = "gpipe",
+    .summary = "pipeline parallelism: layers cut into stages over ranks, micro-batches, all "
+               "forwards then all backwards (GPipe; --pipe-schedule 1f1b: PipeDream-Flush)",
+    .init = gp_init,
+    .train_epoch = gp_train_epoch,
+    .model_for_eval = het_pipe_model_for_eval,
+    .save_state = het_pipe_save_state,
+    .load_state = het_pipe_load_state,
+    .free = gp_free,
+    .report = het_pipe_report_op,
+    .world_grads = 0, /* each stage sums its own slice over its replicas */
+    .agreed_state = het_pipe_agreed_state,
+    .opts = het_gpipe_opts,
+    .worker_batch = 0, /* --batch is the global batch */
+    .lanes = 0,        /* one compute thread */
+    .pieces = 1,       /* epochs in pieces: a step's end is a drain point */
 };

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "strategy/strategy.h"
 
 typedef struct hgc {
@@ -134,19 +135,13 @@ static int hgc_init(het_strategy_ctx *ctx) {
                               HET_REDUCE_FIGURES);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* This rank's samples per paced second since the last re-balance, from the median step's
  * seconds per sample: a few steps disturbed by something else on the machine (or the first,
  * cold steps) do not move it, while what slows every step (the device, or cores shared with
  * the other ranks during training) does; 0 without steps. */
 static double measured_rate(hgc *h) {
     if (h->n_steps == 0) return 0.0;
-    qsort(h->per_sample, (size_t)h->n_steps, sizeof(double), cmp_double);
-    double med = h->per_sample[h->n_steps / 2];
+    double med = het_median(h->per_sample, (size_t)h->n_steps);
     h->n_steps = 0;
     return med > 0 ? 1.0 / med : 0.0;
 }
@@ -219,7 +214,8 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
         if (rc) return rc;
         if (len > 0 && h->n_steps < h->cap_steps)
             h->per_sample[h->n_steps++] = (ctx->pace.compute_s - c0) / (double)len;
-        if ((rc = het_step_record(ctx, sums, &mine, len, &r, Bs, 0, lr, ts))) return rc;
+        const het_step_rec rec = {.mine = &mine, .count = len, .shown = &r, .shown_n = Bs};
+        if ((rc = het_step_record(ctx, sums, &rec, lr, ts))) return rc;
         if (het_step_pause(ctx, pos + B, n)) return HET_OK; /* nothing in flight */
     }
     /* running statistics averaged with each rank's share of the epoch's samples that
@@ -357,10 +353,20 @@ static void hgc_free(het_strategy_ctx *ctx) {
 }
 
 const het_strategy_ops het_strategy_hgc = {
-    "hgc", "heterogeneous gradient computing: batches proportional to speed, gradients "
-    "weighted by samples (Moreno-Alvarez et al. 2022)",
-    hgc_init, hgc_train_epoch, hgc_model_for_eval, hgc_save_state, hgc_load_state, hgc_free,
-    hgc_report, 1, hgc_agreed_state, NULL /* its options are config fields */,
-    0 /* --batch is the global batch */, 0 /* one compute thread per --threads thread */,
-    1 /* epochs in pieces: every step boundary is a drain point */,
+    .name = "hgc",
+    .summary = "heterogeneous gradient computing: batches proportional to speed, gradients "
+               "weighted by samples (Moreno-Alvarez et al. 2022)",
+    .init = hgc_init,
+    .train_epoch = hgc_train_epoch,
+    .model_for_eval = hgc_model_for_eval,
+    .save_state = hgc_save_state,
+    .load_state = hgc_load_state,
+    .free = hgc_free,
+    .report = hgc_report,
+    .world_grads = 1,
+    .agreed_state = hgc_agreed_state,
+    .opts = NULL,       /* its options are config fields (--speeds, --rebalance, ...) */
+    .worker_batch = 0,  /* --batch is the global batch */
+    .lanes = 0,         /* one compute thread per --threads thread */
+    .pieces = 1,        /* epochs in pieces: every step boundary is a drain point */
 };

@@ -359,7 +359,8 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
         if (!rc) rc = next_ctrl(a, ctx, &r, -1, -1, &end); /* the answer to the IN */
         if (rc) break;
         lr = r.lr;
-        if ((rc = het_step_record(ctx, sums, &res, len, &res, len, 1, lr, ts))) break;
+        const het_step_rec rec = {.mine = &res, .count = len, .local = 1};
+        if ((rc = het_step_record(ctx, sums, &rec, lr, ts))) break;
         /* every update finished by the IN's send time is here or on its way: take them */
         if ((rc = next_ctrl(a, ctx, &r, r.avail, -1, &end))) break;
         adopt(a, ctx, r.avail, -1);
@@ -430,9 +431,21 @@ static void inhad_free(het_strategy_ctx *ctx) {
 }
 
 const het_strategy_ops het_strategy_inhad = {
-    "inhad", "asynchronous parameter server with node aggregation and iteration numbers "
-    "(Xiao et al. 2022)", inhad_init, inhad_epoch, het_ps_model_for_eval, het_ps_save_state,
-    het_ps_load_state, inhad_free, het_ps_report_op, 0 /* no world gradient sum */, NULL,
-    het_inhad_opts, 1 /* --batch is each worker's */, 0 /* one compute thread */,    0 /* whole epochs: gradients and weights are in flight inside one */,
+    .name = "inhad",
+    .summary = "asynchronous parameter server with node aggregation and iteration numbers "
+               "(Xiao et al. 2022)",
+    .init = inhad_init,
+    .train_epoch = inhad_epoch,
+    .model_for_eval = het_ps_model_for_eval,
+    .save_state = het_ps_save_state,
+    .load_state = het_ps_load_state,
+    .free = inhad_free,
+    .report = het_ps_report_op,
+    .world_grads = 0,     /* no world gradient sum */
+    .agreed_state = NULL,
+    .opts = het_inhad_opts, /* ps_opts.c */
+    .worker_batch = 1,    /* --batch is each worker's */
+    .lanes = 0,           /* one compute thread */
+    .pieces = 0,          /* whole epochs: gradients and weights are in flight inside one */
 };
 

@@ -37,24 +37,6 @@
 
 #include "strategy/pipe.h"
 
-/* ---------------------------------------------------------------- options */
-
-static const char *const sched_words[] = {"gpipe", "1f1b", NULL};
-
-#define PIPELINES                                                                             \
-    {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "      \
-     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL}
-#define MICRO_BATCHES                                                                         \
-    {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "    \
-     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL}
-
-const het_strategy_opt het_gpipe_opts[] = {
-    PIPELINES, MICRO_BATCHES, HET_PIPE_STAGES_OPT,
-    {"pipe-schedule", "gpipe|1f1b", "gpipe: all forwards, then all backwards; 1f1b: one "
-     "forward one backward (PipeDream-Flush, Megatron)", HET_SOPT_WORD, 0, 0, 0, sched_words},
-    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
-};
-
 /* ---------------------------------------------------------------- set-up */
 
 /* The flat-buffer slices of layers [a, b): parameters and state. */
@@ -100,7 +82,7 @@ static int stage_alloc(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
             !(p->dout[i] = het_alloc(sizeof(float) * p->out_floats * mb)))
             return het_error_set(HET_ENOMEM, "%s: out of memory for micro-batch buffers", name);
     }
-    return p->act_q8 || p->grad_gc ? het_pipe_codecs(p, name) : HET_OK;
+    return p->act_q8 || p->grad_codec ? het_pipe_codecs(p, name) : HET_OK;
 }
 
 /* Frees what stage_alloc made (and the codecs' buffers). */
@@ -122,14 +104,14 @@ static void stage_release(het_pipe *p) {
     free(p->sbuf_a);
     free(p->sbuf_g);
     het_free(p->residual);
-    het_free(p->gc_work);
+    het_free(p->gradc_work);
     free(p->sends);
     free(p->recvs);
     free(p->idx);
     free(p->y);
     het_free(p->probs);
     p->tape = NULL, p->in = p->dout = NULL, p->rbuf_a = p->rbuf_g = p->sbuf_a = p->sbuf_g = NULL;
-    p->residual = p->gc_work = p->probs = NULL, p->sends = p->recvs = NULL, p->idx = NULL;
+    p->residual = p->gradc_work = p->probs = NULL, p->sends = p->recvs = NULL, p->idx = NULL;
     p->y = NULL;
 }
 
@@ -221,14 +203,15 @@ int het_pipe_codecs(het_pipe *p, const char *name) {
         if (p->next >= 0) ok &= (p->sbuf_a = byte_bufs(p->M, het_q8_bytes(na))) != NULL;
         if (p->prev >= 0) ok &= (p->rbuf_a = byte_bufs(p->M, het_q8_bytes(ni))) != NULL;
     }
-    if (p->grad_gc) {
+    if (p->grad_codec) {
         if (p->prev >= 0) {
-            ok &= (p->sbuf_g = byte_bufs(p->M, het_gc_bytes(ni, ni, p->gc.quantize))) != NULL;
+            ok &= (p->sbuf_g = byte_bufs(p->M, het_gradc_bytes(ni, ni, p->gradc.quantize))) != NULL;
             ok &= (p->residual = het_alloc(sizeof(float) * ni)) != NULL;
-            ok &= (p->gc_work = het_alloc(sizeof(float) * ni)) != NULL;
+            ok &= (p->gradc_work = het_alloc(sizeof(float) * ni)) != NULL;
             if (p->residual) memset(p->residual, 0, sizeof(float) * ni);
         }
-        if (p->next >= 0) ok &= (p->rbuf_g = byte_bufs(p->M, het_gc_bytes(na, na, p->gc.quantize))) != NULL;
+        if (p->next >= 0)
+            ok &= (p->rbuf_g = byte_bufs(p->M, het_gradc_bytes(na, na, p->gradc.quantize))) != NULL;
     }
     for (int i = 0; ok && i < p->M; i++)
         ok = (!p->sbuf_a || p->sbuf_a[i]) && (!p->rbuf_a || p->rbuf_a[i]) &&
@@ -263,23 +246,23 @@ int het_pipe_pack_acts(het_pipe *p, int i, const float *out, const void **buf, s
 }
 
 int het_pipe_take_grads(het_pipe *p, int i, const het_msg *m) {
-    if (!p->grad_gc) return HET_OK; /* received into p->dout[i] */
-    return het_gc_decode(p->dout[i], p->out_floats * (size_t)p->mb_len[i], p->rbuf_g[i],
-                         m->bytes, 0);
+    if (!p->grad_codec) return HET_OK; /* received into p->dout[i] */
+    return het_gradc_decode(p->dout[i], p->out_floats * (size_t)p->mb_len[i], p->rbuf_g[i],
+                            m->bytes, 0);
 }
 
 int het_pipe_pack_grads(het_pipe *p, int i, const float *din, const void **buf, size_t *bytes) {
     const size_t n = p->in_floats * (size_t)p->mb_len[i];
     p->raw_bwd += (double)(sizeof(float) * n);
-    if (!p->grad_gc) {
+    if (!p->grad_codec) {
         *buf = din;
         *bytes = sizeof(float) * n;
     } else {
-        het_gc_config c = p->gc;
-        if (c.mode == HET_GC_TOPK) c.k = het_gc_k_of_ratio(p->gc_ratio, n);
-        if (!p->gc_feedback) memset(p->residual, 0, sizeof(float) * n);
-        int rc = het_gc_encode(p->sbuf_g[i], het_gc_bytes(n, n, c.quantize), bytes, p->residual,
-                               din, n, &c, p->gc_work);
+        het_gradc_config c = p->gradc;
+        if (c.mode == HET_GRADC_TOPK) c.k = het_gradc_k_of_ratio(p->gradc_ratio, n);
+        if (!p->gradc_feedback) memset(p->residual, 0, sizeof(float) * n);
+        int rc = het_gradc_encode(p->sbuf_g[i], het_gradc_bytes(n, n, c.quantize), bytes,
+                                  p->residual, din, n, &c, p->gradc_work);
         if (rc) return rc;
         *buf = p->sbuf_g[i];
     }
@@ -322,9 +305,9 @@ int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos) {
                            : het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_ACTS,
                                             p->in[i], mb_bytes(p, i, p->in_floats), &p->recvs[i]);
         if (!rc && p->next >= 0)
-            rc = p->grad_gc
+            rc = p->grad_codec
                      ? het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_DACTS,
-                                      p->rbuf_g[i], het_gc_bytes(ng, ng, p->gc.quantize),
+                                      p->rbuf_g[i], het_gradc_bytes(ng, ng, p->gradc.quantize),
                                       &p->recvs[p->M + i])
                      : het_comm_irecv(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_DACTS,
                                       p->dout[i], mb_bytes(p, i, p->out_floats),
@@ -491,7 +474,8 @@ int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stat
         if (!rc) rc = het_pipe_step_end(p, ctx, lr);
         /* the loss is the last stage's: the others report no samples */
         het_batch_result none = {0, 0, 0}, *mine = p->next < 0 ? &p->res : &none;
-        if (!rc) rc = het_step_record(ctx, sums, mine, mine->count, mine, mine->count, 1, lr, ts);
+        const het_step_rec rec = {.mine = mine, .count = mine->count, .local = 1};
+        if (!rc) rc = het_step_record(ctx, sums, &rec, lr, ts);
         if (!rc) pause = het_step_pause(ctx, pos + B, n); /* the step's sends are done */
     }
     /* a failing rank's partners would wait for it: agree before the collectives */
@@ -574,48 +558,4 @@ int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const 
     if (ctx->rank == 0)
         het_log(HET_LOG_INFO, "%s: the checkpoint's stages replace the measured plan\n", name);
     return stage_alloc(p, ctx, name);
-}
-
-/* ---------------------------------------------------------------- report */
-
-void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
-                     char *json, size_t nj) {
-    (void)ctx;
-    const double *f = p->stage_fig;
-    size_t a = (size_t)snprintf(line, nl, " | %s stages", name);
-    size_t b = (size_t)snprintf(json, nj, "\"%s\":{\"stages\":%d,\"pipelines\":%d,"
-                                "\"micro_batches\":%d,\"cuts\":[", name, p->K, p->R, p->M);
-    for (int k = 0; k <= p->K && b < nj; k++)
-        b += (size_t)snprintf(json + b, nj - b, "%s%d", k ? "," : "", p->cut[k]);
-    for (int k = 0; k < p->K && a < nl; k++)
-        a += (size_t)snprintf(line + a, nl - a, "%s%d-%d", k ? "/" : " ", p->cut[k],
-                              p->cut[k + 1] - 1);
-    /* the bubble: the part of the epoch in which no thread of the stage computed */
-    if (a < nl) a += (size_t)snprintf(line + a, nl - a, " bubble");
-    if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"bubble\":[");
-    for (int k = 0; k < p->K; k++) {
-        const double *g = f + HET_PIPE_FIGS * k;
-        const double bub = g[6] > 0 ? 1 - g[5] / g[6] : 0;
-        if (a < nl) a += (size_t)snprintf(line + a, nl - a, "%s%.0f%%", k ? "/" : " ", 100 * bub);
-        if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "", bub);
-    }
-    static const char *const fig[5] = {"stash_bytes", "bytes_fwd", "bytes_bwd", "bytes_fwd_fp32",
-                                       "bytes_bwd_fp32"};
-    static const char *const txt[3] = {"stash MB", "MB fwd", "MB bwd"};
-    for (int j = 0; j < 5; j++) {
-        if (j < 3 && a < nl) a += (size_t)snprintf(line + a, nl - a, " %s", txt[j]);
-        if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"%s\":[", fig[j]);
-        for (int k = 0; k < p->K; k++) {
-            const double v = f[HET_PIPE_FIGS * k + j];
-            if (j < 3 && a < nl)
-                a += (size_t)snprintf(line + a, nl - a, "%s%.2f", k ? "/" : " ", v / 1e6);
-            if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.0f", k ? "," : "", v);
-        }
-    }
-    if (b < nj) snprintf(json + b, nj - b, "]}");
-}
-
-het_agreed_value het_pipe_agreed(const het_pipe *p) {
-    return het_agreed_bytes("pipeline stage cuts", p->cut, sizeof(int) * (size_t)(p->K + 1),
-                            HET_COMM_WORLD);
 }

@@ -43,15 +43,15 @@ typedef struct het_pipe {
     uint64_t seed;            /* the step's dropout seed */
     het_batch_result res;     /* last stage: the step's figures over this pipeline */
     /* codecs (qfb; off: fp32 both ways): activations as per-tensor int8 (het_q8_*), input
-     * gradients through 2-Step GC with error feedback (het_gc_*) */
-    int act_q8, grad_gc;
-    het_gc_config gc;         /* mode, threshold, quantize; k from gc_ratio per micro-batch */
-    double gc_ratio;
-    int gc_feedback;          /* 1: error feedback; 0: the residual is dropped every time */
+     * gradients through 2-Step GC with error feedback (het_gradc_*) */
+    int act_q8, grad_codec;
+    het_gradc_config gradc;   /* mode, threshold, quantize; k from gradc_ratio per micro-batch */
+    double gradc_ratio;
+    int gradc_feedback;       /* 1: error feedback; 0: the residual is dropped every time */
     uint8_t **rbuf_a, **rbuf_g; /* M each: encoded messages received (where a codec is on) */
     uint8_t **sbuf_a, **sbuf_g; /* M each: encoded messages sent */
     size_t cap_a, cap_g;      /* their capacity */
-    float *residual, *gc_work; /* the gradient codec's error feedback and scratch */
+    float *residual, *gradc_work; /* the gradient codec's error feedback and scratch */
     /* figures of the epoch */
     double bytes_fwd, bytes_bwd; /* payload sent forward and backward */
     double raw_fwd, raw_bwd;  /* what the same messages take in fp32 */
@@ -64,13 +64,8 @@ typedef struct het_pipe {
                                  fp32 sizes, busy seconds, the epoch's seconds */
 } het_pipe;
 
-/* --stages, shared by gpipe's and qfb's tables. */
-#define HET_PIPE_STAGES_OPT                                                                   \
-    {"stages", "C1,C2,...", "the stages' first layers after the first stage's (K - 1 cuts, "  \
-     "ascending); unset: cut where the measured times balance", HET_SOPT_LIST, 1, 100000, 0,  \
-     NULL}
-/* The options of gpipe and qfb (pipe.c). */
-extern const het_strategy_opt het_gpipe_opts[];
+/* The options of gpipe and qfb (pipe_opts.c: the shared ones declared once). */
+extern const het_strategy_opt het_gpipe_opts[], het_qfb_opts[];
 
 /* Rank 0's plan (pipe_plan.c): the cuts of K stages of model m into cut[0..K], the given ones
  * (given[0..K-1), --stages; NULL: none) or those that balance the time of a micro-batch of mb
@@ -95,7 +90,8 @@ void het_pipe_free(het_pipe *p);
 /* The step at position pos of the epoch: its micro-batches on this pipeline, its seed and
  * scale; zeroes the gradients; posts the receives of the step's messages. */
 int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos);
-/* The codecs of p->act_q8, grad_gc, gc and gc_ratio (set them after init): their buffers. */
+/* The codecs of p->act_q8, grad_codec, gradc and gradc_ratio (set them after init): their
+ * buffers. */
 int het_pipe_codecs(het_pipe *p, const char *name);
 /* Resets the epoch's figures and notes its start. */
 void het_pipe_epoch_begin(het_pipe *p);
@@ -145,8 +141,16 @@ int het_pipe_replanned(het_pipe *p, het_strategy_ctx *ctx, const char *name, siz
  * checkpoint without them keeps the plan; cuts that do not fit the model: HET_EFORMAT. */
 int het_pipe_save(het_pipe *p, het_ckpt_writer *w);
 int het_pipe_load(het_pipe *p, het_strategy_ctx *ctx, het_ckpt_reader *r, const char *name);
-/* The epoch line's " | pipe ..." and the metrics' "pipe":{...}. */
+/* The epoch line's " | pipe ..." and the metrics' "pipe":{...} (pipe_opts.c). */
 void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char *line, size_t nl,
                      char *json, size_t nj);
+
+/* Vtable entries of both pipelines (pipe_opts.c), as the parameter servers share theirs:
+ * ctx->priv must start with the strategy's het_pipe; names are ctx->cfg->strategy. */
+het_model *het_pipe_model_for_eval(het_strategy_ctx *ctx);
+int  het_pipe_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w);
+int  het_pipe_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r);
+void het_pipe_report_op(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj);
+int  het_pipe_agreed_state(het_strategy_ctx *ctx, het_agreed_value *out, int cap);
 
 #endif

@@ -7,14 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "strategy/pipe.h"
-
-/* Median of three. */
-static double median3(double a, double b, double c) {
-    if (a > b) { double t = a; a = b; b = t; }
-    if (b > c) b = c;
-    return a > b ? a : b;
-}
 
 /* Rank 0: seconds of forward + backward of layers [a, b) on mb samples (median of 3 after a
  * warm-up); the model's state is restored afterwards. < 0 on failure (message set). */
@@ -37,7 +31,7 @@ static double time_segment(het_model *m, int a, int b, int mb, float *state_copy
             het_range_backward(m, t, d, het_model_grads(m), a > 0);
             s[rep] = het_now() - t0;
         }
-        r = median3(s[1], s[2], s[3]);
+        r = het_median(s + 1, 3);
         if (state_copy)
             memcpy(het_model_state(m), state_copy, sizeof(float) * het_model_n_state(m));
     } else {

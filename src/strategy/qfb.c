@@ -33,6 +33,7 @@
  * the stage's layers (forward or backward) instead of its CPU time; the codecs' encoding and
  * decoding are then not charged (the table has no line for them). */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,39 +70,6 @@ struct qfb {
     het_msg in_msg[HET_PIPE_MAX_MICRO], g_msg[HET_PIPE_MAX_MICRO]; /* as received */
     const void *f_buf[HET_PIPE_MAX_MICRO], *b_buf[HET_PIPE_MAX_MICRO];
     size_t f_bytes[HET_PIPE_MAX_MICRO], b_bytes[HET_PIPE_MAX_MICRO];
-};
-
-/* ---------------------------------------------------------------- options */
-
-static const char *const act_words[] = {"int8", "off", NULL};
-static const char *const gc_words[] = {"2step", "off", NULL};
-static const char *const sparse_words[] = {"topk", "threshold", "none", NULL};
-static const char *const quant_words[] = {"int8", "off", NULL};
-static const char *const onoff_words[] = {"on", "off", NULL};
-
-const het_strategy_opt het_qfb_opts[] = {
-    {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "
-     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL},
-    {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "
-     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL},
-    HET_PIPE_STAGES_OPT,
-    {"act-codec", "int8|off", "activations sent forward as per-tensor affine int8, or fp32",
-     HET_SOPT_WORD, 0, 0, 0, act_words},
-    {"grad-codec", "2step|off", "gradients sent backward through 2-Step GC (sparsify, then "
-     "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gc_words},
-    {"grad-sparsify", "topk|threshold|none", "2-Step GC's first step: the --grad-topk largest "
-     "values, those of |v| >= --grad-threshold, or all (none: lenet5 lost 0.58 point at top-k "
-     "0.1, README)", HET_SOPT_WORD, 0, 0, 2, sparse_words},
-    {"grad-topk", "X", "the fraction of a message's values top-k keeps (below 0.2 with int8 "
-     "values: above, the indices cost more than sending every value)", HET_SOPT_FLOAT, 1e-6,
-     1, 0.1, NULL},
-    {"grad-threshold", "T", "the magnitude the threshold keeps from", HET_SOPT_FLOAT, 0, 1e30,
-     1e-4, NULL},
-    {"grad-quant", "int8|off", "2-Step GC's second step: kept values as int8, or fp32",
-     HET_SOPT_WORD, 0, 0, 0, quant_words},
-    {"grad-feedback", "on|off", "error feedback: what 2-Step GC did not send is added to the "
-     "next micro-batch's gradient", HET_SOPT_WORD, 0, 0, 0, onoff_words},
-    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
 };
 
 /* ---------------------------------------------------------------- the lanes */
@@ -373,13 +341,13 @@ static int qfb_init(het_strategy_ctx *ctx) {
     const het_train_config *c = ctx->cfg;
     het_pipe *p = &q->p;
     p->act_q8 = het_strategy_opt_value(c, "act-codec") == 0;
-    p->grad_gc = het_strategy_opt_value(c, "grad-codec") == 0;
+    p->grad_codec = het_strategy_opt_value(c, "grad-codec") == 0;
     const int sp = (int)het_strategy_opt_value(c, "grad-sparsify");
-    p->gc.mode = sp == 0 ? HET_GC_TOPK : sp == 1 ? HET_GC_THRESHOLD : HET_GC_NONE;
-    p->gc.threshold = (float)het_strategy_opt_value(c, "grad-threshold");
-    p->gc.quantize = het_strategy_opt_value(c, "grad-quant") == 0;
-    p->gc_ratio = het_strategy_opt_value(c, "grad-topk");
-    p->gc_feedback = het_strategy_opt_value(c, "grad-feedback") == 0;
+    p->gradc.mode = sp == 0 ? HET_GRADC_TOPK : sp == 1 ? HET_GRADC_THRESHOLD : HET_GRADC_NONE;
+    p->gradc.threshold = (float)het_strategy_opt_value(c, "grad-threshold");
+    p->gradc.quantize = het_strategy_opt_value(c, "grad-quant") == 0;
+    p->gradc_ratio = het_strategy_opt_value(c, "grad-topk");
+    p->gradc_feedback = het_strategy_opt_value(c, "grad-feedback") == 0;
     if ((rc = het_pipe_codecs(p, "qfb"))) return rc;
     for (int w = 0; w < 2; w++) {
         q->lane[w].q = q;
@@ -394,10 +362,13 @@ static int qfb_init(het_strategy_ctx *ctx) {
     if (ctx->rank == 0)
         het_log(HET_LOG_INFO, "qfb: a forward and a backward thread per stage; activations %s, "
                 "gradients %s\n", p->act_q8 ? "int8" : "fp32",
-                !p->grad_gc ? "fp32" : p->gc.mode == HET_GC_TOPK ? (p->gc.quantize ?
-                "2-Step GC (top-k, int8)" : "2-Step GC (top-k, fp32)") :
-                p->gc.mode == HET_GC_THRESHOLD ? (p->gc.quantize ? "2-Step GC (threshold, int8)"
-                : "2-Step GC (threshold, fp32)") : "int8 (all values)");
+                !p->grad_codec ? "fp32"
+                : p->gradc.mode == HET_GRADC_TOPK
+                    ? (p->gradc.quantize ? "2-Step GC (top-k, int8)" : "2-Step GC (top-k, fp32)")
+                : p->gradc.mode == HET_GRADC_THRESHOLD
+                    ? (p->gradc.quantize ? "2-Step GC (threshold, int8)"
+                                         : "2-Step GC (threshold, fp32)")
+                    : "int8 (all values)");
     return HET_OK;
 }
 
@@ -411,8 +382,6 @@ static int qfb_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
     q->factor = ctx->pace.factor; /* --slowdown-at may change it between epochs */
     return het_pipe_epoch(&q->p, ctx, epoch, st, qfb_run, q);
 }
-
-static het_model *qfb_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
 
 /* Floats of the residual section per rank: the largest stage input of any rank (sections of
  * het_step_save_per_rank have one size on every rank). */
@@ -432,7 +401,7 @@ static int residuals(het_strategy_ctx *ctx, het_ckpt_writer *w, het_ckpt_reader 
     qfb *q = ctx->priv;
     het_pipe *p = &q->p;
     const size_t n = residual_floats(q), mine = p->residual ? p->in_floats * (size_t)p->mb_max : 0;
-    if (!p->grad_gc || n == 0 || (r && !het_ckpt_has(r, "s.qfb.residual")))
+    if (!p->grad_codec || n == 0 || (r && !het_ckpt_has(r, "s.qfb.residual")))
         return HET_OK; /* none kept (a checkpoint of codecs off): they start at zero */
     if (r && ctx->ckpt_size) { /* other stages: the residuals of other tensors */
         het_step_resized(ctx, "qfb: error-feedback residuals of %d ranks dropped (they start "
@@ -454,14 +423,13 @@ static int residuals(het_strategy_ctx *ctx, het_ckpt_writer *w, het_ckpt_reader 
 }
 
 static int qfb_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
-    qfb *q = ctx->priv;
-    int rc = het_pipe_save(&q->p, w);
+    int rc = het_pipe_save_state(ctx, w);
     return rc ? rc : residuals(ctx, w, NULL);
 }
 
 static int qfb_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
-    qfb *q = ctx->priv; /* the lanes wait for a step: the buffers may be made again */
-    int rc = het_pipe_load(&q->p, ctx, r, "qfb");
+    /* the lanes wait for a step: the buffers may be made again */
+    int rc = het_pipe_load_state(ctx, r);
     return rc ? rc : residuals(ctx, NULL, r);
 }
 
@@ -477,22 +445,24 @@ static void qfb_free(het_strategy_ctx *ctx) {
     ctx->priv = NULL;
 }
 
-static void qfb_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json, size_t nj) {
-    qfb *q = ctx->priv;
-    het_pipe_report(&q->p, ctx, "qfb", line, nl, json, nj);
-}
-
-static int qfb_agreed(het_strategy_ctx *ctx, het_agreed_value *out, int cap) {
-    qfb *q = ctx->priv;
-    if (cap < 1) return 0;
-    out[0] = het_pipe_agreed(&q->p);
-    return 1;
-}
+/* The shared entries of pipe_opts.c read ctx->priv as the het_pipe it starts with. */
+_Static_assert(offsetof(qfb, p) == 0, "qfb must start with its het_pipe");
 
 const het_strategy_ops het_strategy_qfb = {
-    "qfb", "Q-FB pipeline: stages over ranks, a forward and a backward thread per stage, "
-    "accumulated-gradient updates, int8 activations and 2-Step GC gradients",
-    qfb_init, qfb_train_epoch, qfb_model_for_eval, qfb_save_state, qfb_load_state, qfb_free,
-    qfb_report, 0 /* each stage sums its own slice over its replicas */, qfb_agreed,
-    het_qfb_opts, 0 /* --batch is the global batch */, 2 /* a forward and a backward thread */,    1 /* epochs in pieces: a step's end is a drain point (the lanes wait for a step) */,
+    .name = "qfb",
+    .summary = "Q-FB pipeline: stages over ranks, a forward and a backward thread per stage, "
+               "accumulated-gradient updates, int8 activations and 2-Step GC gradients",
+    .init = qfb_init,
+    .train_epoch = qfb_train_epoch,
+    .model_for_eval = het_pipe_model_for_eval,
+    .save_state = qfb_save_state, /* the cuts, and the gradient codec's residuals */
+    .load_state = qfb_load_state,
+    .free = qfb_free,
+    .report = het_pipe_report_op,
+    .world_grads = 0, /* each stage sums its own slice over its replicas */
+    .agreed_state = het_pipe_agreed_state,
+    .opts = het_qfb_opts,
+    .worker_batch = 0, /* --batch is the global batch */
+    .lanes = 2,        /* a forward and a backward thread */
+    .pieces = 1,       /* epochs in pieces: a step's end is a drain point (the lanes wait) */
 };

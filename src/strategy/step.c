@@ -196,8 +196,8 @@ int het_step_grads(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, 
         tail[0] = tail[1] = 0.0f; /* a rank without samples adds nothing */
         memset(red->bucket_t0, 0, (size_t)red->n_buckets * sizeof(double));
     }
-    int st = het_batch_grads(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
-                             seed, res);
+    int st = het_batch_grads(ctx->model, &(het_batch){ctx->train, idx, count, ctx->x, ctx->y},
+                             grad_scale, seed, res);
     if (red) red->armed = 0;
     /* the compute after the last hook (all of it without buckets) */
     het_pace_piece(&ctx->pace, HET_PIECE_FB, 0, count);
@@ -277,8 +277,8 @@ int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, i
         /* nothing between gradients and update: fold it in */
         double t0 = het_step_region_begin(ctx);
         het_update u = {&ctx->cfg->optim, lr, ctx->opt_state, ctx->step + 1, &bad};
-        st = het_batch_step(ctx->model, ctx->train, idx, count, ctx->x, ctx->y, grad_scale,
-                            seed, &u, local);
+        st = het_batch_step(ctx->model, &(het_batch){ctx->train, idx, count, ctx->x, ctx->y},
+                            grad_scale, seed, &u, local);
         het_pace_piece(&ctx->pace, HET_PIECE_STEP, 0, count);
         het_step_region_end(ctx, "forward+backward+optimizer", (int)ctx->step, t0);
         if (st) return st;
@@ -407,21 +407,22 @@ void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
 }
 
-int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
-                    int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
-                    float lr, double t0) {
+int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_step_rec *rec, float lr,
+                    double t0) {
     het_step_check_fail(ctx);
     if (ctx->skip_record) { /* counted once: by each rank deciding alone, else by rank 0 */
         ctx->skip_record = 0;
-        s->skipped += local || ctx->rank == 0;
+        s->skipped += rec->local || ctx->rank == 0;
         return HET_OK;
     }
-    s->loss += mine->loss_sum;
-    s->correct += mine->correct;
-    s->samples += (double)count;
-    if (!ctx->on_step || (local && shown_n == 0)) return HET_OK;
+    s->loss += rec->mine->loss_sum;
+    s->correct += rec->mine->correct;
+    s->samples += (double)rec->count;
+    const het_batch_result *shown = rec->shown ? rec->shown : rec->mine;
+    const int64_t shown_n = rec->shown ? rec->shown_n : rec->count;
+    if (!ctx->on_step || (rec->local && shown_n == 0)) return HET_OK;
     het_step_info info = {ctx->epoch + 1, ctx->step, shown->loss_sum, shown->correct,
-                          (int)shown_n, local, lr, het_clock_now() - t0};
+                          (int)shown_n, rec->local, lr, het_clock_now() - t0};
     return ctx->on_step(ctx, &info);
 }
 

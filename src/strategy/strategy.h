@@ -351,14 +351,22 @@ void het_step_check_fail(het_strategy_ctx *ctx);
 void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* After a step that began at t0: adds this rank's figures `mine` (over `count` samples) to s,
- * then reports the step to the trainer (ctx->on_step) with the figures `shown` over `shown_n`
- * samples; `local` says they are this rank's alone (then a rank without samples reports
- * nothing). A step that was skipped (ctx->skip_record) only counts in s->skipped. Returns
- * on_step's status. */
-int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_batch_result *mine,
-                    int64_t count, const het_batch_result *shown, int64_t shown_n, int local,
-                    float lr, double t0);
+/* A step's figures for het_step_record: this rank's, added to the epoch's sums, and those the
+ * trainer's per-step callback shows. */
+typedef struct het_step_rec {
+    const het_batch_result *mine;  /* this rank's figures ... */
+    int64_t count;                 /* ... over this many samples */
+    const het_batch_result *shown; /* the step's global figures, or NULL: mine are shown */
+    int64_t shown_n;               /* their samples (with shown) */
+    int local;                     /* 1: what is shown is this rank's alone (a rank without
+                                      samples then reports nothing) */
+} het_step_rec;
+
+/* After a step that began at t0: adds rec->mine to s, then reports the step to the trainer
+ * (ctx->on_step) with the figures shown. A step that was skipped (ctx->skip_record) only
+ * counts in s->skipped. Returns on_step's status. */
+int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_step_rec *rec, float lr,
+                    double t0);
 /* At the epoch's end: sums s over all ranks and fills st->samples, loss, train_acc, lr and
  * skipped; an epoch whose every step was skipped is divergence (HET_EINVAL). Collective. */
 int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,

@@ -123,7 +123,7 @@ int het_q8_unpack(float *x, size_t n, const uint8_t *buf, size_t len) {
 
 /* ---- gradients ---- */
 
-size_t het_gc_k_of_ratio(double ratio, size_t n) {
+size_t het_gradc_k_of_ratio(double ratio, size_t n) {
     if (n == 0) return 0;
     if (!(ratio > 0.0)) return 1;
     if (ratio >= 1.0) return n;
@@ -137,7 +137,7 @@ size_t het_gc_k_of_ratio(double ratio, size_t n) {
 static size_t gc_width(int quantize) { return quantize ? 1 : 4; }
 static int gc_sparse(size_t n, size_t k, size_t w) { return k * (4 + w) < n * w; }
 
-size_t het_gc_bytes(size_t n, size_t k, int quantize) {
+size_t het_gradc_bytes(size_t n, size_t k, int quantize) {
     size_t w = gc_width(quantize);
     return HET_CODEC_HEADER + (gc_sparse(n, k, w) ? k * (4 + w) : n * w);
 }
@@ -200,8 +200,8 @@ typedef struct gc_sel {
 } gc_sel;
 
 static inline int gc_take(gc_sel *s, float a) {
-    if (s->mode == HET_GC_NONE) return 1;
-    if (s->mode == HET_GC_THRESHOLD) return a >= s->t;
+    if (s->mode == HET_GRADC_NONE) return 1;
+    if (s->mode == HET_GRADC_THRESHOLD) return a >= s->t;
     if (a > s->t) return 1;
     if (a == s->t && s->ties) {
         s->ties--;
@@ -210,35 +210,35 @@ static inline int gc_take(gc_sel *s, float a) {
     return 0;
 }
 
-static int gc_check_config(const het_gc_config *c, size_t n) {
-    const char *who = "het_gc_encode";
+static int gc_check_config(const het_gradc_config *c, size_t n) {
+    const char *who = "het_gradc_encode";
     if (n > UINT32_MAX)
         return het_error_set(HET_EINVAL, "%s: %zu elements, at most %u", who, n,
                              (unsigned)UINT32_MAX);
     switch (c->mode) {
-    case HET_GC_NONE:
+    case HET_GRADC_NONE:
         return HET_OK;
-    case HET_GC_TOPK:
+    case HET_GRADC_TOPK:
         if (c->k < 1 || c->k > n)
             return het_error_set(HET_EINVAL, "%s: top-k with k = %zu of %zu elements, expected "
                                  "1..%zu", who, c->k, n, n);
         return HET_OK;
-    case HET_GC_THRESHOLD:
+    case HET_GRADC_THRESHOLD:
         if (!(c->threshold >= 0.0f) || isinf(c->threshold))
             return het_error_set(HET_EINVAL, "%s: threshold %g, expected finite and >= 0", who,
                                  (double)c->threshold);
         return HET_OK;
     default:
-        return het_error_set(HET_EINVAL, "%s: mode %d, expected HET_GC_NONE, HET_GC_TOPK or "
-                             "HET_GC_THRESHOLD", who, c->mode);
+        return het_error_set(HET_EINVAL, "%s: mode %d, expected HET_GRADC_NONE, HET_GRADC_TOPK or "
+                             "HET_GRADC_THRESHOLD", who, c->mode);
     }
 }
 
-int het_gc_encode(uint8_t *buf, size_t cap, size_t *len, float *r, const float *g, size_t n,
-                  const het_gc_config *cfg, float *work) {
+int het_gradc_encode(uint8_t *buf, size_t cap, size_t *len, float *r, const float *g, size_t n,
+                     const het_gradc_config *cfg, float *work) {
     int st = gc_check_config(cfg, n);
     if (st) return st;
-    int topk = cfg->mode == HET_GC_TOPK;
+    int topk = cfg->mode == HET_GRADC_TOPK;
     float *own = NULL;
     if (topk && !work) {
         own = het_alloc(sizeof(float) * n);
@@ -247,18 +247,18 @@ int het_gc_encode(uint8_t *buf, size_t cap, size_t *len, float *r, const float *
     }
     /* pass A: v checked, max |v|, |v| for the selection; nothing of the caller's written */
     float amax = 0.0f;
-    size_t k = cfg->mode == HET_GC_TOPK ? cfg->k : cfg->mode == HET_GC_NONE ? n : 0;
+    size_t k = cfg->mode == HET_GRADC_TOPK ? cfg->k : cfg->mode == HET_GRADC_NONE ? n : 0;
     for (size_t i = 0; i < n; i++) {
         float v = g[i] + r[i];
         if (!isfinite(v)) {
             het_free(own);
-            return het_error_set(HET_EINVAL, "het_gc_encode: g[%zu] + r[%zu] = %g + %g is not "
+            return het_error_set(HET_EINVAL, "het_gradc_encode: g[%zu] + r[%zu] = %g + %g is not "
                                  "finite", i, i, (double)g[i], (double)r[i]);
         }
         float a = fabsf(v);
         amax = a > amax ? a : amax;
         if (topk) work[i] = a;
-        else if (cfg->mode == HET_GC_THRESHOLD) k += a >= cfg->threshold;
+        else if (cfg->mode == HET_GRADC_THRESHOLD) k += a >= cfg->threshold;
     }
     gc_sel sel = {cfg->mode, cfg->threshold, 0};
     if (topk) { /* pass B */
@@ -267,15 +267,15 @@ int het_gc_encode(uint8_t *buf, size_t cap, size_t *len, float *r, const float *
         sel.ties = k - above;
     }
     het_free(own);
-    size_t w = gc_width(cfg->quantize), need = het_gc_bytes(n, k, cfg->quantize);
+    size_t w = gc_width(cfg->quantize), need = het_gradc_bytes(n, k, cfg->quantize);
     if (cap < need)
-        return het_error_set(HET_EINVAL, "het_gc_encode: buffer of %zu bytes, %zu needed (n %zu, "
-                             "k %zu)", cap, need, n, k);
+        return het_error_set(HET_EINVAL, "het_gradc_encode: buffer of %zu bytes, %zu needed "
+                             "(n %zu, k %zu)", cap, need, n, k);
     float scale = cfg->quantize && k ? amax / 127.0f : 0.0f;
     float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
     if (!isfinite(inv)) inv = 0.0f, scale = 0.0f; /* scale subnormal: send zeros, r keeps v */
     het_wbuf hw = {buf, cap, 0};
-    uint8_t kind[4] = {HET_GC_KIND, (uint8_t)w, 0, 0};
+    uint8_t kind[4] = {HET_GRADC_KIND, (uint8_t)w, 0, 0};
     het_w_bytes(&hw, kind, 4);
     het_w_u32(&hw, (uint32_t)n);
     het_w_u32(&hw, (uint32_t)k);
@@ -309,12 +309,12 @@ int het_gc_encode(uint8_t *buf, size_t cap, size_t *len, float *r, const float *
     return HET_OK;
 }
 
-int het_gc_decode(float *out, size_t n, const uint8_t *buf, size_t len, int add) {
-    const char *who = "het_gc_decode";
+int het_gradc_decode(float *out, size_t n, const uint8_t *buf, size_t len, int add) {
+    const char *who = "het_gradc_decode";
     if (len < HET_CODEC_HEADER)
         return het_error_set(HET_EFORMAT, "%s: %zu bytes, shorter than the %d-byte header", who,
                              len, HET_CODEC_HEADER);
-    if (buf[0] != HET_GC_KIND) return bad_byte(who, "kind", buf[0], HET_GC_KIND);
+    if (buf[0] != HET_GRADC_KIND) return bad_byte(who, "kind", buf[0], HET_GRADC_KIND);
     if (buf[1] != 1 && buf[1] != 4)
         return het_error_set(HET_EFORMAT, "%s: value width %u, expected 1 (int8) or 4 (fp32)",
                              who, buf[1]);
@@ -329,7 +329,7 @@ int het_gc_decode(float *out, size_t n, const uint8_t *buf, size_t len, int add)
     if (k > n)
         return het_error_set(HET_EFORMAT, "%s: %zu elements kept of %zu, expected at most %zu",
                              who, k, n, n);
-    size_t need = het_gc_bytes(n, k, w == 1);
+    size_t need = het_gradc_bytes(n, k, w == 1);
     if (len != need)
         return het_error_set(HET_EFORMAT, "%s: %zu bytes, expected %zu (n %zu, k %zu, %s)", who,
                              len, need, n, k, w == 1 ? "int8" : "fp32");

@@ -18,8 +18,9 @@
  *
  * Primitives depend on the batch of the call (a worker's chunk, a ragged last chunk), so a
  * handle keeps one set per batch size, made on first use under a mutex and reused; oneDNN's
- * own primitive cache shares the compiled kernels. Executing a primitive from several worker
- * threads at once is safe (library scratchpad, per thread). Each call runs with the thread count
+ * own primitive cache shares the compiled kernels; conv_dnnl_prims.c makes the sets. Executing a
+ * primitive from several worker threads at once is safe: each call passes the calling thread's
+ * scratchpad (conv_dnnl_prims.c says why). Each call runs with the thread count
  * set by het_blas_set_threads (model workers call with 1), applied through OpenMP, which Debian's
  * oneDNN is built on.
  *
@@ -110,45 +111,7 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
 
-/* A reorder from one layout to another, NULL when the two are the same. */
-typedef struct reorder {
-    dnnl_primitive_t p;
-    size_t bytes;   /* of the larger of its two sides (blocked layouts may pad channels) */
-    size_t scratch; /* bytes of scratchpad it needs (scratch_get) */
-} reorder;
-
-/* Everything one batch size needs. Activation sides come in the caller's two layouts, [0]
- * plain (nchw) and [1] channel-blocked (nChw16c, only where the channels are a multiple of
- * 16); each has its reorders to and from the layouts the primitives picked. */
-typedef struct prim_set {
-    int n, threads; /* oneDNN fixes a primitive's thread count when it makes it */
-    int relu;       /* forward applies a ReLU to its result (a post-op) */
-    int bf16;       /* the primitives read x, w and dy as bf16 (HET_DNNL_BF16): the reorders
-                       from the caller's fp32 arrays round them; y, dx, dw and db stay fp32 */
-    dnnl_memory_desc_t u_src[2], u_dst[2], u_w, u_b;     /* the caller's: nchw / nChw16c, oihw, x */
-    dnnl_memory_desc_t f_src, f_w, f_dst;                /* forward's layouts */
-    dnnl_memory_desc_t d_dsrc, d_w, d_ddst;              /* input gradient's */
-    dnnl_memory_desc_t w_src, w_dw, w_ddst;              /* weight gradient's */
-    dnnl_primitive_t fwd, bwd_d, bwd_w;
-    size_t scr_f, scr_d, scr_w;                          /* their scratchpads, bytes */
-    reorder f_w_in, d_w_in, w_dw_add;                    /* weights: plain -> picked, back */
-    reorder f_src_in[2], f_dst_out[2];                   /* caller's -> forward's, back */
-    reorder d_ddst_in[2], d_dsrc_out[2], d_dsrc_add[2];  /* _add: dst += reordered */
-    reorder w_src_in[2], w_ddst_in[2];
-    int ddst_shared; /* the two gradients take dy in the same layout: one reorder serves both */
-} prim_set;
-
-struct het_dnnl_conv {
-    int C, H, W, O, k, stride, pad, bias, oh, ow;
-    int x_blk, y_blk; /* which sides have a blocked variant; which need no reorder (_ok) */
-    int x_ok, y_ok;
-    int bf16;                 /* calls may ask for bf16 (HET_DNNL_BF16): its batch-1 set built */
-    size_t per_sample, fixed; /* work floats, from the batch-1 sets */
-    pthread_mutex_t mu;
-    prim_set **sets; /* one per (batch, threads) seen, kept until the handle goes: a few per
-                        layer (a worker's chunk, a ragged last chunk, evaluation's batch) */
-    int n_sets, cap_sets;
-};
+#include "tensor/conv_dnnl_prims.h"
 
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
@@ -192,263 +155,15 @@ const char *het_dnnl_describe(void) {
 
 /* A oneDNN call that failed: the message names it and oneDNN's status; out of memory is
  * HET_ENOMEM, anything else HET_EINVAL (callers that can fall back return HET_ENOTSUP). */
-static int fail(dnnl_status_t s, const char *what) {
+int het_dnnl_fail(dnnl_status_t s, const char *what) {
     return het_error_set(s == dnnl_out_of_memory ? HET_ENOMEM : HET_EINVAL, "%s: %s", what,
                          dnnl_status2str(s));
 }
 
-#define TRY(call, what)                                     \
-    do {                                                    \
-        dnnl_status_t s_ = (call);                          \
-        if (s_ != dnnl_success) return fail(s_, what);      \
-    } while (0)
 
-/* Every primitive takes its scratchpad from the caller (dnnl_scratchpad_mode_user): oneDNN's
- * own (library) scratchpad is per thread and sized for the primitives the thread created,
- * while a layer's primitives are made by whichever worker calls first and then run by all of
- * them (the bf16 weight-gradient kernels need one: two workers then wrote over each other's).
- * The scratchpad is the calling thread's buffer, grown on demand and freed when the thread
- * ends. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-typedef struct scratch_buf {
-    void *p;
-    size_t n;
-} scratch_buf;
-
-static void scratch_drop(void *v) {
-    scratch_buf *b = v;
-    if (b) free(b->p);
-    free(b);
-}
-
-static void scratch_key_make(void) { (void)pthread_key_create(&scratch_key, scratch_drop); }
-
-/* The calling thread's scratchpad of at least n bytes (64-byte aligned); NULL when out of
- * memory. */
-static void *scratch_get(size_t n) {
-    pthread_once(&scratch_once, scratch_key_make);
-    scratch_buf *b = pthread_getspecific(scratch_key);
-    if (!b) {
-        if (!(b = calloc(1, sizeof *b))) return NULL;
-        if (pthread_setspecific(scratch_key, b) != 0) return free(b), NULL;
-    }
-    if (b->n < n) {
-        size_t want = (n + 4095) / 4096 * 4096;
-        void *p = aligned_alloc(64, want);
-        if (!p) return NULL;
-        free(b->p);
-        b->p = p, b->n = want;
-    }
-    return b->p;
-}
-
-/* Sets *attr (made when NULL) to take its scratchpad from the caller. */
-static dnnl_status_t user_scratch(dnnl_primitive_attr_t *attr) {
-    dnnl_status_t e = *attr ? dnnl_success : dnnl_primitive_attr_create(attr);
-    return e == dnnl_success ? dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)
-                             : e;
-}
-
-/* The scratchpad bytes a primitive of pd needs. */
-static size_t scratch_of(const_dnnl_primitive_desc_t pd) {
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    return md ? dnnl_memory_desc_get_size(md) : 0;
-}
-
-/* A reorder src -> dst (NULL primitive when they are equal and sum == 0); with sum the
- * destination keeps its contents and receives the reordered values added. */
-static int make_reorder(reorder *r, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
-                        int sum) {
-    r->p = NULL;
-    size_t a = dnnl_memory_desc_get_size(src), b = dnnl_memory_desc_get_size(dst);
-    r->bytes = a > b ? a : b;
-    if (!sum && dnnl_memory_desc_equal(src, dst)) return HET_OK;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t ops = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t s = user_scratch(&attr);
-    if (sum) {
-        if (s == dnnl_success) s = dnnl_post_ops_create(&ops);
-        if (s == dnnl_success) s = dnnl_post_ops_append_sum(ops, 1.0f);
-        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, ops);
-    }
-    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, src, engine, dst, engine, attr);
-    if (s == dnnl_success) r->scratch = scratch_of(pd);
-    if (s == dnnl_success) s = dnnl_primitive_create(&r->p, pd);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (ops) dnnl_post_ops_destroy(ops);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    return s == dnnl_success ? HET_OK : fail(s, "reorder");
-}
-
-static void drop_reorder(reorder *r) {
-    if (r->p) dnnl_primitive_destroy(r->p);
-    r->p = NULL;
-}
-
-static void set_free(prim_set *s) {
-    if (!s) return;
-    dnnl_primitive_t *ps[] = {&s->fwd, &s->bwd_d, &s->bwd_w};
-    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
-        if (*ps[i]) dnnl_primitive_destroy(*ps[i]);
-    reorder *rs[] = {&s->f_w_in, &s->d_w_in, &s->w_dw_add};
-    for (size_t i = 0; i < sizeof rs / sizeof *rs; i++) drop_reorder(rs[i]);
-    for (int l = 0; l < 2; l++) {
-        reorder *ls[] = {&s->f_src_in[l],  &s->f_dst_out[l], &s->d_ddst_in[l], &s->d_dsrc_out[l],
-                         &s->d_dsrc_add[l], &s->w_src_in[l], &s->w_ddst_in[l]};
-        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) drop_reorder(ls[i]);
-    }
-    free(s);
-}
-
-static int md_type(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t t,
-                   dnnl_format_tag_t tag) {
-    TRY(dnnl_memory_desc_init_by_tag(md, nd, d, t, tag), "memory descriptor");
-    return HET_OK;
-}
-
-static int md_init(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_format_tag_t tag) {
-    return md_type(md, nd, d, dnnl_f32, tag);
-}
-
-/* Queries the layout a primitive picked for one argument. */
-static void picked(dnnl_memory_desc_t *md, const_dnnl_primitive_desc_t pd, dnnl_query_t q) {
-    *md = *dnnl_primitive_desc_query_md(pd, q, 0);
-}
-
-static int make_prim(dnnl_primitive_t *p, const_dnnl_primitive_desc_t pd) {
-    TRY(dnnl_primitive_create(p, pd), "primitive");
-    return HET_OK;
-}
-
-/* The reorders between the caller's layout l and the primitives' picks. */
-static int side_reorders(prim_set *s, int l, int x_side, int y_side) {
-    int rc = HET_OK;
-    if (x_side && ((rc = make_reorder(&s->f_src_in[l], &s->u_src[l], &s->f_src, 0)) ||
-                   (rc = make_reorder(&s->d_dsrc_out[l], &s->d_dsrc, &s->u_src[l], 0)) ||
-                   (rc = make_reorder(&s->d_dsrc_add[l], &s->d_dsrc, &s->u_src[l], 1)) ||
-                   (rc = make_reorder(&s->w_src_in[l], &s->u_src[l], &s->w_src, 0))))
-        return rc;
-    if (y_side && ((rc = make_reorder(&s->f_dst_out[l], &s->f_dst, &s->u_dst[l], 0)) ||
-                   (rc = make_reorder(&s->d_ddst_in[l], &s->u_dst[l], &s->d_ddst, 0)) ||
-                   (rc = make_reorder(&s->w_ddst_in[l], &s->u_dst[l], &s->w_ddst, 0))))
-        return rc;
-    return HET_OK;
-}
-
-/* The attributes of a forward: the caller's scratchpad, and a fused ReLU when relu. */
-static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
-    *attr = NULL;
-    dnnl_status_t e = user_scratch(attr);
-    if (!relu || e != dnnl_success) return e;
-    dnnl_post_ops_t ops = NULL;
-    if (e == dnnl_success) e = dnnl_post_ops_create(&ops);
-    if (e == dnnl_success) e = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
-    if (e == dnnl_success) e = dnnl_primitive_attr_set_post_ops(*attr, ops);
-    if (ops) dnnl_post_ops_destroy(ops);
-    return e;
-}
-
-/* Builds the primitives and reorders of batch size n (forward with a ReLU when relu; bf16
- * operands when bf16); on failure the message names the step and oneDNN's status (reword adds
- * the shape). */
-static int set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_set *s) {
-    if (dnnl_inject & HET_DNNL_INJECT_REFUSE)
-        return fail(dnnl_unimplemented, "convolution descriptor (a test's injected refusal)");
-    dnnl_dims_t ds = {n, h->C, h->H, h->W}, dw = {h->O, h->C, h->k, h->k}, db = {h->O};
-    dnnl_dims_t dd = {n, h->O, h->oh, h->ow};
-    dnnl_dims_t st = {h->stride, h->stride}, pl = {h->pad, h->pad};
-    dnnl_dims_t pr = {(h->oh - 1) * h->stride + h->k - h->H - h->pad,
-                      (h->ow - 1) * h->stride + h->k - h->W - h->pad};
-    /* what the primitives read (x, w, dy: bf16 or fp32) and write (y, dx, dw: fp32), each in
-     * the layout oneDNN picks */
-    const dnnl_data_type_t lo = bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_memory_desc_t a_src, a_w, a_dst, a_dsrc, a_ddst, a_dw;
-    int rc = HET_OK;
-    if ((rc = md_init(&s->u_src[0], 4, ds, dnnl_nchw)) ||
-        (rc = md_init(&s->u_src[1], 4, ds, dnnl_nChw16c)) ||
-        (rc = md_init(&s->u_w, 4, dw, dnnl_oihw)) ||
-        (rc = md_init(&s->u_dst[0], 4, dd, dnnl_nchw)) ||
-        (rc = md_init(&s->u_dst[1], 4, dd, dnnl_nChw16c)) ||
-        (rc = md_init(&s->u_b, 1, db, dnnl_x)) ||
-        (rc = md_type(&a_src, 4, ds, lo, dnnl_format_tag_any)) ||
-        (rc = md_type(&a_w, 4, dw, lo, dnnl_format_tag_any)) ||
-        (rc = md_init(&a_dst, 4, dd, dnnl_format_tag_any)) ||
-        (rc = md_init(&a_dsrc, 4, ds, dnnl_format_tag_any)) ||
-        (rc = md_type(&a_ddst, 4, dd, lo, dnnl_format_tag_any)) ||
-        (rc = md_init(&a_dw, 4, dw, dnnl_format_tag_any)))
-        return rc;
-    const dnnl_memory_desc_t *bias = h->bias ? &s->u_b : NULL;
-    dnnl_convolution_desc_t fd, bd, wd;
-    dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_status_t e = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                         dnnl_convolution_direct, &a_src, &a_w,
-                                                         bias, &a_dst, st, pl, pr);
-    if (e == dnnl_success) e = relu_attr(relu, &attr);
-    if (e == dnnl_success) e = dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    attr = NULL;
-    if (e == dnnl_success) e = user_scratch(&attr); /* the two backward primitives' */
-    if (e == dnnl_success)
-        e = dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &a_dsrc, &a_w,
-                                                     &a_ddst, st, pl, pr);
-    if (e == dnnl_success) e = dnnl_primitive_desc_create(&bpd, &bd, attr, engine, fpd);
-    if (e == dnnl_success)
-        e = dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &a_src,
-                                                        &a_dw, bias, &a_ddst, st, pl, pr);
-    if (e == dnnl_success) e = dnnl_primitive_desc_create(&wpd, &wd, attr, engine, fpd);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (e != dnnl_success) {
-        rc = fail(e, "convolution descriptor");
-    } else {
-        picked(&s->f_src, fpd, dnnl_query_src_md);
-        picked(&s->f_w, fpd, dnnl_query_weights_md);
-        picked(&s->f_dst, fpd, dnnl_query_dst_md);
-        picked(&s->d_dsrc, bpd, dnnl_query_diff_src_md);
-        picked(&s->d_w, bpd, dnnl_query_weights_md);
-        picked(&s->d_ddst, bpd, dnnl_query_diff_dst_md);
-        picked(&s->w_src, wpd, dnnl_query_src_md);
-        picked(&s->w_dw, wpd, dnnl_query_diff_weights_md);
-        picked(&s->w_ddst, wpd, dnnl_query_diff_dst_md);
-        s->scr_f = scratch_of(fpd), s->scr_d = scratch_of(bpd), s->scr_w = scratch_of(wpd);
-        if (!(rc = make_prim(&s->fwd, fpd)) && !(rc = make_prim(&s->bwd_d, bpd)) &&
-            !(rc = make_prim(&s->bwd_w, wpd)) &&
-            !(rc = make_reorder(&s->f_w_in, &s->u_w, &s->f_w, 0)) &&
-            !(rc = make_reorder(&s->d_w_in, &s->u_w, &s->d_w, 0)) &&
-            !(rc = make_reorder(&s->w_dw_add, &s->w_dw, &s->u_w, 1)) &&
-            !(rc = side_reorders(s, 0, 1, 1)))
-            rc = side_reorders(s, 1, h->x_blk, h->y_blk);
-    }
-    if (fpd) dnnl_primitive_desc_destroy(fpd);
-    if (bpd) dnnl_primitive_desc_destroy(bpd);
-    if (wpd) dnnl_primitive_desc_destroy(wpd);
-    s->ddst_shared = dnnl_memory_desc_equal(&s->w_ddst, &s->d_ddst);
-    s->n = n;
-    s->relu = relu;
-    s->bf16 = bf16;
-    s->threads = dnnl_threads;
-    return rc;
-}
-
-/* Work floats (rounded up to 16, 64-byte aligned pieces) of a memory of `bytes`. */
-static size_t fl(size_t bytes) { return ((bytes + 63) / 64) * 16; }
-
-/* Work layout of a call (floats): per-sample part, then the fixed part. Forward: src, dst,
- * weights. Backward: src (weight gradient's), ddst (input gradient's), ddst (weight
- * gradient's, when another layout), dsrc, weights, dweights, dbias. */
-static void set_sizes(const prim_set *s, size_t *act, size_t *fixed) {
-    /* the plain side's copies are the largest a call can need */
-    size_t f = fl(s->f_src_in[0].bytes) + fl(s->f_dst_out[0].bytes);
-    size_t b = fl(s->w_src_in[0].bytes) + fl(s->d_ddst_in[0].bytes) + fl(s->w_ddst_in[0].bytes) +
-               fl(s->d_dsrc_out[0].bytes);
-    *act = f > b ? f : b;
-    size_t wf = fl(s->f_w_in.bytes);
-    size_t wb = fl(s->d_w_in.bytes) + fl(dnnl_memory_desc_get_size(&s->w_dw)) +
-                fl(sizeof(float) * (size_t)s->u_b.dims[0]);
-    *fixed = wf > wb ? wf : wb;
-}
+dnnl_engine_t het_dnnl_engine(void) { return engine; }
+int het_dnnl_threads(void) { return dnnl_threads; }
+int het_dnnl_injected(int what) { return (dnnl_inject & what) != 0; }
 
 /* Appends s to h's sets (h's mutex held, or h not yet shared); 0 when out of memory. */
 static int keep_set(het_dnnl_conv *h, prim_set *s) {
@@ -492,9 +207,9 @@ int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k,
     use_threads();
     prim_set *s = calloc(1, sizeof *s);
     int rc = !s ? het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory")
-             : set_build(h, 1, 0, 0, s) != HET_OK ? reword(HET_ENOTSUP, h, 1, "refused") : HET_OK;
+             : het_dnnl_set_build(h, 1, 0, 0, s) != HET_OK ? reword(HET_ENOTSUP, h, 1, "refused") : HET_OK;
     if (rc == HET_OK) {
-        set_sizes(s, &h->per_sample, &h->fixed);
+        het_dnnl_set_sizes(s, &h->per_sample, &h->fixed);
         h->x_ok = h->x_blk && !s->f_src_in[1].p && !s->w_src_in[1].p && !s->d_dsrc_out[1].p;
         h->y_ok = h->y_blk && !s->f_dst_out[1].p && !s->d_ddst_in[1].p && !s->w_ddst_in[1].p;
         rc = keep_set(h, s) ? HET_OK : HET_ENOMEM;
@@ -502,24 +217,24 @@ int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k,
     if (rc == HET_OK && het_dnnl_bf16_enabled()) { /* the work a bf16 call may need as well */
         prim_set *b = calloc(1, sizeof *b);
         size_t act = 0, fixed = 0;
-        if (b && set_build(h, 1, 0, 1, b) == HET_OK && keep_set(h, b)) {
+        if (b && het_dnnl_set_build(h, 1, 0, 1, b) == HET_OK && keep_set(h, b)) {
             h->bf16 = 1;
-            set_sizes(b, &act, &fixed);
+            het_dnnl_set_sizes(b, &act, &fixed);
             if (act > h->per_sample) h->per_sample = act;
             if (fixed > h->fixed) h->fixed = fixed;
         } else {
-            set_free(b); /* het_dnnl_conv_bf16 says no: the layer takes the portable path */
+            het_dnnl_set_free(b); /* het_dnnl_conv_bf16 says no: the layer takes the portable path */
         }
     }
     if (rc == HET_OK) return *out = h, HET_OK;
-    set_free(s);
+    het_dnnl_set_free(s);
     het_dnnl_conv_free(h);
     return rc;
 }
 
 void het_dnnl_conv_free(het_dnnl_conv *h) {
     if (!h) return;
-    for (int i = 0; i < h->n_sets; i++) set_free(h->sets[i]);
+    for (int i = 0; i < h->n_sets; i++) het_dnnl_set_free(h->sets[i]);
     free(h->sets);
     pthread_mutex_destroy(&h->mu);
     free(h);
@@ -542,13 +257,13 @@ static prim_set *set_new(het_dnnl_conv *h, int n, int relu, int bf16) {
     prim_set *s = calloc(1, sizeof *s);
     size_t act = 0, fixed = 0;
     if (!s) return het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory"), NULL;
-    int rc = set_build(h, n, relu, bf16, s);
-    if (rc == HET_OK) set_sizes(s, &act, &fixed);
+    int rc = het_dnnl_set_build(h, n, relu, bf16, s);
+    if (rc == HET_OK) het_dnnl_set_sizes(s, &act, &fixed);
     if (rc == HET_OK && (act > h->per_sample * (size_t)n + h->fixed || fixed > h->fixed))
         rc = het_error_set(HET_ENOTSUP, "more work memory than planned");
     if (rc != HET_OK) reword(HET_ENOTSUP, h, n, "refused");
     if (rc == HET_OK && keep_set(h, s)) return s;
-    set_free(s);
+    het_dnnl_set_free(s);
     return NULL;
 }
 
@@ -605,7 +320,7 @@ static int scratch_arg(call *c, size_t bytes, dnnl_exec_arg_t *a) {
     if (!bytes) return 0;
     dnnl_memory_desc_t md;
     dnnl_dims_t d = {(dnnl_dim_t)bytes};
-    void *p = scratch_get(bytes);
+    void *p = het_dnnl_scratch_get(bytes);
     if (!p || dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_x) != dnnl_success) return -1;
     *a = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, wrap(c, &md, p)};
     return a->memory ? 1 : -1;
@@ -614,7 +329,7 @@ static int scratch_arg(call *c, size_t bytes, dnnl_exec_arg_t *a) {
 static int exec2(call *c, const reorder *r, dnnl_memory_t from, dnnl_memory_t to) {
     dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
     int k = scratch_arg(c, r->scratch, &a[2]);
-    if (!from || !to || k < 0) return fail(dnnl_out_of_memory, "memory");
+    if (!from || !to || k < 0) return het_dnnl_fail(dnnl_out_of_memory, "memory");
     TRY(dnnl_primitive_execute(r->p, c->stream, 2 + k, a), "reorder");
     return HET_OK;
 }
@@ -626,7 +341,7 @@ static dnnl_memory_t operand(call *c, const reorder *r, const dnnl_memory_desc_t
                              int fill, int *rc) {
     if (!r->p) return wrap(c, plain_md, plain);
     dnnl_memory_t m = wrap(c, md, *work);
-    *work += fl(r->bytes);
+    *work += het_dnnl_fl(r->bytes);
     if (fill && *rc == HET_OK) *rc = exec2(c, r, wrap(c, plain_md, plain), m);
     return m;
 }
@@ -649,7 +364,7 @@ static int call_failed(call *c, int status) {
  * wraps the caller's arrays, so only descriptors are allocated), and the caller cannot redo the
  * step from there: call_failed. */
 static int call_end(const het_dnnl_conv *h, int n, call *c, int rc) {
-    if (rc == HET_OK && dnnl_stream_wait(c->stream) != dnnl_success) rc = fail(dnnl_runtime_error, "wait");
+    if (rc == HET_OK && dnnl_stream_wait(c->stream) != dnnl_success) rc = het_dnnl_fail(dnnl_runtime_error, "wait");
     for (int i = 0; i < c->n_mem; i++) dnnl_memory_destroy(c->mem[i]);
     dnnl_stream_destroy(c->stream);
     if (rc == HET_OK) return HET_OK;
@@ -659,11 +374,11 @@ static int call_end(const het_dnnl_conv *h, int n, call *c, int rc) {
 /* Runs p on args[0, nargs) (room for one more: the scratchpad of `scratch` bytes). */
 static int run(call *c, dnnl_primitive_t p, size_t scratch, int nargs, dnnl_exec_arg_t *args) {
     for (int i = 0; i < nargs; i++)
-        if (!args[i].memory) return fail(dnnl_out_of_memory, "memory");
+        if (!args[i].memory) return het_dnnl_fail(dnnl_out_of_memory, "memory");
     int k = scratch_arg(c, scratch, &args[nargs]);
-    if (k < 0) return fail(dnnl_out_of_memory, "scratchpad");
+    if (k < 0) return het_dnnl_fail(dnnl_out_of_memory, "scratchpad");
     if (dnnl_inject & HET_DNNL_INJECT_RUN)
-        return fail(dnnl_runtime_error, "convolution (a test's injected failure)");
+        return het_dnnl_fail(dnnl_runtime_error, "convolution (a test's injected failure)");
     TRY(dnnl_primitive_execute(p, c->stream, nargs + k, args), "convolution");
     return HET_OK;
 }
@@ -707,7 +422,7 @@ int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float 
     dnnl_memory_t ddst_w = ddst_d;
     if (!s->ddst_shared)
         ddst_w = operand(&c, &s->w_ddst_in[ly], uy, &s->w_ddst, dy, &act, 1, &rc);
-    float *dwb = fix + fl(s->d_w_in.bytes), *dbb = dwb + fl(dnnl_memory_desc_get_size(&s->w_dw));
+    float *dwb = fix + het_dnnl_fl(s->d_w_in.bytes), *dbb = dwb + het_dnnl_fl(dnnl_memory_desc_get_size(&s->w_dw));
     dnnl_memory_t dwm = wrap(&c, &s->w_dw, dwb);
     dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst_w},
                             {DNNL_ARG_DIFF_WEIGHTS, dwm},

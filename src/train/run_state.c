@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/safetensors.h"
+#include "model_io/tensor_names.h"
 #include "train/trainer.h"
 
 /* ----------------------------------------------------------------------- checkpoints */
@@ -218,13 +218,13 @@ static int finite_section(het_ckpt_reader *r, het_model *m, const char *tag, con
                           size_t n, uint64_t off, int state) {
     const unsigned char *b = p;
     const size_t np = het_model_n_params(m);
-    het_st_tensor *t = NULL;
+    het_tensor_name *t = NULL;
     int nt = -1, st = HET_OK; /* the tensors' table, made at the first suspect value */
     for (size_t i = 0; i < n && !st; i++) {
         float v;
         memcpy(&v, b + 4 * i, 4);
         if (isfinite(v) && !(state && v < 0.0f)) continue;
-        if (nt < 0 && (nt = het_st_tensors(m, &t)) < 0) return nt;
+        if (nt < 0 && (nt = het_tensor_names(m, &t)) < 0) return nt;
         size_t k = state || !np ? i : i % np, el = k;
         const char *name = "?";
         for (int j = 0; j < nt; j++)

@@ -372,14 +372,7 @@ int het_trainer_write_costs(het_trainer *t, const char *path) {
     char note[256];
     snprintf(note, sizeof note, "hetrain calibrate: compute costs of %s (CPU time, median of "
              "%d), seconds = A + B x samples", t->cfg.model, t->costs.reps);
-    if (t->rank == 0) { /* het_costs_write writes path.tmp, then renames it */
-        char tmp[HET_PATH_LEN + 8], what[HET_PATH_LEN + 16];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        snprintf(what, sizeof what, "cost table %s", path);
-        het_interrupt_output(tmp, what);
-        st = het_costs_write(&t->costs, path, note);
-        het_interrupt_output(NULL, NULL);
-    }
+    if (t->rank == 0) st = het_costs_write(&t->costs, path, note); /* core/outfile.c */
     return het_trainer_agree(t, st);
 }
 

@@ -1,5 +1,6 @@
-/* ONNX import, part 2 (see onnx_read.c): messages, node inputs and attributes, initializers
- * taken as weights, the file and the graph's input. */
+/* ONNX import, part 1 (see onnx_read.c): messages, node inputs and attributes, tensors and
+ * their elements (read as protobuf-c unpacked them, every element count checked against the
+ * data present), initializers taken as weights, the graph's input and names. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "nn/onnx_internal.h"
+#include "model_io/onnx_io.h"
 
 int het_onnx_fail(rd *r, const Onnx__NodeProto *nd, int st, const char *fmt, ...) {
     char msg[512];
@@ -41,6 +42,108 @@ const Onnx__TensorProto *het_onnx_init(const rd *r, const char *name) {
     for (size_t i = 0; i < r->nk; i++)
         if (r->k[i].alias && strcmp(r->k[i].name, name) == 0) return r->k[i].alias;
     return NULL;
+}
+
+/* ---- tensors ---- */
+
+/* Elements of t from its dims (HET_EFORMAT past 2^31). */
+int het_onnx_count(rd *r, const Onnx__TensorProto *t, size_t *n) {
+    size_t c = 1;
+    if (t->n_dims > 8)
+        return het_onnx_fail(r, NULL, HET_EFORMAT, "tensor '%.64s' of rank %zu", t->name,
+                             t->n_dims);
+    for (size_t i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 31) ||
+            (c *= (size_t)t->dims[i]) > ((size_t)1 << 31))
+            return het_onnx_fail(r, NULL, HET_EFORMAT, "tensor '%.64s': bad dims",
+                                 t->name ? t->name : "");
+    }
+    *n = c;
+    return HET_OK;
+}
+
+/* Element i of a numeric tensor as a double (float, double, int32, int64, bool); the caller
+ * checked the count (het_onnx_data_ok). */
+double het_onnx_get(const Onnx__TensorProto *t, size_t i) {
+    const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
+    switch (t->data_type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
+        float f;
+        if (raw)
+            memcpy(&f, raw + 4 * i, 4);
+        else
+            f = t->float_data[i];
+        return f;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: {
+        double d;
+        if (raw)
+            memcpy(&d, raw + 8 * i, 8);
+        else
+            d = t->double_data[i];
+        return d;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
+        int32_t v;
+        if (raw)
+            memcpy(&v, raw + 4 * i, 4);
+        else
+            v = t->int32_data[i];
+        return v;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return raw ? raw[i] : t->int32_data[i];
+    default: { /* INT64 */
+        int64_t v;
+        if (raw)
+            memcpy(&v, raw + 8 * i, 8);
+        else
+            v = t->int64_data[i];
+        return (double)v;
+    }
+    }
+}
+
+/* x as an integer: truncated, clamped to int64's range, NaN as 0. */
+int64_t het_onnx_to_i64(double x) {
+    if (!(x == x)) return 0;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    if (x >= 9223372036854775808.0) return INT64_MAX;
+    return (int64_t)x;
+}
+
+int64_t het_onnx_get_i(const Onnx__TensorProto *t, size_t i) {
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        return het_onnx_to_i64(het_onnx_get(t, i));
+    int64_t v;
+    if (t->has_raw_data)
+        memcpy(&v, t->raw_data.data + 8 * i, 8);
+    else
+        v = t->int64_data[i];
+    return v;
+}
+
+/* Whether t holds n elements of a type het_onnx_get reads (float when want_float). */
+int het_onnx_data_ok(rd *r, const Onnx__TensorProto *t, size_t n, int want_float) {
+    size_t sz = 0, have = 0;
+    switch (t->data_type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: sz = 4, have = t->n_float_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: sz = 8, have = t->n_double_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: sz = 4, have = t->n_int32_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: sz = 8, have = t->n_int64_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: sz = 1, have = t->n_int32_data; break;
+    default: break;
+    }
+    const char *nm = t->name ? t->name : "";
+    if (!sz || (want_float && t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT))
+        return het_onnx_fail(r, NULL, HET_EFORMAT, "tensor '%.64s': data type %d, expected %s", nm,
+                             t->data_type, want_float ? "float32 (1)" : "a number");
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return het_onnx_fail(r, NULL, HET_EFORMAT, "tensor '%.64s': external data is not read", nm);
+    if (t->has_raw_data ? t->raw_data.len != n * sz : have != n)
+        return het_onnx_fail(r, NULL, HET_EFORMAT,
+                             "tensor '%.64s': %zu bytes of data for %zu elements", nm,
+                             t->has_raw_data ? t->raw_data.len : have * sz, n);
+    return HET_OK;
 }
 
 /* ---- attributes ---- */

@@ -1,72 +1,16 @@
-/* safetensors export (https://github.com/huggingface/safetensors), and the table of the model's
- * tensor names and shapes (het_st_tensors, het_st_find) that the reader for --init-from
- * (safetensors_read.c, docs/SAFETENSORS.md) shares with it. The format: a u64 little-endian header
- * length, a JSON header {"name":{"dtype":"F32","shape":[...],"data_offsets":[begin,end]},...,
- * "__metadata__":{...}} padded with spaces to a multiple of 8, then the tensor bytes. Offsets
- * are relative to the byte after the header. The model's parameters are one flat buffer in
- * layer order with weights before biases, so the data section is that buffer as it is and each
- * tensor is a slice of it. Names and shapes follow PyTorch (nn.Sequential indices):
- *   dense      layers.i.weight [out, in], layers.i.bias [out]
- *   conv2d     layers.i.weight [oc, ic, k, k], layers.i.bias [oc]
- *   batchnorm  layers.i.weight [C], layers.i.bias [C]
- *   resblock   layers.i.{conv1,bn1,conv2,bn2}.{weight,bias}
- *   other      layers.i.params [n]
- * followed by the non-trainable state (the model's state buffer, after the parameters):
- *   batchnorm  layers.i.running_mean [C], layers.i.running_var [C]
- *   resblock   layers.i.{bn1,bn2}.{running_mean,running_var}
- *   other      layers.i.state [n] */
-#include <errno.h>
+/* The one table of the model's tensor names (see tensor_names.h): the layer kinds hetrain
+ * knows are recognized by their ops' name and their sizes; anything else is one flat tensor
+ * of parameters and one of state, so that every float has a name. */
 #include <math.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "core/outfile.h"
-#include "train/internal.h"
-#include "train/safetensors.h"
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap <= b->n + (size_t)k) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-}
+#include "model_io/tensor_names.h"
 
 /* A growing list of tensors; `oom` once an allocation failed. */
 typedef struct tlist {
-    het_st_tensor *t;
+    het_tensor_name *t;
     int n, cap, oom;
 } tlist;
 
@@ -75,7 +19,7 @@ static void add(tlist *l, int layer, int state, size_t off, size_t count, int ra
     if (l->oom) return;
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 32;
-        het_st_tensor *t = realloc(l->t, (size_t)cap * sizeof *t);
+        het_tensor_name *t = realloc(l->t, (size_t)cap * sizeof *t);
         if (!t) {
             l->oom = 1;
             return;
@@ -83,7 +27,7 @@ static void add(tlist *l, int layer, int state, size_t off, size_t count, int ra
         l->t = t;
         l->cap = cap;
     }
-    het_st_tensor *t = &l->t[l->n++];
+    het_tensor_name *t = &l->t[l->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "layers.%d.%s", layer, part);
     t->layer = layer;
@@ -159,7 +103,7 @@ static void layer_state_tensors(tlist *b, const het_layer *l, int i, size_t off,
     add(b, i, 1, off, n, 1, &flat, "state");
 }
 
-int het_st_tensors(const het_model *m, het_st_tensor **out) {
+int het_tensor_names(const het_model *m, het_tensor_name **out) {
     tlist l = {0};
     for (int i = 0; i < het_model_n_layers(m); i++) {
         size_t off, n;
@@ -180,14 +124,7 @@ int het_st_tensors(const het_model *m, het_st_tensor **out) {
     return l.n;
 }
 
-int het_safetensors_count(const het_model *m) {
-    het_st_tensor *t;
-    int n = het_st_tensors(m, &t);
-    free(t);
-    return n;
-}
-
-int het_st_find(const het_st_tensor *t, int nt, const char *name, size_t *prefix_len) {
+int het_tensor_names_find(const het_tensor_name *t, int nt, const char *name, size_t *prefix_len) {
     const char *idx = NULL, *rest = NULL;
     for (const char *s = name; *s;) { /* the last component of digits only */
         const char *dot = strchr(s, '.');
@@ -206,48 +143,10 @@ int het_st_find(const het_st_tensor *t, int nt, const char *name, size_t *prefix
     return -1;
 }
 
-int het_safetensors_write(het_model *m, const char *path) {
-    het_st_tensor *t;
-    int nt = het_st_tensors(m, &t);
-    if (nt < 0) return nt;
-    size_t n_params = het_model_n_params(m), n_state = het_model_n_state(m);
-    sbuf b = {0};
-    int first = 1;
-    sb_printf(&b, "{");
-    for (int k = 0; k < nt; k++) {
-        size_t begin = (t[k].state ? n_params : 0) + t[k].off;
-        sb_printf(&b, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", first ? "" : ",", t[k].name);
-        for (int d = 0; d < t[k].rank; d++)
-            sb_printf(&b, "%s%lld", d ? "," : "", (long long)t[k].dims[d]);
-        sb_printf(&b, "],\"data_offsets\":[%zu,%zu]}", begin * 4, (begin + t[k].count) * 4);
-        first = 0;
-    }
-    free(t);
-    sb_printf(&b, "%s\"__metadata__\":{\"format\":\"pt\",\"producer\":\"hetrain\"}}",
-              first ? "" : ",");
-    while (!b.oom && (8 + b.n) % 8 != 0) sb_printf(&b, " ");
-    if (b.oom) {
-        free(b.p);
-        return het_error_set(HET_ENOMEM, "%s: out of memory building the header", path);
-    }
-    het_outfile o;
-    int st = het_outfile_open(&o, path, "safetensors export");
-    if (st) {
-        free(b.p);
-        return st;
-    }
-    FILE *f = o.f;
-    uint8_t len[8];
-    het_put_u64(len, (uint64_t)b.n);
-    int ok = fwrite(len, 1, 8, f) == 8 && fwrite(b.p, 1, b.n, f) == b.n &&
-             fwrite(het_model_params(m), sizeof(float), n_params, f) == n_params &&
-             (n_state == 0 ||
-              fwrite(het_model_state(m), sizeof(float), n_state, f) == n_state);
-    int err = errno;
-    free(b.p);
-    if (!ok) {
-        het_outfile_abort(&o);
-        return het_error_set(HET_EIO, "%s: write failed: %s", path, strerror(err));
-    }
-    return het_outfile_commit(&o);
+int het_tensor_names_of_layer(const het_tensor_name *t, int nt, int layer, int state, int *idx,
+                              int cap) {
+    int n = 0;
+    for (int k = 0; k < nt && n < cap; k++)
+        if (t[k].layer == layer && t[k].state == state) idx[n++] = k;
+    return n;
 }

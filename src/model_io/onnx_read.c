@@ -3,7 +3,8 @@
  * DESIGN. The file is unpacked by protobuf-c (code generated from Debian's onnx.proto), so
  * every length in it is checked against the bytes that remain before anything is read.
  * Then:
- *  1. Constants (onnx_const.c; onnx_io.c has the file, attributes and weights). Constant nodes
+ *  1. Constants (onnx_const.c, one folding function per operator; onnx_io.c has the tensors,
+ *     attributes and weights, and uses neither of the other two files). Constant nodes
  *     and the small integer sub-graphs that compute shapes and pads (torch.onnx.export writes
  *     F.pad's pads as Constant, ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast)
  *     are evaluated at once (at most KT_MAX elements each), and Identity nodes on
@@ -29,7 +30,7 @@
 #include <string.h>
 
 #include "core/infile.h"
-#include "nn/onnx_internal.h"
+#include "model_io/onnx_const.h"
 
 #define ONNX_MAX_NODES 16384
 

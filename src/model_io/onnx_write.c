@@ -13,11 +13,11 @@
  *   dropout    nothing (an inference graph)
  *   resblock   Conv-BatchNormalization-Relu-Conv-BatchNormalization-Add-Relu, the shortcut the
  *              block's input or option A: Slice (steps s on H and W) then Pad (channels, zeros)
- * Initializers carry the names of the safetensors export (src/train/safetensors.c:
- * layers.i.weight, layers.i.conv1.weight, layers.i.bn1.running_mean, ...) and point straight
- * at the model's buffers (raw_data is little-endian float32, the host's order). The protobuf
- * structures live in an arena freed in one go; the packed bytes go to "<path>.tmp", which is
- * renamed over path once complete. */
+ * Initializers carry the names of the one table of tensor names that the safetensors export
+ * uses too (tensor_names.c: layers.i.weight, layers.i.conv1.weight, layers.i.bn1.running_mean,
+ * ...) and point straight at the model's buffers (raw_data is little-endian float32, the
+ * host's order). The protobuf structures live in an arena freed in one go; the packed bytes
+ * replace path durably (core/outfile.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +27,7 @@
 
 #include "core/outfile.h"
 #include "hetrain/netfile.h"
+#include "model_io/tensor_names.h"
 #include "onnx/onnx.pb-c.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -211,45 +212,46 @@ static Onnx__NodeProto *unary(wr *w, const char *name, const char *op) {
     return node(w, name, op, 1, in);
 }
 
-/* The nodes of resblock layer i (x: its input value; C -> oc channels, stride s). */
-static void resblock(wr *w, int i, const float *p, const float *st, het_shape in, het_shape out,
-                     int s) {
+/* The initializers of layer i's tensors, named and shaped by the one table of tensor names
+ * (tensor_names.c, the safetensors names): its parameters into p[0 .. np), its state into
+ * st[0 .. ns), each viewing the model's buffers. */
+typedef struct layer_inits {
+    const char *p[6], *st[4];
+    int np, ns;
+} layer_inits;
+
+static layer_inits inits_of(wr *w, het_model *m, const het_tensor_name *t, int nt, int i) {
+    layer_inits li = {0};
+    int idx[6];
+    li.np = het_tensor_names_of_layer(t, nt, i, 0, idx, 6);
+    for (int k = 0; k < li.np; k++)
+        li.p[k] = init_f(w, t[idx[k]].name, het_model_params(m) + t[idx[k]].off, t[idx[k]].rank,
+                         t[idx[k]].dims);
+    li.ns = het_tensor_names_of_layer(t, nt, i, 1, idx, 4);
+    for (int k = 0; k < li.ns; k++)
+        li.st[k] = init_f(w, t[idx[k]].name, het_model_state(m) + t[idx[k]].off, t[idx[k]].rank,
+                          t[idx[k]].dims);
+    return li;
+}
+
+/* The nodes of resblock layer i (x: its input value; C -> oc channels, stride s; li: its
+ * conv1, bn1, conv2, bn2 weights and biases and bn1's, bn2's statistics). */
+static void resblock(wr *w, int i, const layer_inits *li, het_shape in, het_shape out, int s) {
     const int64_t C = in.c, oc = out.c;
     const char *x = w->cur;
     char nm[8][64];
-    static const char *const part[8] = {"conv1.weight", "bn1.weight", "bn1.bias",
-                                        "conv2.weight", "bn2.weight", "bn2.bias"};
-    int64_t d1[4] = {oc, C, 3, 3}, d2[4] = {oc, oc, 3, 3};
-    const float *src[6] = {p,
-                           p + oc * C * 9,
-                           p + oc * C * 9 + oc,
-                           p + oc * C * 9 + 2 * oc,
-                           p + oc * C * 9 + 2 * oc + oc * oc * 9,
-                           p + oc * C * 9 + 3 * oc + oc * oc * 9};
-    const char *ini[6], *sti[4];
-    for (int k = 0; k < 6; k++) {
-        snprintf(nm[0], sizeof nm[0], "layers.%d.%s", i, part[k]);
-        ini[k] = init_f(w, nm[0], src[k], k == 0 || k == 3 ? 4 : 1,
-                        k == 0   ? d1
-                        : k == 3 ? d2
-                                 : &oc);
-    }
-    static const char *const spart[4] = {"bn1.running_mean", "bn1.running_var", "bn2.running_mean",
-                                         "bn2.running_var"};
-    for (int k = 0; k < 4; k++) {
-        snprintf(nm[0], sizeof nm[0], "layers.%d.%s", i, spart[k]);
-        sti[k] = init_f(w, nm[0], st + k * oc, 1, &oc);
-    }
     snprintf(nm[0], sizeof nm[0], "/layers.%d/conv1/Conv", i);
-    conv_node(w, nm[0], ini[0], NULL, 3, s, 1);
+    conv_node(w, nm[0], li->p[0], NULL, 3, s, 1);
     snprintf(nm[0], sizeof nm[0], "/layers.%d/bn1/BatchNormalization", i);
-    bn_node(w, nm[0], (const char *const[4]){ini[1], ini[2], sti[0], sti[1]}, 1e-5f, 0.1f);
+    bn_node(w, nm[0], (const char *const[4]){li->p[1], li->p[2], li->st[0], li->st[1]}, 1e-5f,
+            0.1f);
     snprintf(nm[0], sizeof nm[0], "/layers.%d/Relu", i);
     unary(w, nm[0], "Relu");
     snprintf(nm[0], sizeof nm[0], "/layers.%d/conv2/Conv", i);
-    conv_node(w, nm[0], ini[3], NULL, 3, 1, 1);
+    conv_node(w, nm[0], li->p[3], NULL, 3, 1, 1);
     snprintf(nm[0], sizeof nm[0], "/layers.%d/bn2/BatchNormalization", i);
-    bn_node(w, nm[0], (const char *const[4]){ini[4], ini[5], sti[2], sti[3]}, 1e-5f, 0.1f);
+    bn_node(w, nm[0], (const char *const[4]){li->p[4], li->p[5], li->st[2], li->st[3]}, 1e-5f,
+            0.1f);
     const char *y = w->cur, *sc = x;
     if (s != 1 || C != oc) { /* option A: x[:, :, ::s, ::s], channels zero-padded */
         int64_t zero[2] = {0, 0}, big[2] = {INT64_MAX, INT64_MAX}, axes[2] = {2, 3};
@@ -280,47 +282,42 @@ static void resblock(wr *w, int i, const float *p, const float *st, het_shape in
     unary(w, nm[0], "Relu");
 }
 
-static const char *const model_kind[HET_NL_COUNT] = {
-    [HET_NL_CONV] = "conv2d",     [HET_NL_BATCHNORM] = "batchnorm", [HET_NL_RELU] = "relu",
-    [HET_NL_MAXPOOL] = "maxpool", [HET_NL_AVGPOOL] = "avgpool",     [HET_NL_FLATTEN] = "flatten",
-    [HET_NL_DENSE] = "dense",     [HET_NL_DROPOUT] = "dropout",     [HET_NL_RESBLOCK] = "resblock"};
+/* Per layer kind: the model layer's ops name and how many parameter and state tensors the
+ * name table gives it. */
+static const struct {
+    const char *model_kind;
+    int np, ns;
+} kinds[HET_NL_COUNT] = {
+    [HET_NL_CONV] = {"conv2d", 2, 0},       [HET_NL_BATCHNORM] = {"batchnorm", 2, 2},
+    [HET_NL_RELU] = {"relu", 0, 0},         [HET_NL_MAXPOOL] = {"maxpool", 0, 0},
+    [HET_NL_AVGPOOL] = {"avgpool", 0, 0},   [HET_NL_FLATTEN] = {"flatten", 0, 0},
+    [HET_NL_DENSE] = {"dense", 2, 0},       [HET_NL_DROPOUT] = {"dropout", 0, 0},
+    [HET_NL_RESBLOCK] = {"resblock", 6, 4}};
 
 /* The nodes of layer i; HET_EINVAL when the model's layer is not the net's. */
-static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const char *path) {
+static int layer_nodes(wr *w, const het_net *net, het_model *m, const het_tensor_name *t, int nt,
+                       int i, const char *path) {
     const het_net_layer *L = &net->layer[i];
     const het_layer *ml = het_model_layer(m, i);
-    if ((unsigned)L->kind >= HET_NL_COUNT || strcmp(ml->ops->name, model_kind[L->kind]) != 0)
+    if ((unsigned)L->kind >= HET_NL_COUNT || strcmp(ml->ops->name, kinds[L->kind].model_kind) != 0)
         return het_error_set(HET_EINVAL, "%s: layer %d of the net is not the model's (%s)", path, i,
                              ml->ops->name);
-    size_t po, pn, so, sn;
-    het_model_layer_params(m, i, &po, &pn);
-    het_model_layer_state(m, i, &so, &sn);
-    const float *p = het_model_params(m) + po, *st = sn ? het_model_state(m) + so : NULL;
-    het_shape in = ml->in, out = ml->out;
-    char name[64], wn[64], bn[64];
-    int64_t oc = out.c;
+    layer_inits li = inits_of(w, m, t, nt, i);
+    if (li.np != kinds[L->kind].np || li.ns != kinds[L->kind].ns)
+        return het_error_set(HET_EINVAL, "%s: layer %d (%s) has %d parameter and %d state "
+                             "tensors, expected %d and %d", path, i, ml->ops->name, li.np, li.ns,
+                             kinds[L->kind].np, kinds[L->kind].ns);
+    char name[64];
     switch (L->kind) {
-    case HET_NL_CONV: {
-        int64_t d[4] = {oc, in.c, L->k, L->k};
-        snprintf(wn, sizeof wn, "layers.%d.weight", i);
-        snprintf(bn, sizeof bn, "layers.%d.bias", i);
-        const char *wi = init_f(w, wn, p, 4, d), *bi = init_f(w, bn, p + pn - (size_t)oc, 1, &oc);
+    case HET_NL_CONV:
         snprintf(name, sizeof name, "/layers.%d/Conv", i);
-        conv_node(w, name, wi, bi, L->k, L->stride, L->pad);
+        conv_node(w, name, li.p[0], li.p[1], L->k, L->stride, L->pad);
         break;
-    }
-    case HET_NL_BATCHNORM: {
-        int64_t C = in.c;
-        static const char *const part[4] = {"weight", "bias", "running_mean", "running_var"};
-        const char *nm[4];
-        for (int k = 0; k < 4; k++) {
-            snprintf(wn, sizeof wn, "layers.%d.%s", i, part[k]);
-            nm[k] = init_f(w, wn, k < 2 ? p + k * C : st + (k - 2) * C, 1, &C);
-        }
+    case HET_NL_BATCHNORM:
         snprintf(name, sizeof name, "/layers.%d/BatchNormalization", i);
-        bn_node(w, name, nm, L->eps, L->momentum);
+        bn_node(w, name, (const char *const[4]){li.p[0], li.p[1], li.st[0], li.st[1]}, L->eps,
+                L->momentum);
         break;
-    }
     case HET_NL_RELU:
         snprintf(name, sizeof name, "/layers.%d/Relu", i);
         unary(w, name, "Relu");
@@ -347,20 +344,16 @@ static int layer_nodes(wr *w, const het_net *net, het_model *m, int i, const cha
             w->rank = 2;
         }
         if (L->kind == HET_NL_DENSE) {
-            int64_t d[2] = {oc, (int64_t)het_shape_size(in)};
-            snprintf(wn, sizeof wn, "layers.%d.weight", i);
-            snprintf(bn, sizeof bn, "layers.%d.bias", i);
-            const char *gi[3] = {NULL, init_f(w, wn, p, 2, d),
-                                 init_f(w, bn, p + (size_t)(oc * d[1]), 1, &oc)};
             snprintf(name, sizeof name, "/layers.%d/Gemm", i);
-            Onnx__NodeProto *nd = node(w, name, "Gemm", 3, gi);
+            Onnx__NodeProto *nd = node(w, name, "Gemm", 3, (const char *const[3]){NULL, li.p[0],
+                                                                                   li.p[1]});
             attr_f(w, nd, "alpha", 1.0f);
             attr_f(w, nd, "beta", 1.0f);
             attr_i(w, nd, "transB", 1);
         }
         break;
     case HET_NL_DROPOUT: break; /* inference graph */
-    case HET_NL_RESBLOCK: resblock(w, i, p, st, in, out, L->stride); break;
+    case HET_NL_RESBLOCK: resblock(w, i, &li, ml->in, ml->out, L->stride); break;
     default: break;
     }
     return HET_OK;
@@ -424,8 +417,12 @@ int het_net_write_onnx(const het_net *net, het_model *m, const char *path) {
     w.init = az(&w, w.cap_init * sizeof *w.init);
     w.cur = "input";
     w.rank = 4;
-    int st = HET_OK;
-    for (int i = 0; i < n && st == HET_OK && !w.oom; i++) st = layer_nodes(&w, net, m, i, path);
+    het_tensor_name *t = NULL;
+    int nt = het_tensor_names(m, &t);
+    int st = nt < 0 ? nt : HET_OK;
+    for (int i = 0; i < n && st == HET_OK && !w.oom; i++)
+        st = layer_nodes(&w, net, m, t, nt, i, path);
+    free(t);
     if (st == HET_OK && w.n_node == 0) st = het_error_set(HET_EINVAL, "%s: no operator", path);
     if (st != HET_OK) {
         wr_free(&w);

@@ -1,7 +1,7 @@
-/* Internal to nn/: the ONNX reader on bytes already read (onnx_read.c), for het_net_read
+/* Internal to model_io/: the ONNX reader on bytes already read (onnx_read.c), for het_net_read
  * (netfile.c), which reads a model file once and then tells ONNX from text by its bytes. */
-#ifndef HET_NN_ONNX_BYTES_H
-#define HET_NN_ONNX_BYTES_H
+#ifndef HET_MODEL_IO_ONNX_BYTES_H
+#define HET_MODEL_IO_ONNX_BYTES_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -14,7 +14,7 @@
 
 #include "core/infile.h"
 #include "hetrain/netfile.h"
-#include "nn/onnx_bytes.h"
+#include "model_io/onnx_bytes.h"
 
 #define MAX_FILE_BYTES (1 << 20) /* a model file of 256 layers is a few KiB */
 #define MAX_LINE 256

@@ -1,11 +1,13 @@
-/* Internal to nn/: what the ONNX reader's files share (onnx_const.c: tensors, constants and
- * the folding of constant sub-graphs; onnx_io.c: messages, attributes, weights, the file and
- * the graph's input; onnx_read.c: the walk from input to output). */
-#ifndef HET_NN_ONNX_INTERNAL_H
-#define HET_NN_ONNX_INTERNAL_H
+/* Internal to model_io/: the ONNX reader's state and what reads it (onnx_io.c: messages,
+ * node inputs and attributes, tensors and their elements, initializers taken as weights, the
+ * graph's input and names). The reader's files form a line, each using only those before it:
+ * onnx_io.c, then onnx_const.c (constants and their folding, onnx_const.h), then onnx_read.c
+ * (the walk from input to output). */
+#ifndef HET_MODEL_IO_ONNX_IO_H
+#define HET_MODEL_IO_ONNX_IO_H
 
 #include "hetrain/netfile.h"
-#include "nn/onnx_bytes.h"
+#include "model_io/onnx_bytes.h"
 #include "onnx/onnx.pb-c.h"
 
 #define HET_ONNX_SYM_N (-((int64_t)1 << 62)) /* the batch size N in a folded shape */
@@ -44,11 +46,17 @@ const char *het_onnx_in(const Onnx__NodeProto *nd, size_t i);
 const Onnx__AttributeProto *het_onnx_attr(const Onnx__NodeProto *nd, const char *name);
 /* The initializer `name` (or an Identity's alias of one), or NULL. */
 const Onnx__TensorProto *het_onnx_init(const rd *r, const char *name);
+/* Elements of t from its dims into *n: HET_EFORMAT past rank 8 or 2^31 elements. */
+int het_onnx_count(rd *r, const Onnx__TensorProto *t, size_t *n);
 /* HET_OK when t holds n numbers of a type het_onnx_get reads (float32 only when want_float);
  * else HET_EFORMAT naming the tensor. */
 int het_onnx_data_ok(rd *r, const Onnx__TensorProto *t, size_t n, int want_float);
 /* Element i of a tensor het_onnx_data_ok accepted, as a double. */
 double het_onnx_get(const Onnx__TensorProto *t, size_t i);
+/* The same as an integer: int64 elements exactly, others as het_onnx_to_i64 makes them. */
+int64_t het_onnx_get_i(const Onnx__TensorProto *t, size_t i);
+/* x as an integer: truncated, clamped to int64's range, NaN as 0. */
+int64_t het_onnx_to_i64(double x);
 /* Attribute `name` of nd as an int (def when absent); with n > 0 an INTS attribute of n equal
  * values (else HET_EINVAL naming the attribute and its values). */
 int het_onnx_attr_int(rd *r, const Onnx__NodeProto *nd, const char *name, int n, int64_t def,
@@ -70,12 +78,4 @@ int het_onnx_unique_names(rd *r);
 /* The graph's one input that is no initializer: r->sh and r->rank from its dims [N, C, H, W]
  * or [N, F], its name in *name. */
 int het_onnx_graph_input(rd *r, const char **name);
-/* Node i, a Shape of the walk's current value: its output becomes the constant
- * [HET_ONNX_SYM_N, C, H, W] (or [HET_ONNX_SYM_N, F]) and what uses it is folded. */
-int het_onnx_fold_shape(rd *r, size_t i);
-/* The constant `name` (folded, or a small numeric initializer), or NULL. */
-kt *het_onnx_const(rd *r, const char *name);
-/* Folds the constant nodes of the graph (marks them used); HET_OK or an error. */
-int het_onnx_fold(rd *r);
-
 #endif
