@@ -56,8 +56,8 @@ for f in compare.md compare.csv accuracy.svg split.svg allreduce-seed1.jsonl hgc
          allreduce-seed1.log hgc-seed1.log; do
     [ -s "out/$f" ] || fail "out/$f is missing or empty"
 done
-[ "$(csv_fields out/compare.csv)" = "19 " ] ||
-    fail "compare.csv: field counts $(csv_fields out/compare.csv), expected 19 on every line: $(cat out/compare.csv)"
+[ "$(csv_fields out/compare.csv)" = "20 " ] ||
+    fail "compare.csv: field counts $(csv_fields out/compare.csv), expected 20 on every line: $(cat out/compare.csv)"
 [ "$(wc -l <out/compare.csv)" -eq 3 ] || fail "compare.csv: expected a header and 2 rows"
 for s in allreduce hgc; do
     acc=$(csv_get out/compare.csv $s final_test_acc)
@@ -147,6 +147,8 @@ for w in "epoch_s 0.25" "time_to_target_s 0.5"; do
 done
 grep -q '^| strategy | ranks | time/epoch (virtual s) | time to 0.8 acc (virtual s) |' virt/compare.md &&
     grep -q 'Clock: virtual' virt/compare.md || fail "virtual: the table does not name its clock: $(head -5 virt/compare.md)"
+grep -q "virtual time (training) since the start" virt/accuracy.svg || fail "virtual: the accuracy plot's x axis does not name the virtual clock"
+grep -q "wall time since the start" out/accuracy.svg || fail "wall: the accuracy plot's x axis does not name the wall clock"
 
 # a strategy's own options go to the runs of the strategies that have them, and only there
 cat >fake/argv.sh <<'EOF'
@@ -235,15 +237,24 @@ bad "allreduce-seed1.jsonl:1: .*no \"elapsed_s\"" '{"type":"epoch","epoch":1,"te
 bad "allreduce-seed1.jsonl: 0 epoch records, expected 2" ""
 bad "allreduce-seed1.jsonl: cannot read: No such file"
 
-# ---- a failing run: one line naming the strategy and the command, no table left ----
-timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies allreduce,hgc --speeds 1,2,3 \
+# ---- a failing run: one line naming the strategy and the command; the others still run, the
+# tables mark it, the exit status is 1 ----
+timeout 300 "$HETRAIN" compare "${COMMON[@]}" --strategies hgc,allreduce --speeds 1,2,3 \
     --out out >f.out 2>f.err
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy hgc (seed 1) failed, exit status 1: .* -np 2 .* train .*--strategy hgc" f.err &&
     grep -q "3 speeds for 2 ranks" f.err || fail "failing run: exit $rc, stderr: $(cat f.err)"
-[ ! -e out/compare.md ] && [ ! -e out/compare.csv ] && [ ! -e out/split.svg ] ||
-    fail "failing run: the tables of the earlier comparison were left in out/"
-FAKE_RC=3 fake --data synthetic --epochs 2 --out known >f.out 2>f.err
+grep -q "run 2/2: allreduce, seed 1 \.\.\. [0-9.]* s, test_acc" f.out ||
+    fail "failing run: the run after the failed one did not run: $(cat f.out)"
+grep -q '^| hgc (failed) | 2 | - | - |' out/compare.md && grep -q '^| allreduce | 2 | [0-9]' out/compare.md &&
+    grep -q 'strategy hgc.*: \*\*failed\*\*, hetrain compare: strategy hgc (seed 1) failed, exit status 1' out/compare.md ||
+    fail "failing run: compare.md does not mark the failed run: $(cat out/compare.md)"
+[ "$(csv_get out/compare.csv hgc failed_seeds)" = 1 ] && [ "$(csv_get out/compare.csv allreduce failed_seeds)" = 0 ] &&
+    [ -n "$(csv_get out/compare.csv allreduce final_test_acc)" ] && [ -z "$(csv_get out/compare.csv hgc final_test_acc)" ] ||
+    fail "failing run: compare.csv: $(cat out/compare.csv)"
+n=$(grep -o '<polyline' out/accuracy.svg | wc -l)
+[ "$n" -eq 2 ] && xml_ok out/accuracy.svg || fail "failing run: accuracy.svg has $n polylines or is not well-formed"
+FAKE_RC=3 fake --data synthetic --epochs 2 --strategies allreduce --out known >f.out 2>f.err
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <f.err)" -eq 1 ] && grep -q "strategy allreduce (seed 1) failed, exit status 3: bash .*launch.sh -np 2 " f.err ||
     fail "launcher exit 3: exit $rc, stderr: $(cat f.err)"

@@ -131,11 +131,11 @@ typedef struct cli_series {
                           (a run of one rank has no split) */
 } cli_series;
 
-/* Writes to f an SVG document of test accuracy against wall time: one polyline per series
- * (markers at its points), a dashed line at `target` if it is in (0, 1], axes with ticks, a
- * legend, a title and the subtitle (what was run; text is escaped). The caller checks f for
- * write errors. */
-void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
+/* Writes to f an SVG document of test accuracy against the runs' clock: one polyline per
+ * series (markers at its points), a dashed line at `target` if it is in (0, 1], axes with
+ * ticks, the x axis named by `clock` ("wall time", "virtual time", ...), a legend, a title and
+ * the subtitle (what was run; text is escaped). The caller checks f for write errors. */
+void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target, const char *clock,
                       const char *subtitle);
 /* Writes to f an SVG document of stacked bars, one per series: its compute / comm / wait /
  * delay shares of rank time (a series without shares gets a note instead of a bar). */

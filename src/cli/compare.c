@@ -347,13 +347,26 @@ static void cell(char *dst, size_t n, int fig, agg a, int seeds) {
         snprintf(dst + len, n - (size_t)len, " (%d/%d seeds)", a.n, seeds);
 }
 
-static void write_table(FILE *f, const plan *p, agg (*a)[N_FIG]) {
+/* A run that failed: why[i] holds its one-line reason ("" for a run that finished). */
+typedef char run_why[1024];
+
+/* Runs of strategy s that failed. */
+static int failed_of(const run_why *why, int s) {
+    int n = 0;
+    for (int k = 0; k < g_opt.seeds; k++) n += why[s * g_opt.seeds + k][0] != 0;
+    return n;
+}
+
+static void write_table(FILE *f, const plan *p, agg (*a)[N_FIG], const run_why *why) {
     const char *clk = p->c->clock == HET_CLOCK_VIRTUAL ? "virtual s" : "s";
     fprintf(f, "| strategy | ranks | time/epoch (%s) | time to %.4g acc (%s) | final test acc | "
             "samples/s | sent/rank/epoch node-local | sent/rank/epoch cross-node | waiting |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", clk, g_opt.target, clk);
     for (int s = 0; s < p->n_strat; s++) {
-        fprintf(f, "| %s | %d", p->strat[s], p->ranks);
+        int nf = failed_of(why, s);
+        if (!nf) fprintf(f, "| %s | %d", p->strat[s], p->ranks);
+        else if (nf == g_opt.seeds) fprintf(f, "| %s (failed) | %d", p->strat[s], p->ranks);
+        else fprintf(f, "| %s (%d/%d seeds failed) | %d", p->strat[s], nf, g_opt.seeds, p->ranks);
         for (int k = 0; k < N_FIG; k++) {
             char c[96];
             cell(c, sizeof c, k, a[s][k], g_opt.seeds);
@@ -363,20 +376,20 @@ static void write_table(FILE *f, const plan *p, agg (*a)[N_FIG]) {
     }
 }
 
-static void write_csv(FILE *f, const plan *p, agg (*a)[N_FIG]) {
+static void write_csv(FILE *f, const plan *p, agg (*a)[N_FIG], const run_why *why) {
     static const char *const col[N_FIG] = {"epoch_s", "time_to_target_s", "final_test_acc",
         "samples_per_s", "bytes_node_per_rank_epoch", "bytes_cross_per_rank_epoch",
         "wait_share"};
     fprintf(f, "strategy,ranks,seeds,target_acc,target_reached_seeds");
     for (int k = 0; k < N_FIG; k++) fprintf(f, ",%s,%s_spread", col[k], col[k]);
-    fputc('\n', f);
+    fprintf(f, ",failed_seeds\n");
     for (int s = 0; s < p->n_strat; s++) {
         fprintf(f, "%s,%d,%d,%.9g,%d", p->strat[s], p->ranks, g_opt.seeds, g_opt.target,
                 a[s][F_TARGET].n);
         for (int k = 0; k < N_FIG; k++) /* empty fields: no value */
             if (a[s][k].n) fprintf(f, ",%.9g,%.9g", a[s][k].mean, a[s][k].spread);
             else fprintf(f, ",,");
-        fputc('\n', f);
+        fprintf(f, ",%d\n", failed_of(why, s));
     }
 }
 
@@ -387,7 +400,8 @@ typedef struct report {
     const plan *p;
     agg (*a)[N_FIG];
     cli_series *series;
-    char title[512], runs[8192];
+    const run_why *why; /* per run: "" or why it failed */
+    char title[512], runs[16384];
 } report;
 
 static void write_output(FILE *f, int which, const report *r) {
@@ -396,7 +410,7 @@ static void write_output(FILE *f, int which, const report *r) {
     switch (which) {
     case 0:
         fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
-        write_table(f, p, r->a);
+        write_table(f, p, r->a, r->why);
         fprintf(f, "\n%stime/epoch: %s, mean over "
                 "epochs; time to %.4g acc: %s of the first epoch whose test accuracy "
                 "reaches it (-: never); samples/s: training throughput, mean over epochs; "
@@ -413,8 +427,14 @@ static void write_output(FILE *f, int which, const report *r) {
                 "vtime_s" : "elapsed_s", g_opt.seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
                 : "", r->runs);
         break;
-    case 1: write_csv(f, p, r->a); break;
-    case 2: cli_svg_accuracy(f, r->series, p->n_strat, g_opt.target, r->title); break;
+    case 1: write_csv(f, p, r->a, r->why); break;
+    case 2:
+        cli_svg_accuracy(f, r->series, p->n_strat, g_opt.target,
+                         cli_compare_smpi() ? "SimGrid's simulated time"
+                         : virt             ? "virtual time (training)"
+                                            : "wall time",
+                         r->title);
+        break;
     default: cli_svg_split(f, r->series, p->n_strat, r->title);
     }
 }
@@ -435,10 +455,13 @@ static int write_file(const char *name, int which, const report *r) {
     return HET_OK;
 }
 
-/* Reads every run back, writes the tables and plots, prints the table. */
-static int summarize(const plan *p, cli_jsonl_run *runs) {
+/* Writes the tables and plots of the runs that finished (a failed run, why[i] not empty, has no
+ * figures: its strategy's cells count the seeds that have them, and the reasons follow the
+ * table), prints the table. */
+static int summarize(const plan *p, cli_jsonl_run *runs, const run_why *why) {
     int S = p->n_strat, K = g_opt.seeds, E = p->c->epochs, st = HET_OK;
-    report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), "", ""};
+    report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), why, "",
+                ""};
     /* x then y of every strategy's curve; the figures of every seed, figure by figure */
     double *xy = calloc((size_t)S * E * 2, sizeof(double)), *v = calloc((size_t)K * N_FIG,
                                                                           sizeof(double));
@@ -446,19 +469,25 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
     for (int s = 0; !st && s < S; s++) {
         double share[4], sum[4] = {0, 0, 0, 0}, fig[N_FIG];
         double *x = xy + (size_t)2 * s * E, *y = x + E;
-        int split = 1;
+        int split = 1, ok = 0;
+        for (int k = 0; k < K; k++) ok += !why[s * K + k][0];
         for (int k = 0; k < K; k++) {
             const cli_jsonl_run *run = &runs[s * K + k];
+            if (why[s * K + k][0]) {
+                for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = NAN;
+                continue;
+            }
             run_figures(run, g_opt.target, fig, share);
             for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = fig[f];
             split &= share[0] >= 0;
-            for (int j = 0; j < 4; j++) sum[j] += share[j] / K;
+            for (int j = 0; j < 4; j++) sum[j] += share[j] / ok;
             for (int e = 0; e < E; e++) {
-                x[e] += time_of(&run->epochs[e]) / K;
-                y[e] += run->epochs[e].test_acc / K;
+                x[e] += time_of(&run->epochs[e]) / ok;
+                y[e] += run->epochs[e].test_acc / ok;
             }
         }
-        r.series[s] = (cli_series){p->strat[s], E, x, y, {-1, -1, -1, -1}};
+        split &= ok > 0;
+        r.series[s] = (cli_series){p->strat[s], ok ? E : 0, x, y, {-1, -1, -1, -1}};
         for (int j = 0; split && j < 4; j++) r.series[s].share[j] = sum[j];
         for (int f = 0; f < N_FIG; f++) r.a[s][f] = aggregate(v + (size_t)f * K, K);
     }
@@ -472,8 +501,10 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
                  c->data, p->ranks, c->epochs, (unsigned long long)c->seed);
     for (int i = 0; !st && i < S * K; i++) {
         size_t len = strlen(r.runs);
-        snprintf(r.runs + len, sizeof r.runs - len, "- `%s`\n", runs[i].command);
+        snprintf(r.runs + len, sizeof r.runs - len, "- `%s`%s%s\n", runs[i].command,
+                 why[i][0] ? ": **failed**, " : "", why[i]);
     }
+    r.why = why;
     for (int i = 0; !st && i < 4; i++) st = write_file(outputs[i], i, &r);
     if (!st && cli_job_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
         char path[HET_PATH_LEN];
@@ -485,7 +516,7 @@ static int summarize(const plan *p, cli_jsonl_run *runs) {
     }
     if (!st) {
         printf("\n%s\n\n", r.title);
-        write_table(stdout, p, r.a);
+        write_table(stdout, p, r.a, why);
         printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against "
                "time%s), split.svg (time split); the runs' metrics (*.jsonl) and output (*.log)\n",
                g_opt.out, K > 1 ? ", mean over seeds" : "");
@@ -537,11 +568,12 @@ int cli_compare(const het_train_config *c) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     int K = g_opt.seeds, n_runs = p.n_strat * K;
     cli_jsonl_run *runs = calloc((size_t)n_runs, sizeof *runs);
+    run_why *why = calloc((size_t)n_runs, sizeof *why);
     char **argv = calloc((size_t)(p.launcher.n_words + g_opt.n_rest + 16), sizeof *argv);
-    if (!runs || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
+    if (!runs || !why || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
-    int done = 0, killed = 0;
+    int done = 0, killed = 0, n_failed = 0;
     char stopped[2 * HET_PATH_LEN + 256] = ""; /* the run a signal stopped */
     for (int i = 0; !st && !cli_signals_caught() && i < n_runs; i++) {
         const char *s = p.strat[i / K];
@@ -574,25 +606,36 @@ int cli_compare(const het_train_config *c) {
             break;
         }
         if (!st) st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
-        if (st) {
-            printf("failed\n");
-            break;
-        }
         cli_job_shell_line(runs[i].command, sizeof runs[i].command, argv);
+        if (st == HET_ENOMEM) break;
+        if (st) { /* the others still run: the table marks this one, the exit status says so */
+            snprintf(why[i], sizeof *why, "%s", het_error_msg());
+            cli_jsonl_free(&runs[i]);
+            printf("failed\n");
+            n_failed++;
+            st = HET_OK;
+            continue;
+        }
         printf("%.1f s, test_acc %.4f\n", het_now() - t0,
                runs[i].epochs[c->epochs - 1].test_acc);
         done++;
     }
+    const int all_failed = n_failed == n_runs; /* nothing to compare: no table */
     /* the tables with SIGINT / SIGTERM held back: one that comes meanwhile removes them */
     sigset_t old;
     cli_job_hold(1, &old);
-    int complete = !st && !cli_signals_caught() && (st = summarize(&p, runs)) == HET_OK;
+    int complete = !st && !all_failed && !cli_signals_caught() &&
+                   (st = summarize(&p, runs, (const run_why *)why)) == HET_OK;
     cli_job_hold(0, &old); /* a signal held back is handled here */
     int sig = complete ? 0 : cli_signals_caught(); /* one after the tables is too late */
     for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
     free(runs);
     free(argv);
     fflush(stdout);
+    /* each failed run's one line; with some runs finished the tables were written first */
+    for (int i = 0; why && !sig && i < n_runs; i++)
+        if (why[i][0]) fprintf(stderr, "%s\n", why[i]);
+    free(why);
     if (sig) {
         if (!stopped[0]) snprintf(stopped, sizeof stopped, " after %d of %d runs", done, n_runs);
         fprintf(stderr, "hetrain compare: interrupted by %s%s; no table written\n",
@@ -600,5 +643,5 @@ int cli_compare(const het_train_config *c) {
         return 128 + sig;
     }
     if (st) fprintf(stderr, "%s\n", het_error_msg());
-    return st ? CLI_FAIL : CLI_OK;
+    return st || n_failed ? CLI_FAIL : CLI_OK;
 }

@@ -97,7 +97,7 @@ static void legend_entry(FILE *f, int i, const char *colour, int swatch_line, co
 }
 
 void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
-                      const char *subtitle) {
+                      const char *clock, const char *subtitle) {
     double xmax = 0, ylo = INFINITY, yhi = -INFINITY;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < s[i].n; k++) {
@@ -122,8 +122,8 @@ void cli_svg_accuracy(FILE *f, const cli_series *s, int n, double target,
                 BOTTOM + 5, x, BOTTOM + 20, d, v);
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
-            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">wall time since the start of "
-            "training (s)</text>\n", LEFT, BOTTOM, RIGHT, BOTTOM, (LEFT + RIGHT) / 2, H - 20);
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s since the start of "
+            "training (s)</text>\n", LEFT, BOTTOM, RIGHT, BOTTOM, (LEFT + RIGHT) / 2, H - 20, clock);
     if (show_target) {
         double y = sy(target, ylo, yhi);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#666666\" "
