@@ -144,7 +144,7 @@ for m in $models; do
     for p in fp32 bf16; do
         "$build/bench_layers" --model "$m" --reps 30 --precision "$p" | grep ' batch=16 ' |
             sed "s/^precision=bf16 //; s/^/prec=$p /"
-    done | awk '{ for (i = 1; i <= NF; i++) { split($i, a, "="); v[a[1]] = a[2] }
+    done | awk '{ delete v; for (i = 1; i <= NF; i++) { split($i, a, "="); v[a[1]] = a[2] }
                   k = v["layer"]; if (k == "") next
                   t = v["fwd_us"] + v["bwd_us"]
                   if (v["prec"] == "fp32") { f[k] = t; nm[k] = v["name"]; if (!(k in seen)) { o[++n] = k; seen[k] = 1 } }
