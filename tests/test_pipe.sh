@@ -6,6 +6,8 @@
 #   on both clocks; with Adam too (its state is gathered from the stages);
 # - 2 pipelines x 2 stages with one micro-batch each give 2-rank allreduce bit for bit (each
 #   stage's gradients summed over its replicas);
+# - 1f1b keeps min(M, K - stage) tapes (2 and 1 of 4 micro-batches on 2 stages: the stash
+#   bytes 2/4 and 1/4 of gpipe's) and gives gpipe's bits;
 # - resume: 1 epoch, checkpoint, resume to 2 equals 2 epochs straight;
 # - the plan line, the epoch line's bubble, the metrics' "gpipe" member (cuts, bubble in
 #   [0, 1], activation bytes forward = gradient bytes backward on a 2-stage pipeline, exactly
@@ -60,6 +62,24 @@ run k2s 2 --epochs 2 --momentum 0.9 --strategy gpipe --micro-batches 2 --stages 
     >adam1.out 2>&1 || fail "adam, one process exited $?: $(tail -3 adam1.out)"
 run adam2 2 --epochs 2 --optimizer adam --lr 0.002 --strategy gpipe --micro-batches 2 && same adam1 adam2
 echo "test_pipe: gpipe and 1f1b on 2 and 3 stages equal one process bit for bit"
+
+# ---- 1F1B's bound: stage k keeps min(M, K - k) tapes, the same bits as GPipe's M ----
+stash() { # FILE: the last epoch's stash_bytes per stage, comma-separated
+    grep '"type":"epoch"' "$1" | tail -1 | sed -n 's/.*"stash_bytes":\[\([0-9,]*\)\].*/\1/p'
+}
+run g4 2 --epochs 1 --momentum 0.9 --strategy gpipe --micro-batches 4 --metrics g4.jsonl &&
+    run f4 2 --epochs 1 --momentum 0.9 --strategy gpipe --micro-batches 4 --pipe-schedule 1f1b \
+        --metrics f4.jsonl && same g4 f4
+if [ -f g4.jsonl ] && [ -f f4.jsonl ]; then
+    IFS=, read -r g0 g1 <<<"$(stash g4.jsonl)"
+    IFS=, read -r f0 f1 <<<"$(stash f4.jsonl)"
+    # 2 stages, 4 micro-batches: gpipe 4 tapes a stage; 1f1b 2 on stage 0, 1 on stage 1
+    [ -n "$g0" ] && [ -n "$g1" ] && [ "$g0" -gt 0 ] && [ "$g1" -gt 0 ] &&
+        [ "$((4 * f0))" = "$((2 * g0))" ] && [ "$((4 * f1))" = "$g1" ] ||
+        fail "1f1b stash: gpipe $g0,$g1 bytes, 1f1b $f0,$f1: expected 2/4 and 1/4 of gpipe's"
+    grep -q "^epoch 1/1 .* stash MB $(awk -v a="$f0" -v b="$f1" 'BEGIN { printf "%.2f/%.2f", a / 1e6, b / 1e6 }') " f4.out ||
+        fail "1f1b: the epoch line's stash MB: $(grep -m1 '^epoch' f4.out)"
+fi
 
 # ---- R pipelines == allreduce over R ranks ----
 run ar2 2 --epochs 2 --momentum 0.9 && run r2 4 --epochs 2 --momentum 0.9 --strategy gpipe \

@@ -13,7 +13,8 @@
  *   stages.
  * - 1f1b: stage k runs min(K - k - 1, M) forwards (warm-up), then alternates one forward and
  *   one backward, then the remaining backwards: at most K - k micro-batches in flight, the
- *   same bubble.
+ *   same bubble, and so min(M, K - k) tapes of activations instead of M (the stash MB of the
+ *   epoch line and the metrics' stash_bytes).
  * Backwards run in micro-batch order 0, 1, ... in both schedules (GPipe's paper does not fix
  * it), so the gradients accumulate in the same order and both schedules give the same bits.
  * Gradients of all M micro-batches accumulate; the update comes after the last backward, so
@@ -35,10 +36,12 @@ static int gp_init(het_strategy_ctx *ctx) {
     if (!g) return het_error_set(HET_ENOMEM, "gpipe: out of memory");
     ctx->priv = g;
     g->one_f_one_b = (int)het_strategy_opt_value(ctx->cfg, "pipe-schedule") == 1;
-    return het_pipe_init(&g->p, ctx, g->one_f_one_b ? "gpipe (1f1b)" : "gpipe");
+    return het_pipe_init(&g->p, ctx, g->one_f_one_b ? "gpipe (1f1b)" : "gpipe", g->one_f_one_b);
 }
 
-/* One step's micro-batches in the configured order. */
+/* One step's micro-batches in the configured order. With 1F1B the stage holds K - stage tapes
+ * (fewer when M is smaller), reused in turn: forward f takes tape f % (K - stage), which the
+ * backward of micro-batch f - (K - stage) freed just before (pipe.c checks it). */
 static int run_schedule(gpipe *g, het_strategy_ctx *ctx) {
     het_pipe *p = &g->p;
     const int M = p->n_micro;

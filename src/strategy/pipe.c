@@ -53,8 +53,9 @@ static void slices(const het_model *m, int a, int b, size_t *plo, size_t *phi, s
                                      : het_model_n_state(m);
 }
 
-/* The stage's slices and buffers for p->cut: per micro-batch a tape, its input and its
- * output gradient; the codecs' buffers when they are on. */
+/* The stage's slices and buffers for p->cut: per micro-batch its input and its output
+ * gradient (the receives of a step are posted at its start), the tapes (one per micro-batch, or
+ * 1F1B's K - stage), the codecs' buffers when they are on. */
 static int stage_alloc(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
     het_model *m = ctx->model;
     const int a = p->cut[p->stage], b = p->cut[p->stage + 1];
@@ -64,7 +65,8 @@ static int stage_alloc(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
     p->out_floats = het_shape_size(het_model_layer(m, b - 1)->out);
     const size_t mb = (size_t)p->mb_max;
     p->stash_bytes = 0;
-    p->tape = calloc((size_t)p->M, sizeof *p->tape);
+    p->n_tapes = p->bounded && p->K - p->stage < p->M ? p->K - p->stage : p->M;
+    p->tape = calloc((size_t)p->n_tapes, sizeof *p->tape);
     p->in = calloc((size_t)p->M, sizeof *p->in);
     p->dout = calloc((size_t)p->M, sizeof *p->dout);
     p->sends = calloc((size_t)(2 * p->M), sizeof *p->sends);
@@ -75,9 +77,11 @@ static int stage_alloc(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
     if (!p->tape || !p->in || !p->dout || !p->sends || !p->recvs || !p->idx || !p->y ||
         !p->probs)
         return het_error_set(HET_ENOMEM, "%s: out of memory for the stage's buffers", name);
-    for (int i = 0; i < p->M; i++) {
+    for (int i = 0; i < p->n_tapes; i++) {
         if ((rc = het_tape_create(&p->tape[i], m, a, b, p->mb_max))) return rc;
         p->stash_bytes += het_tape_bytes(p->tape[i]);
+    }
+    for (int i = 0; i < p->M; i++) {
         if (!(p->in[i] = het_alloc(sizeof(float) * p->in_floats * mb)) ||
             !(p->dout[i] = het_alloc(sizeof(float) * p->out_floats * mb)))
             return het_error_set(HET_ENOMEM, "%s: out of memory for micro-batch buffers", name);
@@ -87,8 +91,8 @@ static int stage_alloc(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
 
 /* Frees what stage_alloc made (and the codecs' buffers). */
 static void stage_release(het_pipe *p) {
+    for (int i = 0; p->tape && i < p->n_tapes; i++) het_tape_free(p->tape[i]);
     for (int i = 0; i < p->M; i++) {
-        if (p->tape) het_tape_free(p->tape[i]);
         if (p->in) het_free(p->in[i]);
         if (p->dout) het_free(p->dout[i]);
         if (p->rbuf_a) het_free(p->rbuf_a[i]);
@@ -115,10 +119,11 @@ static void stage_release(het_pipe *p) {
     p->y = NULL;
 }
 
-int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name) {
+int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name, int bounded) {
     const het_train_config *c = ctx->cfg;
     het_model *m = ctx->model;
     memset(p, 0, sizeof *p);
+    p->bounded = bounded;
     p->replicas = HET_COMM_NONE;
     p->prev = p->next = -1;
     p->R = (int)het_strategy_opt_value(c, "pipelines");
@@ -293,6 +298,7 @@ int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos) {
         p->mb_len[i] = (int)mlen;
     }
     memset(&p->res, 0, sizeof p->res);
+    for (int t = 0; t < p->n_tapes; t++) p->tape_mb[t] = p->tape_done[t] = -1;
     het_model_zero_grads(ctx->model);
     het_model_refresh_lp(ctx->model); /* bf16: the stage reads the weights rounded (nn.h) */
     int rc = HET_OK;
@@ -325,6 +331,33 @@ static int take(het_strategy_ctx *ctx, het_msg *m, het_msg *got, const char *wha
     return rc;
 }
 
+/* Micro-batch i's tape. Bounded (1F1B), tape i % n_tapes must be free for a forward (its
+ * last micro-batch's backward ran) and hold i for the backward: a schedule that breaks the
+ * bound is an error, never activations overwritten. The messages sent from a tape (the
+ * stage's output forward, its input gradient back: het_range_* return pointers into it) are
+ * waited for before a forward writes it again, as a framework that reuses the buffer must. */
+static int tape_of(het_pipe *p, het_strategy_ctx *ctx, int i, int fwd, het_tape **t) {
+    const int slot = i % p->n_tapes;
+    *t = p->tape[slot];
+    if (!p->bounded) return HET_OK;
+    const int held = p->tape_mb[slot], last = p->tape_done[slot];
+    if (fwd ? held >= 0 : held != i)
+        return het_error_set(HET_EINVAL, "gpipe (1f1b): stage %d: micro-batch %d's %s finds "
+                             "its tape %s (%d tapes)", p->stage, i, fwd ? "forward" : "backward",
+                             held >= 0 ? "holding another micro-batch" : "empty", p->n_tapes);
+    int rc = HET_OK;
+    if (fwd && last >= 0 && ctx->comm) {
+        het_stall_where("pipeline sends", ctx->epoch + 1, (long long)ctx->step);
+        rc = het_comm_msg_wait(ctx->comm, &p->sends[last]);
+        if (!rc) rc = het_comm_msg_wait(ctx->comm, &p->sends[p->M + last]);
+        memset(&p->sends[last], 0, sizeof p->sends[last]);
+        memset(&p->sends[p->M + last], 0, sizeof p->sends[last]);
+    }
+    p->tape_mb[slot] = fwd ? i : -1;
+    if (!fwd) p->tape_done[slot] = i;
+    return rc;
+}
+
 int het_pipe_forward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const het_msg *got,
                              const void **buf, size_t *bytes) {
     het_model *m = ctx->model;
@@ -334,7 +367,9 @@ int het_pipe_forward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const he
     int rc = HET_OK;
     if (p->prev < 0) het_dataset_gather(ctx->train, perm, n, p->in[i], y);
     else rc = het_pipe_take_acts(p, i, got);
-    const float *out = rc ? NULL : het_range_forward(m, p->tape[i], p->in[i], n, 1, p->seed,
+    het_tape *tape = NULL;
+    if (!rc) rc = tape_of(p, ctx, i, 1, &tape);
+    const float *out = rc ? NULL : het_range_forward(m, tape, p->in[i], n, 1, p->seed,
                                                       p->mb_start[i]);
     if (!out && !rc) rc = HET_EINVAL; /* the message is set */
     if (rc) return rc;
@@ -353,7 +388,9 @@ int het_pipe_forward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const he
 int het_pipe_backward_compute(het_pipe *p, het_strategy_ctx *ctx, int i, const het_msg *got,
                               const void **buf, size_t *bytes) {
     int rc = p->next >= 0 ? het_pipe_take_grads(p, i, got) : HET_OK;
-    const float *din = rc ? NULL : het_range_backward(ctx->model, p->tape[i], p->dout[i],
+    het_tape *tape = NULL;
+    if (!rc) rc = tape_of(p, ctx, i, 0, &tape);
+    const float *din = rc ? NULL : het_range_backward(ctx->model, tape, p->dout[i],
                                                       het_model_grads(ctx->model), p->prev >= 0);
     if (!rc && p->prev >= 0) rc = het_pipe_pack_grads(p, i, din, buf, bytes);
     return rc;

@@ -26,7 +26,12 @@ typedef struct het_pipe {
     int prev, next;           /* world ranks of the stages before and after, -1: none */
     int mb_max;               /* the largest micro-batch */
     size_t in_floats, out_floats; /* per sample: the stage's input and output */
-    het_tape **tape;          /* M: one per micro-batch in flight */
+    het_tape **tape;          /* n_tapes: micro-batch i's activations on tape i % n_tapes */
+    int n_tapes;              /* M; with 1F1B min(M, K - stage), the most micro-batches the
+                                 stage has in flight (PipeDream-Flush's bound on the stash) */
+    int bounded;              /* 1F1B: tapes are reused, each holds one micro-batch at a time */
+    int tape_mb[HET_PIPE_MAX_MICRO];   /* bounded: the micro-batch on each tape, -1: free */
+    int tape_done[HET_PIPE_MAX_MICRO]; /* ... the one it last held this step, -1: none */
     float **in;               /* M: stage 0: the gathered inputs; else the activations received */
     float **dout;             /* M: last stage: the loss gradient; else the gradients received */
     uint8_t *y;               /* M x mb_max labels (last stage) */
@@ -77,10 +82,11 @@ int het_pipe_plan(het_model *m, int K, int mb, const int *given, const het_costs
 /* Sets up p for ctx (collective over the world): R = --pipelines, K = ranks / R, M =
  * --micro-batches; measures the layers' costs on rank 0 and cuts the model into K stages of
  * balanced cost (cuts only where het_model_cut_ok allows), broadcasts the cuts, prints the
- * plan; makes the replica groups, the tapes and buffers. `name` names the strategy in
- * messages. With a cost table (--compute-cost calibrated) the plan is the table's and every
+ * plan; makes the replica groups, the tapes and buffers (bounded: the 1F1B schedule,
+ * min(M, K - stage) tapes reused in turn; else one per micro-batch). `name` names the strategy
+ * in messages. With a cost table (--compute-cost calibrated) the plan is the table's and every
  * stage's forward and backward are charged its range lines. */
-int  het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name);
+int  het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name, int bounded);
 /* Names the stage's optimizer update of its parameter slice as the piece the next mark ends
  * (the table's update line times the slice's share of the parameters; a stage without
  * parameters charges nothing). */

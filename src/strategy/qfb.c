@@ -336,7 +336,7 @@ static int qfb_init(het_strategy_ctx *ctx) {
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
     pthread_cond_init(&q->main_cv, NULL);
-    int rc = het_pipe_init(&q->p, ctx, "qfb");
+    int rc = het_pipe_init(&q->p, ctx, "qfb", 0);
     if (rc) return rc;
     const het_train_config *c = ctx->cfg;
     het_pipe *p = &q->p;
