@@ -76,13 +76,14 @@ for model in "${models[@]}"; do
                     >"$cell/plat.out" 2>&1 || { echo "platform failed: $(cat "$cell/plat.out")"; continue; }
                 common=(train --model "$model" "${data[@]}" "${more[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
-                        --compute-cost shipped --daso-warmup-epochs 0 --daso-cooldown-epochs 0)
+                        --compute-cost shipped)
                 vonly=()
                 [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly=(--stall-warn 0)
                 declare -A th ts
                 for s in "${strategies[@]}"; do
                     extra=(--strategy "$s")
                     case $s in
+                        daso) extra+=(--daso-warmup-epochs 0 --daso-cooldown-epochs 0) ;;
                         gpipe) extra+=(--pipelines $((P / 2)) --micro-batches 4) ;;
                         1f1b) extra=(--strategy gpipe --pipe-schedule 1f1b --pipelines $((P / 2))
                                      --micro-batches 4) ;;

@@ -39,20 +39,35 @@ msg="ps-rank: an option of --strategy asp or inhad, not of allreduce"
 expect_usage "^hetrain train: $msg\$" train "${COMMON[@]}" --strategy allreduce --ps-rank 1
 expect_usage "^hetrain train: ps-rank: an option of --strategy asp or inhad, not of hgc\$" \
     train "${COMMON[@]}" --strategy hgc --ps-rank=1
-expect_usage "^hetrain train: --max-staleness: 'x' is not an integer in -1..1000000\$" \
+expect_usage "^hetrain train: --max-staleness: 'x' is not an integer\$" \
     train --strategy asp --max-staleness x
-expect_usage "^hetrain train: --ps-shards: '65' is not an integer in 1..64\$" \
+expect_usage "^hetrain train: --ps-shards: 65 is out of range, expected \[1, 64\]\$" \
     train --strategy asp --ps-shards 65
 expect_usage "^hetrain train: --staleness-lr: unknown value 'yes', expected off or on\$" \
     train --strategy asp --staleness-lr yes
 expect_usage "^hetrain train: --ps-rank: missing value\$" train --strategy asp --ps-rank
 expect_usage "unknown option --no-such-option" train --no-such-option 1
 expect_usage "option --ps-rank does not apply to this command" eval --checkpoint x --ps-rank 1
+# flags of a strategy (HET_SOPT_BOOL) take no value word: the next option is read as one
+expect_usage "^hetrain train: --epochs: 0 is out of range" \
+    train --strategy daso --daso-merge-last --epochs 0
+expect_usage "^hetrain train: unexpected argument 'x'" train --strategy hgc --rebalance x
+expect_usage "^hetrain train: --rebalance: 'x' is not a boolean, expected true or false\$" \
+    train --strategy hgc --rebalance=x
+expect_usage "^hetrain train: rebalance: an option of --strategy hgc, not of allreduce\$" \
+    train "${COMMON[@]}" --rebalance
+expect_usage "^hetrain train: --daso-plateau-threshold: 1 is out of range, expected \[0, 1)\$" \
+    train --strategy daso --daso-plateau-threshold 1
+sed -n '/^options of --strategy daso/,/^$/p' "$T/help" | grep -q -- '--daso-merge-last  .*merge' ||
+    fail "--help under daso lacks the flag --daso-merge-last"
+sed -n '/^options of --strategy hgc/,/^$/p' "$T/help" |
+    grep -q -- '--rebalance-threshold X .*(default 0.1)$' ||
+    fail "--help under hgc lacks --rebalance-threshold"
 # a config file reaches the same checks
 printf 'strategy = asp\nps-rank = 1\nps-rank = 2\n' >"$T/twice.cfg"
 expect_usage "twice.cfg:3: ps-rank given twice (line 2)" train --config "$T/twice.cfg"
 printf 'max-staleness = -5\n' >"$T/bad.cfg"
-expect_usage "bad.cfg:1: max-staleness: '-5' is not an integer in -1..1000000" \
+expect_usage "bad.cfg:1: max-staleness: -5 is out of range, expected \[-1, 1000000\]" \
     train --config "$T/bad.cfg"
 printf 'max-staleness = 3\n' >"$T/other.cfg"
 expect_usage "^hetrain train: max-staleness: an option of --strategy asp or inhad, not of allreduce\$" \

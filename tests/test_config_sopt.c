@@ -1,9 +1,11 @@
 /* A strategy's own options (strategy.h, het_strategy_opt) in the configuration: setting them
- * (het_train_config_set, config files), the checks of each kind (integer, word, number), the
- * replacement of a repeated setting, the refusal of an option the chosen strategy does not
- * declare, het_strategy_opt_value's values and defaults (and its abort on an undeclared name),
- * the echo and its re-reading as a checkpoint does, and the normalized field that makes equal
- * settings equal bytes. */
+ * (het_train_config_set, config files), the checks of each kind (integer, word, number with
+ * closed and open ends, list, flag), the replacement of a repeated setting, the refusal of an
+ * option the chosen strategy does not declare, het_strategy_opt_value's values and defaults
+ * (and its abort on an undeclared name), the echo and its re-reading as a checkpoint does, the
+ * normalized field that makes equal settings equal bytes, that tables sharing a name agree,
+ * and hgc's and daso's options (once config fields) with their old defaults, read from a
+ * checkpoint written while they were keys. */
 #define _POSIX_C_SOURCE 200809L
 #include <hetrain.h>
 #include <signal.h>
@@ -32,15 +34,18 @@ static void set_ok(het_train_config *c, const char *key, const char *value) {
 static void test_set_and_check(void) {
     het_train_config c = het_train_config_defaults();
     CHECK(c.strategy_opts[0] == '\0', "defaults set options: '%s'", c.strategy_opts);
-    /* integers: the whole text, in [lo, hi], canonical form */
-    expect_error(&c, "max-staleness", "x", "max-staleness: 'x' is not an integer in -1..1000000");
-    expect_error(&c, "max-staleness", "3.5", "'3.5' is not an integer in -1..1000000");
+    /* integers: the whole text (else "not an integer"), in [lo, hi] (else "out of range", as
+     * the built-in keys say), canonical form */
+    expect_error(&c, "max-staleness", "x", "max-staleness: 'x' is not an integer");
+    expect_error(&c, "max-staleness", "3.5", "'3.5' is not an integer");
     expect_error(&c, "max-staleness", "", "'' is not an integer");
     expect_error(&c, "max-staleness", " 3", "' 3' is not an integer");
-    expect_error(&c, "max-staleness", "-2", "'-2' is not an integer in -1..1000000");
-    expect_error(&c, "max-staleness", "1000001", "'1000001' is not an integer in -1..1000000");
-    expect_error(&c, "ps-shards", "0", "ps-shards: '0' is not an integer in 1..64");
-    expect_error(&c, "ps-rank", "99999999999999999999", "is not an integer");
+    expect_error(&c, "max-staleness", "-2",
+                 "max-staleness: -2 is out of range, expected [-1, 1000000]");
+    expect_error(&c, "max-staleness", "1000001",
+                 "1000001 is out of range, expected [-1, 1000000]");
+    expect_error(&c, "ps-shards", "0", "ps-shards: 0 is out of range, expected [1, 64]");
+    expect_error(&c, "ps-rank", "99999999999999999999", "is out of range");
     expect_error(&c, "ps-rank", NULL, "ps-rank: missing value");
     /* words */
     expect_error(&c, "staleness-lr", "maybe",
@@ -130,9 +135,9 @@ static void test_values(void) {
           "expected SIGABRT", ws);
 }
 
-/* HET_SOPT_FLOAT: no table has one yet, so the checker is tested on an entry of its own. */
+/* HET_SOPT_FLOAT with a closed range, on an entry of its own (the open ends: test_open). */
 static void test_float(void) {
-    const het_strategy_opt f = {"mix", "X", "a test number", HET_SOPT_FLOAT, 0, 1, 0.5, NULL};
+    const het_strategy_opt f = {"mix", "X", "a test number", HET_SOPT_FLOAT, 0, 1, 0.5, NULL, 0};
     char canon[64];
     CHECK(het_sopt_parse(&f, "0.1", canon, sizeof canon) == HET_OK &&
           strcmp(canon, "0.1") == 0, "0.1: '%s'", canon);
@@ -142,12 +147,20 @@ static void test_float(void) {
           "-0: '%s'", canon);
     CHECK(het_sopt_parse(&f, "1", canon, sizeof canon) == HET_OK && strcmp(canon, "1") == 0,
           "1: '%s'", canon);
-    static const char *const bad[] = {"1.5", "-0.1", "x", "", "0.5x", "nan", "inf", " 0.5"};
+    static const char *const bad[] = {"x", "", "0.5x", "nan", " 0.5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int st = het_sopt_parse(&f, bad[i], canon, sizeof canon);
         char want[64];
-        snprintf(want, sizeof want, "mix: '%s' is not a number in 0..1", bad[i]);
+        snprintf(want, sizeof want, "mix: '%s' is not a number", bad[i]);
         CHECK(st == HET_EINVAL && strcmp(het_error_msg(), want) == 0, "'%s': '%s'", bad[i],
+              st ? het_error_msg() : "accepted");
+    }
+    static const char *const out[] = {"1.5", "-0.1", "inf", "-1e300"};
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        int st = het_sopt_parse(&f, out[i], canon, sizeof canon);
+        char want[64];
+        snprintf(want, sizeof want, "mix: %s is out of range, expected [0, 1]", out[i]);
+        CHECK(st == HET_EINVAL && strcmp(het_error_msg(), want) == 0, "'%s': '%s'", out[i],
               st ? het_error_msg() : "accepted");
     }
 }
@@ -155,7 +168,7 @@ static void test_float(void) {
 /* HET_SOPT_LIST (the pipelines' --stages): ascending integers in [lo, hi], written back
  * without blanks or leading zeros; anything else refused with one message. */
 static void test_list(void) {
-    const het_strategy_opt l = {"cuts", "C1,C2", "a test list", HET_SOPT_LIST, 1, 100, 0, NULL};
+    const het_strategy_opt l = {"cuts", "C1,C2", "a test list", HET_SOPT_LIST, 1, 100, 0, NULL, 0};
     char canon[64];
     CHECK(het_sopt_parse(&l, "3", canon, sizeof canon) == HET_OK && strcmp(canon, "3") == 0,
           "3: '%s'", canon);
@@ -195,21 +208,166 @@ static void test_tables_agree(void) {
             for (const het_config_key *k = het_train_config_keys(); k->key; k++)
                 CHECK(strcmp(k->key, o->name) != 0, "%s's option %s is a built-in key", *s,
                       o->name);
+            /* a flag has no metavar, every other kind one */
+            CHECK((o->kind == HET_SOPT_BOOL) == (o->metavar == NULL), "%s's option %s: kind %d, "
+                  "metavar %s", *s, o->name, (int)o->kind, o->metavar ? o->metavar : "NULL");
             for (const char *const *t = s + 1; *t; t++) {
                 const het_strategy_ops *other = het_strategy_find(*t);
                 const het_strategy_opt *b = het_strategy_opt_find(other->opts, o->name);
                 if (!b) continue;
                 shared++;
+                const char *ma = o->metavar ? o->metavar : "", *mb = b->metavar ? b->metavar : "";
                 CHECK(o->kind == b->kind && o->lo == b->lo && o->hi == b->hi &&
-                          strcmp(o->metavar, b->metavar) == 0 && same_words(o->words, b->words),
+                          o->open == b->open && strcmp(ma, mb) == 0 &&
+                          same_words(o->words, b->words),
                       "%s: %s's and %s's entries differ (kind %d/%d, range [%g, %g]/[%g, %g], "
-                      "metavar %s/%s)", o->name, *s, *t, (int)o->kind, (int)b->kind, o->lo, o->hi,
-                      b->lo, b->hi, o->metavar, b->metavar);
+                      "open %d/%d, metavar %s/%s)", o->name, *s, *t, (int)o->kind, (int)b->kind,
+                      o->lo, o->hi, b->lo, b->hi, o->open, b->open, ma, mb);
             }
         }
     }
     /* asp and inhad share 4 options, gpipe and qfb 3 */
     CHECK(shared >= 7, "%d options shared between strategies, expected at least 7", shared);
+}
+
+/* Open ends of HET_SOPT_FLOAT ranges, on the moved options that have them (as config.c's
+ * F_LO_OPEN / F_HI_OPEN keys did): the end itself is refused, and so is a value that is the
+ * end once rounded to the float the strategy keeps. */
+static void test_open(void) {
+    het_train_config c = het_train_config_defaults();
+    expect_error(&c, "daso-plateau-threshold", "1",
+                 "daso-plateau-threshold: 1 is out of range, expected [0, 1)");
+    expect_error(&c, "daso-plateau-threshold", "0.9999999999",
+                 "0.9999999999 is out of range, expected [0, 1)");
+    expect_error(&c, "daso-plateau-threshold", "-0.01", "is out of range, expected [0, 1)");
+    expect_error(&c, "rebalance-threshold", "0",
+                 "rebalance-threshold: 0 is out of range, expected (0, 10]");
+    expect_error(&c, "rebalance-threshold", "1e-50", "1e-50 is out of range, expected (0, 10]");
+    expect_error(&c, "rebalance-threshold", "10.5", "10.5 is out of range, expected (0, 10]");
+    CHECK(c.strategy_opts[0] == '\0', "refused values were kept: '%s'", c.strategy_opts);
+    set_ok(&c, "daso-plateau-threshold", "0");
+    set_ok(&c, "daso-plateau-threshold", "0.99");
+    set_ok(&c, "rebalance-threshold", "10");
+    set_ok(&c, "rebalance-threshold", "1e-6");
+    CHECK(strcmp(c.strategy_opts, "daso-plateau-threshold=0.99\nrebalance-threshold=1e-06\n")
+          == 0, "options '%s'", c.strategy_opts);
+}
+
+/* HET_SOPT_BOOL: a bare flag is on, the built-in flags' words are accepted (and nothing else),
+ * kept as true / false, read as 1 / 0; a bare key in a config file is on too. */
+static void test_bool(void) {
+    het_train_config c = het_train_config_defaults();
+    set_ok(&c, "strategy", "daso");
+    CHECK(het_strategy_opt_value(&c, "daso-merge-last") == 0, "daso-merge-last default: %g",
+          het_strategy_opt_value(&c, "daso-merge-last"));
+    set_ok(&c, "daso-merge-last", NULL);
+    CHECK(strcmp(c.strategy_opts, "daso-merge-last=true\n") == 0, "bare flag: '%s'",
+          c.strategy_opts);
+    CHECK(het_strategy_opt_value(&c, "daso-merge-last") == 1, "daso-merge-last on: %g",
+          het_strategy_opt_value(&c, "daso-merge-last"));
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
+                                                                                 "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        set_ok(&c, "daso-one-node-fp32", no[i]);
+        CHECK(het_strategy_opt_value(&c, "daso-one-node-fp32") == 0, "'%s': %g", no[i],
+              het_strategy_opt_value(&c, "daso-one-node-fp32"));
+        set_ok(&c, "daso-one-node-fp32", yes[i]);
+        CHECK(het_strategy_opt_value(&c, "daso-one-node-fp32") == 1, "'%s': %g", yes[i],
+              het_strategy_opt_value(&c, "daso-one-node-fp32"));
+    }
+    expect_error(&c, "daso-merge-last", "maybe",
+                 "daso-merge-last: 'maybe' is not a boolean, expected true or false");
+    expect_error(&c, "rebalance", "", "rebalance: '' is not a boolean");
+    CHECK(strcmp(c.strategy_opts, "daso-merge-last=true\ndaso-one-node-fp32=true\n") == 0,
+          "options '%s'", c.strategy_opts);
+    /* a config file's bare key, and the echo read back */
+    char path[] = "/tmp/het_sopt_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f != NULL, "temporary file");
+    if (!f) return;
+    fputs("strategy = hgc\nrebalance\nweighting = rank\n", f);
+    fclose(f);
+    het_train_config g = het_train_config_defaults();
+    int st = het_train_config_load(&g, path);
+    remove(path);
+    CHECK(st == HET_OK && strcmp(g.strategy_opts, "rebalance=true\nweighting=rank\n") == 0,
+          "file: %s '%s'", st ? het_error_msg() : "ok", g.strategy_opts);
+    char text[16384];
+    het_train_config_format(&g, 0, text, sizeof text);
+    CHECK(strstr(text, "\nrebalance = true\nweighting = rank\n") != NULL, "echo:\n%s", text);
+    het_train_config back = het_train_config_defaults();
+    st = het_train_config_apply_text(&back, "ckpt", 0, text, strlen(text));
+    CHECK(st == HET_OK && memcmp(&back, &g, sizeof g) == 0, "echo read back: %s '%s'",
+          st ? het_error_msg() : "differs", back.strategy_opts);
+}
+
+/* hgc's and daso's options, once fields of het_train_config: the defaults of then, refused
+ * with another strategy as --ps-rank is, and a checkpoint written while they were keys (they
+ * are in its text whatever the strategy) still read, with another strategy's dropped. */
+static void test_moved(void) {
+    static const struct {
+        const char *strategy, *name;
+        double def;
+    } was[] = {
+        {"daso", "daso-warmup-epochs", 4}, {"daso", "daso-cooldown-epochs", 4},
+        {"daso", "daso-max-global-skips", 8}, {"daso", "daso-chunk", 10000000},
+        {"daso", "daso-wire", 2 /* bf16 */}, {"daso", "daso-plateau-threshold", 0.05},
+        {"daso", "daso-patience", 2}, {"daso", "daso-skip-reduction-factor", 2},
+        {"daso", "daso-local-skip-factor", 4}, {"daso", "daso-merge-last", 0},
+        {"daso", "daso-one-node-fp32", 0}, {"hgc", "batching", 0 /* proportional */},
+        {"hgc", "weighting", 0 /* sample */}, {"hgc", "rebalance", 0},
+        {"hgc", "rebalance-threshold", 0.1}, {"hgc", "rebalance-steps", 0},
+    };
+    for (size_t i = 0; i < sizeof was / sizeof was[0]; i++) {
+        het_train_config c = het_train_config_defaults();
+        set_ok(&c, "strategy", was[i].strategy);
+        CHECK(het_strategy_opt_value(&c, was[i].name) == was[i].def, "%s: default %g, was %g",
+              was[i].name, het_strategy_opt_value(&c, was[i].name), was[i].def);
+    }
+    het_train_config c = het_train_config_defaults();
+    set_ok(&c, "daso-patience", "3");
+    CHECK(het_train_config_check(&c) == HET_EINVAL &&
+          strcmp(het_error_msg(), "daso-patience: an option of --strategy daso, not of "
+                 "allreduce") == 0, "allreduce with --daso-patience: '%s'", het_error_msg());
+    c = het_train_config_defaults();
+    set_ok(&c, "strategy", "daso");
+    set_ok(&c, "rebalance", NULL);
+    CHECK(het_train_config_check(&c) == HET_EINVAL &&
+          strcmp(het_error_msg(), "rebalance: an option of --strategy hgc, not of daso") == 0,
+          "daso with --rebalance: '%s'", het_error_msg());
+    /* speeds stay keys of het_train_config: any strategy takes them, as before */
+    c = het_train_config_defaults();
+    set_ok(&c, "speeds", "1,2");
+    set_ok(&c, "calibrate-steps", "3");
+    CHECK(c.strategy_opts[0] == '\0' && het_train_config_check(&c) == HET_OK,
+          "allreduce with --speeds: '%s' %s", c.strategy_opts, het_error_msg());
+
+    /* a checkpoint of an hgc run from before the move: every key echoed */
+    const char *old = "strategy = hgc\nspeeds = 1,3\nbatching = equal\nrebalance = false\n"
+                      "rebalance-threshold = 0.1\ndaso-warmup-epochs = 4\ndaso-wire = bf16\n"
+                      "daso-merge-last = false\n";
+    char path[] = "/tmp/het_sopt_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "temporary file");
+    if (fd < 0) return;
+    close(fd);
+    het_ckpt_writer *w = NULL;
+    int st = het_ckpt_writer_open(&w, path);
+    if (!st) st = het_ckpt_put(w, "config", old, strlen(old));
+    if (!st) st = het_ckpt_writer_commit(w);
+    else if (w) het_ckpt_writer_abort(w);
+    CHECK(st == HET_OK, "writing %s: %s", path, het_error_msg());
+    het_train_config ck = het_train_config_defaults();
+    st = het_train_config_from_checkpoint(&ck, path);
+    remove(path);
+    CHECK(st == HET_OK && strcmp(ck.strategy, "hgc") == 0 && strcmp(ck.speeds, "1,3") == 0 &&
+              strcmp(ck.strategy_opts, "batching=equal\nrebalance=false\n"
+                     "rebalance-threshold=0.1\n") == 0,
+          "old checkpoint: %s, strategy %s, options '%s'", st ? het_error_msg() : "read",
+          ck.strategy, ck.strategy_opts);
+    CHECK(het_train_config_check(&ck) == HET_OK, "old checkpoint's config refused: %s",
+          het_error_msg());
 }
 
 /* The echo has the options; read back as a checkpoint's configuration it is the same. */
@@ -246,8 +404,8 @@ static void test_echo(void) {
     fclose(f);
     g = het_train_config_defaults();
     st = het_train_config_load(&g, path);
-    CHECK(st == HET_EINVAL && strstr(het_error_msg(), ":4: ps-shards: 'x' is not an integer "
-          "in 1..64"), "bad value in a file: '%s'", st ? het_error_msg() : "accepted");
+    CHECK(st == HET_EINVAL && strstr(het_error_msg(), ":4: ps-shards: 'x' is not an integer"),
+          "bad value in a file: '%s'", st ? het_error_msg() : "accepted");
     f = fopen(path, "w");
     fputs("strategy = asp\nmax-staleness = 2\nstaleness-lr on\n", f);
     fclose(f);
@@ -266,5 +424,8 @@ int main(void) {
     test_list();
     test_tables_agree();
     test_echo();
+    test_open();
+    test_bool();
+    test_moved();
     return het_test_finish("test_config_sopt");
 }

@@ -17,6 +17,7 @@
 
 #include "daso_ref.h"
 #include "hetrain.h"
+#include "strategy/strategy.h"
 #include "test.h"
 
 const char *__asan_default_options(void);
@@ -242,7 +243,8 @@ static void trace_run(const char *rpn, int G, const char *max_gs, const char *li
     het_daso_set_trace(NULL, NULL);
     int ep = 0, n_seen = 0;
     char seen[16][16];
-    int bad = compare_trace(what, G, c.daso_wire, &ep, seen, &n_seen);
+    int bad = compare_trace(what, G, (int)het_strategy_opt_value(&c, "daso-wire"), &ep, seen,
+                            &n_seen);
     CHECK(bad == 0, "%s (rank %d): %d batches differ from HeAT's control flow", what, g_rank,
           bad);
     CHECK(ep == c.epochs, "%s: %d epochs traced, expected %d", what, ep, c.epochs);

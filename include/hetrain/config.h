@@ -13,8 +13,6 @@ extern "C" {
 
 typedef enum { HET_PROGRESS_AUTO = 0, HET_PROGRESS_ON = 1, HET_PROGRESS_OFF = 2 } het_progress;
 
-enum { HET_BATCHING_PROPORTIONAL = 0, HET_BATCHING_EQUAL = 1 };
-enum { HET_WEIGHTING_SAMPLE = 0, HET_WEIGHTING_RANK = 1 };
 /* --on-nan: a step with a non-finite loss or gradient stops the run, or its update is dropped
  * (non-finite weights stop the run either way). */
 enum { HET_ON_NAN_STOP = 0, HET_ON_NAN_SKIP_STEP = 1 };
@@ -91,28 +89,14 @@ typedef struct het_train_config {
     float stall_abort;          /* MPI_Abort after a wait of this many seconds (0 = off) */
     char slowdown_at[256];      /* "" or "EPOCH:RANK:FACTOR,...": from 1-based EPOCH on, RANK's
                                    emulated slowdown is FACTOR (a device that slows mid-run) */
-    /* hgc (--strategy hgc): heterogeneous gradient computing */
+    /* hgc's speeds and their calibration. Its other options, and daso's, are in their
+     * strategies' tables (strategy_opts below); these stay keys because `hetrain calibrate`,
+     * which runs no strategy, measures with calibrate_steps and writes a speeds file, and the
+     * command line's precedence of speeds and speeds-file and a resume's refusal of new speeds
+     * (cli/main.c) read them outside hgc. */
     char speeds[256];           /* "auto" (calibrate at start), or one speed > 0 per rank */
     char speeds_file[HET_PATH_LEN]; /* "" or a file of speeds, one per line (hetrain calibrate) */
     int calibrate_steps;        /* timed forward+backward passes of the calibration */
-    int batching;               /* HET_BATCHING_*: local batches proportional to speed or equal */
-    int weighting;              /* HET_WEIGHTING_*: gradients weighted by samples or by rank */
-    int rebalance;              /* 1: re-estimate speeds from step timings, re-partition */
-    float rebalance_threshold;  /* relative drift of a speed that triggers re-partitioning */
-    int rebalance_steps;        /* 0: re-balance at epoch boundaries; N: every N steps */
-    /* daso (--strategy daso): distributed asynchronous and selective optimization */
-    int daso_warmup_epochs;     /* blocking parameter average every batch for the first N */
-    int daso_cooldown_epochs;   /* ... and the last N epochs */
-    int daso_max_global_skips;  /* global skip after a reset of the cycle */
-    int64_t daso_chunk;         /* elements per non-blocking all-reduce of the global sync */
-    int daso_wire;              /* wire type of blocking syncs: het_wire (0 fp32, 1 fp16, 2 bf16) */
-    float daso_plateau_threshold; /* relative improvement of the epoch loss that counts */
-    int daso_patience;          /* epochs without it tolerated before a plateau */
-    int daso_skip_factor;       /* on a plateau gs and ls are divided by it (HeAT: 2) */
-    int daso_local_factor;      /* after a reset ls = S = max global skips / it (HeAT: 4) */
-    int daso_merge_last;        /* 1: the last batch merges the pending sync before its
-                                   blocking average (HeAT's average discards that merge) */
-    int daso_one_node_fp32;     /* 1: on one node no cast to the wire type (HeAT casts) */
     char out[HET_PATH_LEN];     /* hetrain calibrate: the speeds file to write */
     char costs_out[HET_PATH_LEN]; /* hetrain calibrate: the compute-cost table to write */
     /* The strategies' own options (each strategy's option table, src/strategy/strategy.h),

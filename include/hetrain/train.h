@@ -166,7 +166,10 @@ int64_t het_trainer_step(const het_trainer *t);   /* optimizer steps completed *
 /* Epoch records so far (valid until the next epoch or load); *n gets their count. */
 const het_epoch_stats *het_trainer_history(const het_trainer *t, int *n);
 
-/* Applies the configuration stored in a checkpoint (its "config" section) to c. */
+/* Applies the configuration stored in a checkpoint (its "config" section) to c. Of the
+ * strategies' own options only those of the stored strategy are kept: a checkpoint written
+ * while hgc's and daso's options were keys of het_train_config lists them for every strategy,
+ * and they are no setting of another strategy's run. */
 int het_train_config_from_checkpoint(het_train_config *c, const char *path);
 
 /* Loads only the weights (parameters and state) of a checkpoint into m, checking that it was

@@ -45,7 +45,8 @@ int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, c
         }
         const het_strategy_opt *o = word_opt(rest[i], &inline_value);
         if (o && !(s && het_strategy_opt_find(s->opts, o->name))) { /* not this strategy's */
-            if (!inline_value) i++; /* its value (main.c's parse_args took the next word) */
+            /* its value (main.c's parse_args took the next word; a flag takes none) */
+            if (!inline_value && o->kind != HET_SOPT_BOOL) i++;
             continue;
         }
         out[n++] = rest[i];

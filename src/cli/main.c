@@ -72,11 +72,7 @@ static const char *const compare_keys[] = {
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
     "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
     "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "platform", "hostfile", "clock",
-    "compute-cost", "speeds", "speeds-file", "calibrate-steps", "batching",
-    "weighting", "rebalance", "rebalance-threshold", "rebalance-steps", "daso-warmup-epochs",
-    "daso-cooldown-epochs", "daso-max-global-skips", "daso-chunk", "daso-wire",
-    "daso-plateau-threshold", "daso-patience", "daso-skip-reduction-factor",
-    "daso-local-skip-factor", "daso-merge-last", "daso-one-node-fp32", "on-nan", NULL};
+    "compute-cost", "speeds", "speeds-file", "calibrate-steps", "on-nan", NULL};
 
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,
@@ -175,7 +171,12 @@ static void print_strategy_options(void) {
         printf("\noptions of --strategy %s: %s\n", s->name, s->summary);
         for (const het_strategy_opt *o = s->opts; o->name; o++) {
             char left[64], def[64];
-            snprintf(left, sizeof left, "--%s %s", o->name, o->metavar);
+            snprintf(left, sizeof left, "--%s%s%s", o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+            if (o->kind == HET_SOPT_BOOL) { /* a flag: no default shown, as the built-in ones */
+                printf("  %-26s %s\n", left, o->help);
+                continue;
+            }
             if (o->kind == HET_SOPT_WORD) snprintf(def, sizeof def, "%s", o->words[(int)o->def]);
             else if (o->kind == HET_SOPT_LIST) snprintf(def, sizeof def, "unset");
             else snprintf(def, sizeof def, "%.10g", o->def);
@@ -273,7 +274,8 @@ static int parse_args(const command *cmd, int argc, char **argv, pair *pairs, in
             return -1;
         }
         const char *value = eq ? eq + 1 : NULL;
-        if (!eq && (is_config || so || k->arg)) {
+        /* a flag (a built-in key without arg, a HET_SOPT_BOOL option) takes no next word */
+        if (!eq && (is_config || (so && so->kind != HET_SOPT_BOOL) || (k && k->arg))) {
             if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
                 usage_error(cmd->name, "--%s: missing value", key);
                 return -1;

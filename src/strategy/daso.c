@@ -192,22 +192,20 @@ static int daso_init(het_strategy_ctx *ctx) {
     if (!d) return het_error_set(HET_ENOMEM, "out of memory for daso");
     ctx->priv = d;
     d->weight = 1.0;
-    d->par = (het_daso_params){c->daso_warmup_epochs, c->daso_cooldown_epochs, c->epochs,
-                               c->daso_max_global_skips, c->daso_plateau_threshold,
-                               c->daso_patience, c->daso_skip_factor,
-                               c->daso_local_factor};
+    d->par = het_daso_params_read(c); /* the options, read once (daso_opts.c) */
+    const long long chunk = (long long)het_strategy_opt_value(c, "daso-chunk");
     d->sched = het_daso_sched_init(&d->par);
     d->ran = het_daso_sched_epoch(&d->par, &d->sched, 0);
     d->n = het_model_n_params(ctx->model);
     /* at most DASO_MAX_CHUNKS requests per sync: each test of one progresses them all, so
      * tiny chunks cost about the square of their count (--daso-chunk 1: 86 s for 0.03 s) */
-    d->chunk = (size_t)c->daso_chunk;
+    d->chunk = (size_t)chunk;
     size_t least = (d->n + DASO_MAX_CHUNKS - 1) / DASO_MAX_CHUNKS;
     if (d->chunk < least) {
         if (ctx->rank == 0)
             het_log(HET_LOG_INFO, "daso: --daso-chunk %lld would make %zu chunks of the %zu "
                     "parameters; %zu elements each instead (at most %d)\n",
-                    (long long)c->daso_chunk, (d->n + d->chunk - 1) / d->chunk, d->n, least,
+                    chunk, (d->n + d->chunk - 1) / d->chunk, d->n, least,
                     DASO_MAX_CHUNKS);
         d->chunk = least;
     }
@@ -219,8 +217,10 @@ static int daso_init(het_strategy_ctx *ctx) {
     int st = daso_topology(ctx, d);
     if (st) return st;
     d->ctl = het_daso_ctl_epoch(d->min_G);
-    d->opts.wire = d->N == 1 && c->daso_one_node_fp32 ? HET_WIRE_FP32 : c->daso_wire;
-    d->opts.merge_last = c->daso_merge_last;
+    const int one_node_fp32 = (int)het_strategy_opt_value(c, "daso-one-node-fp32");
+    d->opts.wire = d->N == 1 && one_node_fp32 ? HET_WIRE_FP32
+                                              : (int)het_strategy_opt_value(c, "daso-wire");
+    d->opts.merge_last = (int)het_strategy_opt_value(c, "daso-merge-last");
     if (!(d->blk = malloc(d->n * sizeof(float) + 4)))
         return het_error_set(HET_ENOMEM, "out of memory for daso's blocking sync");
     het_model_hook h = {NULL, daso_progress, ctx};
@@ -612,7 +612,7 @@ const het_strategy_ops het_strategy_daso = {
     .report = daso_report,
     .world_grads = 0,   /* its own node + cross scheme */
     .agreed_state = daso_agreed_state,
-    .opts = NULL,       /* its options are config fields (--daso-*) */
+    .opts = het_daso_opts, /* --daso-* (daso_opts.c) */
     .worker_batch = 0,  /* --batch is the global batch */
     .lanes = 0,         /* one compute thread per --threads thread */
     .pieces = 0,        /* whole epochs: a global sync is in flight inside one */

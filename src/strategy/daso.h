@@ -22,6 +22,11 @@ typedef struct het_daso_params {
                               local_skip_factor, 4) */
 } het_daso_params;
 
+/* The knobs of a run: its daso options (daso_opts.c; defaults where unset) and --epochs. c's
+ * strategy must be daso (het_strategy_opt_value aborts otherwise). */
+struct het_train_config;
+het_daso_params het_daso_params_read(const struct het_train_config *c);
+
 /* The cycling state and the plateau detector. gs = global skip (a global sync starts on
  * batches b with b % gs == 0), ls = local skip (gradients are averaged in the node on batches
  * b with b % ls == 0; 0 and 1 mean every batch), S = batches to wait between the start and

@@ -47,7 +47,40 @@
 #include "core/stats.h"
 #include "strategy/strategy.h"
 
+/* ---------------------------------------------------------------- options */
+
+/* The words' order is the value read: index 0 is the paper's choice. */
+enum { BATCHING_PROPORTIONAL = 0, BATCHING_EQUAL = 1 };
+enum { WEIGHTING_SAMPLE = 0, WEIGHTING_RANK = 1 };
+static const char *const batching_words[] = {"proportional", "equal", NULL};
+static const char *const weighting_words[] = {"sample", "rank", NULL};
+
+/* hgc's own options. Its speeds (--speeds, --speeds-file) and --calibrate-steps stay keys of
+ * het_train_config: `hetrain calibrate`, which runs no strategy, reads and writes them too
+ * (include/hetrain/config.h). */
+const het_strategy_opt het_hgc_opts[] = {
+    {"batching", "proportional|equal", "local batches proportional (to speed) or equal",
+     HET_SOPT_WORD, 0, 0, BATCHING_PROPORTIONAL, batching_words, 0},
+    {"weighting", "sample|rank", "gradients weighted by sample (the global mean) or by rank "
+     "(the mean of the ranks' means)", HET_SOPT_WORD, 0, 0, WEIGHTING_SAMPLE, weighting_words,
+     0},
+    {"rebalance", NULL, "re-estimate speeds from step timings and re-partition", HET_SOPT_BOOL,
+     0, 0, 0, NULL, 0},
+    {"rebalance-threshold", "X", "relative speed drift that re-partitions, in (0, 10]",
+     HET_SOPT_FLOAT, 0, 10, 0.1, NULL, HET_SOPT_LO_OPEN},
+    {"rebalance-steps", "N", "re-balance every N steps (0: at epoch boundaries)", HET_SOPT_INT,
+     0, 1e9, 0, NULL, 0},
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL, 0},
+};
+
+/* ---------------------------------------------------------------- the strategy */
+
 typedef struct hgc {
+    int batching;        /* BATCHING_*, --batching */
+    int weighting;       /* WEIGHTING_*, --weighting */
+    int rebalance;       /* --rebalance */
+    float threshold;     /* --rebalance-threshold (a float, as it was as a config field) */
+    int rebalance_steps; /* --rebalance-steps */
     het_reducer *red;
     double *speeds;      /* P, sum 1 */
     int64_t *sizes;      /* P: the partition of the current step */
@@ -116,6 +149,12 @@ static int hgc_init(het_strategy_ctx *ctx) {
     hgc *h = calloc(1, sizeof *h);
     if (!h) return het_error_set(HET_ENOMEM, "out of memory for hgc");
     ctx->priv = h;
+    const het_train_config *c = ctx->cfg; /* the options, read once */
+    h->batching = (int)het_strategy_opt_value(c, "batching");
+    h->weighting = (int)het_strategy_opt_value(c, "weighting");
+    h->rebalance = (int)het_strategy_opt_value(c, "rebalance");
+    h->threshold = (float)het_strategy_opt_value(c, "rebalance-threshold");
+    h->rebalance_steps = (int)het_strategy_opt_value(c, "rebalance-steps");
     h->speeds = calloc((size_t)ctx->size, sizeof(double));
     h->sizes = calloc((size_t)ctx->size, sizeof(int64_t));
     int64_t spe = (ctx->n_train + ctx->cfg->batch - 1) / ctx->cfg->batch;
@@ -160,7 +199,7 @@ static int rebalance(het_strategy_ctx *ctx, hgc *h) {
     if (ok) {
         het_speeds_normalize(all, P);
         for (int r = 0; r < P; r++) drift = fmax(drift, fabs(all[r] - h->speeds[r]) / h->speeds[r]);
-        if (drift > ctx->cfg->rebalance_threshold) {
+        if (drift > h->threshold) {
             memcpy(h->speeds, all, (size_t)P * sizeof(double));
             h->rebalanced = 1;
         }
@@ -173,13 +212,13 @@ static int rebalance(het_strategy_ctx *ctx, hgc *h) {
 static void partition(const het_strategy_ctx *ctx, hgc *h, int64_t Bs, int64_t *lo,
                       int64_t *len, float *scale) {
     const int P = ctx->size;
-    if (ctx->cfg->batching != HET_BATCHING_PROPORTIONAL || Bs < P ||
+    if (h->batching != BATCHING_PROPORTIONAL || Bs < P ||
         het_partition_weighted(Bs, h->speeds, P, h->sizes) != HET_OK) {
         int64_t at;
         for (int r = 0; r < P; r++) het_partition_even(Bs, P, r, &at, &h->sizes[r]);
     }
     het_partition_offsets(h->sizes, ctx->rank, lo, len);
-    if (ctx->cfg->weighting == HET_WEIGHTING_SAMPLE) {
+    if (h->weighting == WEIGHTING_SAMPLE) {
         *scale = 1.0f / (float)Bs;
     } else {
         int active = 0;
@@ -197,10 +236,10 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
     int rc;
     const int64_t pos0 = ctx->epoch_pos; /* > 0: the epoch's next piece */
     if (pos0 == 0) h->rebalanced = 0;
-    if (c->rebalance && epoch > 0 && pos0 == 0 && (rc = rebalance(ctx, h))) return rc;
+    if (h->rebalance && epoch > 0 && pos0 == 0 && (rc = rebalance(ctx, h))) return rc;
     het_sampler_set_epoch(ctx->sampler, epoch);
     for (int64_t pos = pos0, s = pos0 / B; pos < n; pos += B, s++) {
-        if (c->rebalance && c->rebalance_steps > 0 && s > 0 && s % c->rebalance_steps == 0 &&
+        if (h->rebalance && h->rebalance_steps > 0 && s > 0 && s % h->rebalance_steps == 0 &&
             (rc = rebalance(ctx, h)))
             return rc;
         double ts = het_clock_now(), c0 = ctx->pace.compute_s;
@@ -365,7 +404,7 @@ const het_strategy_ops het_strategy_hgc = {
     .report = hgc_report,
     .world_grads = 1,
     .agreed_state = hgc_agreed_state,
-    .opts = NULL,       /* its options are config fields (--speeds, --rebalance, ...) */
+    .opts = het_hgc_opts, /* --batching, --weighting, --rebalance* (its speeds: config keys) */
     .worker_batch = 0,  /* --batch is the global batch */
     .lanes = 0,         /* one compute thread per --threads thread */
     .pieces = 1,        /* epochs in pieces: every step boundary is a drain point */

@@ -18,41 +18,41 @@ static const char *const sched_words[] = {"gpipe", "1f1b", NULL};
 /* What both pipelines take: declared once */
 #define PIPELINES                                                                             \
     {"pipelines", "R", "data-parallel copies of the pipeline (ranks = R x stages; each "      \
-     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL}
+     "stage's gradients are summed over its R copies)", HET_SOPT_INT, 1, 1024, 1, NULL, 0}
 #define MICRO_BATCHES                                                                         \
     {"micro-batches", "M", "micro-batches per step and pipeline (the pipeline's share of "    \
-     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL}
+     "--batch split as evenly as possible)", HET_SOPT_INT, 1, HET_PIPE_MAX_MICRO, 4, NULL, 0}
 #define STAGES                                                                                \
     {"stages", "C1,C2,...", "the stages' first layers after the first stage's (K - 1 cuts, "  \
      "ascending); unset: cut where the measured times balance", HET_SOPT_LIST, 1, 100000, 0,  \
-     NULL}
+     NULL, 0}
 
 const het_strategy_opt het_gpipe_opts[] = {
     PIPELINES, MICRO_BATCHES, STAGES,
     {"pipe-schedule", "gpipe|1f1b", "gpipe: all forwards, then all backwards; 1f1b: one "
-     "forward one backward (PipeDream-Flush, Megatron)", HET_SOPT_WORD, 0, 0, 0, sched_words},
-    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
+     "forward one backward (PipeDream-Flush, Megatron)", HET_SOPT_WORD, 0, 0, 0, sched_words, 0},
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL, 0},
 };
 
 const het_strategy_opt het_qfb_opts[] = {
     PIPELINES, MICRO_BATCHES, STAGES,
     {"act-codec", "int8|off", "activations sent forward as per-tensor affine int8, or fp32",
-     HET_SOPT_WORD, 0, 0, 0, act_words},
+     HET_SOPT_WORD, 0, 0, 0, act_words, 0},
     {"grad-codec", "2step|off", "gradients sent backward through 2-Step GC (sparsify, then "
-     "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gradc_words},
+     "quantize, with error feedback), or fp32", HET_SOPT_WORD, 0, 0, 0, gradc_words, 0},
     {"grad-sparsify", "topk|threshold|none", "2-Step GC's first step: the --grad-topk largest "
      "values, those of |v| >= --grad-threshold, or all (none: lenet5 lost 0.58 point at top-k "
-     "0.1, README)", HET_SOPT_WORD, 0, 0, 2, sparse_words},
+     "0.1, README)", HET_SOPT_WORD, 0, 0, 2, sparse_words, 0},
     {"grad-topk", "X", "the fraction of a message's values top-k keeps (below 0.2 with int8 "
      "values: above, the indices cost more than sending every value)", HET_SOPT_FLOAT, 1e-6,
-     1, 0.1, NULL},
+     1, 0.1, NULL, 0},
     {"grad-threshold", "T", "the magnitude the threshold keeps from", HET_SOPT_FLOAT, 0, 1e30,
-     1e-4, NULL},
+     1e-4, NULL, 0},
     {"grad-quant", "int8|off", "2-Step GC's second step: kept values as int8, or fp32",
-     HET_SOPT_WORD, 0, 0, 0, quant_words},
+     HET_SOPT_WORD, 0, 0, 0, quant_words, 0},
     {"grad-feedback", "on|off", "error feedback: what 2-Step GC did not send is added to the "
-     "next micro-batch's gradient", HET_SOPT_WORD, 0, 0, 0, onoff_words},
-    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL},
+     "next micro-batch's gradient", HET_SOPT_WORD, 0, 0, 0, onoff_words, 0},
+    {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL, 0},
 };
 
 /* ---------------------------------------------------------------- report */

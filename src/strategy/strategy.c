@@ -106,6 +106,10 @@ double het_strategy_opt_value(const het_train_config *c, const char *name) {
             if (strcmp(o->words[i], val) == 0) return i;
         opt_abort("an unknown word in strategy_opts for an option", name, c->strategy);
     }
+    if (o->kind == HET_SOPT_BOOL) { /* kept as "true" / "false" (train/config_sopt.c) */
+        if (strcmp(val, "true") == 0 || strcmp(val, "false") == 0) return val[0] == 't';
+        opt_abort("not a boolean in strategy_opts for an option", name, c->strategy);
+    }
     char *end = NULL;
     double x = strtod(val, &end);
     if (end == val || *end) opt_abort("not a number in strategy_opts for an option", name,

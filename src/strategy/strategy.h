@@ -177,20 +177,34 @@ het_agreed_value het_agreed_bytes(const char *field, const void *p, size_t n,
  * strategy does not declare. Options of one name in several tables (asp and inhad share
  * theirs) must have the same kind, bounds and words; defaults may differ. */
 /* HET_SOPT_LIST: integers in [lo, hi], comma-separated, strictly ascending ("3,7"); def is
- * unused (unset: the strategy chooses), read with het_strategy_opt_list. */
-typedef enum { HET_SOPT_INT = 0, HET_SOPT_FLOAT, HET_SOPT_WORD, HET_SOPT_LIST } het_sopt_kind;
+ * unused (unset: the strategy chooses), read with het_strategy_opt_list.
+ * HET_SOPT_BOOL: a flag. Given without a value (`--daso-merge-last`, a bare key in a config
+ * file) it is on; a value may be 1 | true | yes | on or 0 | false | no | off, as for the
+ * built-in flags; kept as "true" / "false", read as 1 / 0; metavar is NULL. */
+typedef enum {
+    HET_SOPT_INT = 0,
+    HET_SOPT_FLOAT,
+    HET_SOPT_WORD,
+    HET_SOPT_LIST,
+    HET_SOPT_BOOL
+} het_sopt_kind;
+/* het_strategy_opt.open: an end of a HET_SOPT_FLOAT range that is excluded. An open end is
+ * checked on the value rounded to float, the type the strategies keep it in, so that what a
+ * strategy reads is never the excluded end (0.9999999999 is 1 as a float: refused by [0, 1)). */
+enum { HET_SOPT_LO_OPEN = 1, HET_SOPT_HI_OPEN = 2 };
 typedef struct het_strategy_opt {
     const char *name;               /* without "--"; NULL ends a table */
-    const char *metavar;            /* "N", "X", "on|off" */
+    const char *metavar;            /* "N", "X", "on|off"; NULL for HET_SOPT_BOOL */
     const char *help;
     het_sopt_kind kind;
-    double lo, hi;                  /* HET_SOPT_INT / _FLOAT: the closed range */
+    double lo, hi;                  /* HET_SOPT_INT / _FLOAT: the range, closed unless `open` */
     double def;                     /* the default: a number, or the index into words */
     const char *const *words;       /* HET_SOPT_WORD: NULL-terminated values */
+    int open;                       /* HET_SOPT_FLOAT: HET_SOPT_LO_OPEN | HET_SOPT_HI_OPEN */
 } het_strategy_opt;
 
 /* The value of option `name` of the configured strategy: what was set, else the table's
- * default (HET_SOPT_WORD: the index of the word). The name must be in the strategy's table
+ * default (HET_SOPT_WORD: the index of the word; HET_SOPT_BOOL: 1 or 0). The name must be in the strategy's table
  * (a programming error otherwise: aborts with a message). It scans the registry and the text
  * of c->strategy_opts: read the values once, at init, not per step. */
 double het_strategy_opt_value(const het_train_config *c, const char *name);
@@ -263,6 +277,8 @@ extern const het_strategy_ops het_strategy_gpipe;
 extern const het_strategy_ops het_strategy_qfb;
 /* The parameter-server strategies' option tables (ps_opts.c). */
 extern const het_strategy_opt het_asp_opts[], het_inhad_opts[];
+/* hgc's and daso's option tables (hgc.c, daso.c; tests read their defaults). */
+extern const het_strategy_opt het_hgc_opts[], het_daso_opts[];
 
 /* ---- the step machinery (step.c) ---- */
 

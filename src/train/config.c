@@ -46,18 +46,19 @@ typedef struct key_def {
 } key_def;
 
 /* The values of K_WORD keys (NULL-terminated; the stored int is the index). */
-static const char *const batching_words[] = {"proportional", "equal", NULL};
-static const char *const weighting_words[] = {"sample", "rank", NULL};
-static const char *const wire_words[] = {"fp32", "fp16", "bf16", NULL}; /* het_wire order */
 static const char *const nan_words[] = {"stop", "skip-step", NULL};
 static const char *const algo_words[] = {"auto", "flat", "hier", NULL}; /* het_allreduce_algo */
 static const char *const placement_words[] = {"block", "cyclic", NULL};
 static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock_kind */
 static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZE_LR_* */
 static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* het_precision */
-static const char *const *const word_lists[] = {batching_words, weighting_words, wire_words,
-                                                nan_words, algo_words, placement_words,
-                                                clock_words, resize_words, precision_words};
+/* The lists by name (key_def.lo of a K_WORD key), so that a list removed or added moves no
+ * key onto another's words. */
+enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION };
+static const char *const *const word_lists[] = {
+    [W_NAN] = nan_words,       [W_ALGO] = algo_words,     [W_PLACEMENT] = placement_words,
+    [W_CLOCK] = clock_words,   [W_RESIZE] = resize_words, [W_PRECISION] = precision_words,
+};
 #define WORDS(k) word_lists[(int)(k)->lo]
 
 #define OFF(field) offsetof(het_train_config, field)
@@ -108,7 +109,7 @@ static const key_def keys[] = {
      OFF(threads), 1, 256, 0},
     {{"precision", "P", "fp32 | bf16: convolutions and dense layers on bf16 operands with fp32 "
       "sums, gradients all-reduced as bf16; fp32 master weights, optimizer state and "
-      "checkpoints"}, K_WORD, OFF(precision), 8, 0, 0},
+      "checkpoints"}, K_WORD, OFF(precision), W_PRECISION, 0, 0},
     {{"train-limit", "N", "use the first N training samples (0: all)"}, K_I64, OFF(train_limit),
      0, 4e18, 0},
     {{"test-limit", "N", "use the first N test samples (0: all)"}, K_I64, OFF(test_limit), 0,
@@ -133,7 +134,7 @@ static const key_def keys[] = {
     {{"fail-rate", "X", "failures per rank per second of the run's clock (seeded: --seed, the "
       "rank, the starting step; 0: none)"}, K_FLOAT, OFF(fail_rate), 0, 1e6, F_RUN},
     {{"resize-lr", "RULE", "lr of a run resumed on Q ranks that started on P0: keep | linear "
-      "(lr x Q/P0)"}, K_WORD, OFF(resize_lr), 7, 0, F_RUN},
+      "(lr x Q/P0)"}, K_WORD, OFF(resize_lr), W_RESIZE, 0, F_RUN},
     {{"metrics", "FILE", "JSON Lines metrics, one object per epoch"}, K_STR, OFF(metrics), 0, 0,
      F_RUN},
     {{"metrics-steps", NULL, "also one metrics object per step"}, K_BOOL, OFF(metrics_steps), 0,
@@ -146,17 +147,18 @@ static const key_def keys[] = {
      F_RUN},
     {{"quiet", NULL, "print nothing but errors"}, K_BOOL, OFF(quiet), 0, 0, F_RUN},
     {{"on-nan", "MODE", "non-finite loss or gradient: stop | skip-step (drop the step's update)"},
-     K_WORD, OFF(on_nan), 3, 0, 0},
+     K_WORD, OFF(on_nan), W_NAN, 0, 0},
     {{"strategy", "NAME", "how MPI ranks cooperate: allreduce | hgc | asp | inhad | daso | gpipe | qfb"}, K_STRATEGY,
      OFF(strategy), 0, 0, 0},
     {{"ranks-per-node", "N", "emulate nodes of N consecutive ranks (0: the real nodes)"}, K_INT,
      OFF(ranks_per_node), 0, 1e6, 0},
     {{"placement", "MODE", "emulated nodes: block (ranks 0..N-1 on node 0, ...) | cyclic (rank "
-      "r on node r mod nodes, as mpirun --map-by node)"}, K_WORD, OFF(placement), 5, 0, 0},
+      "r on node r mod nodes, as mpirun --map-by node)"}, K_WORD, OFF(placement), W_PLACEMENT,
+     0, 0},
     {{"bucket-mb", "X", "gradient all-reduce bucket size in MiB (0: one flat all-reduce)"},
      K_FLOAT, OFF(bucket_mb), 0, 1e6, 0},
     {{"allreduce-algo", "ALGO", "gradient all-reduce: flat | hier (two-level) | auto (hier on "
-      ">1 node)"}, K_WORD, OFF(allreduce_algo), 4, 0, 0},
+      ">1 node)"}, K_WORD, OFF(allreduce_algo), W_ALGO, 0, 0},
     {{"slowdown", "LIST", "emulated slowdown factor >= 1 per rank, e.g. 1,1,2,4"}, K_SLOWDOWN,
      OFF(slowdown), 0, 0, 0},
     /* bounds: one transfer of the zoo's largest model (cifar-cnn, 4.5 MB) takes at most 7.5
@@ -180,7 +182,7 @@ static const key_def keys[] = {
       "costs/: the same virtual times on every host)"}, K_STR, OFF(compute_cost), 0, 0, 0},
     {{"clock", "CLOCK", "time of the emulation: wall (slowdown and network sleep) | virtual "
       "(each rank's own clock: compute costs its CPU time x slowdown, no sleeps)"}, K_WORD,
-     OFF(clock), 6, 0, 0},
+     OFF(clock), W_CLOCK, 0, 0},
     {{"trace", "FILE", "Chrome trace (JSON) of every rank's steps, for Perfetto"}, K_STR,
      OFF(trace), 0, 0, F_RUN},
     {{"stall-warn", "S", "name the ranks missing from a collective waited on S s (0: off)"},
@@ -195,39 +197,6 @@ static const key_def keys[] = {
      OFF(speeds_file), 0, 0, 0},
     {{"calibrate-steps", "N", "timed forward+backward passes of the speed calibration"}, K_INT,
      OFF(calibrate_steps), 1, 10000, 0},
-    {{"batching", "MODE", "hgc: local batches proportional (to speed) | equal"}, K_WORD,
-     OFF(batching), 0, 0, 0},
-    {{"weighting", "MODE", "hgc: gradients weighted by sample (global mean) | rank (mean of "
-      "rank means)"}, K_WORD, OFF(weighting), 1, 0, 0},
-    {{"rebalance", NULL, "hgc: re-estimate speeds from step timings and re-partition"}, K_BOOL,
-     OFF(rebalance), 0, 0, 0},
-    {{"rebalance-threshold", "X", "hgc: relative speed drift that re-partitions, in (0, 10]"},
-     K_FLOAT, OFF(rebalance_threshold), 0, 10, F_LO_OPEN},
-    {{"rebalance-steps", "N", "hgc: re-balance every N steps (0: at epoch boundaries)"}, K_INT,
-     OFF(rebalance_steps), 0, 1e9, 0},
-    /* daso */
-    {{"daso-warmup-epochs", "N", "daso: blocking epochs at the start"}, K_INT,
-     OFF(daso_warmup_epochs), 0, 1e6, 0},
-    {{"daso-cooldown-epochs", "N", "daso: blocking epochs at the end"}, K_INT,
-     OFF(daso_cooldown_epochs), 0, 1e6, 0},
-    {{"daso-max-global-skips", "N", "daso: batches between global syncs after a reset"}, K_INT,
-     OFF(daso_max_global_skips), 1, 65536, 0},
-    {{"daso-chunk", "N", "daso: elements per non-blocking global all-reduce"}, K_I64,
-     OFF(daso_chunk), 1, 2147483647, 0},
-    {{"daso-wire", "TYPE", "daso: wire type of the syncs of warm-up and cool-down: bf16 | fp16 | fp32"}, K_WORD,
-     OFF(daso_wire), 2, 0, 0},
-    {{"daso-plateau-threshold", "X", "daso: relative loss improvement that counts, in [0, 1)"},
-     K_FLOAT, OFF(daso_plateau_threshold), 0, 1, F_HI_OPEN},
-    {{"daso-patience", "N", "daso: epochs without improvement before a plateau"}, K_INT,
-     OFF(daso_patience), 0, 1e6, 0},
-    {{"daso-skip-reduction-factor", "N", "daso: on a plateau gs and ls are divided by N"},
-     K_INT, OFF(daso_skip_factor), 1, 65536, 0},
-    {{"daso-local-skip-factor", "N", "daso: after a reset ls = S = max global skips / N"},
-     K_INT, OFF(daso_local_factor), 1, 65536, 0},
-    {{"daso-merge-last", NULL, "daso: merge the pending sync before the last batch's average "
-      "(not HeAT: its average discards that merge)"}, K_BOOL, OFF(daso_merge_last), 0, 0, 0},
-    {{"daso-one-node-fp32", NULL, "daso: on one node, no cast of blocking syncs to the wire "
-      "type (not HeAT: it casts)"}, K_BOOL, OFF(daso_one_node_fp32), 0, 0, 0},
     {{"out", "FILE", "calibrate: the speeds file to write"}, K_STR, OFF(out), 0, 0, F_RUN},
     {{"costs-out", "FILE", "calibrate: measure the compute costs (rank 0) and write them, for "
       "--compute-cost calibrated:FILE"}, K_STR, OFF(costs_out), 0, 0, F_RUN},
@@ -256,15 +225,6 @@ het_train_config het_train_config_defaults(void) {
     c.node_lat = 1e-6f;
     snprintf(c.speeds, sizeof c.speeds, "auto");
     c.calibrate_steps = 5;
-    c.rebalance_threshold = 0.1f;
-    c.daso_warmup_epochs = c.daso_cooldown_epochs = 4;
-    c.daso_max_global_skips = 8;
-    c.daso_chunk = 10000000;
-    c.daso_wire = 2; /* bf16 */
-    c.daso_plateau_threshold = 0.05f;
-    c.daso_patience = 2;
-    c.daso_skip_factor = 2;
-    c.daso_local_factor = 4;
     return c;
 }
 
@@ -275,7 +235,6 @@ void het_train_config_for_eval(het_train_config *c) {
     memcpy(c->speeds_file, d.speeds_file, sizeof c->speeds_file);
     memcpy(c->slowdown, d.slowdown, sizeof c->slowdown);
     memcpy(c->slowdown_at, d.slowdown_at, sizeof c->slowdown_at);
-    c->rebalance = d.rebalance;
     c->ranks_per_node = d.ranks_per_node;
     c->placement = d.placement;
     c->allreduce_algo = d.allreduce_algo;
@@ -327,7 +286,7 @@ int het_config_key_appends(int index) {
     return index < (int)N_KEYS && keys[index].type == K_SLOWAT;
 }
 
-static int parse_bool(const char *v, int *out) {
+int het_config_parse_bool(const char *v, int *out) {
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
                                                                                  "no", "off"};
     for (int i = 0; i < 4; i++) {
@@ -337,16 +296,21 @@ static int parse_bool(const char *v, int *out) {
     return 0;
 }
 
+int het_config_range_error(const char *name, const char *v, double lo, double hi, int lo_open,
+                           int hi_open) {
+    char l[32], h[32];
+    snprintf(l, sizeof l, "%.10g", lo);
+    snprintf(h, sizeof h, "%.10g", hi);
+    if (hi >= BIG)
+        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected %s %s", name, v,
+                             lo_open ? ">" : ">=", l);
+    return het_error_set(HET_EINVAL, "%s: %s is out of range, expected %s%s, %s%s", name, v,
+                         lo_open ? "(" : "[", l, h, hi_open ? ")" : "]");
+}
+
 static int range_error(const key_def *k, const char *v) {
-    char lo[32], hi[32];
-    snprintf(lo, sizeof lo, "%.10g", k->lo);
-    snprintf(hi, sizeof hi, "%.10g", k->hi);
-    if (k->hi >= BIG)
-        return het_error_set(HET_EINVAL, "%s: %s is out of range, expected %s %s", k->pub.key, v,
-                             (k->flags & F_LO_OPEN) ? ">" : ">=", lo);
-    return het_error_set(HET_EINVAL, "%s: %s is out of range, expected %s%s, %s%s", k->pub.key,
-                         v, (k->flags & F_LO_OPEN) ? "(" : "[", lo, hi,
-                         (k->flags & F_HI_OPEN) ? ")" : "]");
+    return het_config_range_error(k->pub.key, v, k->lo, k->hi, k->flags & F_LO_OPEN,
+                                  k->flags & F_HI_OPEN);
 }
 
 static int set_name(const key_def *k, char *dst, const char *v, const char *const *allowed,
@@ -501,7 +465,7 @@ int het_train_config_set(het_train_config *c, const char *key, const char *value
     case K_U64:
     case K_FLOAT: return set_number(k, field, v);
     case K_BOOL:
-        if (!parse_bool(v, (int *)field))
+        if (!het_config_parse_bool(v, (int *)field))
             return het_error_set(HET_EINVAL, "%s: '%s' is not a boolean, expected true or false",
                                  k->pub.key, v);
         return HET_OK;

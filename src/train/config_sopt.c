@@ -108,10 +108,11 @@ int het_sopt_parse(const het_strategy_opt *o, const char *v, char *canon, size_t
         return het_error_set(HET_EINVAL, "%s: unknown value '%s', expected %s", o->name, v,
                              list);
     }
-    char lo[32], hi[32], *end = NULL;
-    snprintf(lo, sizeof lo, "%.10g", o->lo);
-    snprintf(hi, sizeof hi, "%.10g", o->hi);
+    char *end = NULL;
     if (o->kind == HET_SOPT_LIST) { /* "3,7": integers in [lo, hi], strictly ascending */
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%.10g", o->lo);
+        snprintf(hi, sizeof hi, "%.10g", o->hi);
         size_t used = 0;
         long long prev = 0;
         int count = 0;
@@ -133,24 +134,42 @@ int het_sopt_parse(const het_strategy_opt *o, const char *v, char *canon, size_t
         }
         return used < n ? HET_OK : het_error_set(HET_EINVAL, "%s: '%s' is too long", o->name, v);
     }
-    errno = 0;
-    int ok = *v && !isspace((unsigned char)*v);
-    if (o->kind == HET_SOPT_INT) {
-        long long x = ok ? strtoll(v, &end, 10) : 0;
-        ok = ok && !*end && errno != ERANGE && (double)x >= o->lo && (double)x <= o->hi;
-        if (ok) snprintf(canon, n, "%lld", x);
-    } else {
-        double x = ok ? strtod(v, &end) : 0;
-        ok = ok && !*end && isfinite(x) && x >= o->lo && x <= o->hi;
-        if (ok) fmt_double(canon, n, x == 0 ? 0.0 : x); /* -0 is written 0 */
+    if (o->kind == HET_SOPT_BOOL) {
+        int on;
+        if (!het_config_parse_bool(v, &on))
+            return het_error_set(HET_EINVAL, "%s: '%s' is not a boolean, expected true or false",
+                                 o->name, v);
+        snprintf(canon, n, "%s", on ? "true" : "false");
+        return HET_OK;
     }
-    if (!ok)
-        return het_error_set(HET_EINVAL, "%s: '%s' is not %s in %s..%s", o->name, v,
-                             o->kind == HET_SOPT_INT ? "an integer" : "a number", lo, hi);
+    /* numbers: the whole text must parse (else "not an integer / a number"), then lie in the
+     * range (else "out of range"), the built-in keys' two messages (config.c) */
+    errno = 0;
+    int parsed = *v && !isspace((unsigned char)*v);
+    if (o->kind == HET_SOPT_INT) {
+        long long x = parsed ? strtoll(v, &end, 10) : 0;
+        if (!parsed || *end)
+            return het_error_set(HET_EINVAL, "%s: '%s' is not an integer", o->name, v);
+        if (errno == ERANGE || (double)x < o->lo || (double)x > o->hi)
+            return het_config_range_error(o->name, v, o->lo, o->hi, 0, 0);
+        snprintf(canon, n, "%lld", x);
+        return HET_OK;
+    }
+    double x = parsed ? strtod(v, &end) : 0;
+    if (!parsed || *end || isnan(x))
+        return het_error_set(HET_EINVAL, "%s: '%s' is not a number", o->name, v);
+    /* an open end holds for the float the strategy keeps (strategy.h), a closed one for x */
+    const double f = isfinite(x) && fabs(x) <= 3.0e38 ? (double)(float)x : x;
+    const int lo_open = o->open & HET_SOPT_LO_OPEN, hi_open = o->open & HET_SOPT_HI_OPEN;
+    if (!isfinite(x) || (lo_open ? !(f > o->lo) : !(x >= o->lo)) ||
+        (hi_open ? !(f < o->hi) : !(x <= o->hi)))
+        return het_config_range_error(o->name, v, o->lo, o->hi, lo_open, hi_open);
+    fmt_double(canon, n, x == 0 ? 0.0 : x); /* -0 is written 0 */
     return HET_OK;
 }
 
 int het_sopt_set(het_train_config *c, const het_strategy_opt *o, const char *value) {
+    if (!value && o->kind == HET_SOPT_BOOL) value = "true"; /* a flag given alone */
     if (!value) return het_error_set(HET_EINVAL, "%s: missing value", o->name);
     char canon[64];
     if (strlen(value) >= sizeof canon)

@@ -38,6 +38,14 @@ int het_config_key_index(const char *key);
 const char *het_config_key_name(int index);
 /* 1 if a repeated setting of the key appends to it (slowdown-at) instead of replacing it. */
 int het_config_key_appends(int index);
+/* What a boolean key or option accepts: 1 | true | yes | on (*out = 1), 0 | false | no | off
+ * (*out = 0); returns 1 when v is one of them, 0 otherwise (*out untouched). */
+int het_config_parse_bool(const char *v, int *out);
+/* The message of a number v outside [lo, hi] (an end excluded where lo_open / hi_open; hi of
+ * 1e300 or more: no upper end), for the built-in keys and the strategies' options alike:
+ * "name: v is out of range, expected [lo, hi)". Returns HET_EINVAL. */
+int het_config_range_error(const char *name, const char *v, double lo, double hi, int lo_open,
+                           int hi_open);
 
 /* ---- config_sopt.c: the strategies' own options (het_strategy_opt, strategy.h) ---- */
 /* Distinct option names over all registered strategies' tables that the key table can hold:
@@ -49,11 +57,13 @@ int het_config_key_appends(int index);
 const het_strategy_opt *het_sopt_entry(const char *key, int *index);
 /* The name of the option of that index. */
 const char *het_sopt_name(int index);
-/* Checks text v against entry o (an integer or a number in [lo, hi], or one of the words) and
- * writes its canonical form into canon (n bytes). HET_EINVAL with one line "name: ..." */
+/* Checks text v against entry o (an integer or a number in its range, one of the words, a
+ * list, a boolean) and writes its canonical form into canon (n bytes). HET_EINVAL with one
+ * line "name: ...", worded as the built-in keys' messages for numbers and booleans. */
 int het_sopt_parse(const het_strategy_opt *o, const char *v, char *canon, size_t n);
 /* Sets option o to v in c->strategy_opts (replacing an earlier setting), or fails as
- * het_sopt_parse does (a NULL value: "missing value"). */
+ * het_sopt_parse does. A NULL value (a flag given alone) is "true" for HET_SOPT_BOOL and
+ * "missing value" for the other kinds. */
 int het_sopt_set(het_train_config *c, const het_strategy_opt *o, const char *v);
 /* Every option set must be in the table of c->strategy: HET_EINVAL otherwise, one line naming
  * the strategies that have it ("ps-rank: an option of --strategy asp, not of allreduce"). */

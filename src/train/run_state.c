@@ -505,6 +505,10 @@ int het_train_config_from_checkpoint(het_train_config *c, const char *path) {
     st = het_ckpt_find(r, "config", &p, &n, &off);
     if (!st) st = het_train_config_apply_text(c, path, off, p, n);
     het_ckpt_reader_close(r);
+    /* the stored strategy's options only (train.h): a configuration with none given keeps
+     * none of another strategy's */
+    const het_train_config none = het_train_config_defaults();
+    if (!st) het_train_config_for_resume(c, &none);
     return st;
 }
 
