@@ -4,12 +4,14 @@
  *     LAUNCHER -np P <this hetrain> train <the common options> --strategy S --seed K
  *              --metrics OUT/S-seedK.jsonl --progress off        (output: OUT/S-seedK.log)
  * one run at a time (side by side they would slow each other down and distort the times they
- * measure) and waits for it; the first run that fails stops the comparison with one line naming
- * the strategy and the command. Only when every run succeeded are the metrics read back (a
- * strict reader of the JSON hetrain writes: one object per line, jsonl.c's grammar is JSON's)
- * and OUT/compare.md, OUT/compare.csv, OUT/accuracy.svg and OUT/split.svg written, each to a
- * temporary file renamed into place; those of an earlier comparison are removed first, so a
- * failed comparison leaves no table behind. The JSONL and the logs stay beside them.
+ * measure) and waits for it, then reads its metrics back (a strict reader of the JSON hetrain
+ * writes: one object per line, jsonl.c's grammar is JSON's). A run that fails (its exit status,
+ * or metrics that do not read) does not stop the others: its one line, naming the strategy and
+ * the command, is kept; compare_report.c then writes OUT/compare.md, OUT/compare.csv,
+ * OUT/accuracy.svg and OUT/split.svg (each durably, core/outfile.c) with the failed runs marked,
+ * compare prints the kept lines on stderr and exits 1. Those of an earlier comparison are
+ * removed first, so a comparison whose every run failed leaves no table behind. The JSONL and
+ * the logs stay beside them.
  * Launcher: --launcher, else $HET_MPIEXEC, else "mpirun --oversubscribe", split at spaces; the
  * rank count goes where that launcher takes it (compare_launch.c: in place of "{n}", else
  * "-n P" after srun, "-np P" after others). Inside a Slurm allocation (salloc, sbatch) the runs are its job steps. Strategies: --strategies, else
@@ -36,12 +38,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/compare.h"
 #include "core/outfile.h"
 #include "hetero/hetero.h"
 #include "strategy/strategy.h"
 
-#define CMP_MAX_STRAT 16
 #define CMP_KILL_AFTER_S 10.0 /* after a signal: the launcher's time to end before SIGKILL */
 
 /* What a strategy needs of the common options beyond what `train` checks. A strategy that is
@@ -132,15 +133,6 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
 
 /* ------------------------------------------------------------------ the plan and the runs */
 
-typedef struct plan {
-    const het_train_config *c;
-    int ranks, n_strat;
-    const char *strat[CMP_MAX_STRAT];
-    cli_launcher launcher; /* its words, with the rank count (compare_launch.c) */
-    char self[PATH_MAX];
-    char skipped[512]; /* a note on the strategies left out by default, "" for none */
-} plan;
-
 static int needs_of(const char *name) {
     for (size_t i = 0; i < sizeof strategy_needs / sizeof strategy_needs[0]; i++)
         if (strcmp(strategy_needs[i].name, name) == 0) return strategy_needs[i].needs;
@@ -149,7 +141,7 @@ static int needs_of(const char *name) {
 
 /* Why `name` cannot run with these options (a static string), or NULL; `named`: it was named
  * in --strategies (then daso takes the real nodes without --ranks-per-node). */
-static const char *unmet(const plan *p, const char *name, int named) {
+static const char *unmet(const cmp_plan *p, const char *name, int named) {
     int g = p->c->ranks_per_node;
     if (!(needs_of(name) & NEEDS_EQUAL_NODES)) return NULL;
     if (g > 0 && (p->ranks % g || p->ranks / g < 2))
@@ -160,7 +152,7 @@ static const char *unmet(const plan *p, const char *name, int named) {
     return NULL;
 }
 
-static int choose_strategies(plan *p) {
+static int choose_strategies(cmp_plan *p) {
     char list[256];
     if (!g_opt.strategies[0]) {
         for (const char *const *n = het_strategy_names(); *n && p->n_strat < CMP_MAX_STRAT; n++) {
@@ -192,7 +184,7 @@ static int choose_strategies(plan *p) {
     return p->n_strat ? CLI_OK : usage("--strategies: no strategy named");
 }
 
-static int make_plan(plan *p, const het_train_config *c) {
+static int make_plan(cmp_plan *p, const het_train_config *c) {
     memset(p, 0, sizeof *p);
     p->c = c;
     if (cli_compare_under_launcher())
@@ -200,6 +192,7 @@ static int make_plan(plan *p, const het_train_config *c) {
                      "runs (see --launcher)");
     int nf = c->slowdown[0] ? het_slowdown_parse(c->slowdown, NULL, 0) : 0;
     p->ranks = g_opt.ranks ? g_opt.ranks : nf > 0 ? nf : 2;
+    p->seeds = g_opt.seeds, p->target = g_opt.target, p->out = g_opt.out;
     if (nf > 0 && nf != p->ranks)
         return usage("--slowdown: %d factors for --ranks %d, expected one per rank", nf,
                      p->ranks);
@@ -220,7 +213,7 @@ static int make_plan(plan *p, const het_train_config *c) {
 }
 
 /* dir/name; --out is short enough (HET_PATH_LEN - 128) that it always fits */
-static void join(char *dst, size_t n, const char *dir, const char *name) {
+void cli_compare_join(char *dst, size_t n, const char *dir, const char *name) {
     if ((size_t)snprintf(dst, n, "%s/%s", dir, name) >= n) dst[0] = '\0';
 }
 
@@ -231,7 +224,7 @@ static const char *signal_name(int sig) {
 /* One run: argv under the launcher (cli_job_run), stdout and stderr to `log`; HET_OK if it
  * exits 0, or when a signal came (cli_signals_caught; *killed: the launcher was killed after
  * CMP_KILL_AFTER_S). */
-static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t seed,
+static int run_one(const cmp_plan *p, char *const *argv, const char *strat, uint64_t seed,
                    const char *log, int *killed) {
     *killed = 0;
     int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -255,293 +248,20 @@ static int run_one(const plan *p, char *const *argv, const char *strat, uint64_t
                          tail[0] ? ": \"" : "", tail, tail[0] ? "\"" : "");
 }
 
-/* ------------------------------------------------------------------ figures and tables */
-
-typedef struct agg {
-    double mean, spread; /* over the seeds with a value; spread = max - min */
-    int n;               /* seeds with a value (not NaN) */
-} agg;
-
-enum { F_EPOCH, F_TARGET, F_ACC, F_SPS, F_NODE, F_CROSS, F_WAIT, N_FIG };
-
-static agg aggregate(const double *v, int n) {
-    agg a = {NAN, NAN, 0};
-    double lo = INFINITY, hi = -INFINITY, sum = 0;
-    for (int i = 0; i < n; i++)
-        if (!isnan(v[i])) {
-            sum += v[i];
-            lo = fmin(lo, v[i]);
-            hi = fmax(hi, v[i]);
-            a.n++;
-        }
-    if (a.n) {
-        a.mean = sum / a.n;
-        a.spread = hi - lo;
-    }
-    return a;
-}
-
-/* An epoch's time since the start on the runs' clock: virtual (vtime_s) or wall (elapsed_s). */
-static double time_of(const cli_jsonl_epoch *ep) {
-    return isnan(ep->vtime_s) ? ep->elapsed_s : ep->vtime_s;
-}
-
-/* The figures of one run (NaN: none) and its time split shares (share[0] < 0: none). */
-static void run_figures(const cli_jsonl_run *r, double target, double *fig, double share[4]) {
-    int n = r->n_epochs, split = 1;
-    double sps = 0, bytes[2] = {0, 0}, t[4] = {0, 0, 0, 0};
-    fig[F_TARGET] = NAN;
-    for (int e = 0; e < n; e++) {
-        const cli_jsonl_epoch *ep = &r->epochs[e];
-        sps += ep->samples_per_s;
-        if (isnan(fig[F_TARGET]) && ep->test_acc >= target) fig[F_TARGET] = time_of(ep);
-        split &= !isnan(ep->t[0]);
-        for (int k = 0; k < 4; k++) t[k] += ep->t[k];
-        for (int k = 0; k < 2; k++) bytes[k] += ep->bytes[k];
-    }
-    fig[F_EPOCH] = time_of(&r->epochs[n - 1]) / n; /* the mean of epochs: times count from 0 */
-    fig[F_ACC] = r->epochs[n - 1].test_acc;
-    fig[F_SPS] = sps / n;
-    fig[F_NODE] = bytes[0] / n / r->ranks; /* NaN without the arrays */
-    fig[F_CROSS] = bytes[1] / n / r->ranks;
-    double total = t[0] + t[1] + t[2] + t[3];
-    fig[F_WAIT] = split && total > 0 ? t[2] / total : NAN;
-    for (int k = 0; k < 4; k++) share[k] = split && total > 0 ? t[k] / total : -1;
-}
-
-static void fmt_bytes(char *dst, size_t n, double b) {
-    static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    while (fabs(b) >= 1000 && u < 4) b /= 1000, u++;
-    snprintf(dst, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
-}
-
-/* Seconds v with the decimals that give `ref` (the mean) 3 significant digits; no e-notation. */
-static void fmt_secs(char *dst, size_t n, double v, double ref) {
-    ref = fabs(ref);
-    snprintf(dst, n, "%.*f", ref >= 100 ? 0 : ref >= 10 ? 1 : ref >= 1 || ref == 0 ? 2 : 3, v);
-}
-
-/* One table cell: the mean (± the spread with values of several seeds), "-" without a value;
- * "(k/N seeds)" when only k of N seeds have one. */
-static void cell(char *dst, size_t n, int fig, agg a, int seeds) {
-    char m[32], s[32];
-    if (!a.n) {
-        snprintf(dst, n, "-");
-        return;
-    }
-    static const char *const fmt[N_FIG] = {"", "", "%.4f", "%.0f", "", "", "%.1f %%"};
-    double scale = fig == F_WAIT ? 100 : 1;
-    if (fig == F_NODE || fig == F_CROSS) {
-        fmt_bytes(m, sizeof m, a.mean);
-        fmt_bytes(s, sizeof s, a.spread);
-    } else if (fig == F_EPOCH || fig == F_TARGET) {
-        fmt_secs(m, sizeof m, a.mean, a.mean);
-        fmt_secs(s, sizeof s, a.spread, a.mean);
-    } else {
-        snprintf(m, sizeof m, fmt[fig], a.mean * scale);
-        snprintf(s, sizeof s, fmt[fig], a.spread * scale);
-    }
-    int len = snprintf(dst, n, a.n > 1 ? "%s ± %s" : "%s", m, s);
-    if (a.n < seeds && len > 0 && (size_t)len < n)
-        snprintf(dst + len, n - (size_t)len, " (%d/%d seeds)", a.n, seeds);
-}
-
-/* A run that failed: why[i] holds its one-line reason ("" for a run that finished). */
-typedef char run_why[1024];
-
-/* Runs of strategy s that failed. */
-static int failed_of(const run_why *why, int s) {
-    int n = 0;
-    for (int k = 0; k < g_opt.seeds; k++) n += why[s * g_opt.seeds + k][0] != 0;
-    return n;
-}
-
-static void write_table(FILE *f, const plan *p, agg (*a)[N_FIG], const run_why *why) {
-    const char *clk = p->c->clock == HET_CLOCK_VIRTUAL ? "virtual s" : "s";
-    fprintf(f, "| strategy | ranks | time/epoch (%s) | time to %.4g acc (%s) | final test acc | "
-            "samples/s | sent/rank/epoch node-local | sent/rank/epoch cross-node | waiting |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", clk, g_opt.target, clk);
-    for (int s = 0; s < p->n_strat; s++) {
-        int nf = failed_of(why, s);
-        if (!nf) fprintf(f, "| %s | %d", p->strat[s], p->ranks);
-        else if (nf == g_opt.seeds) fprintf(f, "| %s (failed) | %d", p->strat[s], p->ranks);
-        else fprintf(f, "| %s (%d/%d seeds failed) | %d", p->strat[s], nf, g_opt.seeds, p->ranks);
-        for (int k = 0; k < N_FIG; k++) {
-            char c[96];
-            cell(c, sizeof c, k, a[s][k], g_opt.seeds);
-            fprintf(f, " | %s", c);
-        }
-        fprintf(f, " |\n");
-    }
-}
-
-static void write_csv(FILE *f, const plan *p, agg (*a)[N_FIG], const run_why *why) {
-    static const char *const col[N_FIG] = {"epoch_s", "time_to_target_s", "final_test_acc",
-        "samples_per_s", "bytes_node_per_rank_epoch", "bytes_cross_per_rank_epoch",
-        "wait_share"};
-    fprintf(f, "strategy,ranks,seeds,target_acc,target_reached_seeds");
-    for (int k = 0; k < N_FIG; k++) fprintf(f, ",%s,%s_spread", col[k], col[k]);
-    fprintf(f, ",failed_seeds\n");
-    for (int s = 0; s < p->n_strat; s++) {
-        fprintf(f, "%s,%d,%d,%.9g,%d", p->strat[s], p->ranks, g_opt.seeds, g_opt.target,
-                a[s][F_TARGET].n);
-        for (int k = 0; k < N_FIG; k++) /* empty fields: no value */
-            if (a[s][k].n) fprintf(f, ",%.9g,%.9g", a[s][k].mean, a[s][k].spread);
-            else fprintf(f, ",,");
-        fprintf(f, ",%d\n", failed_of(why, s));
-    }
-}
-
-/* What compare writes besides the runs' own files; removed before the runs. */
-static const char *const outputs[] = {"compare.md", "compare.csv", "accuracy.svg", "split.svg"};
-
-typedef struct report {
-    const plan *p;
-    agg (*a)[N_FIG];
-    cli_series *series;
-    const run_why *why; /* per run: "" or why it failed */
-    char title[512], runs[16384];
-} report;
-
-static void write_output(FILE *f, int which, const report *r) {
-    const plan *p = r->p;
-    int virt = p->c->clock == HET_CLOCK_VIRTUAL;
-    switch (which) {
-    case 0:
-        fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
-        write_table(f, p, r->a, r->why);
-        fprintf(f, "\n%stime/epoch: %s, mean over "
-                "epochs; time to %.4g acc: %s of the first epoch whose test accuracy "
-                "reaches it (-: never); samples/s: training throughput, mean over epochs; "
-                "sent/rank/epoch: payload bytes each rank sent, mean over ranks and epochs; "
-                "waiting: wait_s / (compute_s + comm_s + wait_s + delay_s), over ranks and "
-                "epochs.%s\n\n![test accuracy against time](accuracy.svg)\n\n"
-                "![time split](split.svg)\n\nRuns (metrics and output beside this file):\n\n%s",
-                cli_compare_smpi() ? "Clock: SimGrid's (--simulator smpi: the runs under "
-                "smpirun on the platform file, compute charged from the cost table). " : virt ?
-                "Clock: virtual (--clock virtual: every rank's own clock, compute costed "
-                "by CPU time or a cost table x slowdown, communication by the network model; "
-                "nothing slept). " : "", virt ? "virtual time of an epoch's training" :
-                "wall time of an epoch (training and evaluation)", g_opt.target, virt ?
-                "vtime_s" : "elapsed_s", g_opt.seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
-                : "", r->runs);
-        break;
-    case 1: write_csv(f, p, r->a, r->why); break;
-    case 2:
-        cli_svg_accuracy(f, r->series, p->n_strat, g_opt.target,
-                         cli_compare_smpi() ? "SimGrid's simulated time"
-                         : virt             ? "virtual time (training)"
-                                            : "wall time",
-                         r->title);
-        break;
-    default: cli_svg_split(f, r->series, p->n_strat, r->title);
-    }
-}
-
-/* Writes OUT/name durably (core/outfile.c: a temporary file, fsync, rename). */
-static int write_file(const char *name, int which, const report *r) {
-    char path[HET_PATH_LEN];
-    join(path, sizeof path, g_opt.out, name);
-    het_outfile o;
-    if (het_outfile_open(&o, path, "compare output") != HET_OK) {
-        char msg[HET_PATH_LEN + 128];
-        snprintf(msg, sizeof msg, "%s", het_error_msg()); /* "PATH.tmp: cannot create: ..." */
-        return het_error_set(HET_EIO, "hetrain compare: %s", msg);
-    }
-    write_output(o.f, which, r);
-    if (het_outfile_commit(&o) != HET_OK)
-        return het_error_set(HET_EIO, "hetrain compare: cannot write %s", path);
-    return HET_OK;
-}
-
-/* Writes the tables and plots of the runs that finished (a failed run, why[i] not empty, has no
- * figures: its strategy's cells count the seeds that have them, and the reasons follow the
- * table), prints the table. */
-static int summarize(const plan *p, cli_jsonl_run *runs, const run_why *why) {
-    int S = p->n_strat, K = g_opt.seeds, E = p->c->epochs, st = HET_OK;
-    report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), why, "",
-                ""};
-    /* x then y of every strategy's curve; the figures of every seed, figure by figure */
-    double *xy = calloc((size_t)S * E * 2, sizeof(double)), *v = calloc((size_t)K * N_FIG,
-                                                                          sizeof(double));
-    if (!r.a || !r.series || !xy || !v) st = het_error_set(HET_ENOMEM, "out of memory");
-    for (int s = 0; !st && s < S; s++) {
-        double share[4], sum[4] = {0, 0, 0, 0}, fig[N_FIG];
-        double *x = xy + (size_t)2 * s * E, *y = x + E;
-        int split = 1, ok = 0;
-        for (int k = 0; k < K; k++) ok += !why[s * K + k][0];
-        for (int k = 0; k < K; k++) {
-            const cli_jsonl_run *run = &runs[s * K + k];
-            if (why[s * K + k][0]) {
-                for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = NAN;
-                continue;
-            }
-            run_figures(run, g_opt.target, fig, share);
-            for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = fig[f];
-            split &= share[0] >= 0;
-            for (int j = 0; j < 4; j++) sum[j] += share[j] / ok;
-            for (int e = 0; e < E; e++) {
-                x[e] += time_of(&run->epochs[e]) / ok;
-                y[e] += run->epochs[e].test_acc / ok;
-            }
-        }
-        split &= ok > 0;
-        r.series[s] = (cli_series){p->strat[s], ok ? E : 0, x, y, {-1, -1, -1, -1}};
-        for (int j = 0; split && j < 4; j++) r.series[s].share[j] = sum[j];
-        for (int f = 0; f < N_FIG; f++) r.a[s][f] = aggregate(v + (size_t)f * K, K);
-    }
-    const het_train_config *c = p->c;
-    if (K > 1)
-        snprintf(r.title, sizeof r.title, "%s on %s, %d ranks, %d epochs, mean over seeds "
-                 "%llu-%llu", c->model, c->data, p->ranks, c->epochs,
-                 (unsigned long long)c->seed, (unsigned long long)(c->seed + (uint64_t)K - 1));
-    else
-        snprintf(r.title, sizeof r.title, "%s on %s, %d ranks, %d epochs, seed %llu", c->model,
-                 c->data, p->ranks, c->epochs, (unsigned long long)c->seed);
-    for (int i = 0; !st && i < S * K; i++) {
-        size_t len = strlen(r.runs);
-        snprintf(r.runs + len, sizeof r.runs - len, "- `%s`%s%s\n", runs[i].command,
-                 why[i][0] ? ": **failed**, " : "", why[i]);
-    }
-    r.why = why;
-    for (int i = 0; !st && i < 4; i++) st = write_file(outputs[i], i, &r);
-    if (!st && cli_job_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
-        char path[HET_PATH_LEN];
-        for (int i = 0; i < 4; i++) {
-            join(path, sizeof path, g_opt.out, outputs[i]);
-            remove(path);
-        }
-        st = HET_EIO; /* the caller reports the signal */
-    }
-    if (!st) {
-        printf("\n%s\n\n", r.title);
-        write_table(stdout, p, r.a, why);
-        printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against "
-               "time%s), split.svg (time split); the runs' metrics (*.jsonl) and output (*.log)\n",
-               g_opt.out, K > 1 ? ", mean over seeds" : "");
-    }
-    free(r.a);
-    free(r.series);
-    free(xy);
-    free(v);
-    return st;
-}
-
 /* Nothing compare writes (tables, plots, their temporaries, each run's metrics and log) may be
  * an input of the runs (het_train_check_outputs). CLI_USAGE with the line. */
-static int check_outputs(const plan *p, const het_train_config *c) {
+static int check_outputs(const cmp_plan *p, const het_train_config *c) {
     int n = 0, n_runs = p->n_strat * g_opt.seeds;
     char (*path)[HET_PATH_LEN] = calloc((size_t)(8 + 2 * n_runs), HET_PATH_LEN);
     const char **list = calloc((size_t)(8 + 2 * n_runs), sizeof *list);
     int st = path && list ? HET_OK : het_error_set(HET_ENOMEM, "out of memory");
     for (int i = 0; !st && i < 8 + 2 * n_runs; i++, n++) {
         char name[96];
-        if (i < 8) snprintf(name, sizeof name, "%s%s", outputs[i / 2], i % 2 ? ".tmp" : "");
+        if (i < 8) snprintf(name, sizeof name, "%s%s", cli_compare_outputs[i / 2], i % 2 ? ".tmp" : "");
         else snprintf(name, sizeof name, "%s-seed%llu.%s", p->strat[(i - 8) / 2 / g_opt.seeds],
                       (unsigned long long)(c->seed + (uint64_t)((i - 8) / 2 % g_opt.seeds)),
                       i % 2 ? "log" : "jsonl");
-        join(path[n], HET_PATH_LEN, g_opt.out, name);
+        cli_compare_join(path[n], HET_PATH_LEN, g_opt.out, name);
         list[n] = path[n];
     }
     if (!st) st = het_train_check_outputs(c, "out", list, n);
@@ -551,7 +271,7 @@ static int check_outputs(const plan *p, const het_train_config *c) {
 }
 
 int cli_compare(const het_train_config *c) {
-    plan p;
+    cmp_plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
     if (!st && cli_compare_check_sopts(c, p.strat, p.n_strat)) st = CLI_USAGE;
     if (!st) st = check_outputs(&p, c);
@@ -561,7 +281,7 @@ int cli_compare(const het_train_config *c) {
     }
     char path[HET_PATH_LEN];
     for (int i = 0; i < 4; i++) {
-        join(path, sizeof path, g_opt.out, outputs[i]);
+        cli_compare_join(path, sizeof path, g_opt.out, cli_compare_outputs[i]);
         remove(path);
     }
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0); /* Open MPI refuses root without them */
@@ -581,9 +301,9 @@ int cli_compare(const het_train_config *c) {
         char seedbuf[24], name[80], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
         snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)seed);
         snprintf(name, sizeof name, "%s-seed%s.jsonl", s, seedbuf);
-        join(metrics, sizeof metrics, g_opt.out, name);
+        cli_compare_join(metrics, sizeof metrics, g_opt.out, name);
         snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
-        join(log, sizeof log, g_opt.out, name);
+        cli_compare_join(log, sizeof log, g_opt.out, name);
         int n = 0;
         for (int w = 0; w < p.launcher.n_words; w++) argv[n++] = p.launcher.words[w];
         argv[n++] = p.self;
@@ -625,7 +345,7 @@ int cli_compare(const het_train_config *c) {
     sigset_t old;
     cli_job_hold(1, &old);
     int complete = !st && !all_failed && !cli_signals_caught() &&
-                   (st = summarize(&p, runs, (const run_why *)why)) == HET_OK;
+                   (st = cli_compare_summarize(&p, runs, (const run_why *)why)) == HET_OK;
     cli_job_hold(0, &old); /* a signal held back is handled here */
     int sig = complete ? 0 : cli_signals_caught(); /* one after the tables is too late */
     for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
