@@ -48,6 +48,8 @@ typedef struct het_train_config {
     int checkpoint_every;       /* epochs between checkpoints (>= 1) */
     int checkpoint_steps;       /* 0: off; N: also a checkpoint every N optimizer steps inside
                                    an epoch (the strategies whose step ends are drain points) */
+    int eval_every;             /* 0: off; N: also the test accuracy every N optimizer steps
+                                   inside an epoch (the same strategies), charged to no clock */
     int resize_lr;              /* HET_RESIZE_LR_*: the learning rate of a run resumed on
                                    another number of ranks than it started on */
     char fail_at[256];          /* "" or "RANK:TIME" / "RANK:@STEP", ',' separated: that rank

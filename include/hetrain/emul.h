@@ -149,6 +149,9 @@ double het_clock_now(void);
 void   het_clock_advance(double dt);
 /* Virtual clock: V = max(V, t); nothing on the wall clock. */
 void   het_clock_advance_to(double t);
+/* Virtual clock: V = t, also back in time: what ran since V was t is charged to no clock (the
+ * test accuracy inside an epoch, --eval-every); nothing on the wall clock. */
+void   het_clock_rewind(double t);
 
 #ifdef __cplusplus
 }

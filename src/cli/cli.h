@@ -108,15 +108,23 @@ typedef struct cli_jsonl_epoch {
                              (a run of one rank) */
     double bytes[2];      /* bytes_node, bytes_cross summed over ranks; NaN: absent */
 } cli_jsonl_epoch;
+typedef struct cli_jsonl_point {
+    double t;   /* the run's clock: an epoch's vtime_s or elapsed_s, an evaluation's time_s */
+    double acc; /* test accuracy (NaN: null) */
+} cli_jsonl_point;
 typedef struct cli_jsonl_run {
     int ranks, n_epochs;
     cli_jsonl_epoch *epochs; /* epochs 1..n_epochs in order; owned (cli_jsonl_free) */
+    int n_points;
+    cli_jsonl_point *points; /* every test accuracy in the file's order: "eval" objects
+                                (--eval-every) and each epoch's; owned */
     char command[4096];      /* not read: the caller's record of how the run was launched */
 } cli_jsonl_run;
 
 /* Reads the --metrics file of a finished run of `ranks` ranks that trained `epochs` epochs:
  * strict JSON, one object per line; "epoch" objects must number 1..epochs in order and their
- * per-rank arrays hold `ranks` numbers; other types (step) are skipped. Any other content is an
+ * per-rank arrays hold `ranks` numbers; "eval" objects (--eval-every) must have test_acc and
+ * time_s; other types (step) are skipped. Any other content is an
  * error: HET_EIO with the one line "hetrain compare: FILE:LINE: column C: what" recorded. */
 int cli_jsonl_read(cli_jsonl_run *r, const char *path, int ranks, int epochs);
 void cli_jsonl_free(cli_jsonl_run *r);

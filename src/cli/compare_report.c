@@ -12,6 +12,7 @@
 
 #include "cli/compare.h"
 #include "core/outfile.h"
+#include "strategy/strategy.h"
 
 typedef struct agg {
     double mean, spread; /* over the seeds with a value; spread = max - min */
@@ -50,11 +51,12 @@ static void run_figures(const cli_jsonl_run *r, double target, double *fig, doub
     for (int e = 0; e < n; e++) {
         const cli_jsonl_epoch *ep = &r->epochs[e];
         sps += ep->samples_per_s;
-        if (isnan(fig[F_TARGET]) && ep->test_acc >= target) fig[F_TARGET] = time_of(ep);
         split &= !isnan(ep->t[0]);
         for (int k = 0; k < 4; k++) t[k] += ep->t[k];
         for (int k = 0; k < 2; k++) bytes[k] += ep->bytes[k];
     }
+    for (int i = 0; i < r->n_points && isnan(fig[F_TARGET]); i++) /* epoch ends, evaluations */
+        if (r->points[i].acc >= target) fig[F_TARGET] = r->points[i].t;
     fig[F_EPOCH] = time_of(&r->epochs[n - 1]) / n; /* the mean of epochs: times count from 0 */
     fig[F_ACC] = r->epochs[n - 1].test_acc;
     fig[F_SPS] = sps / n;
@@ -156,6 +158,7 @@ typedef struct report {
     cli_series *series;
     const run_why *why; /* per run: "" or why it failed */
     char title[512], runs[16384];
+    char every[256]; /* "" or where --eval-every read it inside epochs, and where not */
 } report;
 
 static void write_output(FILE *f, int which, const report *r) {
@@ -166,8 +169,8 @@ static void write_output(FILE *f, int which, const report *r) {
         fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
         write_table(f, p, r->a, r->why);
         fprintf(f, "\n%stime/epoch: %s, mean over "
-                "epochs; time to %.4g acc: %s of the first epoch whose test accuracy "
-                "reaches it (-: never); samples/s: training throughput, mean over epochs; "
+                "epochs; time to %.4g acc: %s of the first test accuracy that reaches it "
+                "(-: never), read at each epoch's end%s; samples/s: training throughput, mean over epochs; "
                 "sent/rank/epoch: payload bytes each rank sent, mean over ranks and epochs; "
                 "waiting: wait_s / (compute_s + comm_s + wait_s + delay_s), over ranks and "
                 "epochs.%s\n\n![test accuracy against time](accuracy.svg)\n\n"
@@ -178,7 +181,7 @@ static void write_output(FILE *f, int which, const report *r) {
                 "by CPU time or a cost table x slowdown, communication by the network model; "
                 "nothing slept). " : "", virt ? "virtual time of an epoch's training" :
                 "wall time of an epoch (training and evaluation)", p->target, virt ?
-                "vtime_s" : "elapsed_s", p->seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
+                "vtime_s" : "elapsed_s", r->every, p->seeds > 1 ? " a ± b: mean ± spread (max - min) over seeds."
                 : "", r->runs);
         break;
     case 1: write_csv(f, p, r->a, r->why); break;
@@ -215,16 +218,21 @@ static int write_file(const char *name, int which, const report *r) {
 int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why *why) {
     int S = p->n_strat, K = p->seeds, E = p->c->epochs, st = HET_OK;
     report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), why, "",
-                ""};
-    /* x then y of every strategy's curve; the figures of every seed, figure by figure */
-    double *xy = calloc((size_t)S * E * 2, sizeof(double)), *v = calloc((size_t)K * N_FIG,
+                "", ""};
+    /* x then y of every strategy's curve (its test accuracies: epoch ends and --eval-every
+     * points, as many as every seed has); the figures of every seed, figure by figure */
+    int P = E;
+    for (int i = 0; i < S * K; i++) P = !why[i][0] && runs[i].n_points > P ? runs[i].n_points : P;
+    double *xy = calloc((size_t)S * P * 2, sizeof(double)), *v = calloc((size_t)K * N_FIG,
                                                                           sizeof(double));
     if (!r.a || !r.series || !xy || !v) st = het_error_set(HET_ENOMEM, "out of memory");
     for (int s = 0; !st && s < S; s++) {
         double share[4], sum[4] = {0, 0, 0, 0}, fig[N_FIG];
-        double *x = xy + (size_t)2 * s * E, *y = x + E;
-        int split = 1, ok = 0;
+        double *x = xy + (size_t)2 * s * P, *y = x + P;
+        int split = 1, ok = 0, np = P;
         for (int k = 0; k < K; k++) ok += !why[s * K + k][0];
+        for (int k = 0; k < K; k++)
+            if (!why[s * K + k][0] && runs[s * K + k].n_points < np) np = runs[s * K + k].n_points;
         for (int k = 0; k < K; k++) {
             const cli_jsonl_run *run = &runs[s * K + k];
             if (why[s * K + k][0]) {
@@ -235,13 +243,13 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
             for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = fig[f];
             split &= share[0] >= 0;
             for (int j = 0; j < 4; j++) sum[j] += share[j] / ok;
-            for (int e = 0; e < E; e++) {
-                x[e] += time_of(&run->epochs[e]) / ok;
-                y[e] += run->epochs[e].test_acc / ok;
+            for (int i = 0; i < np; i++) {
+                x[i] += run->points[i].t / ok;
+                y[i] += run->points[i].acc / ok;
             }
         }
         split &= ok > 0;
-        r.series[s] = (cli_series){p->strat[s], ok ? E : 0, x, y, {-1, -1, -1, -1}};
+        r.series[s] = (cli_series){p->strat[s], ok ? np : 0, x, y, {-1, -1, -1, -1}};
         for (int j = 0; split && j < 4; j++) r.series[s].share[j] = sum[j];
         for (int f = 0; f < N_FIG; f++) r.a[s][f] = aggregate(v + (size_t)f * K, K);
     }
@@ -259,6 +267,17 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
                  why[i][0] ? ": **failed**, " : "", why[i]);
     }
     r.why = why;
+    if (p->c->eval_every > 0) { /* the strategies that stop at a step take it (compare_sopt.c) */
+        char no[128] = "";
+        for (int s = 0; s < S; s++) {
+            const het_strategy_ops *o = het_strategy_find(p->strat[s]);
+            if (o && !o->pieces)
+                snprintf(no + strlen(no), sizeof no - strlen(no), "%s%s", no[0] ? ", " : "",
+                         p->strat[s]);
+        }
+        snprintf(r.every, sizeof r.every, " and every %d steps (--eval-every%s%s)",
+                 p->c->eval_every, no[0] ? "; at epoch ends only: " : "", no);
+    }
     for (int i = 0; !st && i < 4; i++) st = write_file(cli_compare_outputs[i], i, &r);
     if (!st && cli_job_pending()) { /* signals wait meanwhile (cli_compare): no table, then */
         char path[HET_PATH_LEN];

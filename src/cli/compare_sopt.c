@@ -1,7 +1,8 @@
 /* compare and the strategies' own options (strategy.h's opts tables): compare takes them on
  * its command line and passes each only to the runs of the strategies whose table has it
  * (--max-staleness to asp and inhad, not to allreduce), so that one comparison can set them;
- * every run gets the others' options as the user wrote them. */
+ * every run gets the others' options as the user wrote them, but --eval-every only the runs of
+ * strategies that stop at a step (the others evaluate at epoch ends: compare.md says which). */
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,11 @@ int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, c
         int inline_value = 0;
         if (cli_compare_smpi() && smpi_word(rest[i], &inline_value)) { /* smpirun's, not train's */
             if (!inline_value) i++;
+            continue;
+        }
+        if (s && !s->pieces && !strncmp(rest[i], "--eval-every", 12) &&
+            (rest[i][12] == '\0' || rest[i][12] == '=')) { /* at epoch ends only (trainer.c) */
+            if (rest[i][12] == '\0') i++;
             continue;
         }
         const het_strategy_opt *o = word_opt(rest[i], &inline_value);

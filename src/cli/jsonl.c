@@ -2,9 +2,10 @@
  *
  * DESIGN. A strict reader: every line must be one JSON object (RFC 8259 grammar: strings
  * with their escapes, numbers, true / false / null, nested arrays and objects up to a depth of
- * 32), nothing after it. Of "epoch" objects it takes test_acc (a number or null), samples_per_s
- * and elapsed_s (numbers), vtime_s when the run was on the virtual clock, and the per-rank arrays compute_s, comm_s, wait_s, delay_s,
- * bytes_node and bytes_cross (each `ranks` numbers, all four time arrays or none); members it
+ * 32), nothing after it. Of "eval" objects (--eval-every) it takes test_acc and time_s. Of
+ * "epoch" objects it takes test_acc (a number or null), samples_per_s and elapsed_s (numbers),
+ * vtime_s when the run was on the virtual clock, and the per-rank arrays compute_s, comm_s,
+ * wait_s, delay_s, bytes_node and bytes_cross (each `ranks` numbers, all four time arrays or none); members it
  * does not know, such as a strategy's "hgc":{...}, are checked and skipped. The first problem
  * is the error, one line: "FILE:LINE: column C: what was expected". */
 #include <errno.h>
@@ -177,8 +178,9 @@ static const char *const scalars[4] = {"epoch", "test_acc", "samples_per_s", "el
 
 /* One line: its type, and for an epoch object its record and number. */
 static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_epoch *ep,
-                       double *epoch) {
+                       double *epoch, double *time_s) {
     double num[4] = {NAN, NAN, NAN, NAN}, vtime = NAN;
+    *time_s = NAN;
     unsigned seen = 0; /* bits: scalars, then arrays << 4 */
     type[0] = '\0';
     for (int k = 0; k < 4; k++) ep->t[k] = NAN;
@@ -196,6 +198,9 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
                 done = 1;
             } else if (strcmp(key, "vtime_s") == 0) { /* a run on the virtual clock */
                 if (number(j, &vtime, 0)) return -1;
+                done = 1;
+            } else if (strcmp(key, "time_s") == 0) { /* a step's or an evaluation's time */
+                if (number(j, time_s, 0)) return -1;
                 done = 1;
             }
             for (int k = 0; !done && k < 4; k++)
@@ -221,6 +226,12 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
     ws(j);
     if (*j->p) return fail(j, "unexpected text after the object");
     if (!type[0]) return fail(j, "the object has no \"type\"");
+    if (strcmp(type, "eval") == 0) {
+        if (!(seen & 2u)) return fail(j, "the eval object has no \"test_acc\"");
+        if (isnan(*time_s)) return fail(j, "the eval object has no \"time_s\"");
+        ep->test_acc = num[1];
+        return 0;
+    }
     if (strcmp(type, "epoch") != 0) return 0;
     for (int k = 0; k < 4; k++)
         if (!(seen & (1u << k))) {
@@ -239,18 +250,31 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
     return 0;
 }
 
+/* points twice as large (the old array is freed on failure): NULL when out of memory */
+static cli_jsonl_point *grow_points(cli_jsonl_point *p, int *cap) {
+    cli_jsonl_point *q = realloc(p, (size_t)*cap * 2 * sizeof *p);
+    if (!q) {
+        free(p);
+        return NULL;
+    }
+    *cap *= 2;
+    return q;
+}
+
 int cli_jsonl_read(cli_jsonl_run *r, const char *path, int ranks, int epochs) {
     memset(r, 0, sizeof *r);
     r->ranks = ranks;
     r->epochs = calloc((size_t)epochs, sizeof *r->epochs);
+    r->points = malloc(sizeof *r->points);
     FILE *f = fopen(path, "r");
-    if (!f || !r->epochs) {
+    if (!f || !r->epochs || !r->points) {
         int st = het_error_set(HET_EIO, "hetrain compare: %s: cannot read: %s", path,
                                f ? "out of memory" : strerror(errno));
         if (f) fclose(f);
         cli_jsonl_free(r);
         return st;
     }
+    int cap_points = 1;
     char *line = NULL, type[32];
     size_t cap = 0;
     int lineno = 0, st = HET_OK;
@@ -258,14 +282,22 @@ int cli_jsonl_read(cli_jsonl_run *r, const char *path, int ranks, int epochs) {
     while (!st && (len = getline(&line, &cap, f)) >= 0) {
         jr j = {line, line, ""};
         cli_jsonl_epoch ep;
-        double epoch = 0;
+        double epoch = 0, time_s = NAN;
         lineno++;
         if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
         if ((size_t)len != strlen(line)) {
             j.p = line + strlen(line);
             fail(&j, "NUL byte in the line");
-        } else if (!line_object(&j, ranks, type, sizeof type, &ep, &epoch) &&
-                   strcmp(type, "epoch") == 0) {
+        } else if (line_object(&j, ranks, type, sizeof type, &ep, &epoch, &time_s) ||
+                   (strcmp(type, "epoch") != 0 && strcmp(type, "eval") != 0)) {
+            /* an error, or another type */
+        } else if (r->n_points == cap_points &&
+                   !(r->points = grow_points(r->points, &cap_points))) {
+            st = het_error_set(HET_ENOMEM, "hetrain compare: %s: out of memory", path);
+            break;
+        } else if (strcmp(type, "eval") == 0) {
+            r->points[r->n_points++] = (cli_jsonl_point){time_s, ep.test_acc};
+        } else {
             if (epoch != r->n_epochs + 1 || r->n_epochs == epochs) {
                 char msg[96];
                 snprintf(msg, sizeof msg, "epoch %g, expected epoch %d of %d", epoch,
@@ -274,6 +306,8 @@ int cli_jsonl_read(cli_jsonl_run *r, const char *path, int ranks, int epochs) {
                 fail(&j, msg);
             } else {
                 r->epochs[r->n_epochs++] = ep;
+                r->points[r->n_points++] = (cli_jsonl_point){
+                    isnan(ep.vtime_s) ? ep.elapsed_s : ep.vtime_s, ep.test_acc};
             }
         }
         if (j.err[0]) st = het_error_set(HET_EIO, "hetrain compare: %s:%d: %s", path, lineno,
@@ -291,6 +325,9 @@ int cli_jsonl_read(cli_jsonl_run *r, const char *path, int ranks, int epochs) {
 
 void cli_jsonl_free(cli_jsonl_run *r) {
     free(r->epochs);
+    free(r->points);
     r->epochs = NULL;
+    r->points = NULL;
+    r->n_points = 0;
     r->n_epochs = 0;
 }

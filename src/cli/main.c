@@ -72,7 +72,7 @@ static const char *const compare_keys[] = {
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
     "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
     "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "platform", "hostfile", "clock",
-    "compute-cost", "speeds", "speeds-file", "calibrate-steps", "on-nan", NULL};
+    "compute-cost", "speeds", "speeds-file", "calibrate-steps", "on-nan", "eval-every", NULL};
 
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,

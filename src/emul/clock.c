@@ -30,3 +30,7 @@ void het_clock_advance(double dt) {
 void het_clock_advance_to(double t) {
     if (kind == HET_CLOCK_VIRTUAL && t > v_now) v_now = t;
 }
+
+void het_clock_rewind(double t) {
+    if (kind == HET_CLOCK_VIRTUAL) v_now = t;
+}

@@ -518,7 +518,14 @@ int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stat
     /* a failing rank's partners would wait for it: agree before the collectives */
     rc = ctx->comm ? het_comm_agree(ctx->world, rc) : rc;
     if (rc) return rc;
-    if (pause) return pipe_share(p, ctx, 0); /* a checkpoint inside the epoch */
+    if (pause && ctx->pause_ckpt) return pipe_share(p, ctx, 0); /* a checkpoint inside the epoch */
+    if (pause) { /* an evaluation's only: the whole model on every rank, charged to no clock */
+        het_step_aside a;
+        het_step_aside_begin(ctx, &a);
+        rc = pipe_share(p, ctx, 0);
+        het_step_aside_end(ctx, &a);
+        return rc;
+    }
     rc = het_step_epoch_figures(ctx, sums, lr, st);
     if (!rc) rc = het_pipe_gather(p, ctx);
     return rc ? rc : het_step_check_params(ctx);

@@ -451,6 +451,27 @@ int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n) {
     return het_comm_allreduce_sum_f64(ctx->comm, HET_COMM_WORLD, v, n);
 }
 
+void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a) {
+    a->v = het_clock_now();
+    if (ctx->comm) a->comm = het_comm_get_stats(ctx->comm);
+}
+
+void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a) {
+    het_clock_rewind(a->v);
+    if (!ctx->comm) return;
+    het_comm_stats now = het_comm_get_stats(ctx->comm), *z = &ctx->epoch_comm0;
+    z->comm_s += now.comm_s - a->comm.comm_s;
+    z->delay_s += now.delay_s - a->comm.delay_s;
+    z->vwait_s += now.vwait_s - a->comm.vwait_s;
+    z->vnet_s += now.vnet_s - a->comm.vnet_s;
+    z->bytes += now.bytes - a->comm.bytes;
+    z->calls += now.calls - a->comm.calls;
+    z->bytes_cross += now.bytes_cross - a->comm.bytes_cross;
+    z->calls_cross += now.calls_cross - a->comm.calls_cross;
+    z->bytes_node += now.bytes_node - a->comm.bytes_node;
+    z->calls_node += now.calls_node - a->comm.calls_node;
+}
+
 int het_step_average_state(het_strategy_ctx *ctx, double weight) {
     het_model *m = ctx->model;
     size_t n = het_model_n_state(m);

@@ -138,6 +138,9 @@ struct het_strategy_ctx {
                                    as at an epoch's end; the epoch's end-of-epoch work (its
                                    figures, averages) is not done then */
     int paused;                 /* set by het_step_pause; the trainer clears it */
+    int pause_ckpt;             /* the pause at pause_step is a checkpoint's; 0: an evaluation's
+                                   only (--eval-every), whose drain work is charged to no clock
+                                   (het_step_aside) */
     het_epoch_sums esums;       /* this rank's running figures of the epoch, over its pieces
                                    (zeroed by the trainer when an epoch starts at 0) */
     /* ---- a resume on another number of ranks (load_state reads these) ---- */
@@ -391,6 +394,16 @@ int het_step_epoch_figures(het_strategy_ctx *ctx, het_epoch_sums *s, float lr,
 /* Sums doubles over all ranks (deterministic for a fixed number of ranks); nothing without
  * MPI or on one rank. */
 int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n);
+
+/* Work charged to no clock (an evaluation inside an epoch, --eval-every): begin notes this
+ * rank's clock and comm statistics; end puts the virtual clock back and leaves what the work
+ * sent, waited and spent in MPI out of the epoch's figures (ctx->epoch_comm0 moves by it). */
+typedef struct het_step_aside {
+    double v;
+    het_comm_stats comm;
+} het_step_aside;
+void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a);
+void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a);
 
 /* Averages the model's non-trainable state (batch-norm running statistics) over ranks, so
  * that every rank evaluates and checkpoints the same model: sum over ranks of weight_r times

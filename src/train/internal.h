@@ -88,6 +88,11 @@ int het_metrics_epoch(het_metrics_file *f, const het_epoch_stats *s, const doubl
                       const double *rank_bytes, int n_ranks, const char *extra_json);
 int het_metrics_step(het_metrics_file *f, int epoch, int64_t step, double loss, double acc,
                      double lr, int batch, double secs);
+/* A test accuracy inside epoch `epoch` (1-based) after optimizer step `step` and `samples` of
+ * the epoch (--eval-every): time_s is the run's clock since the start without the evaluations
+ * (virtual: the latest rank's), eval_s the wall time the evaluation took. */
+int het_metrics_eval(het_metrics_file *f, int epoch, int64_t step, int64_t samples,
+                     double test_loss, double test_acc, double time_s, double eval_s);
 /* Closes and reports a write error (HET_EIO) if any; sets *f to NULL. */
 int het_metrics_close_checked(het_metrics_file **f);
 void het_metrics_close(het_metrics_file *f);

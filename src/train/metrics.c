@@ -9,6 +9,10 @@
  * of train + test and the copies held over all ranks: 1 per host when its ranks share one)
  * and with --metrics-steps one per step
  *   {"type":"step","epoch":1,"step":7,"loss":..,"acc":..,"lr":..,"batch":64,"time_s":..}
+ * and with --eval-every one per test accuracy inside an epoch (time_s: the run's clock since
+ * the start, evaluations left out; eval_s: the evaluation's wall time)
+ *   {"type":"eval","epoch":1,"step":50,"samples":3200,"test_loss":..,"test_acc":..,"time_s":..,
+ *    "eval_s":..}
  * Timing fields come last in each object. Non-finite numbers are written as null (JSON has no
  * NaN). On resume the file is continued: lines after the checkpoint's epoch (left by a run that
  * stopped later) are dropped, the rest kept. Nothing in an existing file changes before the
@@ -184,6 +188,19 @@ int het_metrics_step(het_metrics_file *m, int epoch, int64_t step, double loss, 
     num_float(m->f, "lr", (float)lr);
     fprintf(m->f, ",\"batch\":%d", batch);
     num(m->f, "time_s", secs);
+    return finish(m);
+}
+
+int het_metrics_eval(het_metrics_file *m, int epoch, int64_t step, int64_t samples,
+                     double test_loss, double test_acc, double time_s, double eval_s) {
+    if (start(m)) return HET_EIO;
+    fprintf(m->f, "{\"type\":\"eval\",\"epoch\":%d,\"step\":%lld,\"samples\":%lld", epoch,
+            (long long)step, (long long)samples);
+    num(m->f, "test_loss", test_loss);
+    num(m->f, "test_acc", test_acc);
+    if (het_clock_virtual()) fprintf(m->f, ",\"clock\":\"virtual\",\"time_s\":%.17g", time_s);
+    else num(m->f, "time_s", time_s);
+    num(m->f, "eval_s", eval_s);
     return finish(m);
 }
 

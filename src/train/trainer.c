@@ -127,6 +127,11 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
                            "only (between them updates or syncs are in flight); use "
                            "--checkpoint-every N (epochs)", cfg->checkpoint_steps,
                            cfg->strategy);
+    if (!st && cfg->eval_every && !t->strat->pieces)
+        st = het_error_set(HET_EINVAL, "--eval-every %d: %s evaluates at epoch ends only "
+                           "(between them updates or syncs are in flight); the strategies "
+                           "that take it: allreduce, hgc, gpipe, qfb", cfg->eval_every,
+                           cfg->strategy);
     if (!st && cfg->checkpoint_steps && !cfg->checkpoint[0])
         st = het_error_set(HET_EINVAL, "--checkpoint-steps %d: needs --checkpoint FILE",
                            cfg->checkpoint_steps);
@@ -322,6 +327,38 @@ static int check_finite_model(het_trainer *t, int epoch) {
                          diverged_hint());
 }
 
+/* --eval-every: the test accuracy at a pause inside the epoch (every rank is at the same step
+ * end, nothing in flight), charged to no clock: on the virtual clock each rank's clock goes back
+ * to where it was (the evaluation's reduction would have made every rank wait for the latest),
+ * on the wall clock its time is left out of the run's times. The record's time is the latest
+ * rank's, as an epoch's is after its evaluation. */
+static int eval_inside(het_trainer *t) {
+    het_strategy_ctx *c = &t->ctx;
+    het_step_aside aside;
+    het_step_aside_begin(c, &aside);
+    const double v0 = aside.v, w0 = het_now();
+    double when = het_clock_virtual() ? v0 - t->v_start : w0 - t->t_start - t->eval_wall;
+    double *all = calloc((size_t)t->size, sizeof *all), loss, acc;
+    if (!all) return het_error_set(HET_ENOMEM, "out of memory for the evaluation's times");
+    all[t->rank] = when;
+    int st = het_step_sum_f64(c, all, (size_t)t->size);
+    for (int r = 0; !st && r < t->size; r++) when = all[r] > when ? all[r] : when;
+    free(all);
+    if (!st) st = het_trainer_evaluate(t, &loss, &acc);
+    if (st) return st;
+    het_step_aside_end(c, &aside);
+    const double spent = het_now() - w0;
+    t->eval_wall += spent, t->eval_wall_epoch += spent;
+    het_log(HET_LOG_INFO, "eval epoch %d step %lld (%lld samples): test_loss %.4f test_acc %.4f "
+            "at %.3fs%s; evaluation %.2fs, charged to no clock\n", t->epoch + 1,
+            (long long)c->step, (long long)c->epoch_pos, loss, acc, when,
+            het_clock_virtual() ? " (virtual)" : "", spent);
+    st = t->metrics ? het_metrics_eval(t->metrics, t->epoch + 1, c->step, c->epoch_pos, loss,
+                                       acc, when, spent)
+                    : HET_OK;
+    return het_trainer_agree(t, st);
+}
+
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     const int e = t->epoch;
     het_strategy_ctx *c = &t->ctx;
@@ -336,19 +373,28 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     het_bar_begin(&t->bar, e + 1, t->cfg.epochs, t->n_train);
     if (c->epoch_pos == 0) memset(&c->esums, 0, sizeof c->esums); /* else a resumed piece */
     double t0 = het_clock_now();
+    t->eval_wall_epoch = 0.0;
     int rc;
-    for (;;) { /* the epoch's pieces: a checkpoint every --checkpoint-steps steps */
-        const int64_t n = t->cfg.checkpoint_steps;
+    for (;;) { /* the epoch's pieces: a checkpoint every --checkpoint-steps steps, a test
+                  accuracy every --eval-every steps */
+        const int64_t nc = t->cfg.checkpoint_steps, ne = t->cfg.eval_every;
+        const int64_t next_c = nc > 0 ? (c->step / nc + 1) * nc : 0;
+        const int64_t next_e = ne > 0 ? (c->step / ne + 1) * ne : 0;
         c->paused = 0;
-        c->pause_step = n > 0 ? (c->step / n + 1) * n : 0;
+        c->pause_step = next_c > 0 && (next_e <= 0 || next_c < next_e) ? next_c : next_e;
+        c->pause_ckpt = next_c > 0 && c->pause_step == next_c;
         rc = t->strat->train_epoch(c, e, st);
         if (rc || !c->paused) break;
-        if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) break;
-        if ((rc = het_trainer_save(t, t->cfg.checkpoint))) break;
+        if (next_e > 0 && c->step >= next_e && (rc = eval_inside(t))) break;
+        if (next_c > 0 && c->step >= next_c) {
+            if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) break;
+            if ((rc = het_trainer_save(t, t->cfg.checkpoint))) break;
+        }
     }
     c->epoch_pos = 0;
     c->paused = 0;
     double secs = het_clock_now() - t0;
+    if (!het_clock_virtual()) secs -= t->eval_wall_epoch; /* virtual: rewound by eval_inside */
     het_bar_end(&t->bar);
     if (rc) return rc; /* strategies fail on every rank alike */
     if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) return rc;
@@ -446,7 +492,7 @@ int het_trainer_run_epoch(het_trainer *t) {
                              isfinite(es.loss) ? "test" : "training",
                              isnan(isfinite(es.loss) ? es.test_loss : es.loss) ? "nan" : "inf",
                              es.epoch, (long long)t->ctx.step, diverged_hint());
-    es.elapsed_s = het_now() - t->t_start;
+    es.elapsed_s = het_now() - t->t_start - t->eval_wall;
     es.vtime_s = het_clock_virtual() ? het_clock_now() - t->v_start : 0.0;
     /* every epoch: whether rank 0 writes metrics is rank 0's business (consistency.c) */
     if ((st = het_trainer_memory(t, &es.peak_rss_max, &es.peak_rss_sum, &es.pss_sum)))

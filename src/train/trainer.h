@@ -31,6 +31,9 @@ struct het_trainer {
     int started;               /* run_begin done */
     double t_start;
     double v_start; /* het_clock_now() when the run started */
+    double eval_wall;       /* wall seconds of the evaluations inside epochs (--eval-every), left
+                               out of the run's wall times */
+    double eval_wall_epoch; /* the same, this epoch */
     het_costs costs; /* --compute-cost calibrated: the table (to_layer NULL: none) */
     /* distributed */
     int mpi;                   /* MPI is initialized: collective over MPI_COMM_WORLD */
