@@ -205,6 +205,7 @@ static int server_epoch(asp *a, het_strategy_ctx *ctx, int epoch) {
         ps->run.bytes_in += (double)m.bytes;
         int64_t v = ctx->step, stale = v - h.version;
         float lr = het_schedule_lr(ctx->sched, epoch, v, spe);
+        double scale = ps->staleness_lr && stale > 1 ? 1.0 / (double)stale : 1.0;
         if (ps->staleness_lr && stale > 1) lr /= (float)stale;
         const float *g = (const float *)(a->rbuf + sizeof h);
         int skip = 0;
@@ -218,6 +219,8 @@ static int server_epoch(asp *a, het_strategy_ctx *ctx, int epoch) {
         ps->run.updates += 1;
         ps->run.stale_sum += (double)stale;
         ps->run.stale_max = fmax(ps->run.stale_max, (double)stale);
+        ps->run.grads += 1;
+        ps->run.lr_scale_sum += scale;
         ps->run.lr = lr;
         a->pushed[w]++;
         het_ps_reply_hdr r = {ctx->step, -1, 0, lr, 0};

@@ -101,6 +101,7 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     }
     double mean = grads > 0 ? ssum / grads : 0.0;
     float lr = het_schedule_lr(ctx->sched, epoch, v, spe);
+    const double scale = ps->staleness_lr && mean > 1.0 ? 1.0 / mean : 1.0;
     if (ps->staleness_lr && mean > 1.0) lr = (float)(lr / mean);
     int skip = 0;
     if (ctx->cfg->on_nan == HET_ON_NAN_SKIP_STEP)
@@ -112,6 +113,8 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     ps->run.updates += 1;
     ps->run.stale_sum += mean;
     ps->run.stale_max = fmax(ps->run.stale_max, smax);
+    ps->run.grads += grads;
+    ps->run.lr_scale_sum += scale;
     ps->run.lr = lr;
     for (int w = 0; w < W; w++) a->incl[w] += a->counted[w];
     memset(a->counted, 0, (size_t)W * sizeof(int32_t));

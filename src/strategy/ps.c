@@ -243,6 +243,8 @@ void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size
     const het_ps_figures *f = &ps->fig;
     double ups = f->server_s > 0 ? f->updates / f->server_s : 0.0;
     double mean = f->updates > 0 ? f->stale_sum / f->updates : 0.0;
+    double gpu = f->updates > 0 ? f->grads / f->updates : 0.0;
+    double lrs = f->updates > 0 ? f->lr_scale_sum / f->updates : 0.0;
     double lo = ps->n_workers ? ps->steps[0] : 0, hi = lo;
     for (int i = 1; i < ps->n_workers; i++) {
         lo = fmin(lo, ps->steps[i]);
@@ -253,8 +255,9 @@ void het_ps_report(const het_ps *ps, char *line, size_t n_line, char *json, size
              f->stale_max, f->bytes_in / 1e6, f->bytes_out / 1e6, lo, hi);
     int n = snprintf(json, n_json, "\"ps\":{\"updates\":%.0f,\"updates_per_s\":%.6g,"
                      "\"staleness_mean\":%.6g,\"staleness_max\":%.0f,\"server_bytes_in\":%.0f,"
-                     "\"server_bytes_out\":%.0f,\"worker_steps\":[", f->updates, ups, mean,
-                     f->stale_max, f->bytes_in, f->bytes_out);
+                     "\"server_bytes_out\":%.0f,\"grads_per_update\":%.6g,\"lr_scale_mean\":"
+                     "%.6g,\"worker_steps\":[", f->updates, ups, mean, f->stale_max, f->bytes_in,
+                     f->bytes_out, gpu, lrs);
     for (int i = 0; i < ps->n_workers && n > 0 && (size_t)n < n_json; i++)
         n += snprintf(json + n, n_json - (size_t)n, "%s%.0f", i ? "," : "", ps->steps[i]);
     if (n > 0 && (size_t)n < n_json) snprintf(json + n, n_json - (size_t)n, "]}");

@@ -46,8 +46,12 @@ typedef struct het_ps_figures {
     double lr;              /* of the last update */
     double nonfinite;       /* 1: a server saw a non-finite gradient or weight */
     double skipped;         /* updates dropped (--on-nan skip-step) */
+    double grads;           /* gradients in the updates (asp: one each; inhad: the workers'
+                               gradients in the aggregates it pulled) */
+    double lr_scale_sum;    /* sum over updates of the learning rate applied / the schedule's
+                               (--staleness-lr: 1 / staleness, else 1) */
 } het_ps_figures;
-#define HET_PS_NFIG 9
+#define HET_PS_NFIG 11
 
 typedef struct het_ps {
     const char *name;     /* the strategy's, for messages */
