@@ -225,7 +225,7 @@ int het_pipe_codecs(het_pipe *p, const char *name) {
 }
 
 void het_pipe_epoch_begin(het_pipe *p) {
-    p->bytes_fwd = p->bytes_bwd = p->raw_fwd = p->raw_bwd = p->busy_s = 0;
+    p->bytes_fwd = p->bytes_bwd = p->raw_fwd = p->raw_bwd = p->busy_s = p->work_s = 0;
     p->epoch_t0 = het_clock_now();
 }
 
@@ -407,6 +407,7 @@ int het_pipe_forward(het_pipe *p, het_strategy_ctx *ctx, int i) {
     het_pace_range(&ctx->pace, 0, p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i]);
     het_step_region_end(ctx, "forward", i, t0);
     p->busy_s += ctx->pace.last - t0;
+    p->work_s += ctx->pace.last - t0;
     if (!rc && p->next >= 0)
         rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->next, HET_TAG_ACTS, buf, bytes,
                             &p->sends[i]);
@@ -425,6 +426,7 @@ int het_pipe_backward(het_pipe *p, het_strategy_ctx *ctx, int i) {
     het_pace_range(&ctx->pace, 1, p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i]);
     het_step_region_end(ctx, "backward", i, t0);
     p->busy_s += ctx->pace.last - t0;
+    p->work_s += ctx->pace.last - t0;
     if (!rc && p->prev >= 0)
         rc = het_comm_isend(ctx->comm, HET_COMM_WORLD, p->prev, HET_TAG_DACTS, buf, bytes,
                             &p->sends[p->M + i]);
@@ -461,6 +463,7 @@ int het_pipe_step_end(het_pipe *p, het_strategy_ctx *ctx, float lr) {
     het_pipe_pace_update(p, ctx);
     het_step_region_end(ctx, "optimizer", (int)ctx->step, t0);
     p->busy_s += ctx->pace.last - t0;
+    p->work_s += ctx->pace.last - t0;
     ctx->step++;
     /* non-finite weights: recorded here, every rank stops at the epoch's end
      * (het_step_check_params once the stages are gathered) */
@@ -554,6 +557,7 @@ int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
         g[4] = p->raw_bwd;
         g[5] = p->busy_s;
         g[6] = t_end - p->epoch_t0;
+        g[7] = p->work_s;
     }
     if (!rc) rc = het_step_sum_f64(ctx, f, (size_t)(HET_PIPE_FIGS * p->K));
     if (!rc) memcpy(p->stage_fig, f, sizeof(double) * (size_t)(HET_PIPE_FIGS * p->K));

@@ -14,7 +14,7 @@ enum { HET_TAG_ACTS = HET_TAG_USER, HET_TAG_DACTS = HET_TAG_USER + 1 };
 
 #define HET_PIPE_MAX_STAGES 64
 #define HET_PIPE_MAX_MICRO 1024
-#define HET_PIPE_FIGS 7
+#define HET_PIPE_FIGS 8
 
 typedef struct het_pipe {
     int K, R, M;              /* stages, pipelines, micro-batches per step */
@@ -61,12 +61,14 @@ typedef struct het_pipe {
     double bytes_fwd, bytes_bwd; /* payload sent forward and backward */
     double raw_fwd, raw_bwd;  /* what the same messages take in fp32 */
     double busy_s;            /* time some thread of the stage computed (overlaps once) */
+    double work_s;            /* the stage's pieces summed over its threads (qfb's forward and
+                                 backward lanes: busy_s < work_s where they overlap) */
     double epoch_t0;          /* the epoch's start on the chosen clock */
     size_t stash_bytes;       /* the tapes' */
     double stage_cost[HET_PIPE_MAX_STAGES]; /* measured at init (rank 0's figures, every rank) */
     double stage_fig[HET_PIPE_FIGS * HET_PIPE_MAX_STAGES]; /* per stage of pipeline 0, at the
                                  epoch's end: stash bytes, bytes forward and backward, their
-                                 fp32 sizes, busy seconds, the epoch's seconds */
+                                 fp32 sizes, busy seconds, the epoch's seconds, work seconds */
 } het_pipe;
 
 /* The options of gpipe and qfb (pipe_opts.c: the shared ones declared once). */

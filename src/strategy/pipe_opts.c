@@ -78,6 +78,13 @@ void het_pipe_report(het_pipe *p, het_strategy_ctx *ctx, const char *name, char 
         if (a < nl) a += (size_t)snprintf(line + a, nl - a, "%s%.0f%%", k ? "/" : " ", 100 * bub);
         if (b < nj) b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "", bub);
     }
+    /* the lanes' overlap: the part of the stage's work done while its other thread computed */
+    if (b < nj) b += (size_t)snprintf(json + b, nj - b, "],\"overlap\":[");
+    for (int k = 0; k < p->K && b < nj; k++) {
+        const double *g = f + HET_PIPE_FIGS * k;
+        b += (size_t)snprintf(json + b, nj - b, "%s%.4f", k ? "," : "",
+                              g[7] > 0 ? 1 - g[5] / g[7] : 0);
+    }
     static const char *const fig[5] = {"stash_bytes", "bytes_fwd", "bytes_bwd", "bytes_fwd_fp32",
                                        "bytes_bwd_fp32"};
     static const char *const txt[3] = {"stash MB", "MB fwd", "MB bwd"};

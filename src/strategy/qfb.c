@@ -305,6 +305,8 @@ static int run_step(qfb *q) {
     const double end = q->lane[LANE_F].t > q->lane[LANE_B].t ? q->lane[LANE_F].t
                                                               : q->lane[LANE_B].t;
     p->busy_s += busy;
+    for (int w = 0; w < 2; w++) /* what the lanes computed, each on its own */
+        for (int i = 0; i < n; i++) p->work_s += q->lane[w].e[i] - q->lane[w].s[i];
     ctx->pace.compute_s += busy;
     if (het_clock_virtual()) {
         het_clock_advance(busy);
