@@ -8,6 +8,7 @@
 #   beside allreduce;
 # - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
+#   --baseline's table paired by seed (ratios, differences, Student's t interval);
 #   a strategy's own options (--max-staleness) reach only the runs of the strategies that
 #   have them, and one that none of the strategies compared has is refused; the rank count
 #   goes where the launcher takes it (-n N after an srun, {n} replaced, else -np N; {n} twice
@@ -135,6 +136,16 @@ grep -q '^| allreduce | 2 | 2.50 ± 1.00 | 5.00 ± 2.00 | 0.8750 ± 0.0500 | 200
 grep -q '^| hgc | 2 | 1.00 ± 0.00 | - | 0.3000 (1/2 seeds) | 50 ± 0 | - | - | - |$' known/compare.md ||
     fail "known metrics: hgc row of compare.md: $(grep '^| hgc' known/compare.md)"
 xml_ok known/accuracy.svg || fail "known: accuracy.svg is not well-formed"
+# --baseline: per seed hgc's figure against allreduce's (epochs 1/2 and 1/3: 0.417, t with one
+# degree of freedom 12.706 x 0.0833; no time to target; the accuracy of the one seed both have)
+fake --data synthetic --epochs 2 --ranks 2 --seeds 2 --target-acc 0.8 --out paired \
+    --strategies allreduce,hgc --baseline allreduce >paired.out 2>paired.err || fail "--baseline: $(cat paired.err)"
+grep -q "^Paired with allreduce by seed" paired/compare.md && grep -q "^Paired with allreduce" paired.out ||
+    fail "--baseline: no paired table: $(cat paired/compare.md)"
+grep -q '^| hgc | 0.417 \[-0.642, 1.476\] | - | -55.00 (1 seed) |$' paired/compare.md ||
+    fail "--baseline: hgc's paired row: $(grep '^| hgc' paired/compare.md | tail -1)"
+grep -q '^| allreduce | [0-9]' <(sed -n '/^Paired/,$p' paired/compare.md) &&
+    fail "--baseline: the baseline has a row against itself"
 # the virtual clock: the times are vtime_s (training only), the table says which clock
 vt='{"type":"epoch","epoch":%s,"test_acc":%s,"samples_per_s":50,"elapsed_s":%s,"clock":"virtual","epoch_s":%s,"vtime_s":%s}\n'
 printf "$vt$vt" 1 0.5 10 0.25 0.25 2 0.9 20 0.5 0.5 >fake/allreduce-1.jsonl
@@ -396,6 +407,7 @@ usage() { # usage "EXPECTED IN STDERR" ARGS...
 }
 usage "unknown strategy 'sgd', expected some of: allreduce, hgc" --strategies allreduce,sgd
 usage "hgc is named twice" --strategies hgc,hgc
+usage "\-\-baseline: gpipe is not among the strategies compared" --strategies allreduce,hgc --baseline gpipe
 usage "\-\-ranks: 0 is out of range" --ranks 0
 usage "\-\-seeds: 'two' is not an integer" --seeds two
 usage "\-\-target-acc: '1.5' is not a number in (0, 1]" --target-acc 1.5

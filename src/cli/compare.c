@@ -61,9 +61,10 @@ static struct {
     double target;
     char out[HET_PATH_LEN - 128];
     char launcher[512];   /* "" = $HET_MPIEXEC or CLI_COMPARE_DEFAULT_LAUNCHER */
+    char baseline[32];    /* "" = none */
     char **rest;          /* the options forwarded to train */
     int n_rest;
-} g_opt = {"", 0, 1, 0.8, "compare", "", NULL, 0};
+} g_opt = {"", 0, 1, 0.8, "compare", "", "", NULL, 0};
 
 
 /* Records the usage error "hetrain compare: ..." and returns CLI_USAGE. */
@@ -97,7 +98,7 @@ static int set_text(const char *key, const char *v, char *dst, size_t n) {
 
 int cli_compare_options(int argc, char **argv, int *n_rest) {
     static const char *const own[] = {"strategies", "ranks", "seeds", "target-acc", "out",
-                                      "launcher", "simulator"};
+                                      "launcher", "simulator", "baseline"};
     int kept = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
@@ -121,7 +122,8 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
         }
         case 4: st = set_text(own[k], v, g_opt.out, sizeof g_opt.out); break;
         case 5: st = set_text(own[k], v, g_opt.launcher, sizeof g_opt.launcher); break;
-        default: st = cli_compare_set_simulator(v); break;
+        case 6: st = cli_compare_set_simulator(v); break;
+        default: st = set_text(own[k], v, g_opt.baseline, sizeof g_opt.baseline); break;
         }
         if (st) return st;
     }
@@ -198,6 +200,11 @@ static int make_plan(cmp_plan *p, const het_train_config *c) {
                      p->ranks);
     int st = choose_strategies(p);
     if (st) return st;
+    p->baseline = -1;
+    for (int s = 0; g_opt.baseline[0] && s < p->n_strat; s++)
+        if (strcmp(p->strat[s], g_opt.baseline) == 0) p->baseline = s;
+    if (g_opt.baseline[0] && p->baseline < 0)
+        return usage("--baseline: %s is not among the strategies compared", g_opt.baseline);
     const char *l = g_opt.launcher[0] ? g_opt.launcher : getenv("HET_MPIEXEC");
     if (cli_compare_launcher(&p->launcher, l && *l ? l : CLI_COMPARE_DEFAULT_LAUNCHER, p->ranks))
         return CLI_USAGE;

@@ -16,6 +16,7 @@ typedef struct cmp_plan {
     const char *strat[CMP_MAX_STRAT];
     int seeds;             /* runs per strategy: seeds c->seed, c->seed + 1, ... */
     double target;         /* --target-acc */
+    int baseline;          /* --baseline: the index in strat[] the others are paired with; -1 */
     const char *out;       /* --out: where the runs' files, tables and plots go */
     cli_launcher launcher; /* its words, with the rank count (compare_launch.c) */
     char self[PATH_MAX];

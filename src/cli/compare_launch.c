@@ -18,6 +18,8 @@ void cli_compare_help(void) {
         {"--seeds N", "runs per strategy, seeds --seed.. --seed+N-1 (default 1)"},
         {"--target-acc X", "the test accuracy whose time is reported (default 0.8)"},
         {"--out DIR", "where the runs' metrics, logs, tables and plots go (default compare)"},
+        {"--baseline S", "also each strategy against S, paired by seed: time ratios and the "
+                         "accuracy difference, mean and 95 % interval over the seeds"},
         {"--launcher CMD", "MPI launcher (default $HET_MPIEXEC or " CLI_COMPARE_DEFAULT_LAUNCHER
                            "); the rank count follows as '-np N', '-n N' after srun, or "
                            "replaces {n} in CMD"},

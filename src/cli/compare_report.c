@@ -159,7 +159,74 @@ typedef struct report {
     const run_why *why; /* per run: "" or why it failed */
     char title[512], runs[16384];
     char every[256]; /* "" or where --eval-every read it inside epochs, and where not */
+    char paired[8192]; /* "" or the table against --baseline, with its note */
 } report;
+
+/* Student's t, the 97.5 % quantile for df degrees of freedom (1.96 beyond 30). */
+static double t975(int df) {
+    static const double t[31] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                                 2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                 2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                                 2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+    return df >= 1 && df <= 30 ? t[df] : 1.96;
+}
+
+/* One cell of the paired table: over the seeds where both have figure x (a[k], b[k]), the mean
+ * of a/b (ratio) or of 100 (a - b) (points), with its 95 % interval from 2 seeds on. */
+static void paired_cell(char *dst, size_t n, const double *a, const double *b, int K,
+                        int ratio) {
+    double d[1000], mean = 0, var = 0;
+    int m = 0;
+    for (int k = 0; k < K && m < 1000; k++)
+        if (isfinite(a[k]) && isfinite(b[k]) && (!ratio || b[k] > 0))
+            d[m++] = ratio ? a[k] / b[k] : 100 * (a[k] - b[k]);
+    if (!m) {
+        snprintf(dst, n, "-");
+        return;
+    }
+    for (int k = 0; k < m; k++) mean += d[k] / m;
+    for (int k = 0; k < m && m > 1; k++) var += (d[k] - mean) * (d[k] - mean) / (m - 1);
+    const char *fmt = ratio ? "%.3f" : "%+.2f";
+    char v[32], lo[32], hi[32];
+    snprintf(v, sizeof v, fmt, mean);
+    if (m == 1) {
+        snprintf(dst, n, "%s (1 seed)", v);
+        return;
+    }
+    double h = t975(m - 1) * sqrt(var / m);
+    snprintf(lo, sizeof lo, fmt, mean - h);
+    snprintf(hi, sizeof hi, fmt, mean + h);
+    snprintf(dst, n, m < K ? "%s [%s, %s] (%d seeds)" : "%s [%s, %s]", v, lo, hi, m);
+}
+
+/* The table of every strategy against the baseline, paired by seed (fig: the runs' figures,
+ * (strategy x seed) x N_FIG, NaN where a run has none). */
+static void paired_table(char *dst, size_t n, const cmp_plan *p, const double *fig) {
+    const int K = p->seeds, B = p->baseline;
+    const char *clk = p->c->clock == HET_CLOCK_VIRTUAL ? "virtual " : "";
+    size_t len = (size_t)snprintf(dst, n, "Paired with %s by seed (each seed's figure against "
+                                  "%s's on the same seed; mean [95 %% interval, Student's t] "
+                                  "over %d seeds):\n\n| strategy | %stime/epoch / %s's | %stime "
+                                  "to %.4g acc / %s's | final test acc - %s's (points) |\n"
+                                  "|---|---:|---:|---:|\n", p->strat[B], p->strat[B], K, clk,
+                                  p->strat[B], clk, p->target, p->strat[B], p->strat[B]);
+    double a[1000], b[1000];
+    static const int col[3] = {F_EPOCH, F_TARGET, F_ACC};
+    for (int s = 0; s < p->n_strat && len < n; s++) {
+        if (s == B) continue;
+        len += (size_t)snprintf(dst + len, n - len, "| %s", p->strat[s]);
+        for (int c = 0; c < 3 && len < n; c++) {
+            for (int k = 0; k < K && k < 1000; k++) {
+                a[k] = fig[((size_t)s * K + k) * N_FIG + col[c]];
+                b[k] = fig[((size_t)B * K + k) * N_FIG + col[c]];
+            }
+            char cellv[96];
+            paired_cell(cellv, sizeof cellv, a, b, K < 1000 ? K : 1000, c < 2);
+            len += (size_t)snprintf(dst + len, n - len, " | %s", cellv);
+        }
+        if (len < n) len += (size_t)snprintf(dst + len, n - len, " |\n");
+    }
+}
 
 static void write_output(FILE *f, int which, const report *r) {
     const cmp_plan *p = r->p;
@@ -168,6 +235,7 @@ static void write_output(FILE *f, int which, const report *r) {
     case 0:
         fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
         write_table(f, p, r->a, r->why);
+        if (r->paired[0]) fprintf(f, "\n%s", r->paired);
         fprintf(f, "\n%stime/epoch: %s, mean over "
                 "epochs; time to %.4g acc: %s of the first test accuracy that reaches it "
                 "(-: never), read at each epoch's end%s; samples/s: training throughput, mean over epochs; "
@@ -218,14 +286,16 @@ static int write_file(const char *name, int which, const report *r) {
 int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why *why) {
     int S = p->n_strat, K = p->seeds, E = p->c->epochs, st = HET_OK;
     report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), why, "",
-                "", ""};
+                "", "", ""};
     /* x then y of every strategy's curve (its test accuracies: epoch ends and --eval-every
      * points, as many as every seed has); the figures of every seed, figure by figure */
     int P = E;
     for (int i = 0; i < S * K; i++) P = !why[i][0] && runs[i].n_points > P ? runs[i].n_points : P;
     double *xy = calloc((size_t)S * P * 2, sizeof(double)), *v = calloc((size_t)K * N_FIG,
                                                                           sizeof(double));
-    if (!r.a || !r.series || !xy || !v) st = het_error_set(HET_ENOMEM, "out of memory");
+    double *all = malloc((size_t)S * K * N_FIG * sizeof(double)); /* every run's figures */
+    if (!r.a || !r.series || !xy || !v || !all) st = het_error_set(HET_ENOMEM, "out of memory");
+    for (size_t i = 0; all && i < (size_t)S * K * N_FIG; i++) all[i] = NAN;
     for (int s = 0; !st && s < S; s++) {
         double share[4], sum[4] = {0, 0, 0, 0}, fig[N_FIG];
         double *x = xy + (size_t)2 * s * P, *y = x + P;
@@ -241,6 +311,7 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
             }
             run_figures(run, p->target, fig, share);
             for (int f = 0; f < N_FIG; f++) v[(size_t)f * K + k] = fig[f];
+            memcpy(all + ((size_t)s * K + k) * N_FIG, fig, sizeof fig);
             split &= share[0] >= 0;
             for (int j = 0; j < 4; j++) sum[j] += share[j] / ok;
             for (int i = 0; i < np; i++) {
@@ -267,6 +338,7 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
                  why[i][0] ? ": **failed**, " : "", why[i]);
     }
     r.why = why;
+    if (!st && p->baseline >= 0) paired_table(r.paired, sizeof r.paired, p, all);
     if (p->c->eval_every > 0) { /* the strategies that stop at a step take it (compare_sopt.c) */
         char no[128] = "";
         for (int s = 0; s < S; s++) {
@@ -290,6 +362,7 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
     if (!st) {
         printf("\n%s\n\n", r.title);
         write_table(stdout, p, r.a, why);
+        if (r.paired[0]) printf("\n%s", r.paired);
         printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against "
                "time%s), split.svg (time split); the runs' metrics (*.jsonl) and output (*.log)\n",
                p->out, K > 1 ? ", mean over seeds" : "");
@@ -298,5 +371,6 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
     free(r.series);
     free(xy);
     free(v);
+    free(all);
     return st;
 }
