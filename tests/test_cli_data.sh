@@ -96,6 +96,18 @@ rm "$D/t10k-labels-idx1-ubyte"
 expect_refusal "$D/t10k-labels-idx1-ubyte.gz: No such file or directory (--data idx reads" \
     train --model mlp --data idx --data-dir "$D" --epochs 1
 
+# --holdout N: the last N of the training samples in use are evaluated and not trained on
+"$HETRAIN" train --model mlp --data synthetic --train-limit 1000 --holdout 250 --epochs 1 \
+    --metrics "$D/h.jsonl" --progress off >"$D/h.out" 2>&1 || fail "--holdout exited $?: $(tail -2 "$D/h.out")"
+grep -q '^holdout: training on samples 0-749, test_loss and test_acc on the 250 after them (not the test set)$' "$D/h.out" ||
+    fail "--holdout: no line saying what is held out: $(grep -m1 holdout "$D/h.out")"
+grep -q '"samples":750,' "$D/h.jsonl" || fail "--holdout: trained on $(grep -o '"samples":[0-9]*' "$D/h.jsonl"), expected 750"
+"$HETRAIN" train --model mlp --data synthetic --train-limit 1000 --holdout 1000 --epochs 1 >"$D/h2.out" 2>&1 &&
+    fail "--holdout 1000 of 1000 samples accepted"
+[ "$(grep -c '^hetrain' "$D/h2.out")" -eq 1 ] &&
+    grep -q -- '--holdout 1000: the training set has 1000 samples (after --train-limit), expected fewer held out' "$D/h2.out" ||
+    fail "--holdout 1000 of 1000: $(cat "$D/h2.out")"
+
 if [ $failures -ne 0 ]; then
     echo "test_cli_data: $failures failed" >&2
     exit 1

@@ -8,7 +8,9 @@
 #   beside allreduce;
 # - the figures, from metrics files with known numbers (a fake launcher, $HET_MPIEXEC, copies
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
-#   --baseline's table paired by seed (ratios, differences, Student's t interval);
+#   --baseline's table paired by seed (ratios, differences, Student's t interval); the tuning
+#   grid (--tune-lr, --tune-momentum): every point run with --holdout, each strategy compared at
+#   its best (the first of equals; a failed point loses), the grid's table;
 #   a strategy's own options (--max-staleness) reach only the runs of the strategies that
 #   have them, and one that none of the strategies compared has is refused; the rank count
 #   goes where the launcher takes it (-n N after an srun, {n} replaced, else -np N; {n} twice
@@ -179,6 +181,50 @@ grep -q -- '--max-staleness 2 --lr 0.1 ' fake/argv-asp && ! grep -q -- threshold
     fail "strategy options: asp's run got '$(cat fake/argv-asp)'"
 grep -q -- '--max-staleness 2 --inhad-threshold=3 --lr 0.1 ' fake/argv-inhad ||
     fail "strategy options: inhad's run got '$(cat fake/argv-inhad)'"
+
+# the tuning grid: every strategy runs every point with --holdout on the first seed, and the
+# comparison runs with each one's best point (a fake launcher: the held-out accuracy of a point
+# is its file's; allreduce is best at lr 0.1 / momentum 0.9, hgc at lr 0.05 / momentum 0.5,
+# and hgc's lr 0.1 / momentum 0.5 run fails)
+cat >fake/tune.sh <<'EOF2'
+#!/usr/bin/env bash
+# fake MPI launcher: a tuning run (--holdout) copies $FAKE/tune-S-LR-M.jsonl, a comparison run
+# records its words and runs as launch.sh
+h="" lr="" m=""
+for a in "$@"; do
+    case ${p:-} in --strategy) s=$a ;; --lr) lr=$a ;; --momentum) m=$a ;; --holdout) h=$a ;;
+                   --metrics) out=$a ;; esac
+    p=$a
+done
+if [ -n "$h" ]; then
+    printf '%s\n' "$*" >>"$FAKE/argv-tune"
+    [ -f "$FAKE/tune-$s-$lr-$m.jsonl" ] || exit 3
+    cp "$FAKE/tune-$s-$lr-$m.jsonl" "$out"; exit 0
+fi
+printf '%s\n' "$*" >"$FAKE/argv-main-$s"
+exec bash "$FAKE/launch.sh" "$@"
+EOF2
+one='{"type":"epoch","epoch":1,"test_acc":%s,"samples_per_s":50,"elapsed_s":1}\n'
+for x in "allreduce 0.05 0.5 0.3" "allreduce 0.05 0.9 0.5" "allreduce 0.1 0.5 0.6" \
+         "allreduce 0.1 0.9 0.7" "hgc 0.05 0.5 0.8" "hgc 0.05 0.9 null" "hgc 0.1 0.9 0.8"; do
+    read -r s lr m a <<<"$x"
+    printf "$one" "$a" >"fake/tune-$s-$lr-$m.jsonl"
+done
+rm -f fake/argv-tune
+FAKE=$T/fake HET_MPIEXEC="bash $T/fake/tune.sh" "$HETRAIN" compare --data synthetic --epochs 2 \
+    --ranks 2 --out tuned --strategies allreduce,hgc --lr 0.3 --tune-lr 0.05,0.1 \
+    --tune-momentum 0.5,0.9 --tune-epochs 1 --tune-holdout 100 >tuned.out 2>tuned.err ||
+    fail "tuning: $(cat tuned.err)"
+[ "$(grep -c -- '--epochs 1 --holdout 100 ' fake/argv-tune)" -eq 8 ] ||
+    fail "tuning: expected 8 runs of 1 epoch with 100 held out: $(cat fake/argv-tune)"
+grep -q -- '--lr 0.3 --lr 0.1 --momentum 0.9 --strategy allreduce' fake/argv-main-allreduce ||
+    fail "tuning: allreduce's comparison run got '$(cat fake/argv-main-allreduce)'"
+grep -q -- '--lr 0.3 --lr 0.05 --momentum 0.5 --strategy hgc' fake/argv-main-hgc ||
+    fail "tuning: hgc's comparison run (the first of equals) got '$(cat fake/argv-main-hgc)'"
+grep -q '^| allreduce | 0.3000 | 0.5000 | 0.6000 | \*\*0.7000\*\* |$' tuned/compare.md &&
+    grep -q '^| hgc | \*\*0.8000\*\* | - | - | 0.8000 |$' tuned/compare.md ||
+    fail "tuning: the grid's table: $(sed -n '/^Tuning/,$p' tuned/compare.md)"
+grep -q "hgc, lr 0.1, momentum 0.5 ... failed" tuned.out || fail "tuning: the failed point: $(cat tuned.out)"
 
 # ---- the rank count where the launcher takes it: "-n N" after an srun, "{n}" replaced, else
 # "-np N"; daso named without --ranks-per-node runs (the real nodes), by default it is skipped
@@ -408,6 +454,9 @@ usage() { # usage "EXPECTED IN STDERR" ARGS...
 usage "unknown strategy 'sgd', expected some of: allreduce, hgc" --strategies allreduce,sgd
 usage "hgc is named twice" --strategies hgc,hgc
 usage "\-\-baseline: gpipe is not among the strategies compared" --strategies allreduce,hgc --baseline gpipe
+usage "\-\-tune-lr: each value > 0, not '0'" --strategies allreduce --tune-lr 0.1,0
+usage "\-\-tune-momentum: each value in \[0, 1), not '1'" --strategies allreduce --tune-momentum 1
+usage "\-\-tune-epochs and \-\-tune-holdout need a grid" --strategies allreduce --tune-epochs 2
 usage "\-\-ranks: 0 is out of range" --ranks 0
 usage "\-\-seeds: 'two' is not an integer" --seeds two
 usage "\-\-target-acc: '1.5' is not a number in (0, 1]" --target-acc 1.5

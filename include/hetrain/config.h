@@ -44,6 +44,8 @@ typedef struct het_train_config {
                                    layers on bf16 operands, gradients on a bf16 wire) */
     int64_t train_limit;        /* use only the first N training samples (0 = all) */
     int64_t test_limit;         /* use only the first N test samples (0 = all) */
+    int64_t holdout;            /* > 0: the last N of the training samples (after train_limit)
+                                   are evaluated instead of the test set and not trained on */
     char checkpoint[HET_PATH_LEN]; /* "" = none; written every checkpoint_every epochs + end */
     int checkpoint_every;       /* epochs between checkpoints (>= 1) */
     int checkpoint_steps;       /* 0: off; N: also a checkpoint every N optimizer steps inside

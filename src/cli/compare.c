@@ -62,9 +62,10 @@ static struct {
     char out[HET_PATH_LEN - 128];
     char launcher[512];   /* "" = $HET_MPIEXEC or CLI_COMPARE_DEFAULT_LAUNCHER */
     char baseline[32];    /* "" = none */
+    cmp_tune tune;        /* the tuning grid's options */
     char **rest;          /* the options forwarded to train */
     int n_rest;
-} g_opt = {"", 0, 1, 0.8, "compare", "", "", NULL, 0};
+} g_opt = {.ranks = 0, .seeds = 1, .target = 0.8, .out = "compare"};
 
 
 /* Records the usage error "hetrain compare: ..." and returns CLI_USAGE. */
@@ -98,7 +99,8 @@ static int set_text(const char *key, const char *v, char *dst, size_t n) {
 
 int cli_compare_options(int argc, char **argv, int *n_rest) {
     static const char *const own[] = {"strategies", "ranks", "seeds", "target-acc", "out",
-                                      "launcher", "simulator", "baseline"};
+                                      "launcher", "simulator", "baseline", "tune-lr",
+                                      "tune-momentum", "tune-epochs", "tune-holdout"};
     int kept = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
@@ -123,7 +125,16 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
         case 4: st = set_text(own[k], v, g_opt.out, sizeof g_opt.out); break;
         case 5: st = set_text(own[k], v, g_opt.launcher, sizeof g_opt.launcher); break;
         case 6: st = cli_compare_set_simulator(v); break;
-        default: st = set_text(own[k], v, g_opt.baseline, sizeof g_opt.baseline); break;
+        case 7: st = set_text(own[k], v, g_opt.baseline, sizeof g_opt.baseline); break;
+        case 8: st = cli_compare_tune_list(&g_opt.tune, 0, v); break;
+        case 9: st = cli_compare_tune_list(&g_opt.tune, 1, v); break;
+        case 10: st = parse_int(own[k], v, 1, 100000, &g_opt.tune.epochs); break;
+        default: {
+            int h = 0;
+            st = parse_int(own[k], v, 1, 1 << 30, &h);
+            g_opt.tune.holdout = h;
+            break;
+        }
         }
         if (st) return st;
     }
@@ -200,6 +211,10 @@ static int make_plan(cmp_plan *p, const het_train_config *c) {
                      p->ranks);
     int st = choose_strategies(p);
     if (st) return st;
+    p->tune = g_opt.tune;
+    if ((p->tune.epochs || p->tune.holdout) && !p->tune.n_lr && !p->tune.n_m)
+        return usage("--tune-epochs and --tune-holdout need a grid: --tune-lr LIST and / or "
+                     "--tune-momentum LIST");
     p->baseline = -1;
     for (int s = 0; g_opt.baseline[0] && s < p->n_strat; s++)
         if (strcmp(p->strat[s], g_opt.baseline) == 0) p->baseline = s;
@@ -277,6 +292,32 @@ static int check_outputs(const cmp_plan *p, const het_train_config *c) {
     return st == HET_EINVAL ? usage("%s", het_error_msg()) : st;
 }
 
+int cli_compare_run(const cmp_plan *p, const char *s, unsigned long long seed,
+                    const char *metrics, const char *log, char *const *extra, char *cmd,
+                    size_t n_cmd, int *killed) {
+    int n_extra = 0;
+    while (extra && extra[n_extra]) n_extra++;
+    char **argv = calloc((size_t)(p->launcher.n_words + g_opt.n_rest + n_extra + 16),
+                         sizeof *argv);
+    if (!argv) return het_error_set(HET_ENOMEM, "out of memory");
+    char seedbuf[24];
+    snprintf(seedbuf, sizeof seedbuf, "%llu", seed);
+    int n = 0;
+    for (int w = 0; w < p->launcher.n_words; w++) argv[n++] = p->launcher.words[w];
+    argv[n++] = (char *)p->self;
+    argv[n++] = "train";
+    n += cli_compare_run_words(g_opt.rest, g_opt.n_rest, s, argv + n);
+    for (int k = 0; k < n_extra; k++) argv[n++] = extra[k];
+    char *tail[] = {"--strategy", (char *)s, "--seed", seedbuf, "--metrics", (char *)metrics,
+                    "--progress", "off", NULL};
+    memcpy(argv + n, tail, sizeof tail);
+    remove(metrics);
+    int st = run_one(p, argv, s, seed, log, killed);
+    if (cmd) cli_job_shell_line(cmd, n_cmd, argv);
+    free(argv);
+    return st;
+}
+
 int cli_compare(const het_train_config *c) {
     cmp_plan p;
     int st = make_plan(&p, c); /* CLI_USAGE or a het_status */
@@ -296,10 +337,10 @@ int cli_compare(const het_train_config *c) {
     int K = g_opt.seeds, n_runs = p.n_strat * K;
     cli_jsonl_run *runs = calloc((size_t)n_runs, sizeof *runs);
     run_why *why = calloc((size_t)n_runs, sizeof *why);
-    char **argv = calloc((size_t)(p.launcher.n_words + g_opt.n_rest + 16), sizeof *argv);
-    if (!runs || !why || !argv) st = het_error_set(HET_ENOMEM, "out of memory");
+    if (!runs || !why) st = het_error_set(HET_ENOMEM, "out of memory");
     printf("%scompare: %d strateg%s x %d seed%s on %d ranks, output in %s/\n", p.skipped,
            p.n_strat, p.n_strat == 1 ? "y" : "ies", K, K == 1 ? "" : "s", p.ranks, g_opt.out);
+    if (!st && (p.tune.n_lr || p.tune.n_m)) st = cli_compare_tune(&p);
     int done = 0, killed = 0, n_failed = 0;
     char stopped[2 * HET_PATH_LEN + 256] = ""; /* the run a signal stopped */
     for (int i = 0; !st && !cli_signals_caught() && i < n_runs; i++) {
@@ -311,19 +352,14 @@ int cli_compare(const het_train_config *c) {
         cli_compare_join(metrics, sizeof metrics, g_opt.out, name);
         snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
         cli_compare_join(log, sizeof log, g_opt.out, name);
-        int n = 0;
-        for (int w = 0; w < p.launcher.n_words; w++) argv[n++] = p.launcher.words[w];
-        argv[n++] = p.self;
-        argv[n++] = "train";
-        n += cli_compare_run_words(g_opt.rest, g_opt.n_rest, s, argv + n);
-        char *tail[] = {"--strategy", (char *)s, "--seed", seedbuf, "--metrics", metrics,
-                        "--progress", "off", NULL};
-        memcpy(argv + n, tail, sizeof tail);
+        char *tuned[5] = {NULL};
+        if (p.tune.n_lr || p.tune.n_m)
+            tuned[cli_compare_tune_words(&p.tune, p.tune.chosen[i / K], tuned)] = NULL;
         printf("compare: run %d/%d: %s, seed %s ... ", i + 1, n_runs, s, seedbuf);
         fflush(stdout);
         double t0 = het_now();
-        remove(metrics);
-        st = run_one(&p, argv, s, seed, log, &killed);
+        st = cli_compare_run(&p, s, seed, metrics, log, tuned, runs[i].command,
+                             sizeof runs[i].command, &killed);
         if (!st && cli_signals_caught()) {
             char how[48] = "";
             if (killed) snprintf(how, sizeof how, "; killed after %g s", CMP_KILL_AFTER_S);
@@ -332,8 +368,12 @@ int cli_compare(const het_train_config *c) {
                      "metrics %s, output %s%s)", i + 1, n_runs, s, seedbuf, metrics, log, how);
             break;
         }
-        if (!st) st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
-        cli_job_shell_line(runs[i].command, sizeof runs[i].command, argv);
+        if (!st) {
+            char cmd[sizeof runs[i].command];
+            memcpy(cmd, runs[i].command, sizeof cmd); /* cli_jsonl_read clears the run */
+            st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
+            memcpy(runs[i].command, cmd, sizeof cmd);
+        }
         if (st == HET_ENOMEM) break;
         if (st) { /* the others still run: the table marks this one, the exit status says so */
             snprintf(why[i], sizeof *why, "%s", het_error_msg());
@@ -357,7 +397,6 @@ int cli_compare(const het_train_config *c) {
     int sig = complete ? 0 : cli_signals_caught(); /* one after the tables is too late */
     for (int i = 0; runs && i < n_runs; i++) cli_jsonl_free(&runs[i]);
     free(runs);
-    free(argv);
     fflush(stdout);
     /* each failed run's one line; with some runs finished the tables were written first */
     for (int i = 0; why && !sig && i < n_runs; i++)

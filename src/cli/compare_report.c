@@ -160,6 +160,7 @@ typedef struct report {
     char title[512], runs[16384];
     char every[256]; /* "" or where --eval-every read it inside epochs, and where not */
     char paired[8192]; /* "" or the table against --baseline, with its note */
+    char tuned[8192];  /* "" or the tuning grid's table (--tune-lr, --tune-momentum) */
 } report;
 
 /* Student's t, the 97.5 % quantile for df degrees of freedom (1.96 beyond 30). */
@@ -228,6 +229,36 @@ static void paired_table(char *dst, size_t n, const cmp_plan *p, const double *f
     }
 }
 
+/* The tuning grid: a row per strategy, its held-out accuracy at every point, the chosen one in
+ * bold. */
+static void tune_table(char *dst, size_t n, const cmp_plan *p) {
+    const cmp_tune *t = &p->tune;
+    const int G = cli_compare_tune_points(t), nm = t->n_m ? t->n_m : 1;
+    size_t len = (size_t)snprintf(dst, n, "Tuning: every strategy ran every point of the grid "
+                                  "once (seed %llu), trained without its held-out samples and "
+                                  "scored on them (--holdout); the table's runs use each "
+                                  "strategy's best point (bold), the highest held-out accuracy "
+                                  "(-: failed or diverged; the tuning runs' files are "
+                                  "tune-STRATEGY-POINT.*).\n\n| strategy |",
+                                  (unsigned long long)p->c->seed);
+    for (int g = 0; g < G && len < n; g++)
+        len += (size_t)snprintf(dst + len, n - len, "%s%s%s%s%s |", t->n_lr ? " lr " : "",
+                                t->n_lr ? t->lr[g / nm] : "", t->n_lr && t->n_m ? "," : "",
+                                t->n_m ? " momentum " : "", t->n_m ? t->m[g % nm] : "");
+    if (len < n) len += (size_t)snprintf(dst + len, n - len, "\n|---|");
+    for (int g = 0; g < G && len < n; g++) len += (size_t)snprintf(dst + len, n - len, "---:|");
+    for (int s = 0; s < p->n_strat && len < n; s++) {
+        len += (size_t)snprintf(dst + len, n - len, "\n| %s |", p->strat[s]);
+        for (int g = 0; g < G && len < n; g++) {
+            const double a = t->acc[s][g];
+            const char *b = g == t->chosen[s] && isfinite(a) ? "**" : "";
+            if (isfinite(a)) len += (size_t)snprintf(dst + len, n - len, " %s%.4f%s |", b, a, b);
+            else len += (size_t)snprintf(dst + len, n - len, " - |");
+        }
+    }
+    if (len < n) snprintf(dst + len, n - len, "\n");
+}
+
 static void write_output(FILE *f, int which, const report *r) {
     const cmp_plan *p = r->p;
     int virt = p->c->clock == HET_CLOCK_VIRTUAL;
@@ -236,6 +267,7 @@ static void write_output(FILE *f, int which, const report *r) {
         fprintf(f, "# hetrain compare\n\n%s.\n\n", r->title);
         write_table(f, p, r->a, r->why);
         if (r->paired[0]) fprintf(f, "\n%s", r->paired);
+        if (r->tuned[0]) fprintf(f, "\n%s", r->tuned);
         fprintf(f, "\n%stime/epoch: %s, mean over "
                 "epochs; time to %.4g acc: %s of the first test accuracy that reaches it "
                 "(-: never), read at each epoch's end%s; samples/s: training throughput, mean over epochs; "
@@ -286,7 +318,7 @@ static int write_file(const char *name, int which, const report *r) {
 int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why *why) {
     int S = p->n_strat, K = p->seeds, E = p->c->epochs, st = HET_OK;
     report r = {p, calloc((size_t)S, sizeof *r.a), calloc((size_t)S, sizeof *r.series), why, "",
-                "", "", ""};
+                "", "", "", ""};
     /* x then y of every strategy's curve (its test accuracies: epoch ends and --eval-every
      * points, as many as every seed has); the figures of every seed, figure by figure */
     int P = E;
@@ -339,6 +371,7 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
     }
     r.why = why;
     if (!st && p->baseline >= 0) paired_table(r.paired, sizeof r.paired, p, all);
+    if (!st && (p->tune.n_lr || p->tune.n_m)) tune_table(r.tuned, sizeof r.tuned, p);
     if (p->c->eval_every > 0) { /* the strategies that stop at a step take it (compare_sopt.c) */
         char no[128] = "";
         for (int s = 0; s < S; s++) {
@@ -363,6 +396,7 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
         printf("\n%s\n\n", r.title);
         write_table(stdout, p, r.a, why);
         if (r.paired[0]) printf("\n%s", r.paired);
+        if (r.tuned[0]) printf("\n%s", r.tuned);
         printf("\n%s: compare.md, compare.csv; plots accuracy.svg (test accuracy against "
                "time%s), split.svg (time split); the runs' metrics (*.jsonl) and output (*.log)\n",
                p->out, K > 1 ? ", mean over seeds" : "");

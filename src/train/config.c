@@ -114,6 +114,9 @@ static const key_def keys[] = {
      0, 4e18, 0},
     {{"test-limit", "N", "use the first N test samples (0: all)"}, K_I64, OFF(test_limit), 0,
      4e18, 0},
+    {{"holdout", "N", "hold out the last N training samples (after --train-limit): evaluate on "
+      "them instead of the test set and train on the rest (tuning: compare --tune-lr)"}, K_I64,
+     OFF(holdout), 0, 4e18, 0},
     {{"synthetic-shape", "CxHxW", "data synthetic: image shape (default 1x28x28)"}, K_NAME,
      OFF(synthetic_shape), 0, 0, 0},
     {{"classes", "K", "data synthetic: number of classes (default 10); data idx: overrides "

@@ -112,6 +112,28 @@ static int join_world(het_trainer *t) {
     return het_trainer_compare_config(t);
 }
 
+/* --holdout N: the test set becomes a view of the last N training samples in use, which the
+ * training leaves out (the same on every rank: the data and the limits are agreed). */
+static int hold_out(het_trainer *t, int64_t n) {
+    if (n >= t->n_train)
+        return het_error_set(HET_EINVAL, "--holdout %lld: the training set has %lld samples "
+                             "(after --train-limit), expected fewer held out", (long long)n,
+                             (long long)t->n_train);
+    het_dataset_free(&t->test);
+    const size_t per = het_shape_size(t->train.shape);
+    const int64_t first = t->n_train - n;
+    t->test = t->train;
+    t->test.images = t->train.images + (size_t)first * per;
+    t->test.labels = t->train.labels + first;
+    t->test.n = n;
+    t->test.borrowed = 1; /* the training set's memory */
+    t->n_test = n;
+    t->n_train = first;
+    het_log(HET_LOG_INFO, "holdout: training on samples 0-%lld, test_loss and test_acc on the "
+            "%lld after them (not the test set)\n", (long long)first - 1, (long long)n);
+    return HET_OK;
+}
+
 int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     *out = NULL;
     het_trainer *t = calloc(1, sizeof *t);
@@ -156,6 +178,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     t->n_test = t->test.n;
     if (cfg->train_limit > 0 && cfg->train_limit < t->n_train) t->n_train = cfg->train_limit;
     if (cfg->test_limit > 0 && cfg->test_limit < t->n_test) t->n_test = cfg->test_limit;
+    if (cfg->holdout > 0 && (st = hold_out(t, cfg->holdout))) goto fail;
     if ((st = het_trainer_compare_data(t))) goto fail;
     if (t->n_train < 1 || t->n_test < 1) {
         st = het_error_set(HET_EINVAL, "dataset %s: %lld training and %lld test samples, "
