@@ -10,7 +10,7 @@
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/common.sh" # data_dir
+. "$here/common.sh" # data_dir, het_paired
 epochs=${EPOCHS:-3}
 seeds=${SEEDS:-1 2 3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -42,29 +42,20 @@ for s in $seeds; do
 done
 last() { grep '"type":"epoch"' "$1" | tail -1; }
 acc() { last "$1" | sed -n 's/.*"test_acc":\([-0-9.e+]*\).*/\1/p'; }
-bwd() { last "$1" | sed -n "s/.*\"$2\":\\[[-0-9.e+]*,\\{0,1\\}\\([-0-9.e+]*\\)\\].*/\\1/p"; }
 echo "# qfb's gradient codec: lenet5, Fashion-MNIST, 2 stages x 4 micro-batches, $epochs epochs, seeds $seeds ($(date -u +%F))"
 echo
 echo "| setting | test acc (mean) | paired difference to codecs off (points, mean [95 % interval]) | bytes backward / fp32 |"
 echo "|---|---:|---:|---:|"
 for n in "${names[@]}"; do
-    a="" d=""
-    for s in $seeds; do
-        a="$a $(acc "$T/$n.$s.jsonl")"
-        d="$d $(awk -v x="$(acc "$T/$n.$s.jsonl")" -v y="$(acc "$T/off.$s.jsonl")" 'BEGIN { print 100 * (x - y) }')"
-    done
-    ratio=$(awk -v s="$(last "$T/$n.1.jsonl" | sed -n 's/.*"bytes_bwd":\[\([-0-9.e+,]*\)\].*/\1/p')" \
-                -v r="$(last "$T/$n.1.jsonl" | sed -n 's/.*"bytes_bwd_fp32":\[\([-0-9.e+,]*\)\].*/\1/p')" \
+    a=""
+    for s in $seeds; do a="$a $(acc "$T/$n.$s.jsonl")"; done
+    ratio=$(awk -v s="$(last "$T/$n.${seeds%% *}.jsonl" | sed -n 's/.*"bytes_bwd":\[\([-0-9.e+,]*\)\].*/\1/p')" \
+                -v r="$(last "$T/$n.${seeds%% *}.jsonl" | sed -n 's/.*"bytes_bwd_fp32":\[\([-0-9.e+,]*\)\].*/\1/p')" \
                 'BEGIN { split(s, a, ","); split(r, b, ","); x = 0; y = 0
                          for (i in a) x += a[i]; for (i in b) y += b[i]
                          printf "%.3f", (y > 0 ? x / y : 1) }')
-    awk -v a="$a" -v d="$d" -v l="${label[$n]}" -v r="$ratio" 'BEGIN {
-        n = split(a, x, " "); split(d, y, " ")
-        # Student t, 97.5 % quantile, n - 1 degrees of freedom
-        t[1] = 12.706; t[2] = 4.303; t[3] = 3.182; t[4] = 2.776; t[5] = 2.571; t[6] = 2.447
-        t[7] = 2.365; t[8] = 2.306; t[9] = 2.262
-        for (i = 1; i <= n; i++) { ma += x[i] / n; md += y[i] / n }
-        for (i = 1; i <= n; i++) v += (y[i] - md) ^ 2 / (n > 1 ? n - 1 : 1)
-        h = n > 1 ? (n - 1 <= 9 ? t[n - 1] : 1.96) * sqrt(v / n) : 0
-        printf "| %s | %.4f | %+.2f [%+.2f, %+.2f] | %s |\n", l, ma, md, md - h, md + h, r }'
+    offs=""
+    for s in $seeds; do offs="$offs $(acc "$T/off.$s.jsonl")"; done
+    ma=$(echo "$a" | awk '{ for (i = 1; i <= NF; i++) s += $i; printf "%.4f", s / NF }')
+    echo "| ${label[$n]} | $ma | $(het_paired "$a" "$offs" points) | $ratio |"
 done

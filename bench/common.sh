@@ -37,3 +37,17 @@ het_bench_blas_kernels() {
 # line: the global figure over all ranks). het_epoch_acc FILE: its test accuracy.
 het_epoch_rate() { sed -n 's/^epoch .* \([0-9]*\) samples\/s .*/\1/p' "$1" | tail -n 1; }
 het_epoch_acc() { sed -n 's/^epoch .* test_acc \([0-9.]*\) .*/\1/p' "$1" | tail -n 1; }
+# het_paired "A1 A2 ..." "B1 B2 ..." ratio|points: the mean over pairs of A/B (ratio) or of
+# 100 (A - B) (points), and its 95 % interval (Student's t, n - 1 degrees of freedom), as
+# "MEAN [LO, HI]" ("MEAN (1 pair)" for one).
+het_paired() {
+    awk -v a="$1" -v b="$2" -v how="$3" 'BEGIN {
+        split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228", t, " ")
+        n = split(a, x, " "); split(b, y, " ")
+        for (i = 1; i <= n; i++) { d[i] = how == "ratio" ? x[i] / y[i] : 100 * (x[i] - y[i]); m += d[i] / n }
+        fmt = how == "ratio" ? "%.3f" : "%+.2f"
+        if (n < 2) { printf fmt " (1 pair)", m; exit }
+        for (i = 1; i <= n; i++) v += (d[i] - m) ^ 2 / (n - 1)
+        h = (n - 1 <= 10 ? t[n - 1] : 1.96) * sqrt(v / n)
+        printf fmt " [" fmt ", " fmt "]", m, m - h, m + h }'
+}
