@@ -10,7 +10,8 @@
 #   them in place of a run): means and spreads over 2 seeds, "-" / empty where there is none;
 #   --baseline's table paired by seed (ratios, differences, Student's t interval); the tuning
 #   grid (--tune-lr, --tune-momentum): every point run with --holdout, each strategy compared at
-#   its best (the first of equals; a failed point loses), the grid's table;
+#   its best (the first of equals; a failed point loses), the grid's table; --set S:KEY=VALUE
+#   reaches S's runs only, last;
 #   a strategy's own options (--max-staleness) reach only the runs of the strategies that
 #   have them, and one that none of the strategies compared has is refused; the rank count
 #   goes where the launcher takes it (-n N after an srun, {n} replaced, else -np N; {n} twice
@@ -215,7 +216,7 @@ FAKE=$T/fake HET_MPIEXEC="bash $T/fake/tune.sh" "$HETRAIN" compare --data synthe
     --ranks 2 --out tuned --strategies allreduce,hgc --lr 0.3 --tune-lr 0.05,0.1 \
     --tune-momentum 0.5,0.9 --tune-epochs 1 --tune-holdout 100 >tuned.out 2>tuned.err ||
     fail "tuning: $(cat tuned.err)"
-[ "$(grep -c -- '--epochs 1 --holdout 100 ' fake/argv-tune)" -eq 8 ] ||
+[ "$(grep -- '--epochs 1 ' fake/argv-tune | grep -c -- '--holdout 100 ')" -eq 8 ] ||
     fail "tuning: expected 8 runs of 1 epoch with 100 held out: $(cat fake/argv-tune)"
 grep -q -- '--lr 0.3 --lr 0.1 --momentum 0.9 --strategy allreduce' fake/argv-main-allreduce ||
     fail "tuning: allreduce's comparison run got '$(cat fake/argv-main-allreduce)'"
@@ -225,6 +226,13 @@ grep -q '^| allreduce | 0.3000 | 0.5000 | 0.6000 | \*\*0.7000\*\* |$' tuned/comp
     grep -q '^| hgc | \*\*0.8000\*\* | - | - | 0.8000 |$' tuned/compare.md ||
     fail "tuning: the grid's table: $(sed -n '/^Tuning/,$p' tuned/compare.md)"
 grep -q "hgc, lr 0.1, momentum 0.5 ... failed" tuned.out || fail "tuning: the failed point: $(cat tuned.out)"
+# --set S:KEY=VALUE: only S's runs get it, after the others (so it wins)
+FAKE=$T/fake HET_MPIEXEC="bash $T/fake/argv.sh" "$HETRAIN" compare --data synthetic --epochs 2 \
+    --ranks 3 --out setopt --strategies hgc,asp --threads 1 --set hgc:threads=2 \
+    --set hgc:lr=0.2 >setopt.out 2>setopt.err || fail "--set: $(cat setopt.err)"
+grep -q -- '--threads 1 --threads 2 --lr 0.2 --strategy hgc ' fake/argv-hgc ||
+    fail "--set: hgc's run got '$(cat fake/argv-hgc)'"
+grep -q -- '--threads 2\|--lr 0.2' fake/argv-asp && fail "--set: asp's run got '$(cat fake/argv-asp)'"
 
 # ---- the rank count where the launcher takes it: "-n N" after an srun, "{n}" replaced, else
 # "-np N"; daso named without --ranks-per-node runs (the real nodes), by default it is skipped
@@ -457,6 +465,9 @@ usage "\-\-baseline: gpipe is not among the strategies compared" --strategies al
 usage "\-\-tune-lr: each value > 0, not '0'" --strategies allreduce --tune-lr 0.1,0
 usage "\-\-tune-momentum: each value in \[0, 1), not '1'" --strategies allreduce --tune-momentum 1
 usage "\-\-tune-epochs and \-\-tune-holdout need a grid" --strategies allreduce --tune-epochs 2
+usage "\-\-set: 'gpipe' is not among the strategies compared" --strategies allreduce --set gpipe:threads=2
+usage "\-\-set allreduce:nokey=1: nokey: unknown key" --strategies allreduce --set allreduce:nokey=1
+usage "\-\-set: 'allreduce', expected STRATEGY:KEY=VALUE" --strategies allreduce --set allreduce
 usage "\-\-ranks: 0 is out of range" --ranks 0
 usage "\-\-seeds: 'two' is not an integer" --seeds two
 usage "\-\-target-acc: '1.5' is not a number in (0, 1]" --target-acc 1.5

@@ -63,6 +63,8 @@ static struct {
     char launcher[512];   /* "" = $HET_MPIEXEC or CLI_COMPARE_DEFAULT_LAUNCHER */
     char baseline[32];    /* "" = none */
     cmp_tune tune;        /* the tuning grid's options */
+    char set[CMP_MAX_SET][160]; /* --set S:KEY=VALUE, as given */
+    int n_set;
     char **rest;          /* the options forwarded to train */
     int n_rest;
 } g_opt = {.ranks = 0, .seeds = 1, .target = 0.8, .out = "compare"};
@@ -100,7 +102,7 @@ static int set_text(const char *key, const char *v, char *dst, size_t n) {
 int cli_compare_options(int argc, char **argv, int *n_rest) {
     static const char *const own[] = {"strategies", "ranks", "seeds", "target-acc", "out",
                                       "launcher", "simulator", "baseline", "tune-lr",
-                                      "tune-momentum", "tune-epochs", "tune-holdout"};
+                                      "tune-momentum", "tune-epochs", "tune-holdout", "set"};
     int kept = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
@@ -129,6 +131,10 @@ int cli_compare_options(int argc, char **argv, int *n_rest) {
         case 8: st = cli_compare_tune_list(&g_opt.tune, 0, v); break;
         case 9: st = cli_compare_tune_list(&g_opt.tune, 1, v); break;
         case 10: st = parse_int(own[k], v, 1, 100000, &g_opt.tune.epochs); break;
+        case 12:
+            if (g_opt.n_set == CMP_MAX_SET) st = usage("--set: at most %d", CMP_MAX_SET);
+            else st = set_text(own[k], v, g_opt.set[g_opt.n_set++], sizeof g_opt.set[0]);
+            break;
         default: {
             int h = 0;
             st = parse_int(own[k], v, 1, 1 << 30, &h);
@@ -197,6 +203,41 @@ static int choose_strategies(cmp_plan *p) {
     return p->n_strat ? CLI_OK : usage("--strategies: no strategy named");
 }
 
+/* --set S:KEY=VALUE: S compared, KEY=VALUE a train option that takes VALUE (checked on a copy
+ * of the configuration); its words go to S's runs after everything else. */
+static int plan_sets(cmp_plan *p) {
+    static char words[CMP_MAX_SET][2][160];
+    for (int i = 0; i < g_opt.n_set; i++) {
+        const char *v = g_opt.set[i], *colon = strchr(v, ':'), *eq = colon ? strchr(colon, '=') : NULL;
+        if (!colon || !eq || colon == v || eq == colon + 1)
+            return usage("--set: '%s', expected STRATEGY:KEY=VALUE (gpipe:threads=2)", v);
+        int s = -1;
+        for (int k = 0; k < p->n_strat; k++)
+            if (strlen(p->strat[k]) == (size_t)(colon - v) &&
+                !strncmp(p->strat[k], v, (size_t)(colon - v)))
+                s = k;
+        if (s < 0) return usage("--set: '%.*s' is not among the strategies compared", (int)(colon - v), v);
+        snprintf(words[i][0], sizeof words[i][0], "--%.*s", (int)(eq - colon - 1), colon + 1);
+        snprintf(words[i][1], sizeof words[i][1], "%s", eq + 1);
+        het_train_config *copy = malloc(sizeof *copy);
+        if (!copy) return het_error_set(HET_ENOMEM, "out of memory");
+        *copy = *p->c;
+        int bad = het_train_config_set(copy, words[i][0] + 2, words[i][1]);
+        free(copy);
+        if (bad) return usage("--set %s: %s", v, het_error_msg());
+        p->set_words[s][2 * p->n_set[s]] = words[i][0];
+        p->set_words[s][2 * p->n_set[s]++ + 1] = words[i][1];
+    }
+    return CLI_OK;
+}
+
+void cli_compare_extra_words(const cmp_plan *p, int s, int tuned, char **w) {
+    int n = 0;
+    if (p->tune.n_lr || p->tune.n_m) n = cli_compare_tune_words(&p->tune, tuned, w);
+    for (int k = 0; k < 2 * p->n_set[s]; k++) w[n++] = p->set_words[s][k];
+    w[n] = NULL;
+}
+
 static int make_plan(cmp_plan *p, const het_train_config *c) {
     memset(p, 0, sizeof *p);
     p->c = c;
@@ -215,6 +256,7 @@ static int make_plan(cmp_plan *p, const het_train_config *c) {
     if ((p->tune.epochs || p->tune.holdout) && !p->tune.n_lr && !p->tune.n_m)
         return usage("--tune-epochs and --tune-holdout need a grid: --tune-lr LIST and / or "
                      "--tune-momentum LIST");
+    if ((st = plan_sets(p))) return st;
     p->baseline = -1;
     for (int s = 0; g_opt.baseline[0] && s < p->n_strat; s++)
         if (strcmp(p->strat[s], g_opt.baseline) == 0) p->baseline = s;
@@ -352,9 +394,8 @@ int cli_compare(const het_train_config *c) {
         cli_compare_join(metrics, sizeof metrics, g_opt.out, name);
         snprintf(name, sizeof name, "%s-seed%s.log", s, seedbuf);
         cli_compare_join(log, sizeof log, g_opt.out, name);
-        char *tuned[5] = {NULL};
-        if (p.tune.n_lr || p.tune.n_m)
-            tuned[cli_compare_tune_words(&p.tune, p.tune.chosen[i / K], tuned)] = NULL;
+        char *tuned[5 + 2 * CMP_MAX_SET];
+        cli_compare_extra_words(&p, i / K, p.tune.chosen[i / K], tuned);
         printf("compare: run %d/%d: %s, seed %s ... ", i + 1, n_runs, s, seedbuf);
         fflush(stdout);
         double t0 = het_now();

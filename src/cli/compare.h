@@ -9,7 +9,8 @@
 
 #define CMP_MAX_STRAT 16
 
-#define CMP_TUNE_MAX 8 /* values per hyper-parameter of the tuning grid */
+#define CMP_TUNE_MAX 8
+#define CMP_MAX_SET 16 /* --set options */ /* values per hyper-parameter of the tuning grid */
 
 /* The tuning grid (--tune-lr, --tune-momentum): every strategy runs every point once on a
  * held-out split, and its best point by the same rule (the highest held-out accuracy at the
@@ -37,6 +38,9 @@ typedef struct cmp_plan {
     char self[PATH_MAX];
     char skipped[512]; /* a note on the strategies left out by default, "" for none */
     cmp_tune tune;     /* n_lr = n_m = 0: no tuning */
+    /* --set S:KEY=VALUE: per strategy, the words "--KEY" "VALUE" its runs get last */
+    int n_set[CMP_MAX_STRAT];
+    char *set_words[CMP_MAX_STRAT][2 * CMP_MAX_SET];
 } cmp_plan;
 
 /* The grid's points: n_lr x n_m (a hyper-parameter not tuned counts as one point). */
@@ -54,6 +58,9 @@ int cli_compare_tune(cmp_plan *p);
  * compare (compare_sopt.c), then extra (NULL-terminated), then --strategy, --seed, --metrics,
  * --progress off; HET_OK if it exits 0 or a signal came (*killed: the launcher was killed
  * after it; compare.c). The command line into cmd. */
+/* The extra words of strategy s's runs: the tuned point's (when tuned), then its --set words;
+ * NULL-terminated into w (room for 4 + 2 CMP_MAX_SET + 1). */
+void cli_compare_extra_words(const cmp_plan *p, int s, int tuned, char **w);
 int cli_compare_run(const cmp_plan *p, const char *s, unsigned long long seed,
                     const char *metrics, const char *log, char *const *extra, char *cmd,
                     size_t n_cmd, int *killed);

@@ -20,6 +20,13 @@ void cli_compare_help(void) {
         {"--out DIR", "where the runs' metrics, logs, tables and plots go (default compare)"},
         {"--baseline S", "also each strategy against S, paired by seed: time ratios and the "
                          "accuracy difference, mean and 95 % interval over the seeds"},
+        {"--set S:KEY=VALUE", "S's runs also get --KEY VALUE, last (repeatable; e.g. "
+                              "gpipe:threads=2 to give gpipe qfb's two threads per stage)"},
+        {"--tune-lr LIST", "tune every strategy on a grid of learning rates (0.01,0.02,0.05) "
+                           "before comparing: held-out accuracy, the same rule for all"},
+        {"--tune-momentum LIST", "the grid's momentums (0.5,0.9)"},
+        {"--tune-epochs E", "epochs of a tuning run (default --epochs)"},
+        {"--tune-holdout N", "training samples held out to score the grid (default a sixth)"},
         {"--launcher CMD", "MPI launcher (default $HET_MPIEXEC or " CLI_COMPARE_DEFAULT_LAUNCHER
                            "); the rank count follows as '-np N', '-n N' after srun, or "
                            "replaces {n} in CMD"},

@@ -84,9 +84,11 @@ int cli_compare_tune(cmp_plan *p) {
         t->chosen[s] = 0;
         for (int g = 0; g < G; g++) t->acc[s][g] = NAN;
         for (int g = 0; g < G && !cli_signals_caught(); g++) {
-            char *extra[9], name[96], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
-            int n = cli_compare_tune_words(t, g, extra), killed = 0;
-            extra[n++] = "--epochs", extra[n++] = ebuf;
+            char *extra[10 + 2 * CMP_MAX_SET], name[96], metrics[HET_PATH_LEN], log[HET_PATH_LEN];
+            int n = 0, killed = 0;
+            extra[n++] = "--epochs", extra[n++] = ebuf; /* before --set's: a --set epochs wins */
+            cli_compare_extra_words(p, s, g, extra + n);
+            while (extra[n]) n++;
             extra[n++] = "--holdout", extra[n++] = hbuf;
             extra[n] = NULL;
             snprintf(name, sizeof name, "tune-%s-%d.jsonl", p->strat[s], g + 1);
