@@ -10,8 +10,9 @@
 #   host), and resume (the gradient codec's residuals and the stage cuts in the checkpoint)
 #   equals an uninterrupted run; a resume given other --stages is refused;
 # - on the virtual clock a stage's forward and backward lanes overlap (stage 1: > 15 % of its
-#   work done while the other lane computed; gpipe: none), and codecs on train to within 2 % of
-#   the loss of codecs off on the same seed;
+#   work done while the other lane computed; gpipe: none), a factor-2 slowdown of a stage doubles
+#   its compute within 5 % (the lanes' pieces paced by slowdown.c on their own clocks), and
+#   codecs on train to within 2 % of the loss of codecs off on the same seed;
 # - (test_qfb_threads.sh: many micro-batches on one rank, also under ThreadSanitizer);
 # - refusals: a --grad-topk outside (0, 1], an option of qfb given to gpipe.
 # Env: HETRAIN (the binary).
@@ -110,6 +111,14 @@ if run ovq 2 "${V[@]}" --strategy qfb --metrics ovq.jsonl &&
         fail "qfb: the lanes' overlap per stage '$(qfb_arr ovq.jsonl overlap)', expected > 15 % on stage 1"
     go=$(grep '"type":"epoch"' ovg.jsonl | tail -1 | sed -n 's/.*"gpipe":{.*"overlap":\[\([-0-9.e+,]*\)\].*/\1/p')
     [ "$go" = "0.0000,0.0000" ] || fail "gpipe: overlap '$go', expected none"
+    # the lanes pace their pieces with the shared code (slowdown.c, on each lane's clock): a
+    # factor-2 slowdown of stage 1 doubles its compute, within 5 %
+    if run ovs 2 "${V[@]}" --strategy qfb --slowdown 1,2 --metrics ovs.jsonl; then
+        c1=$(grep '"type":"epoch"' ovq.jsonl | tail -1 | sed -n 's/.*"compute_s":\[[-0-9.e+]*,\([-0-9.e+]*\)\].*/\1/p')
+        c2=$(grep '"type":"epoch"' ovs.jsonl | tail -1 | sed -n 's/.*"compute_s":\[[-0-9.e+]*,\([-0-9.e+]*\)\].*/\1/p')
+        awk -v a="$c2" -v b="$c1" 'BEGIN { d = a / (2 * b) - 1; exit !(b > 0 && d < 0.05 && d > -0.05) }' ||
+            fail "qfb --slowdown 1,2: stage 1's compute $c2 s against $c1 s without, expected twice"
+    fi
     # codecs on (int8 both ways) against off on the same seed: the training loss of the last
     # epoch within 2 % (2026-12-05: 2.1833 against 2.1838)
     lq=$(grep '"type":"epoch"' ovq.jsonl | tail -1 | sed -n 's/.*"loss":\([-0-9.e+]*\).*/\1/p')

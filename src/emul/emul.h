@@ -164,6 +164,10 @@ typedef struct het_pace {
     double scale;       /* virtual clock: seconds charged per second of cost, before the
                            slowdown (a platform's hosts: the cost's reference rate over the
                            fastest host's speed); 0: 1 */
+    double *lane;       /* virtual clock: the time of a lane, a thread with a clock of its own
+                           (qfb's forward and backward threads), which begin and mark read and
+                           advance instead of the rank's (clock.c); NULL: the rank's. The wall
+                           clock is every thread's. */
 } het_pace;
 
 void   het_pace_init(het_pace *p, double factor);

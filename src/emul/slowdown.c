@@ -171,9 +171,14 @@ double het_pace_cpu_take(het_pace *p) {
     return most > 0.0 ? most : 0.0;
 }
 
+/* The pace's time: its lane's on the virtual clock, else the chosen clock's. */
+static double pace_now(const het_pace *p) {
+    return p->lane && het_clock_virtual() ? *p->lane : het_clock_now();
+}
+
 void het_pace_begin(het_pace *p) {
     if (het_clock_virtual()) het_pace_cpu_start(p);
-    p->last = het_clock_now();
+    p->last = pace_now(p);
 }
 
 void het_pace_skip(het_pace *p) { het_pace_begin(p); }
@@ -206,10 +211,11 @@ static double mark_virtual(het_pace *p) {
     p->piece_share = 0.0;
     if (!(t >= 0.0)) t = 0.0;
     if (p->scale > 0.0) t *= p->scale;
-    double start = het_clock_now();
+    double start = pace_now(p);
     p->mid = start + t;
-    het_clock_advance(t * p->factor);
-    p->last = het_clock_now();
+    if (p->lane) *p->lane += t * p->factor;
+    else het_clock_advance(t * p->factor);
+    p->last = pace_now(p);
     double stretched = p->last - start;
     p->compute_s += stretched;
     return stretched;

@@ -25,10 +25,12 @@
  * - MPI is called by the rank's main thread alone (MPI_THREAD_FUNNELED): it posts the step's
  *   receives, hands arrived messages to the threads, sends what they produced, and sleeps on a
  *   condition variable between polls (100 us while messages are outstanding).
- * - Time. Each thread is a lane with its own clock: on the wall clock both are real time, a
- *   piece's slowdown is a sleep of the thread that computed it; on the virtual clock a lane's
- *   time starts at the step's start, waits for its input's arrival (the message's delivery
- *   time) and advances by its pieces' CPU time (the thread's clock) x the rank's slowdown;
+ * - Time. Each thread is a lane with its own clock and its own het_pace (slowdown.c, the code
+ *   every rank's compute is paced by, with pace.lane = the lane's time): on the wall clock
+ *   both are real time, a piece's slowdown is a sleep of the thread that computed it (with the
+ *   shared code's correction of oversleeping); on the virtual clock a lane's time starts at the
+ *   step's start, waits for its input's arrival (the message's delivery time) and advances by
+ *   its pieces' CPU time (the thread's clock) x the rank's slowdown;
  *   its messages leave at its own time (het_comm_isend_at). At the step's end the rank's clock
  *   moves to the later lane. The time split's compute is the time in which either thread
  *   computed (overlaps counted once); the rest of the step is waiting.
@@ -53,6 +55,7 @@ typedef struct lane {
     int which;
     pthread_t th;
     double t;          /* virtual clock: the lane's time */
+    het_pace pace;     /* its pieces' pace (slowdown.c), on the lane's time (pace.lane = &t) */
     double s[HET_PIPE_MAX_MICRO], e[HET_PIPE_MAX_MICRO]; /* its pieces this step (chosen clock) */
 } lane;
 
@@ -77,12 +80,6 @@ struct qfb {
 
 /* ---------------------------------------------------------------- the lanes */
 
-static double thread_cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The lane waits for an input that arrives at `at` (chosen clock). */
 static void lane_arrive(lane *l, double at) {
     if (het_clock_virtual()) {
@@ -92,36 +89,26 @@ static void lane_arrive(lane *l, double at) {
     }
 }
 
-/* A piece's start; returns what lane_end needs. */
-static double lane_begin(const lane *l, double *start) {
-    *start = het_clock_virtual() ? l->t : het_now();
-    return het_clock_virtual() ? thread_cpu() : *start;
+/* A piece's start on the lane's pace (its clock, its thread's CPU time). */
+static double lane_begin(lane *l) {
+    het_pace_begin(&l->pace);
+    return l->pace.last;
 }
 
-/* A piece's end: stretched by the rank's slowdown (a sleep, or the lane's clock); its
- * interval kept for the step's busy time and the trace. */
-static void lane_end(lane *l, int i, double start, double mark, const char *event) {
+/* A piece's end: the shared pacing code stretches it by the rank's slowdown (a sleep with
+ * slowdown.c's overshoot correction, or the lane's clock charged a table's range line, else
+ * the thread's CPU time); its interval kept for the step's busy time and the trace. */
+static void lane_end(lane *l, int i, double start, const char *event) {
     qfb *q = l->q;
-    double end;
-    if (het_clock_virtual()) {
-        het_costs *k = q->ctx->pace.costs; /* a table's range line, else the thread's CPU time */
-        const het_pipe *p = &q->p;
-        double t = k ? het_costs_charge(k, l->which == LANE_F ? HET_PIECE_RANGE_FWD
-                                                              : HET_PIECE_RANGE_BWD,
-                                        p->cut[p->stage], p->cut[p->stage + 1], p->mb_len[i])
-                     : thread_cpu() - mark;
-        const double scale = q->ctx->pace.scale > 0.0 ? q->ctx->pace.scale : 1.0;
-        l->t += t * scale * q->factor;
-        end = l->t;
-    } else {
-        double t = het_now() - mark;
-        if (q->factor > 1.0) het_sleep_s((q->factor - 1.0) * t);
-        end = het_now();
-    }
+    const het_pipe *p = &q->p;
+    l->pace.factor = q->factor; /* --slowdown-at may change it between epochs */
+    het_pace_range(&l->pace, l->which == LANE_B, p->cut[p->stage], p->cut[p->stage + 1],
+                   p->mb_len[i]);
+    het_pace_mark(&l->pace);
     l->s[i] = start;
-    l->e[i] = end;
+    l->e[i] = l->pace.last;
     het_trace_add(q->ctx->trace, event, l->which == LANE_F ? HET_TID_FORWARD : HET_TID_COMPUTE,
-                  i, start, end);
+                  i, start, l->e[i]);
 }
 
 /* A thread's failure: the first is kept with its message (messages are per thread). */
@@ -135,18 +122,18 @@ static void lane_fail(qfb *q, int rc) {
 }
 
 static int forward_piece(qfb *q, lane *l, int i) {
-    double start, mark = lane_begin(l, &start);
+    double start = lane_begin(l);
     int rc = het_pipe_forward_compute(&q->p, q->ctx, i, &q->in_msg[i], &q->f_buf[i],
                                       &q->f_bytes[i]);
-    lane_end(l, i, start, mark, "forward");
+    lane_end(l, i, start, "forward");
     return rc;
 }
 
 static int backward_piece(qfb *q, lane *l, int i) {
-    double start, mark = lane_begin(l, &start);
+    double start = lane_begin(l);
     int rc = het_pipe_backward_compute(&q->p, q->ctx, i, &q->g_msg[i], &q->b_buf[i],
                                        &q->b_bytes[i]);
-    lane_end(l, i, start, mark, "backward");
+    lane_end(l, i, start, "backward");
     return rc;
 }
 
@@ -343,6 +330,13 @@ static int qfb_init(het_strategy_ctx *ctx) {
     pthread_cond_init(&q->main_cv, NULL);
     int rc = het_pipe_init(&q->p, ctx, "qfb", 0);
     if (rc) return rc;
+    for (int w = 0; w < 2; w++) { /* each lane paces its pieces on its own time */
+        lane *l = &q->lane[w];
+        het_pace_init(&l->pace, q->factor);
+        l->pace.costs = ctx->pace.costs;
+        l->pace.scale = ctx->pace.scale;
+        l->pace.lane = &l->t;
+    }
     const het_train_config *c = ctx->cfg;
     het_pipe *p = &q->p;
     p->act_q8 = het_strategy_opt_value(c, "act-codec") == 0;
