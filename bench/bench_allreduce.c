@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
     }
     het_topo topo;
     het_comm *c = NULL;
-    het_netem off_ne = {0.0, 0.0, 0.0, 0.0};
+    het_netem off_ne = {0};
     if (het_topo_init(&topo, MPI_COMM_WORLD, 0) != HET_OK ||
         het_comm_create(&c, &topo, off_ne) != HET_OK ||
         het_stall_start(MPI_COMM_WORLD, o.stall_warn, 0.0) != HET_OK) {

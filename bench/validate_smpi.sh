@@ -26,7 +26,7 @@
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -46,11 +46,16 @@ sim=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi
      --cfg=smpi/iprobe:1e-7 --log=root.thresh:error)
 [ "${FACTORS:-default}" = 1 ] && sim+=(--cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1
                                       --cfg=network/crosstraffic:0)
+# hetrain's model: SMPI's default message-size factors, written into each cell's platform file
+# (which SMPI reads too), or none (NETF=none: the model before them); FACTORS=1 sets none
+netf=${NETF:-smpi}
+[ "${FACTORS:-default}" = 1 ] && netf=none
 epoch_s() { grep '"type":"epoch"' "$1" 2>/dev/null | tail -1 | sed -n 's/.*"epoch_s":\([0-9.e+-]*\).*/\1/p'; }
 table=$out/validate.md
 {
     echo "SMPI $(smpirun -version 2>/dev/null | head -1 | sed 's/^.*version //'), network model:" \
-         "${FACTORS:-default} factors; all-reduce ${COLL:-blocking}; $(nproc) cores; $(date -u +%F)"
+         "${FACTORS:-default} factors; hetrain's factors: $netf; all-reduce ${COLL:-blocking};" \
+         "$(nproc) cores; $(date -u +%F)"
     echo
     echo "| model | ranks | slow | link | strategy | hetrain s | SMPI s | hetrain / SMPI | wall s (hetrain, SMPI) |"
     echo "|---|---|---|---|---|---|---|---|---|"
@@ -71,7 +76,7 @@ for model in "${models[@]}"; do
                 cell=$out/$model-$P-$slow-$bw
                 mkdir -p "$cell"
                 "$het" platform --ranks "$P" --ranks-per-node "$R" --slowdown "$factors" --net-bw "$bw" \
-                    --net-lat 50e-6 --host-speed shipped --model "$model" --data synthetic \
+                    --net-lat 50e-6 --net-factors "$netf" --host-speed shipped --model "$model" --data synthetic \
                     --synthetic-shape "$shape" --out "$cell/plat.xml" --hostfile "$cell/hosts" \
                     >"$cell/plat.out" 2>&1 || { echo "platform failed: $(cat "$cell/plat.out")"; continue; }
                 common=(train --model "$model" "${data[@]}" "${more[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))

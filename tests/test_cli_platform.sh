@@ -12,6 +12,9 @@
 # - a hand-written heterogeneous platform (two clusters of 100 and 25 Gflop/s joined by a slow
 #   link): ranks go where it says, the slow host's rank computes 4x the fast ones' (virtual,
 #   shipped table; the metrics print 6 digits), and the run says that the routes differ;
+# - --net-factors smpi (SMPI's message-size factors) written into the file's <config>: the run
+#   on it equals the shorthand's with --net-factors smpi (times), the weights stay those without,
+#   and the epoch is slower than without them;
 # - refusals, one line each: --platform with --slowdown, --hostfile without --platform, a broken
 #   platform file (file and line), a node of two slowdowns in `hetrain platform`.
 # Env: HETRAIN (the binary).
@@ -58,6 +61,25 @@ for r in 1 2 3 4; do
 done
 grep -q '^platform: plat.xml, 2 hosts: ranks on hosts 0:node0.* 3:node1' p.out || fail "no platform line: $(grep -m1 platform p.out)"
 echo "test_cli_platform: a platform from hetrain platform runs as the shorthand does (weights, times)"
+
+# ---- SMPI's message-size factors: --net-factors smpi is the platform file's <config> ----
+"$HETRAIN" platform --ranks 4 "${SHORT[@]}" --net-factors smpi --host-speed shipped --model lenet5 \
+    --out platf.xml --hostfile hosts >platf.out 2>&1 || fail "hetrain platform --net-factors smpi exited $?: $(cat platf.out)"
+grep -q '<prop id="smpi/lat-factor" value="65472:11.6436;15424:3.48845;' platf.xml &&
+    grep -q '<prop id="smpi/bw-factor" value="65472:0.940694;' platf.xml ||
+    fail "platf.xml has no SMPI factors: $(grep -A3 '<config' platf.xml)"
+mpi 4 train "${COMMON[@]}" "${SHORT[@]}" --net-factors smpi --metrics sf.jsonl \
+    --export-safetensors sf.st >sf.out 2>&1 || fail "--net-factors smpi exited $?: $(tail -2 sf.out)"
+mpi 4 train "${COMMON[@]}" --platform platf.xml --hostfile hosts --metrics pf.jsonl \
+    --export-safetensors pf.st >pf.out 2>&1 || fail "platform with factors exited $?: $(tail -2 pf.out)"
+cmp -s sf.st s.st && cmp -s pf.st s.st || fail "the factors changed the weights"
+vf=$(json_num sf.jsonl vtime_s) vpf=$(json_num pf.jsonl vtime_s)
+[ -n "$vf" ] && within "$vpf" "$vf" 1e-7 || fail "virtual time with factors (to 1e-7: the option's float latency, multiplied by up to 11.6): platform $vpf s, shorthand $vf s"
+# SMPI's factors slow every message of these sizes (latency x 1.6-11.6, bandwidth x 0.34-0.94)
+awk -v a="$vf" -v b="$vs" 'BEGIN { exit !(a > b) }' || fail "factors: epoch $vf s, without $vs s"
+"$HETRAIN" train --model mlp --data synthetic --train-limit 64 --epochs 1 --net-factors tcp \
+    >nf.out 2>&1 && fail "--net-factors tcp accepted"
+grep -q "net-factors: unknown .* 'tcp', expected none or smpi" nf.out || fail "--net-factors tcp: $(cat nf.out)"
 
 # ---- a table measured on a host twice as slow charges the same virtual times ----
 src=$(grep -l '^model lenet5$' "${HET_SOURCE_DIR:-$(dirname "$0")/..}"/costs/*.costs | head -1)

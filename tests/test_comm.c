@@ -59,7 +59,7 @@ static void test_topology(void) {
     CHECK(strstr(desc, "emulated") != NULL, "rpn 1: describe '%s'", desc);
     {
         het_comm *c = NULL;
-        het_netem off = {0.0, 0.0, 0.0, 0.0};
+        het_netem off = {0};
         CHECK(het_comm_create(&c, &t, off) == HET_OK, "comm create: %s", het_error_msg());
         CHECK(het_comm_span(c, HET_COMM_WORLD) == g_size && het_comm_span(c, HET_COMM_NODE) == 1 &&
               het_comm_span(c, HET_COMM_CROSS) == g_size, "rpn 1: spans %d %d %d",
@@ -153,7 +153,7 @@ static void abs_sums(het_comm *c, float *abs_sum, size_t n, uint64_t seed);
 
 static void test_allreduce(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0, 0.0, 0.0};
+    het_netem off = {0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     size_t n = 2500;
@@ -309,7 +309,7 @@ static void check_bucket_of(const het_buckets *bk, const size_t *off, size_t n) 
 
 static void test_buckets(const het_topo *t, int chunk) {
     het_comm *c = NULL;
-    het_netem off_ne = {0.0, 0.0, 0.0, 0.0};
+    het_netem off_ne = {0};
     CHECK(het_comm_create(&c, t, off_ne) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     if (chunk) het_comm_set_chunk(c, (size_t)chunk);
@@ -451,8 +451,8 @@ static double time_allreduce(het_comm *c, het_comm_scope s, float *buf, size_t n
 }
 
 static void test_netem(void) {
-    het_netem ne = {2e-3, 50e6, 0.0, 0.0}, off = {0.0, 0.0, 0.0, 0.0},
-              lat_only = {1e-3, 0.0, 0.0, 0.0};
+    het_netem ne = {.lat_s = 2e-3, .bw_bytes_per_s = 50e6}, off = {0},
+              lat_only = {.lat_s = 1e-3};
     size_t mib = (size_t)1 << 20;
     double m2 = het_netem_allreduce_s(ne, mib, 2);
     CHECK_CLOSE(m2, 2 * 2e-3 + (double)mib / 50e6, 1e-12, "model, 2 nodes");
@@ -517,9 +517,44 @@ static void test_netem(void) {
     CHECK_CLOSE(het_netem_p2p_s(ne, 1000), 2e-3 + 1000 / 50e6, 1e-12, "p2p");
     CHECK(het_netem_p2p_s(off, 1000) == 0.0, "p2p off");
 
+    /* SMPI's message-size factors (--net-factors smpi, a platform's smpi/lat-factor and
+     * smpi/bw-factor): every message's latency x lat_factor(its size), bandwidth x
+     * bw_factor(its size); hand-derived */
+    het_netem fx = ne;
+    CHECK(het_netem_pw_parse(&fx.lat_factor, het_netem_smpi_lat_factor) == HET_OK &&
+              het_netem_pw_parse(&fx.bw_factor, "0:0.812084;65472:0.940694;15424:0.697866") ==
+                  HET_OK,
+          "factors parse (any order)");
+    CHECK(fx.lat_factor.n == 9 && het_netem_pw_at(&fx.lat_factor, 100) == 2.01467 &&
+              het_netem_pw_at(&fx.lat_factor, 257) == 1.95341 &&
+              het_netem_pw_at(&fx.lat_factor, 20000) == 3.48845 &&
+              het_netem_pw_at(&fx.bw_factor, 15423) == 0.812084 &&
+              het_netem_pw_at(&fx.bw_factor, 1e9) == 0.940694,
+          "a size takes the factor of the largest threshold at or below it");
+    CHECK_CLOSE(het_netem_p2p_s(fx, 20000), 2e-3 * 3.48845 + 20000 / (50e6 * 0.697866), 1e-12,
+                "p2p of 20 kB with SMPI's factors");
+    /* Rabenseifner over 2 + 2 block ranks: 2 crossing steps (the distance-2 exchanges) of a
+     * quarter buffer each, 0.5 buffer a step on a node's link */
+    CHECK_CLOSE(het_netem_cost_s(fx, rb, 65536),
+                2 * (2e-3 * 3.48845 + 0.5 * 65536 / (50e6 * 0.697866)), 1e-12,
+                "Rabenseifner of 64 KiB, message by message: 16 KiB messages (from 15424)");
+    het_netem_cost ring = het_netem_allreduce_cost(block, 4, HET_AR_RING);
+    CHECK(ring.n_groups == 1 && ring.g[0].frac == 0.25 && ring.g[0].count == 6,
+          "the ring: one group of 6 steps of quarter buffers");
+    CHECK_CLOSE(het_netem_cost_s(fx, ring, 4000),
+                6 * 2e-3 * 1.9503 + 1.5 * 4000 / (50e6 * 0.812084), 1e-12,
+                "ring of 4 kB: 1 kB messages (latency from 732, bandwidth from 0)");
+    CHECK(het_netem_cost_s(ne, ring, 4000) == 6 * 2e-3 + 1.5 * 4000 / 50e6,
+          "no factors: the cost as before");
+    het_netem_pw bad;
+    CHECK(het_netem_pw_parse(&bad, "100:-1") == HET_EINVAL && bad.n == 0 &&
+              het_netem_pw_parse(&bad, "100") == HET_EINVAL &&
+              het_netem_pw_parse(&bad, "a:1") == HET_EINVAL,
+          "bad factors refused");
+
     het_topo t;
     het_comm *c = NULL;
-    het_netem neg = {-1.0, 0.0, 0.0, 0.0};
+    het_netem neg = {.lat_s = -1.0};
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
     CHECK(het_comm_create(&c, &t, neg) == HET_EINVAL && !c, "negative latency accepted");
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
@@ -614,7 +649,7 @@ static void sleep_s(double s) {
 
 static void test_straggler(void) {
     if (g_size != 2) return;
-    het_netem ne = {1e-3, 100e6, 0.0, 0.0};
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
     het_topo t;
     het_comm *c = NULL;
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
@@ -673,7 +708,7 @@ static void test_straggler(void) {
 
 static void test_requests(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0, 0.0, 0.0};
+    het_netem off = {0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     size_t n = 2500;
@@ -719,7 +754,7 @@ static void test_requests(const het_topo *t) {
 
 static void test_f64(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0, 0.0, 0.0};
+    het_netem off = {0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     enum { N = 1000 };
@@ -807,7 +842,7 @@ static int same_on_all_ranks(const void *p, size_t bytes) {
  * half the bytes of fp32. */
 static void test_buckets_wire(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off_ne = {0.0, 0.0, 0.0, 0.0};
+    het_netem off_ne = {0};
     CHECK(het_comm_create(&c, t, off_ne) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     size_t off[N_RANGES], n = 0;
@@ -868,7 +903,7 @@ done:
 
 static void test_wire_allreduce(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0, 0.0, 0.0};
+    het_netem off = {0};
     CHECK(het_comm_create(&c, t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     het_comm_set_chunk(c, 1000);
@@ -969,7 +1004,7 @@ static void test_wire_allreduce(const het_topo *t) {
 static void test_groups(void) {
     het_topo t;
     het_comm *c = NULL;
-    het_netem off = {0.0, 0.0, 0.0, 0.0};
+    het_netem off = {0};
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 2) == HET_OK, "%s", het_error_msg());
     CHECK(het_comm_create(&c, &t, off) == HET_OK, "create: %s", het_error_msg());
     if (!c) {
@@ -1111,7 +1146,7 @@ static void test_groups(void) {
     het_comm_free(c);
 
     /* a group spanning nodes gets the emulated delay, a group within a node does not */
-    het_netem ne = {5e-3, 0.0, 0.0, 0.0};
+    het_netem ne = {.lat_s = 5e-3};
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "create: %s", het_error_msg());
     CHECK(het_comm_split(c, HET_COMM_WORLD, g_rank % 2, g_rank, &par) == HET_OK &&
           het_comm_split(c, HET_COMM_WORLD, g_rank / 2, g_rank, &pair) == HET_OK, "%s",

@@ -104,7 +104,7 @@ static void run_buckets(het_comm *c, het_allreduce_algo a, size_t bucket_bytes, 
 /* Flat and two-level, bucketed and not, on topology t; `name` says the placement. */
 static void test_placement(const het_topo *t, const char *name) {
     het_comm *c = NULL;
-    het_netem off_ne = {0.0, 0.0, 0.0, 0.0};
+    het_netem off_ne = {0};
     CHECK(het_comm_create(&c, t, off_ne) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;
     size_t off[N_RANGES], n = 0;
@@ -171,7 +171,7 @@ static void test_placement(const het_topo *t, const char *name) {
 /* AUTO, refusals, and the emulated delay of the leaders' stage. */
 static void test_choice_and_delay(const het_topo *t) {
     het_comm *c = NULL;
-    het_netem ne = {10e-3, 0.0, 0.0, 0.0}; /* 10 ms per message (a 2-node ring is 20 ms): far above the
+    het_netem ne = {.lat_s = 10e-3}; /* 10 ms per message (a 2-node ring is 20 ms): far above the
                                   * real MPI time of 64 floats, even on loaded cores */
     CHECK(het_comm_create(&c, t, ne) == HET_OK, "create: %s", het_error_msg());
     if (!c) return;

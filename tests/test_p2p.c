@@ -99,7 +99,7 @@ static void test_refusals(void) {
 static void test_wall_delay(void) {
     if (g_size < 2) return;
     env e;
-    het_netem ne = {5e-3, 100e6, 0.0, 0.0}; /* 5 ms, 100 MB/s */
+    het_netem ne = {.lat_s = 5e-3, .bw_bytes_per_s = 100e6}; /* 5 ms, 100 MB/s */
     CHECK(env_open(&e, 2, ne, HET_CLOCK_WALL), "%s", het_error_msg());
     float *out = calloc(1000, sizeof *out), *in = calloc(1000, sizeof *in);
     uint64_t want_node = 0, want_cross = 0;
@@ -188,7 +188,8 @@ static void test_wall_delay(void) {
 static void test_virtual_receive(int one_node) {
     if (g_size < 2) return;
     env e;
-    het_netem ne = {1e-3, 100e6, 2e-6, 1e9};
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6,
+                    .node_lat_s = 2e-6, .node_bw_bytes_per_s = 1e9};
     CHECK(env_open(&e, one_node ? g_size : 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
     double cost = one_node ? 2e-6 + 4000.0 / 1e9 : 1e-3 + 4000.0 / 100e6;
     char out[4000], in[4000];
@@ -225,7 +226,7 @@ static void test_virtual_receive(int one_node) {
 static void test_order(void) {
     if (g_size < 2) return;
     env e;
-    het_netem ne = {1e-3, 100e6, 0.0, 0.0};
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
     CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
     const double cost = 1e-3 + 8.0 / 100e6; /* two ints */
     int last = g_size - 1, go = 0;
@@ -317,7 +318,7 @@ static void test_order(void) {
 static void test_waitany(void) {
     if (g_size < 2) return;
     env e;
-    het_netem ne = {1e-3, 100e6, 0.0, 0.0};
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
     CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
     if (g_rank > 0) {
         het_msg m;
@@ -424,7 +425,8 @@ static void test_cancel(void) {
  * ranks are the group's, costs and counters by the receiver's world node. */
 static void test_group(void) {
     env e;
-    het_netem ne = {1e-3, 100e6, 2e-6, 1e9};
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6,
+                    .node_lat_s = 2e-6, .node_bw_bytes_per_s = 1e9};
     CHECK(env_open(&e, 2, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
     het_comm_scope g = HET_COMM_NONE;
     CHECK(het_comm_split(e.c, HET_COMM_WORLD, g_rank % 2, g_rank, &g) == HET_OK, "%s",
@@ -478,7 +480,7 @@ static void capture_end(int saved, const char *path, char *text, size_t n) {
 static void test_stall(void) {
     if (g_size < 2) return;
     env e;
-    het_netem ne = {1e-3, 100e6, 0.0, 0.0};
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
     CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
     CHECK(het_stall_start(MPI_COMM_WORLD, 2, 0) == HET_OK, "%s", het_error_msg());
     het_stall_where("test", 1, 7);

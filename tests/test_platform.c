@@ -1,7 +1,7 @@
 /* Platform files (emul/platform.c) against hand-derived descriptions:
  * - a file written by het_platform_write (as `hetrain platform` writes it) reads back to the
- *   hosts, speeds, cores and routes it was written from; the hostfile puts the ranks where it
- *   was written;
+ *   hosts, speeds, cores and routes it was written from, and SMPI's message-size factors in
+ *   its <config> exactly; the hostfile puts the ranks where it was written;
  * - a hand-written heterogeneous platform (two clusters of different speeds, one with a
  *   backbone, joined by a slow link through their routers) gives every host its cluster's
  *   speed and every pair its route (private links + backbones + the slow link; the loopback
@@ -38,7 +38,8 @@ static void written_reads_back(void) {
     double speed[3] = {7.5e10, 2.5e10, 7.5e10};
     int cores[3] = {2, 2, 1};
     int node_of[5] = {0, 0, 1, 1, 2};
-    het_netem ne = {50e-6, 125e6, 1e-6, 10e9};
+    het_netem ne = {.lat_s = 50e-6, .bw_bytes_per_s = 125e6,
+                    .node_lat_s = 1e-6, .node_bw_bytes_per_s = 10e9};
     char path[512], hosts[512];
     snprintf(path, sizeof path, "%s/w.xml", dir);
     snprintf(hosts, sizeof hosts, "%s/w.hosts", dir);
@@ -73,6 +74,26 @@ static void written_reads_back(void) {
           NEAR(got.node_lat_s, 1e-6) && got.node_bw_bytes_per_s == 10e9,
           "netem %g %g %g %g, uniform %d", got.lat_s, got.bw_bytes_per_s, got.node_lat_s,
           got.node_bw_bytes_per_s, uniform);
+    CHECK(got.lat_factor.n == 0 && got.bw_factor.n == 0, "no factors written, none read");
+    het_platform_free(&p);
+    /* SMPI's message-size factors: written into <config>, read back exactly, and the network
+     * model gets them */
+    het_netem fx = ne;
+    CHECK(het_netem_pw_parse(&fx.lat_factor, het_netem_smpi_lat_factor) == HET_OK &&
+              het_netem_pw_parse(&fx.bw_factor, het_netem_smpi_bw_factor) == HET_OK,
+          "SMPI's factors parse");
+    CHECK(het_platform_write(path, hosts, "factors", 3, speed, cores, fx, node_of, 5) == HET_OK,
+          "%s", het_error_msg());
+    CHECK(het_platform_read(&p, path) == HET_OK, "%s", het_error_msg());
+    CHECK(p.lat_factor.n == 9 && p.bw_factor.n == 9 &&
+              !memcmp(&p.lat_factor, &fx.lat_factor, sizeof p.lat_factor) &&
+              !memcmp(&p.bw_factor, &fx.bw_factor, sizeof p.bw_factor),
+          "the factors read back: %d, %d", p.lat_factor.n, p.bw_factor.n);
+    memset(&got, 0, sizeof got);
+    het_platform_netem(&p, host_of, 5, &got, &uniform);
+    CHECK(het_netem_pw_at(&got.lat_factor, 70000) == 11.6436 &&
+              het_netem_pw_at(&got.bw_factor, 100) == 0.812084,
+          "the model takes the file's factors");
     /* without the hostfile: 2 + 2 + 1 cores in turn, the same placement */
     CHECK(het_platform_place(&p, NULL, 5, host_of) == HET_OK, "%s", het_error_msg());
     for (int r = 0; r < 5; r++) CHECK(host_of[r] == node_of[r], "rank %d on %d", r, host_of[r]);

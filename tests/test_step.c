@@ -455,7 +455,7 @@ int main(int argc, char **argv) {
     het_comm *comm = NULL;
     CHECK(het_topo_init(&topo, MPI_COMM_WORLD, g_size >= 2 ? 2 : 1) == HET_OK, "topo: %s",
           het_error_msg());
-    het_netem off = {0.0, 0.0, 0.0, 0.0};
+    het_netem off = {0};
     CHECK(het_comm_create(&comm, &topo, off) == HET_OK, "comm: %s", het_error_msg());
     test_world(comm, topo.world, 0.0f);      /* flat: one bucket */
     test_world(comm, topo.world, 0.0005f);   /* ~512 bytes: one bucket per layer range */

@@ -142,7 +142,7 @@ static void test_overlap(het_comm *c, het_netem ne) {
 static void test_node_link(void) {
     het_topo t;
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, g_size) == HET_OK, "%s", het_error_msg());
-    het_netem ne = {0.0, 0.0, 2e-6, 1e9};
+    het_netem ne = {.node_lat_s = 2e-6, .node_bw_bytes_per_s = 1e9};
     het_clock_use(HET_CLOCK_VIRTUAL);
     het_comm *c;
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
@@ -209,7 +209,7 @@ int main(int argc, char **argv) {
     if (!het_test_world_size_ok(g_size)) MPI_Abort(MPI_COMM_WORLD, 1);
     het_topo t;
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
-    het_netem ne = {1e-3, 100e6, 0.0, 0.0}; /* 1 ms, 100 MB/s between nodes */
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6}; /* 1 ms, 100 MB/s between nodes */
     het_clock_use(HET_CLOCK_VIRTUAL); /* before create: it gathers every rank's node */
     het_comm *c = NULL;
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());

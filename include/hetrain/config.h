@@ -81,6 +81,8 @@ typedef struct het_train_config {
     float net_lat;              /* emulated cross-node latency, seconds; 0 = off */
     double node_bw;             /* virtual clock: bandwidth between ranks of a node (10e9) */
     float node_lat;             /* virtual clock: latency between ranks of a node (1e-6) */
+    int net_factors;            /* 0 none, 1 smpi: every message's latency and bandwidth x
+                                   SMPI's default factors of its size (het_netem_pw) */
     char platform[HET_PATH_LEN]; /* "" or a SimGrid platform file: hosts (nodes, speeds) and
                                    links in place of the options above (emul/platform.c) */
     char hostfile[HET_PATH_LEN]; /* "" or ranks on the platform's hosts, one name a line */

@@ -22,6 +22,22 @@ extern "C" {
 #endif
 
 /* ---- emulated network (off when bw_bytes_per_s == 0 and lat_s == 0) ---- */
+/* A piecewise factor of the message size, as SMPI's smpi/lat-factor and smpi/bw-factor: a
+ * message of s bytes takes the factor of the largest `from` <= s (1 below the first; n = 0:
+ * 1 everywhere). SMPI's calibration of MPI over TCP: a message's latency x its lat factor, its
+ * bandwidth x its bw factor (MPI's eager and rendezvous protocols, per-message overheads). */
+enum { HET_NETEM_PIECES = 16 };
+typedef struct het_netem_pw {
+    int n;
+    double from[HET_NETEM_PIECES], val[HET_NETEM_PIECES]; /* from ascending */
+} het_netem_pw;
+/* Parses SimGrid's "65472:0.94;15424:0.70;0:0.81" (any order; at most HET_NETEM_PIECES):
+ * HET_OK, else HET_EINVAL with what was expected. */
+int het_netem_pw_parse(het_netem_pw *pw, const char *text);
+/* SMPI 3.32's default factors (its calibrated model; --cfg=smpi/lat-factor, bw-factor). */
+extern const char het_netem_smpi_lat_factor[], het_netem_smpi_bw_factor[];
+double het_netem_pw_at(const het_netem_pw *pw, double bytes);
+
 typedef struct het_netem {
     double lat_s;           /* per-message latency, seconds */
     double bw_bytes_per_s;  /* link bandwidth, bytes/s; 0 = infinite */
@@ -31,6 +47,10 @@ typedef struct het_netem {
      * transport on one host (MEASURED.md: memcpy 11.4 GB/s on one core). */
     double node_lat_s;
     double node_bw_bytes_per_s;
+    /* virtual clock: every message's latency x lat_factor(its bytes) and bandwidth x
+     * bw_factor(its bytes), between nodes and inside one (a platform file's smpi/lat-factor
+     * and smpi/bw-factor); n = 0: none */
+    het_netem_pw lat_factor, bw_factor;
 } het_netem;
 
 /* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
@@ -56,8 +76,15 @@ typedef enum { HET_AR_RING, HET_AR_RSAG, HET_AR_RDBL, HET_AR_N } het_ar_algo;
 /* An algorithm's cost over given ranks: `steps` in which some message crosses between nodes
  * (each costs one latency) and `load`, the sum over those steps of the most any node's link
  * carries in one direction, in buffers (full duplex; bytes between ranks of a node are free). */
+enum { HET_NETEM_GROUPS = 32 };
 typedef struct het_netem_cost {
     double steps, load;
+    /* the same steps grouped by their messages' size (a fraction of the buffer), for the
+     * size-dependent factors: count steps, their load in buffers */
+    int n_groups;
+    struct {
+        double frac, count, load;
+    } g[HET_NETEM_GROUPS];
 } het_netem_cost;
 /* The cost of algorithm a over p ranks, rank r on node node[r] (ids >= 0). */
 het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo a);
@@ -107,6 +134,8 @@ typedef struct het_platform {
     int n_hosts;
     het_plat_host *hosts;
     double *lat, *bw; /* n_hosts x n_hosts: route latency (s) and bandwidth (bytes/s) */
+    het_netem_pw lat_factor, bw_factor; /* <config>'s smpi/lat-factor, smpi/bw-factor (n = 0:
+                                           not given) */
 } het_platform;
 /* Reads a platform file: HET_EIO (cannot open, not a regular file), HET_EFORMAT with
  * "FILE:LINE: <element>: ..." for what is not in the subset or is wrong. */

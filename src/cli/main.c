@@ -49,7 +49,7 @@ static const char *const info_keys[] = {"model", "model-file", "data", "data-dir
 static const char *const platform_keys[] = {"model", "model-file", "data", "data-dir",
                                             "synthetic-shape", "classes", "ranks-per-node",
                                             "placement", "slowdown", "net-bw", "net-lat",
-                                            "node-bw", "node-lat", "quiet", NULL};
+                                            "node-bw", "node-lat", "net-factors", "quiet", NULL};
 static const char *const export_keys[] = {"checkpoint", "model", "model-file", "init-from",
                                           "data", "data-dir", "synthetic-shape", "classes",
                                           "seed", "export-safetensors", "export-onnx", "quiet",
@@ -71,7 +71,8 @@ static const char *const compare_keys[] = {
     "step-epochs", "gamma", "min-lr", "patience", "factor", "threshold", "optimizer", "momentum",
     "nesterov", "weight-decay", "beta1", "beta2", "eps", "seed", "threads", "train-limit",
     "test-limit", "ranks-per-node", "placement", "bucket-mb", "allreduce-algo", "slowdown",
-    "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "platform", "hostfile", "clock",
+    "slowdown-at", "net-bw", "net-lat", "node-bw", "node-lat", "net-factors", "platform",
+    "hostfile", "clock",
     "compute-cost", "speeds", "speeds-file", "calibrate-steps", "on-nan", "eval-every", NULL};
 
 static const command commands[] = {

@@ -150,7 +150,13 @@ int cli_platform(const het_train_config *c) {
              N == 1 ? "" : "s", rpn, c->placement == 1 ? "cyclic" : "block",
              c->slowdown[0] ? c->slowdown : "none", (double)c->net_lat, c->net_bw,
              (double)c->node_lat, c->node_bw, R, what);
-    het_netem ne = {c->net_lat, c->net_bw, c->node_lat, c->node_bw};
+    het_netem ne = {.lat_s = c->net_lat, .bw_bytes_per_s = c->net_bw,
+                    .node_lat_s = c->node_lat, .node_bw_bytes_per_s = c->node_bw};
+    if (!st && c->net_factors == 1) /* SMPI's default factors, written into the file's config */
+        st = het_netem_pw_parse(&ne.lat_factor, het_netem_smpi_lat_factor) ||
+                     het_netem_pw_parse(&ne.bw_factor, het_netem_smpi_bw_factor)
+                 ? HET_EINVAL
+                 : HET_OK;
     if (!st) st = het_platform_write(g_plat.out, g_plat.hostfile, comment, N, speed, cores, ne,
                                      node, P);
     free(node);

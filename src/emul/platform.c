@@ -485,6 +485,22 @@ static void quiet_errors(void *ctx, const char *msg, ...) {
     (void)msg;
 }
 
+/* <config>: SMPI's message-size factors (smpi/lat-factor, smpi/bw-factor), which hetrain's
+ * network model applies as SMPI does; other settings are SimGrid's alone. */
+static int read_config(reader *r, xmlNode *n) {
+    for (xmlNode *c = n->children; c; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE || !is(c, "prop")) continue;
+        const char *id = attr(c, "id"), *v = attr(c, "value");
+        het_netem_pw *pw = !id ? NULL : !strcmp(id, "smpi/lat-factor") ? &r->p->lat_factor
+                                      : !strcmp(id, "smpi/bw-factor")  ? &r->p->bw_factor
+                                                                        : NULL;
+        if (!pw) continue;
+        if (!v || het_netem_pw_parse(pw, v))
+            return fail(r, c, "%s: %s", id, v ? het_error_msg() : "no value=");
+    }
+    return HET_OK;
+}
+
 int het_platform_read(het_platform *p, const char *path) {
     memset(p, 0, sizeof *p);
     char *text;
@@ -520,6 +536,7 @@ int het_platform_read(het_platform *p, const char *path) {
     if (!st && (!ver || strncmp(ver, "4", 1) != 0))
         st = fail(&r, root, "version=\"%s\": expected version 4 (4.1)", ver ? ver : "");
     for (xmlNode *n = st ? NULL : root->children; !st && n; n = n->next) {
+        if (n->type == XML_ELEMENT_NODE && is(n, "config")) st = read_config(&r, n);
         if (n->type != XML_ELEMENT_NODE || is(n, "prop") || is(n, "config")) continue;
         if (is(n, "zone")) st = read_zone(&r, n);
         else if (is(n, "cluster")) st = read_cluster(&r, n);

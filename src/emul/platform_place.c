@@ -86,6 +86,8 @@ int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, h
             if (lat > ne->lat_s) ne->lat_s = lat;
             if (bw < ne->bw_bytes_per_s) ne->bw_bytes_per_s = bw;
         }
+    if (p->lat_factor.n) ne->lat_factor = p->lat_factor; /* the file's, else the options' */
+    if (p->bw_factor.n) ne->bw_factor = p->bw_factor;
     if (first) ne->lat_s = 0, ne->bw_bytes_per_s = 0; /* one host: no network between nodes */
     if (first_lo) ne->node_lat_s = DEFAULT_LOOPBACK_LAT, ne->node_bw_bytes_per_s = DEFAULT_LOOPBACK_BW;
     return HET_OK;
@@ -112,6 +114,20 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM "
             "\"https://simgrid.org/simgrid.dtd\">\n<platform version=\"4.1\">\n");
     fprintf(f, "  <!-- %s -->\n", comment);
+    if (ne.lat_factor.n || ne.bw_factor.n) { /* before the zone, as SimGrid wants it */
+        fprintf(f, "  <config>\n");
+        const het_netem_pw *pw[2] = {&ne.lat_factor, &ne.bw_factor};
+        const char *id[2] = {"smpi/lat-factor", "smpi/bw-factor"};
+        for (int k = 0; k < 2; k++) {
+            if (!pw[k]->n) continue;
+            fprintf(f, "    <prop id=\"%s\" value=\"", id[k]);
+            for (int i = pw[k]->n - 1; i >= 0; i--) /* SimGrid lists them largest first */
+                fprintf(f, "%s%.15g:%.15g", i == pw[k]->n - 1 ? "" : ";", pw[k]->from[i],
+                        pw[k]->val[i]);
+            fprintf(f, "\"/>\n");
+        }
+        fprintf(f, "  </config>\n");
+    }
     fprintf(f, "  <zone id=\"world\" routing=\"Full\">\n");
     for (int i = 0; i < n_nodes; i++) {
         fprintf(f, "    <host id=\"node%d\"", i);

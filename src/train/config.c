@@ -52,12 +52,14 @@ static const char *const placement_words[] = {"block", "cyclic", NULL};
 static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock_kind */
 static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZE_LR_* */
 static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* het_precision */
+static const char *const factor_words[] = {"none", "smpi", NULL};
 /* The lists by name (key_def.lo of a K_WORD key), so that a list removed or added moves no
  * key onto another's words. */
-enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION };
+enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS };
 static const char *const *const word_lists[] = {
     [W_NAN] = nan_words,       [W_ALGO] = algo_words,     [W_PLACEMENT] = placement_words,
     [W_CLOCK] = clock_words,   [W_RESIZE] = resize_words, [W_PRECISION] = precision_words,
+    [W_FACTORS] = factor_words,
 };
 #define WORDS(k) word_lists[(int)(k)->lo]
 
@@ -178,6 +180,10 @@ static const key_def keys[] = {
       "(default 10G; 0: free)"}, K_RATE, OFF(node_bw), 1e4, 1e15, 0},
     {{"node-lat", "SECONDS", "virtual clock: latency between ranks of one node, 0..10 (default "
       "1e-6)"}, K_FLOAT, OFF(node_lat), 0, 10, 0},
+    {{"net-factors", "none|smpi", "every message's latency and bandwidth x SimGrid SMPI's "
+      "default factors of its size (MPI over TCP: eager / rendezvous, per-message costs); a "
+      "platform file's smpi/lat-factor and smpi/bw-factor take their place"}, K_WORD,
+     OFF(net_factors), W_FACTORS, 0, 0},
     {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
       "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},
      K_STR, OFF(platform), 0, 0, 0},
@@ -249,6 +255,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->net_lat = d.net_lat;
     c->node_bw = d.node_bw;
     c->node_lat = d.node_lat;
+    c->net_factors = d.net_factors;
     memcpy(c->platform, d.platform, sizeof c->platform);
     memcpy(c->hostfile, d.hostfile, sizeof c->hostfile);
     c->clock = d.clock;
