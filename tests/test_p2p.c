@@ -4,7 +4,8 @@
  * before it, the wait not back before it, the counters exact at the sender, node-local or
  * cross-node by the receiver's node); on the virtual clock the receiver's V after a receive,
  * max(V, the sender's V + cost) exactly, across nodes and on the node link, booked as
- * waiting and transfer; the order at a receiver from any sender: virtual stamps opposite to
+ * waiting and transfer; a stream of 4 messages sent at once arrives one transfer time apart
+ * (a lane's stamped message does not queue); the order at a receiver from any sender: virtual stamps opposite to
  * the real send order (the earliest sender sends last: it waits for a go from the receiver),
  * nothing delivered while a sender has neither a message there nor said done, taken in V
  * order with ties by rank, every sender done, then a second round; waitany in virtual order;
@@ -185,6 +186,44 @@ static void test_wall_delay(void) {
 
 /* Virtual clock: rank r sends r + 1 4000 bytes at V = 10 ms (r + 1) and receives from r - 1:
  * V = max(own V, the sender's V + cost); rank 0 waits for the last rank. */
+/* A stream through a sender's way out (virtual clock, every rank its own node): rank 0 sends
+ * M = 4 messages of 4000 bytes to rank 1 at once; they leave one after another, so message i
+ * arrives at lat + (i + 1) bytes/bw (hand-derived: 1 ms + (i + 1) x 40 us), not all at
+ * lat + bytes/bw; one stamped by a lane (het_comm_isend_at) does not queue; across the node
+ * link nothing queues. */
+static void test_stream(void) {
+    if (g_size < 2) return;
+    env e;
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
+    CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
+    enum { M = 4, B = 4000 };
+    static char buf[M + 1][B];
+    het_msg m[M + 1];
+    if (g_rank == 0) {
+        for (int i = 0; i < M; i++)
+            CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 1, HET_TAG_PARAMS, buf[i], B, &m[i]) ==
+                      HET_OK, "%s", het_error_msg());
+        CHECK(het_comm_isend_at(e.c, HET_COMM_WORLD, 1, HET_TAG_GRADS, buf[M], B, 0.0, &m[M]) ==
+                  HET_OK, "%s", het_error_msg());
+        for (int i = 0; i <= M; i++) {
+            double want = i < M ? 1e-3 + (i + 1) * (B / 100e6) : 1e-3 + B / 100e6;
+            CHECK(fabs(m[i].deliver - want) < 1e-15, "stream message %d arrives at %.17g, "
+                  "expected %.17g", i, m[i].deliver, want);
+        }
+        CHECK(het_comm_msg_waitall(e.c, M + 1, m) == HET_OK, "%s", het_error_msg());
+    } else if (g_rank == 1) {
+        for (int i = 0; i < M; i++)
+            CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 0, HET_TAG_PARAMS, buf[i], B, &m[i]) ==
+                      HET_OK, "%s", het_error_msg());
+        CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, buf[M], B, &m[M]) == HET_OK,
+              "%s", het_error_msg());
+        CHECK(het_comm_msg_waitall(e.c, M + 1, m) == HET_OK, "%s", het_error_msg());
+        CHECK(fabs(het_clock_now() - (1e-3 + M * (B / 100e6))) < 1e-15,
+              "the receiver's clock at the stream's end: %.17g", het_clock_now());
+    }
+    env_close(&e, "stream");
+}
+
 static void test_virtual_receive(int one_node) {
     if (g_size < 2) return;
     env e;
@@ -518,6 +557,7 @@ int main(int argc, char **argv) {
     test_wall_delay();
     test_virtual_receive(0);
     test_virtual_receive(1);
+    test_stream();
     test_order();
     test_waitany();
     test_chunks();

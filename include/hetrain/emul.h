@@ -113,6 +113,9 @@ double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int 
 double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
+/* The time a message of `bytes` keeps the link busy: bytes / (bw x bw_factor); 0 with the model
+ * off or an infinite bandwidth. */
+double het_netem_wire_s(het_netem ne, size_t bytes);
 /* The node link's broadcast over `ranks` ranks of one node: ceil(log2 ranks) (node_lat +
  * bytes/node_bw); 0 for one rank or the node link off. */
 double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks);

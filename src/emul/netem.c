@@ -314,3 +314,8 @@ double het_netem_p2p_s(het_netem ne, size_t bytes) {
     if (netem_off(ne)) return 0.0;
     return msg_s(ne, lat_of(ne), ne.bw_bytes_per_s, (double)bytes, (double)bytes);
 }
+
+double het_netem_wire_s(het_netem ne, size_t bytes) {
+    if (netem_off(ne) || !(ne.bw_bytes_per_s > 0.0)) return 0.0;
+    return (double)bytes / (ne.bw_bytes_per_s * het_netem_pw_at(&ne.bw_factor, (double)bytes));
+}
