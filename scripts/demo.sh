@@ -2,9 +2,10 @@
 # make demo: `hetrain compare` of all seven strategies (the four papers' methods and their
 # baselines) on an emulated heterogeneous cluster: LeNet-5 on Fashion-MNIST (Debian's
 # dataset-fashion-mnist), 4 MPI ranks on the cluster of platforms/demo.xml (2 nodes of 2 ranks,
-# node1 3x slower than node0, a 1 Gbit/s link with 50 us latency between them; a SimGrid
-# platform file, written by `hetrain platform --ranks 4 --ranks-per-node 2 --slowdown 1,1,3,3
-# --net-bw 125M --net-lat 50e-6 --host-speed shipped --model lenet5`, that smpirun runs too).
+# node1 3x slower than node0, a 1 Gbit/s link with 50 us latency between them, SMPI's
+# message-size factors; a SimGrid platform file, written by `hetrain platform --ranks 4
+# --ranks-per-node 2 --slowdown 1,1,3,3 --net-bw 125M --net-lat 50e-6 --net-factors smpi
+# --host-speed shipped --model lenet5`, that smpirun runs too).
 # Prints the table and where the plots are. The test accuracy is read every 200 steps
 # (--eval-every; at epoch ends for daso and the parameter servers, which have no drain point
 # inside an epoch), charged to no clock. daso averages every batch in its first and last epoch
