@@ -292,9 +292,12 @@ het_wire het_buckets_wire(const het_buckets *b);
  * (emulated) nodes het_netem_p2p_s (lat + bytes / bw); between ranks of one node nothing on
  * the wall clock (the real shared-memory time is that cost) and the node link on the virtual
  * clock (node_lat + bytes / node_bw). A message never arrives before one sent earlier to the
- * same rank (an ordered link); links are not shared out between messages in flight, as
- * collectives in flight are not. The header carries the sender's clock at the send (stamp)
- * and the arrival (deliver = stamp + cost). Wall clock: a receive is not done before
+ * same rank (an ordered link). A rank's messages to other nodes leave one after another (its
+ * way out busy for each one's bytes / bw; sends with a stamp, het_comm_isend_at, excepted),
+ * and on the virtual clock the messages a receive from any sender takes queue on the
+ * receiver's way in from other nodes; otherwise links are not shared out between messages in
+ * flight, nor collectives (issue #36). The header carries the sender's clock at the send
+ * (stamp) and the arrival (deliver = stamp + cost, or later behind the queue). Wall clock: a receive is not done before
  * het_now() >= deliver (CLOCK_MONOTONIC: one clock for the ranks of one machine, as the
  * collectives' emulation assumes); its wait sleeps the rest (delay_s); with the model off
  * nothing is compared across ranks. Virtual clock: a receive's wait sets V = max(V,

@@ -37,6 +37,9 @@ struct het_p2p {
                                * (het_comm_isend_at: another lane, a thread's messages) */
     double last_stamp;        /* this rank's clock at its last send: a lower one now means
                                * het_clock_use reset the clock (last[] starts over) */
+    double nic_in_free;       /* virtual clock: when this rank's way in from other nodes is
+                               * free again, for the messages a receive from any sender takes
+                               * (they come in arrival order: senders into one receiver) */
     double nic_free;          /* when this rank's way out to other nodes is free again: its
                                * messages between nodes leave one after another (the rank's own
                                * clock's sends; a lane's, het_comm_isend_at, do not queue) */

@@ -13,7 +13,12 @@
  * is HELD or DONE (Chandy-Misra-Bryant without lookahead: a done message is the null message
  * with an infinite time), and reports "every sender done" when all its channels are DONE.
  * Only then is the payload's receive posted, into the receive's buffer (the sender's chunks
- * from one sender and tag arrive in order, as the headers are taken in order). */
+ * from one sender and tag arrive in order, as the headers are taken in order). A receive from
+ * any sender takes messages in arrival order, so on the virtual clock they also queue on the
+ * receiver's way in from other nodes (nic_in_free): N senders into one receiver (a parameter
+ * server) share its link, each message arriving no earlier than the one before it plus its
+ * own transfer time. Receives from one sender match in posting order, not in arrival order,
+ * so they do not queue (that would delay an earlier arrival behind a later one). */
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -104,6 +109,13 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
     b->state[j] = CH_IDLE;
     m->src = j, m->done = h.done != 0, m->stamp = h.stamp, m->deliver = h.deliver;
     m->peer_world = c->p2p->peer[m->scope].world[j];
+    if (m->want < 0 && !m->done && h.bytes > 0 && het_clock_virtual() &&
+        !c->p2p->peer[m->scope].same[j]) { /* senders into one receiver share its way in */
+        struct het_p2p *st = c->p2p;
+        const double in = st->nic_in_free + het_netem_wire_s(c->ne, (size_t)h.bytes);
+        if (in > m->deliver) m->deliver = in;
+        st->nic_in_free = m->deliver;
+    }
     if (m->done || h.bytes == 0) return HET_OK;
     if (h.chunk == 0 || h.chunk > (uint64_t)INT_MAX || h.bytes > (uint64_t)SIZE_MAX)
         return het_error_set(HET_EMPI, "p2p receive: a bad header from rank %d (%llu bytes in "
