@@ -92,7 +92,7 @@ kill_loop() {
 }
 
 kill_loop checkpoint a.ckpt same -- "$HETRAIN" train "${C[@]}" "${E[@]}" --checkpoint a.ckpt
-cp a.ckpt ref.ckpt
+cp checkpoint.new ref.ckpt # the whole new one (a.ckpt is the last kill's: maybe the old)
 kill_loop onnx a.onnx same -- "$HETRAIN" export --checkpoint ref.ckpt --export-onnx a.onnx
 kill_loop safetensors a.st same -- "$HETRAIN" export --checkpoint ref.ckpt --export-safetensors a.st
 kill_loop trace a.json trace_whole -- "$HETRAIN" train "${C[@]}" "${E[@]}" --trace a.json
