@@ -52,6 +52,8 @@ typedef struct het_netem {
      * and smpi/bw-factor); n = 0: none */
     het_netem_pw lat_factor, bw_factor;
 } het_netem;
+/* Sets ne's factors to SMPI's defaults (het_netem_smpi_lat_factor, _bw_factor). */
+void het_netem_use_smpi_factors(het_netem *ne);
 
 /* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
  * bytes/N each way): 2(N-1) lat + 2(N-1)/N bytes/bw. 0 when n_nodes <= 1 or the model is off. */

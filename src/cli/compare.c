@@ -399,8 +399,8 @@ int cli_compare(const het_train_config *c) {
         printf("compare: run %d/%d: %s, seed %s ... ", i + 1, n_runs, s, seedbuf);
         fflush(stdout);
         double t0 = het_now();
-        st = cli_compare_run(&p, s, seed, metrics, log, tuned, runs[i].command,
-                             sizeof runs[i].command, &killed);
+        char cmd[sizeof runs[i].command] = ""; /* cli_jsonl_read clears runs[i] */
+        st = cli_compare_run(&p, s, seed, metrics, log, tuned, cmd, sizeof cmd, &killed);
         if (!st && cli_signals_caught()) {
             char how[48] = "";
             if (killed) snprintf(how, sizeof how, "; killed after %g s", CMP_KILL_AFTER_S);
@@ -409,12 +409,8 @@ int cli_compare(const het_train_config *c) {
                      "metrics %s, output %s%s)", i + 1, n_runs, s, seedbuf, metrics, log, how);
             break;
         }
-        if (!st) {
-            char cmd[sizeof runs[i].command];
-            memcpy(cmd, runs[i].command, sizeof cmd); /* cli_jsonl_read clears the run */
-            st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
-            memcpy(runs[i].command, cmd, sizeof cmd);
-        }
+        if (!st) st = cli_jsonl_read(&runs[i], metrics, p.ranks, c->epochs);
+        memcpy(runs[i].command, cmd, sizeof cmd);
         if (st == HET_ENOMEM) break;
         if (st) { /* the others still run: the table marks this one, the exit status says so */
             snprintf(why[i], sizeof *why, "%s", het_error_msg());

@@ -45,15 +45,14 @@ int cli_compare_tune_list(cmp_tune *t, int momentum, const char *list) {
         double x = strtod(v, &end);
         int ok = end != v && !*end && !errno && isfinite(x) &&
                  (momentum ? x >= 0 && x < 1 : x > 0);
-        if (!ok || *n == CMP_TUNE_MAX) {
-            het_error_set(HET_EINVAL, "hetrain compare: %s: %s", key,
-                          !ok ? (momentum ? "each value in [0, 1)" : "each value > 0")
-                              : "at most 8 values");
-            if (!ok) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "%s", het_error_msg());
-                het_error_set(HET_EINVAL, "%s, not '%s'", msg, v);
-            }
+        if (!ok) {
+            het_error_set(HET_EINVAL, "hetrain compare: %s: each value %s, not '%s'", key,
+                          momentum ? "in [0, 1)" : "> 0", v);
+            return CLI_USAGE;
+        }
+        if (*n == CMP_TUNE_MAX) {
+            het_error_set(HET_EINVAL, "hetrain compare: %s: at most %d values", key,
+                          CMP_TUNE_MAX);
             return CLI_USAGE;
         }
         snprintf(dst[(*n)++], sizeof dst[0], "%s", v);

@@ -152,11 +152,7 @@ int cli_platform(const het_train_config *c) {
              (double)c->node_lat, c->node_bw, R, what);
     het_netem ne = {.lat_s = c->net_lat, .bw_bytes_per_s = c->net_bw,
                     .node_lat_s = c->node_lat, .node_bw_bytes_per_s = c->node_bw};
-    if (!st && c->net_factors == 1) /* SMPI's default factors, written into the file's config */
-        st = het_netem_pw_parse(&ne.lat_factor, het_netem_smpi_lat_factor) ||
-                     het_netem_pw_parse(&ne.bw_factor, het_netem_smpi_bw_factor)
-                 ? HET_EINVAL
-                 : HET_OK;
+    if (c->net_factors == 1) het_netem_use_smpi_factors(&ne); /* into the file's <config> */
     if (!st) st = het_platform_write(g_plat.out, g_plat.hostfile, comment, N, speed, cores, ne,
                                      node, P);
     free(node);

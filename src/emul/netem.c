@@ -63,7 +63,8 @@ int het_netem_pw_parse(het_netem_pw *pw, const char *text) {
         if (end == q || !(v > 0) || v > 1e6 || (*end && *end != ';')) goto bad;
         if (pw->n == HET_NETEM_PIECES) goto bad;
         int i = pw->n++; /* insertion by `from`, ascending */
-        while (i > 0 && pw->from[i - 1] > from) pw->from[i] = pw->from[i - 1], pw->val[i] = pw->val[i - 1], i--;
+        for (; i > 0 && pw->from[i - 1] > from; i--)
+            pw->from[i] = pw->from[i - 1], pw->val[i] = pw->val[i - 1];
         pw->from[i] = from, pw->val[i] = v;
         q = *end ? end + 1 : end;
     }
@@ -73,6 +74,11 @@ bad:
     return het_error_set(HET_EINVAL, "'%s': expected SIZE:FACTOR pairs separated by ';' (at "
                          "most %d; sizes >= 0, factors > 0), as 65472:0.94;0:0.81", text,
                          HET_NETEM_PIECES);
+}
+
+void het_netem_use_smpi_factors(het_netem *ne) { /* constants that parse (test_comm) */
+    het_netem_pw_parse(&ne->lat_factor, het_netem_smpi_lat_factor);
+    het_netem_pw_parse(&ne->bw_factor, het_netem_smpi_bw_factor);
 }
 
 double het_netem_pw_at(const het_netem_pw *pw, double bytes) {

@@ -131,10 +131,7 @@ int het_trainer_create_mpi(het_trainer *t) {
     het_netem ne = {.lat_s = cfg->net_lat, .bw_bytes_per_s = cfg->net_bw,
                     .node_lat_s = cfg->node_lat, .node_bw_bytes_per_s = cfg->node_bw};
     int *host_of = NULL, st = HET_OK;
-    if (cfg->net_factors == 1 && /* SMPI's own defaults: they parse */
-        (het_netem_pw_parse(&ne.lat_factor, het_netem_smpi_lat_factor) ||
-         het_netem_pw_parse(&ne.bw_factor, het_netem_smpi_bw_factor)))
-        return HET_EINVAL;
+    if (cfg->net_factors == 1) het_netem_use_smpi_factors(&ne);
     if (cfg->platform[0]) {
         host_of = malloc((size_t)t->size * sizeof *host_of);
         st = host_of ? platform_setup(t, host_of, &ne)
