@@ -26,7 +26,7 @@
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -46,6 +46,8 @@ sim=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi
      --cfg=smpi/iprobe:1e-7 --log=root.thresh:error)
 [ "${FACTORS:-default}" = 1 ] && sim+=(--cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1
                                       --cfg=network/crosstraffic:0)
+read -r -a extra_cfg <<<"${SMPI_CFG:-}"   # more --cfg=... words for smpirun (a study)
+sim+=("${extra_cfg[@]}")
 # hetrain's model: SMPI's default message-size factors, written into each cell's platform file
 # (which SMPI reads too), or none (NETF=none: the model before them); FACTORS=1 sets none
 netf=${NETF:-smpi}

@@ -52,5 +52,10 @@ done
 if grep -q '#include "model_io/onnx_const.h"' src/model_io/onnx_io.[ch]; then
     echo "FAIL: onnx_io includes onnx_const.h: a circle between the ONNX reader's files" >&2; fail=1
 fi
-[ $fail -eq 0 ] && echo "test_architecture: layers point down, model files in src/model_io, no source file over 600 lines"
+# Strategies reach MPI through comm only (charged to the clock or set aside by one rule, and
+# watched by the stall inspector): no MPI call in src/strategy/ but the abort of a failure
+# injection (--fail-at: the process dies as a crashed node would).
+bad=$(grep -n 'MPI_[A-Z][a-z_]*(' src/strategy/*.c | grep -v 'MPI_Abort(')
+if [ -n "$bad" ]; then echo "FAIL: MPI called outside src/comm: $bad" >&2; fail=1; fi
+[ $fail -eq 0 ] && echo "test_architecture: layers point down, model files in src/model_io, no source file over 600 lines, strategies reach MPI through comm"
 exit $fail

@@ -60,8 +60,8 @@ for f in compare.md compare.csv accuracy.svg split.svg allreduce-seed1.jsonl hgc
          allreduce-seed1.log hgc-seed1.log; do
     [ -s "out/$f" ] || fail "out/$f is missing or empty"
 done
-[ "$(csv_fields out/compare.csv)" = "20 " ] ||
-    fail "compare.csv: field counts $(csv_fields out/compare.csv), expected 20 on every line: $(cat out/compare.csv)"
+[ "$(csv_fields out/compare.csv)" = "22 " ] ||
+    fail "compare.csv: field counts $(csv_fields out/compare.csv), expected 22 on every line: $(cat out/compare.csv)"
 [ "$(wc -l <out/compare.csv)" -eq 3 ] || fail "compare.csv: expected a header and 2 rows"
 for s in allreduce hgc; do
     acc=$(csv_get out/compare.csv $s final_test_acc)
@@ -109,12 +109,13 @@ done
 [ -f "$FAKE/$s-$k.jsonl" ] && cp "$FAKE/$s-$k.jsonl" "$m"
 exit "${FAKE_RC:-0}"
 EOF
-ep() { # epoch test_acc samples_per_s elapsed_s [wait of rank 1]
+ep() { # epoch test_acc samples_per_s elapsed_s [wait of rank 1 [link_over_max]]
     printf '{"type":"epoch","epoch":%s,"loss":1.5,"test_acc":%s,"samples":64,"samples_per_s":%s,' "$1" "$2" "$3"
     printf '"elapsed_s":%s,"compute_s":[1,1],"comm_s":[0.5,0.5],"wait_s":[0,%s],"delay_s":[0,0],' "$4" "${5:-1}"
+    printf '"link_busy_max":0.5,"link_over_max":%s,' "${6:-0.1}"
     printf '"bytes_node":[100,300],"bytes_cross":[0,20],"hgc":{"batch":[3,1],"x":[true,null,"a\\"b"]}}\n'
 }
-{ ep 1 0.5 100 2; echo '{"type":"step","epoch":2,"step":1,"loss":1,"acc":null}'; ep 2 0.9 300 4; } >fake/allreduce-1.jsonl
+{ ep 1 0.5 100 2; echo '{"type":"step","epoch":2,"step":1,"loss":1,"acc":null}'; ep 2 0.9 300 4 1 0.3; } >fake/allreduce-1.jsonl
 { ep 1 0.7 200 3; ep 2 0.85 200 6; } >fake/allreduce-2.jsonl
 noarr='{"type":"epoch","epoch":%s,"test_acc":%s,"samples_per_s":50,"elapsed_s":%s}\n'
 printf "$noarr$noarr" 1 0.1 1 2 null 2 >fake/hgc-1.jsonl
@@ -128,15 +129,16 @@ want=("allreduce epoch_s 2.5" "allreduce epoch_s_spread 1" "allreduce time_to_ta
       "allreduce bytes_node_per_rank_epoch 200" "allreduce bytes_cross_per_rank_epoch 10"
       "allreduce wait_share 0.25" "allreduce wait_share_spread 0" "hgc time_to_target_s "
       "hgc target_reached_seeds 0" "hgc final_test_acc 0.3" "hgc final_test_acc_spread 0"
-      "hgc wait_share " "hgc epoch_s 1")
+      "hgc wait_share " "hgc epoch_s 1"
+      "allreduce link_over_share 0.2" "allreduce link_over_share_spread 0.2" "hgc link_over_share ")
 for w in "${want[@]}"; do
     read -r s col val <<<"$w"
     got=$(csv_get known/compare.csv "$s" "$col")
     [ "$got" = "${val:-}" ] || fail "known metrics: $s $col = '$got', expected '${val:-}'"
 done
-grep -q '^| allreduce | 2 | 2.50 ± 1.00 | 5.00 ± 2.00 | 0.8750 ± 0.0500 | 200 ± 0 | 200 B ± 0 B | 10 B ± 0 B | 25.0 % ± 0.0 % |$' known/compare.md ||
+grep -q '^| allreduce | 2 | 2.50 ± 1.00 | 5.00 ± 2.00 | 0.8750 ± 0.0500 | 200 ± 0 | 200 B ± 0 B | 10 B ± 0 B | 25.0 % ± 0.0 % | 20.0 % ± 20.0 % |$' known/compare.md ||
     fail "known metrics: allreduce row of compare.md: $(grep allreduce known/compare.md)"
-grep -q '^| hgc | 2 | 1.00 ± 0.00 | - | 0.3000 (1/2 seeds) | 50 ± 0 | - | - | - |$' known/compare.md ||
+grep -q '^| hgc | 2 | 1.00 ± 0.00 | - | 0.3000 (1/2 seeds) | 50 ± 0 | - | - | - | - |$' known/compare.md ||
     fail "known metrics: hgc row of compare.md: $(grep '^| hgc' known/compare.md)"
 xml_ok known/accuracy.svg || fail "known: accuracy.svg is not well-formed"
 # --baseline: per seed hgc's figure against allreduce's (epochs 1/2 and 1/3: 0.417, t with one

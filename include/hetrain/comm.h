@@ -96,6 +96,11 @@ int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
  * before MPI_Finalize; NULL is a no-op. */
 void het_comm_free(het_comm *c);
 const het_topo *het_comm_topo(const het_comm *c);
+/* The node id of every world rank (topo's node_id of each, gathered once by het_comm_create):
+ * world size entries, owned by c; NULL for a NULL comm. Local. */
+const int *het_comm_world_nodes(const het_comm *c);
+/* The number of ranks on the node that has fewest (1 for a NULL comm). Local. */
+int het_comm_smallest_node(const het_comm *c);
 /* The MPI communicator of a scope (a group's too); MPI_COMM_NULL for HET_COMM_NONE, an
  * unknown scope or a NULL comm. Owned by the topology or the comm: do not free it. */
 MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s);
@@ -136,6 +141,48 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n);
 int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t n);
 /* Blocking broadcast of n bytes from `root` (rank in the scope's communicator). */
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root);
+/* Blocking in-place all-reduce of n ints (a few: flags, counts, ranks) with MIN, MAX or SUM,
+ * charged and watched as the other collectives. */
+typedef enum { HET_OP_SUM = 0, HET_OP_MIN = 1, HET_OP_MAX = 2 } het_comm_op;
+int het_comm_allreduce_int(het_comm *c, het_comm_scope s, int *v, int n, het_comm_op op);
+
+/* ---- bookkeeping (comm/aside.c) ----
+ * Collectives that measure or record training rather than being part of it (an epoch's time
+ * split, step logs, per-rank checkpoint sections): watched by the stall inspector, charged to
+ * no clock. In place: v holds n ints or doubles; all-gather / gather: `bytes` per rank into
+ * all (size x bytes; gather: at root only, elsewhere may be NULL). */
+typedef enum { HET_T_INT = 0, HET_T_DOUBLE = 1 } het_comm_type;
+int het_comm_allreduce_aside(het_comm *c, het_comm_scope s, void *v, int n, het_comm_type t,
+                             het_comm_op op);
+int het_comm_allgather_aside(het_comm *c, het_comm_scope s, const void *mine, void *all,
+                             size_t bytes);
+int het_comm_gather_aside(het_comm *c, het_comm_scope s, const void *mine, void *all,
+                          size_t bytes, int root);
+/* ---- link occupancy (comm/links.c): the network model's sanity counter ----
+ * On the virtual clock every transfer across nodes notes when it occupies its node's link;
+ * het_comm_links_epoch (collective over the world, charged to no clock; after
+ * het_comm_links_begin at the epoch's start) reports, as shares of the epoch, how long this
+ * rank's node link carried anything (busy) and how much load the model put on it beyond its
+ * capacity (over: 0 on a link the model treats physically; a lower bound), per direction, and
+ * the worst node link of the world. measured = 0 on the wall clock (nothing noted). */
+typedef struct het_comm_links {
+    int measured;
+    double busy_out, busy_in, over_out, over_in; /* this rank's node link */
+    double busy_max, over_max;                   /* the world's worst link, either way */
+} het_comm_links;
+void het_comm_links_begin(het_comm *c);
+int  het_comm_links_epoch(het_comm *c, het_comm_links *out);
+/* The spans noted so far, and forgetting those noted after a mark (work charged to no clock,
+ * het_step_aside). */
+size_t het_comm_link_mark(const het_comm *c);
+void   het_comm_link_rewind(het_comm *c, size_t mark);
+
+/* This rank's rank and the number of ranks on its machine (MPI_COMM_TYPE_SHARED; made on first
+ * use, collective over the world then); 0 and 1 for a NULL comm. */
+int het_comm_host(het_comm *c, int *rank, int *size);
+/* A barrier of the machine's ranks that naps (1 ms, real) while it waits, so that ranks taking
+ * turns leave the cores to the one working (after het_comm_host; none before). */
+int het_comm_host_barrier(het_comm *c);
 
 /* ---- two-level (hierarchical) all-reduce ----
  * Sums over the world in three stages: a reduce inside each node to its leader (local rank
@@ -207,6 +254,7 @@ typedef struct het_req {
     double t_start;     /* when it was started (het_now: the time in MPI calls) */
     double t_clock;     /* when it was started on the chosen clock (het_clock_now) */
     double t_model;     /* modeled network time (0 = none) */
+    double link_wire, link_share; /* its occupancy of this rank's node link (comm/links.c) */
     int mpi_done;       /* all MPI requests completed */
     MPI_Comm comm;      /* where they run, and their collective's number (het_stall_post) */
     long long seq;

@@ -143,6 +143,10 @@ typedef struct het_epoch_stats {
     int64_t peak_rss_max, peak_rss_sum, pss_sum;
     int64_t data_bytes;
     int data_copies;
+    /* the network model's sanity counter (virtual clock, several ranks; comm/links.c): the
+     * worst node link's busy and oversubscribed shares of the epoch; link_measured 0: none */
+    int link_measured;
+    double link_busy_max, link_over_max;
 } het_epoch_stats;
 
 #ifdef __cplusplus

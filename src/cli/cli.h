@@ -107,6 +107,8 @@ typedef struct cli_jsonl_epoch {
     double t[4];          /* compute_s, comm_s, wait_s, delay_s summed over ranks; NaN: absent
                              (a run of one rank) */
     double bytes[2];      /* bytes_node, bytes_cross summed over ranks; NaN: absent */
+    double link_over;     /* the worst node link's oversubscribed share (link_over_max); NaN:
+                             absent (wall clock, one rank) */
 } cli_jsonl_epoch;
 typedef struct cli_jsonl_point {
     double t;   /* the run's clock: an epoch's vtime_s or elapsed_s, an evaluation's time_s */

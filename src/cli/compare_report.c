@@ -19,7 +19,7 @@ typedef struct agg {
     int n;               /* seeds with a value (not NaN) */
 } agg;
 
-enum { F_EPOCH, F_TARGET, F_ACC, F_SPS, F_NODE, F_CROSS, F_WAIT, N_FIG };
+enum { F_EPOCH, F_TARGET, F_ACC, F_SPS, F_NODE, F_CROSS, F_WAIT, F_OVER, N_FIG };
 
 static agg aggregate(const double *v, int n) {
     agg a = {NAN, NAN, 0};
@@ -46,7 +46,7 @@ static double time_of(const cli_jsonl_epoch *ep) {
 /* The figures of one run (NaN: none) and its time split shares (share[0] < 0: none). */
 static void run_figures(const cli_jsonl_run *r, double target, double *fig, double share[4]) {
     int n = r->n_epochs, split = 1;
-    double sps = 0, bytes[2] = {0, 0}, t[4] = {0, 0, 0, 0};
+    double over = NAN, sps = 0, bytes[2] = {0, 0}, t[4] = {0, 0, 0, 0};
     fig[F_TARGET] = NAN;
     for (int e = 0; e < n; e++) {
         const cli_jsonl_epoch *ep = &r->epochs[e];
@@ -54,7 +54,9 @@ static void run_figures(const cli_jsonl_run *r, double target, double *fig, doub
         split &= !isnan(ep->t[0]);
         for (int k = 0; k < 4; k++) t[k] += ep->t[k];
         for (int k = 0; k < 2; k++) bytes[k] += ep->bytes[k];
+        if (!isnan(ep->link_over)) over = isnan(over) ? ep->link_over : fmax(over, ep->link_over);
     }
+    fig[F_OVER] = over; /* the worst epoch's worst link */
     for (int i = 0; i < r->n_points && isnan(fig[F_TARGET]); i++) /* epoch ends, evaluations */
         if (r->points[i].acc >= target) fig[F_TARGET] = r->points[i].t;
     fig[F_EPOCH] = time_of(&r->epochs[n - 1]) / n; /* the mean of epochs: times count from 0 */
@@ -88,8 +90,9 @@ static void cell(char *dst, size_t n, int fig, agg a, int seeds) {
         snprintf(dst, n, "-");
         return;
     }
-    static const char *const fmt[N_FIG] = {"", "", "%.4f", "%.0f", "", "", "%.1f %%"};
-    double scale = fig == F_WAIT ? 100 : 1;
+    static const char *const fmt[N_FIG] = {"", "", "%.4f", "%.0f", "", "", "%.1f %%",
+                                           "%.1f %%"};
+    double scale = fig == F_WAIT || fig == F_OVER ? 100 : 1;
     if (fig == F_NODE || fig == F_CROSS) {
         fmt_bytes(m, sizeof m, a.mean);
         fmt_bytes(s, sizeof s, a.spread);
@@ -115,8 +118,9 @@ static int failed_of(const cmp_plan *p, const run_why *why, int s) {
 static void write_table(FILE *f, const cmp_plan *p, agg (*a)[N_FIG], const run_why *why) {
     const char *clk = p->c->clock == HET_CLOCK_VIRTUAL ? "virtual s" : "s";
     fprintf(f, "| strategy | ranks | time/epoch (%s) | time to %.4g acc (%s) | final test acc | "
-            "samples/s | sent/rank/epoch node-local | sent/rank/epoch cross-node | waiting |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", clk, p->target, clk);
+            "samples/s | sent/rank/epoch node-local | sent/rank/epoch cross-node | waiting | "
+            "link over capacity |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", clk, p->target, clk);
     for (int s = 0; s < p->n_strat; s++) {
         int nf = failed_of(p, why, s);
         if (!nf) fprintf(f, "| %s | %d", p->strat[s], p->ranks);
@@ -134,7 +138,7 @@ static void write_table(FILE *f, const cmp_plan *p, agg (*a)[N_FIG], const run_w
 static void write_csv(FILE *f, const cmp_plan *p, agg (*a)[N_FIG], const run_why *why) {
     static const char *const col[N_FIG] = {"epoch_s", "time_to_target_s", "final_test_acc",
         "samples_per_s", "bytes_node_per_rank_epoch", "bytes_cross_per_rank_epoch",
-        "wait_share"};
+        "wait_share", "link_over_share"};
     fprintf(f, "strategy,ranks,seeds,target_acc,target_reached_seeds");
     for (int k = 0; k < N_FIG; k++) fprintf(f, ",%s,%s_spread", col[k], col[k]);
     fprintf(f, ",failed_seeds\n");
@@ -273,7 +277,10 @@ static void write_output(FILE *f, int which, const report *r) {
                 "(-: never), read at each epoch's end%s; samples/s: training throughput, mean over epochs; "
                 "sent/rank/epoch: payload bytes each rank sent, mean over ranks and epochs; "
                 "waiting: wait_s / (compute_s + comm_s + wait_s + delay_s), over ranks and "
-                "epochs.%s\n\n![test accuracy against time](accuracy.svg)\n\n"
+                "epochs; link over capacity (virtual clock): the load the network model put on "
+                "the worst node link beyond its bandwidth, as a share of the epoch (worst "
+                "epoch; 0 on a link the model treats physically: a figure above 0 flatters "
+                "that run's time).%s\n\n![test accuracy against time](accuracy.svg)\n\n"
                 "![time split](split.svg)\n\nRuns (metrics and output beside this file):\n\n%s",
                 cli_compare_smpi() ? "Clock: SimGrid's (--simulator smpi: the runs under "
                 "smpirun on the platform file, compute charged from the cost table). " : virt ?

@@ -4,7 +4,7 @@
  * with their escapes, numbers, true / false / null, nested arrays and objects up to a depth of
  * 32), nothing after it. Of "eval" objects (--eval-every) it takes test_acc and time_s. Of
  * "epoch" objects it takes test_acc (a number or null), samples_per_s and elapsed_s (numbers),
- * vtime_s when the run was on the virtual clock, and the per-rank arrays compute_s, comm_s,
+ * vtime_s when the run was on the virtual clock, link_over_max when present, and the per-rank arrays compute_s, comm_s,
  * wait_s, delay_s, bytes_node and bytes_cross (each `ranks` numbers, all four time arrays or none); members it
  * does not know, such as a strategy's "hgc":{...}, are checked and skipped. The first problem
  * is the error, one line: "FILE:LINE: column C: what was expected". */
@@ -185,6 +185,7 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
     type[0] = '\0';
     for (int k = 0; k < 4; k++) ep->t[k] = NAN;
     ep->bytes[0] = ep->bytes[1] = NAN;
+    ep->link_over = NAN;
     if (expect(j, '{', "expected '{' (one JSON object per line)")) return -1;
     ws(j);
     if (*j->p == '}') j->p++;
@@ -201,6 +202,9 @@ static int line_object(jr *j, int ranks, char *type, size_t n_type, cli_jsonl_ep
                 done = 1;
             } else if (strcmp(key, "time_s") == 0) { /* a step's or an evaluation's time */
                 if (number(j, time_s, 0)) return -1;
+                done = 1;
+            } else if (strcmp(key, "link_over_max") == 0) { /* the model's sanity counter */
+                if (number(j, &ep->link_over, 0)) return -1;
                 done = 1;
             }
             for (int k = 0; !done && k < 4; k++)

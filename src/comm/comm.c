@@ -53,8 +53,9 @@ int het_comm_mpi_error(int err, const char *what) {
 /* Virtual clock: an operation whose latest participant posted at `last` ends at last + model;
  * this rank's clock moves there if it is behind, the move booked as waiting (up to `last`) and
  * transfer (the rest). */
-static void virtual_end(het_comm *c, double last, double model) {
+static void virtual_end(het_comm *c, double last, double model, double wire, double share) {
     double v = het_clock_now(), end = last + model;
+    het_comm_link_note(c, 3, end - wire, end, share); /* its node link's occupancy */
     if (!(end > v)) return;
     double w = last > v ? last - v : 0.0;
     c->st.vwait_s += w;
@@ -69,11 +70,14 @@ static int exchanges_starts(double model) { return het_clock_virtual() || model 
 /* The last start of an emulated blocking operation: its exchange and the value. */
 typedef struct arrival {
     double t;
+    double wire, share; /* its node link's occupancy (het_comm_link_model) */
     MPI_Request req;
 } arrival;
 
 /* Posts the exchange of this rank's start (MAX over comm, on the chosen clock) when needed. */
-static int arrival_post(MPI_Comm comm, double model, arrival *a) {
+static int arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_Comm comm,
+                        double model, arrival *a) {
+    het_comm_link_model(c, s, bytes, kind, &a->wire, &a->share);
     a->t = het_clock_now();
     a->req = MPI_REQUEST_NULL;
     if (!exchanges_starts(model)) return HET_OK;
@@ -92,21 +96,36 @@ static int arrival_end(het_comm *c, MPI_Comm comm, double model, arrival *a) {
         c->st.comm_s += het_now() - t1;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
     }
-    if (het_clock_virtual()) virtual_end(c, a->t, model);
+    if (het_clock_virtual()) virtual_end(c, a->t, model, a->wire, a->share);
     else c->st.delay_s += het_sleep_until(a->t + model);
     return HET_OK;
 }
 
 
-/* With the network model or the virtual clock on: the costs of the world's all-reduce, from
- * every rank's node (an all-gather over the world). */
-static int gather_world_ring(het_comm *c) {
-    int p = c->topo->size, *nodes = malloc((size_t)p * sizeof *nodes);
-    if (!nodes) return het_error_set(HET_ENOMEM, "comm: out of memory for %d node ids", p);
-    int err = MPI_Allgather(&c->topo->node_id, 1, MPI_INT, nodes, 1, MPI_INT, c->topo->world);
-    if (err == MPI_SUCCESS) het_comm_costs(c->world_cost, c->world_local, nodes, p);
-    free(nodes);
-    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "comm: MPI_Allgather(nodes)");
+/* Every rank's node (an all-gather over the world, kept: strategies place their roles by it),
+ * and the costs of the world's all-reduce from them. */
+static int gather_world_nodes(het_comm *c) {
+    int p = c->topo->size;
+    if (!(c->world_node = malloc((size_t)(p > 0 ? p : 1) * sizeof *c->world_node)))
+        return het_error_set(HET_ENOMEM, "comm: out of memory for %d node ids", p);
+    int err = MPI_Allgather(&c->topo->node_id, 1, MPI_INT, c->world_node, 1, MPI_INT,
+                            c->topo->world);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "comm: MPI_Allgather(nodes)");
+    het_comm_costs(c->world_cost, c->world_local, c->world_node, p);
+    return HET_OK;
+}
+
+const int *het_comm_world_nodes(const het_comm *c) { return c ? c->world_node : NULL; }
+
+int het_comm_smallest_node(const het_comm *c) {
+    if (!c) return 1;
+    int p = c->topo->size, least = p;
+    for (int k = 0; k < c->topo->n_nodes; k++) {
+        int n = 0;
+        for (int r = 0; r < p; r++) n += c->world_node[r] == k;
+        if (n > 0 && n < least) least = n;
+    }
+    return least > 0 ? least : 1;
 }
 
 int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
@@ -125,6 +144,7 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     het_comm_prefer_nbc_ring();
     c->topo = topo;
     c->ne = ne;
+    c->host = MPI_COMM_NULL;
     c->chunk = HET_COMM_DEFAULT_CHUNK;
     for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
         c->wire_op[i] = MPI_OP_NULL;
@@ -137,8 +157,8 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     het_netem_cost k[HET_AR_N];
     het_comm_costs(k, c->node_local, same, topo->local_size);
     free(same);
-    if ((ne.lat_s > 0.0 || ne.bw_bytes_per_s > 0.0 || het_clock_virtual()) &&
-        (rc = gather_world_ring(c)) != HET_OK) {
+    if ((rc = gather_world_nodes(c)) != HET_OK) {
+        free(c->world_node);
         free(c);
         return rc;
     }
@@ -154,8 +174,11 @@ void het_comm_free(het_comm *c) {
     MPI_Finalized(&finalized);
     for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
         if (!finalized && c->wire_op[i] != MPI_OP_NULL) MPI_Op_free(&c->wire_op[i]);
+    if (!finalized && c->host != MPI_COMM_NULL) MPI_Comm_free(&c->host);
     free(c->wire_buf);
     free(c->f64_buf);
+    free(c->world_node);
+    free(c->links.span);
     free(c);
 }
 
@@ -234,7 +257,9 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     double t0 = het_now();
     double model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
     arrival a;
-    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
+                           : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
+        return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;
     return arrival_end(c, comm, model, &a);
@@ -248,6 +273,7 @@ void het_comm_req_begin(het_req *r) {
     r->t_start = het_now();
     r->t_clock = het_clock_now();
     r->t_model = 0.0;
+    r->link_wire = r->link_share = 0.0;
     r->mpi_done = 1;
     r->comm = MPI_COMM_NULL;
     r->seq = 0;
@@ -293,6 +319,8 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     int rc = check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
+    het_comm_link_model(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
+                        : HET_LINK_NONBLOCKING, &r->link_wire, &r->link_share);
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) return rc;
     return allreduce_mpi(c, s, comm, buf, n, r->t_start);
 }
@@ -312,7 +340,7 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     int span = het_comm_span(c, s);
     double model = het_comm_bcast_model(c, s, bytes);
     arrival a;
-    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(c, s, bytes, HET_LINK_BCAST, comm, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t cnt = bytes - off < chunk ? bytes - off : chunk;
         MPI_Request req;
@@ -325,6 +353,28 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     }
     c->st.comm_s += het_now() - t0;
     count_op(c, span, bytes);
+    return arrival_end(c, comm, model, &a);
+}
+
+int het_comm_allreduce_int(het_comm *c, het_comm_scope s, int *v, int n, het_comm_op op) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = check_op(c, s, v, n > 0 ? (size_t)n : 0, "int all-reduce", &comm);
+    if (rc != HET_OK || n <= 0) return rc;
+    MPI_Op mop = op == HET_OP_MIN ? MPI_MIN : op == HET_OP_MAX ? MPI_MAX : MPI_SUM;
+    if (op != HET_OP_MIN && op != HET_OP_MAX && op != HET_OP_SUM)
+        return het_error_set(HET_EINVAL, "int all-reduce: unknown operation %d", (int)op);
+    double t0 = het_now();
+    size_t bytes = (size_t)n * sizeof(int);
+    double model = het_comm_allreduce_model(c, s, bytes, 0);
+    arrival a;
+    if ((rc = arrival_post(c, s, bytes, HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
+        return rc;
+    MPI_Request req;
+    int err = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT, mop, comm, &req);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &req);
+    c->st.comm_s += het_now() - t0;
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(int)");
+    count_op(c, het_comm_span(c, s), bytes);
     return arrival_end(c, comm, model, &a);
 }
 
@@ -354,6 +404,8 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     r->mpi_done = 0;
     int span = het_comm_span(c, s);
     r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), 0);
+    het_comm_link_model(c, s, n * sizeof(float), HET_LINK_NONBLOCKING, &r->link_wire,
+                        &r->link_share);
     double t0 = r->t_start;
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) {
         r->n_reqs = 0;
@@ -436,7 +488,8 @@ int het_comm_wait(het_comm *c, het_req *r) {
         c->st.comm_s += het_now() - t0;
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(start times)");
     }
-    if (het_clock_virtual()) virtual_end(c, req_last(c, r), r->t_model);
+    if (het_clock_virtual())
+        virtual_end(c, req_last(c, r), r->t_model, r->link_wire, r->link_share);
     else if (r->t_model > 0.0) c->st.delay_s += het_sleep_until(req_end(c, r));
     return HET_OK;
 }
@@ -483,7 +536,9 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
     size_t bytes = n * het_wire_bytes(w);
     double model = het_comm_allreduce_model(c, s, bytes, !het_stall_on());
     arrival a;
-    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(c, s, bytes, !het_stall_on() ? HET_LINK_BLOCKING
+                           : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
+        return rc;
     for (size_t off = 0; off < n; off += c->chunk) {
         size_t cnt = n - off < c->chunk ? n - off : c->chunk;
         het_wire_pack(w, buf + off, c->wire_buf, cnt);
@@ -535,7 +590,9 @@ int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t 
     int span = het_comm_span(c, s);
     double model = het_comm_allreduce_model(c, s, n * sizeof(double), 0); /* an all-gather */
     arrival a;
-    if ((rc = arrival_post(comm, model, &a)) != HET_OK) return rc;
+    if ((rc = arrival_post(c, s, n * sizeof(double), HET_LINK_NONBLOCKING, comm, model, &a)) !=
+        HET_OK)
+        return rc;
     for (size_t off = 0; off < n; off += step) {
         size_t cnt = n - off < step ? n - off : step;
         MPI_Request req;

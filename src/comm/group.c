@@ -80,7 +80,8 @@ double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes) {
     return t;
 }
 
-static double cross_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
+static double cross_model_on(const het_comm *c, het_netem ne, het_comm_scope s, size_t bytes,
+                             int blocking) {
     int span = het_comm_span(c, s);
     if (span <= 1) return 0.0;
     int p = het_comm_scope_size(c, s);
@@ -89,8 +90,30 @@ static double cross_model(const het_comm *c, het_comm_scope s, size_t bytes, int
     if (s == HET_COMM_WORLD) k = c->world_cost;
     else if (s != HET_COMM_CROSS && group_of(c, s)) k = group_of(c, s)->cost;
     if (!k || !(k[HET_AR_RING].steps > 0.0)) /* CROSS (one rank per node), or not gathered */
-        return het_netem_nodes_allreduce_s(c->ne, bytes, span, blocking);
-    return het_netem_cost_s(c->ne, k[a], bytes);
+        return het_netem_nodes_allreduce_s(ne, bytes, span, blocking);
+    return het_netem_cost_s(ne, k[a], bytes);
+}
+
+static double cross_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
+    return cross_model_on(c, c->ne, s, bytes, blocking);
+}
+
+/* The scope's ranks on this rank's node. */
+static int on_node(const het_comm *c, het_comm_scope s) {
+    if (s == HET_COMM_WORLD || s == HET_COMM_NODE) return c->topo->local_size;
+    const het_comm_group *g = s == HET_COMM_CROSS ? NULL : group_of(c, s);
+    return g && g->on_node > 0 ? g->on_node : 1;
+}
+
+void het_comm_link_model(const het_comm *c, het_comm_scope s, size_t bytes, int kind,
+                         double *wire, double *share) {
+    *wire = 0.0, *share = 0.0;
+    if (!het_clock_virtual() || het_comm_span(c, s) <= 1) return;
+    het_netem ne = c->ne;
+    ne.lat_s = 0.0; /* the wire time alone */
+    *wire = kind == HET_LINK_BCAST ? het_netem_bcast_s(ne, bytes, het_comm_span(c, s))
+                                   : cross_model_on(c, ne, s, bytes, kind == HET_LINK_BLOCKING);
+    *share = 1.0 / on_node(c, s);
 }
 
 double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t bytes, int blocking) {
@@ -167,6 +190,8 @@ int het_comm_split(het_comm *c, het_comm_scope parent, int color, int key,
     het_comm_group *g = &c->group[c->n_groups];
     g->comm = nc;
     het_comm_costs(g->cost, g->local, nodes, gsize); /* before count_distinct sorts them */
+    g->on_node = 0;
+    for (int i = 0; i < gsize; i++) g->on_node += nodes[i] == c->topo->node_id;
     g->span = count_distinct(nodes, gsize);
     free(nodes);
     *out = (het_comm_scope)(HET_COMM_FIRST_GROUP + c->n_groups);

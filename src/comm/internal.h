@@ -14,9 +14,33 @@
 typedef struct het_comm_group {
     MPI_Comm comm; /* owned; MPI_ERRORS_RETURN */
     int span;      /* distinct nodes among its members */
+    int on_node;   /* its members on this rank's node */
     het_netem_cost cost[HET_AR_N]; /* all-reduce over its members, by algorithm */
     het_netem_cost local[HET_AR_N]; /* its node-local part (virtual clock) */
 } het_comm_group;
+
+/* A span of virtual time during which a transfer occupies this rank's node link (links.c). */
+typedef struct het_link_span {
+    double t0, t1, load;
+    int dirs; /* 1: the way out, 2: the way in, 3: both */
+} het_link_span;
+
+typedef struct het_link_log {
+    het_link_span *span;
+    size_t n, cap;
+    int lost;       /* a span could not be noted (out of memory) */
+    double t_begin; /* the epoch's start on this rank's clock */
+} het_link_log;
+
+/* A collective's occupancy of this rank's node link: the wire time of its busiest link (the
+ * model's time without latency) and this rank's share of the load (1 / the scope's ranks on its
+ * node); 0 off the virtual clock or within one node. kind: how it runs. */
+enum { HET_LINK_BLOCKING = 0, HET_LINK_NONBLOCKING = 1, HET_LINK_BCAST = 2 };
+void het_comm_link_model(const het_comm *c, het_comm_scope s, size_t bytes, int kind,
+                         double *wire, double *share);
+/* Notes that a transfer occupies this rank's node link (dirs: 1 out, 2 in) over [t0, t1) at
+ * `load` (1: the whole link); virtual clock only. */
+void het_comm_link_note(het_comm *c, int dirs, double t0, double t1, double load);
 
 struct het_comm {
     const het_topo *topo;
@@ -39,6 +63,9 @@ struct het_comm {
     double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
     int arrive_next;                               /* the slot the next one takes */
     struct het_p2p *p2p;                           /* point-to-point state (p2p.c), or NULL */
+    int *world_node;                               /* node id of every world rank */
+    MPI_Comm host;                                 /* this machine's ranks (aside.c), or NULL */
+    het_link_log links;                            /* node link occupancy (links.c) */
 };
 
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */

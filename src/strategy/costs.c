@@ -253,8 +253,7 @@ int het_step_costs_setup(het_strategy_ctx *ctx, het_costs *k, const char *file, 
         double *buf = st ? NULL : malloc(n * sizeof *buf);
         if (!st && !buf) st = het_error_set(HET_ENOMEM, "compute costs: out of memory");
         if (!st && ctx->rank == 0) het_costs_pack(k, buf);
-        if (!st && MPI_Bcast(buf, (int)n, MPI_DOUBLE, 0, ctx->world) != MPI_SUCCESS)
-            st = het_error_set(HET_EMPI, "MPI_Bcast of the compute costs failed");
+        if (!st) st = het_comm_bcast(ctx->comm, HET_COMM_WORLD, buf, n * sizeof *buf, 0);
         if (!st && ctx->rank != 0) st = het_costs_unpack(k, buf);
         free(buf);
         st = het_comm_agree(ctx->world, st);

@@ -170,11 +170,10 @@ static int daso_topology(het_strategy_ctx *ctx, daso *d) {
     d->N = t->n_nodes;
     d->G = t->local_size;
     d->local = t->local_rank;
-    int err = MPI_Allgather(&ctx->rank, 1, MPI_INT, d->members, 1, MPI_INT, t->node);
-    if (err == MPI_SUCCESS)
-        err = MPI_Allreduce(&d->G, &d->min_G, 1, MPI_INT, MPI_MIN, ctx->world);
-    if (err != MPI_SUCCESS)
-        return het_error_set(HET_EMPI, "daso: MPI_Allgather of the node's ranks failed");
+    const int *node = het_comm_world_nodes(ctx->comm);
+    for (int r = 0, i = 0; r < ctx->size; r++)
+        if (node[r] == t->node_id) d->members[i++] = r; /* world order, as the node's */
+    d->min_G = het_comm_smallest_node(ctx->comm);
     if (!t->uniform) {
         const int64_t B = ctx->cfg->batch;
         d->weight = (double)d->N * (double)node_samples(ctx, d, B) / (double)B;
@@ -460,7 +459,7 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     if (!isfinite(st->loss)) { /* the same on every rank: name the first event recorded */
         het_nonfinite e = {ctx->step, epoch + 1, HET_NF_LOSS, 0, ctx->rank, st->loss, 0};
         const het_nonfinite *mine = ctx->nonfinite.kind ? &ctx->nonfinite : NULL;
-        return het_step_stop(ctx, ctx->world, mine, &e);
+        return het_step_stop(ctx, HET_COMM_WORLD, mine, &e);
     }
     d->sched = het_daso_sched_next(&d->par, d->sched, epoch + 1, st->loss);
     return HET_OK;

@@ -66,20 +66,16 @@ int het_step_dnnl_cause(char *buf, size_t n) {
     return 1;
 }
 
-int het_step_stop(het_strategy_ctx *ctx, MPI_Comm comm, const het_nonfinite *mine,
+int het_step_stop(het_strategy_ctx *ctx, het_comm_scope s, const het_nonfinite *mine,
                   const het_nonfinite *fallback) {
     het_nonfinite e = mine ? *mine : *fallback;
     int named = mine != NULL, size = 1;
-    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &size);
+    if (ctx->comm && s != HET_COMM_NONE) size = het_comm_scope_size(ctx->comm, s);
     if (size > 1) {
-        int rank, first;
-        MPI_Comm_rank(comm, &rank);
-        first = mine ? rank : size;
-        int err = MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-        if (err == MPI_SUCCESS && first < size)
-            err = MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, first, comm);
-        if (err != MPI_SUCCESS)
-            return het_error_set(HET_EMPI, "MPI call failed reporting a non-finite step");
+        int first = mine ? het_comm_scope_rank(ctx->comm, s) : size;
+        int err = het_comm_allreduce_int(ctx->comm, s, &first, 1, HET_OP_MIN);
+        if (!err && first < size) err = het_comm_bcast(ctx->comm, s, &e, sizeof e, first);
+        if (err) return err; /* comm's message names the call */
         named = first < size;
         if (!named) e = *fallback;
     }
@@ -120,5 +116,5 @@ int het_step_check_params(het_strategy_ctx *ctx) {
     if (het_all_finite(het_model_params(m), het_model_n_params(m))) return HET_OK;
     het_nonfinite fallback = het_step_diagnose(ctx, 0.0, ctx->step);
     const het_nonfinite *mine = ctx->nonfinite.kind != HET_NF_NONE ? &ctx->nonfinite : NULL;
-    return het_step_stop(ctx, ctx->world, mine, &fallback);
+    return het_step_stop(ctx, HET_COMM_WORLD, mine, &fallback);
 }

@@ -58,19 +58,12 @@
 
 static int make_nodes(inhad *a, het_strategy_ctx *ctx) {
     het_ps *ps = &a->ps;
-    int P = ctx->size, *node = malloc((size_t)P * sizeof(int));
+    const int *node = het_comm_world_nodes(ctx->comm);
     a->agg_of = malloc((size_t)ps->n_workers * sizeof(int));
     a->agg_rank = malloc((size_t)ps->n_workers * sizeof(int));
     a->local = malloc((size_t)ps->n_workers * sizeof(int));
-    if (!node || !a->agg_of || !a->agg_rank || !a->local) {
-        free(node);
+    if (!a->agg_of || !a->agg_rank || !a->local)
         return het_error_set(HET_ENOMEM, "inhad: out of memory");
-    }
-    int mine = het_comm_topo(ctx->comm)->node_id;
-    if (MPI_Allgather(&mine, 1, MPI_INT, node, 1, MPI_INT, ctx->world) != MPI_SUCCESS) {
-        free(node);
-        return het_error_set(HET_EMPI, "inhad: MPI_Allgather of the nodes failed");
-    }
     for (int w = 0; w < ps->n_workers; w++) { /* the lowest worker of its node */
         int r = ps->worker_rank[w], lo = r;
         for (int u = 0; u < ps->n_workers; u++)
@@ -81,7 +74,6 @@ static int make_nodes(inhad *a, het_strategy_ctx *ctx) {
     }
     for (int w = 0; ps->worker >= 0 && w < ps->n_workers; w++)
         if (a->agg_of[w] == ctx->rank) a->local[a->n_local++] = w;
-    free(node);
     return HET_OK;
 }
 

@@ -155,7 +155,8 @@ int het_pipe_init(het_pipe *p, het_strategy_ctx *ctx, const char *name, int boun
         for (int k = 0; k <= p->K && !rc; k++) plan[1 + k] = cut[k];
         for (int k = 0; k < p->K && !rc; k++) plan[2 + p->K + k] = p->stage_cost[k];
     }
-    if (ctx->comm && MPI_Bcast(plan, 2 * p->K + 2, MPI_DOUBLE, 0, ctx->world) != MPI_SUCCESS)
+    if (ctx->comm && het_comm_bcast(ctx->comm, HET_COMM_WORLD, plan,
+                                    (size_t)(2 * p->K + 2) * sizeof *plan, 0) != HET_OK)
         return het_error_set(HET_EMPI, "%s: broadcast of the stage plan failed", name);
     if (plan[0] != 0) return ctx->rank == 0 ? rc : het_error_set(HET_EINVAL, "%s: rank 0 "
                                                   "could not plan the stages", name);

@@ -34,13 +34,7 @@ static void rank_list(const int *r, int n, char *buf, size_t cap) {
 
 /* Rank 0 prints where the servers and workers are. */
 static int print_plan(het_ps *ps, het_strategy_ctx *ctx) {
-    int *node = malloc((size_t)ctx->size * sizeof(int));
-    if (!node) return het_error_set(HET_ENOMEM, "%s: out of memory", ps->name);
-    int mine = het_comm_topo(ctx->comm)->node_id;
-    if (MPI_Allgather(&mine, 1, MPI_INT, node, 1, MPI_INT, ctx->world) != MPI_SUCCESS) {
-        free(node);
-        return het_error_set(HET_EMPI, "%s: MPI_Allgather of the nodes failed", ps->name);
-    }
+    const int *node = het_comm_world_nodes(ctx->comm);
     if (ctx->rank == 0) {
         char s[256], w[256] = "";
         rank_list(ps->worker_rank, ps->n_workers, w, sizeof w);
@@ -57,7 +51,6 @@ static int print_plan(het_ps *ps, het_strategy_ctx *ctx) {
                 shared ? ", sharing a node with workers" : "", ps->n_workers,
                 ps->n_workers == 1 ? "" : "s", w);
     }
-    free(node);
     return HET_OK;
 }
 

@@ -264,8 +264,8 @@ int het_step_update(het_strategy_ctx *ctx, float lr) {
 static int stop_step(het_strategy_ctx *ctx, het_reducer *red, const het_batch_result *local,
                      double loss, int64_t step) {
     het_nonfinite e = het_step_diagnose(ctx, loss, step);
-    MPI_Comm comm = red && red->buckets ? het_comm_mpi(ctx->comm, red->scope) : MPI_COMM_NULL;
-    return het_step_stop(ctx, comm, isfinite(local->loss_sum) ? NULL : &e, &e);
+    het_comm_scope s = red && red->buckets ? red->scope : HET_COMM_NONE;
+    return het_step_stop(ctx, s, isfinite(local->loss_sum) ? NULL : &e, &e);
 }
 
 int het_step_sync(het_strategy_ctx *ctx, het_reducer *red, const int64_t *idx, int count,
@@ -307,6 +307,7 @@ void het_step_epoch_begin(het_strategy_ctx *ctx) {
     memset(&ctx->times, 0, sizeof ctx->times);
     ctx->epoch_compute0 = ctx->compute_mark = ctx->pace.compute_s;
     if (ctx->comm) ctx->epoch_comm0 = het_comm_get_stats(ctx->comm);
+    het_comm_links_begin(ctx->comm);
     for (int i = 0; i < ctx->n_reducers; i++) ctx->reducers[i]->n_log = 0;
 }
 
@@ -316,26 +317,22 @@ void het_step_epoch_begin(het_strategy_ctx *ctx) {
 static int settle_wait(het_strategy_ctx *ctx, het_reducer *r, double *wait) {
     *wait = 0.0;
     if (!r->buckets) return HET_OK;
-    MPI_Comm comm = het_comm_mpi(ctx->comm, r->scope);
     int n[2] = {r->n_log, -r->n_log};
-    MPI_Request q;
-    if (MPI_Iallreduce(MPI_IN_PLACE, n, 2, MPI_INT, MPI_MAX, comm, &q) != MPI_SUCCESS ||
-        het_stall_collective(comm, "allreduce", &q) != MPI_SUCCESS)
-        return het_error_set(HET_EMPI, "MPI_Allreduce of the step counts failed");
+    int rc = het_comm_allreduce_aside(ctx->comm, r->scope, n, 2, HET_T_INT, HET_OP_MAX);
+    if (rc) return rc;
     if (n[0] != -n[1])
         return het_error_set(HET_EINVAL, "step log: ranks of one scope reduced %d to %d "
                              "times this epoch (a strategy bug)", -n[1], n[0]);
     if (r->n_log == 0) return HET_OK;
     double *cmax = malloc((size_t)r->n_log * sizeof(double));
     if (!cmax) return het_error_set(HET_ENOMEM, "out of memory settling the time split");
-    int err = MPI_Iallreduce(r->log_c, cmax, r->n_log, MPI_DOUBLE, MPI_MAX, comm, &q);
-    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &q);
-    if (err == MPI_SUCCESS)
+    memcpy(cmax, r->log_c, (size_t)r->n_log * sizeof(double));
+    rc = het_comm_allreduce_aside(ctx->comm, r->scope, cmax, r->n_log, HET_T_DOUBLE, HET_OP_MAX);
+    if (!rc)
         for (int s = 0; s < r->n_log; s++)
             *wait += fmin(fmax(cmax[s] - r->log_c[s], 0.0), r->log_m[s]);
     free(cmax);
-    return err == MPI_SUCCESS ? HET_OK : het_error_set(HET_EMPI, "MPI_Allreduce of the step "
-                                                       "log failed");
+    return rc;
 }
 
 int het_step_epoch_end(het_strategy_ctx *ctx) {
@@ -366,22 +363,26 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
         bytes[0] = (double)(now.bytes_node - ctx->epoch_comm0.bytes_node);
         bytes[1] = (double)(now.bytes_cross - ctx->epoch_comm0.bytes_cross);
     }
+    if (ctx->comm && ctx->size > 1) { /* the network model's sanity counter */
+        int rc = het_comm_links_epoch(ctx->comm, &ctx->links);
+        if (rc) return rc;
+    }
     if (ctx->size <= 1 || ctx->world == MPI_COMM_NULL) {
         memcpy(ctx->rank_times, mine, sizeof mine);
         if (ctx->rank_bytes) memcpy(ctx->rank_bytes, bytes, sizeof bytes);
         return HET_OK;
     }
-    MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     het_stall_where("time split", ctx->epoch + 1, ctx->step);
-    long long seq = het_stall_post(ctx->world);
-    if (ctx->rank_bytes) het_stall_post(ctx->world); /* the second all-gather */
-    if (MPI_Iallgather(mine, 4, MPI_DOUBLE, ctx->rank_times, 4, MPI_DOUBLE, ctx->world, &q[0]) !=
-            MPI_SUCCESS ||
-        (ctx->rank_bytes && MPI_Iallgather(bytes, 2, MPI_DOUBLE, ctx->rank_bytes, 2, MPI_DOUBLE,
-                                           ctx->world, &q[1]) != MPI_SUCCESS) ||
-        het_stall_wait(ctx->world, seq, "allgather", 2, q) != MPI_SUCCESS)
-        return het_error_set(HET_EMPI, "MPI_Allgather of the time split failed");
-    return HET_OK;
+    double six[6] = {mine[0], mine[1], mine[2], mine[3], bytes[0], bytes[1]};
+    double *all = malloc((size_t)ctx->size * sizeof six);
+    if (!all) return het_error_set(HET_ENOMEM, "out of memory for the time split");
+    int rc = het_comm_allgather_aside(ctx->comm, HET_COMM_WORLD, six, all, sizeof six);
+    for (int q = 0; !rc && q < ctx->size; q++) {
+        memcpy(ctx->rank_times + 4 * q, all + 6 * q, 4 * sizeof(double));
+        if (ctx->rank_bytes) memcpy(ctx->rank_bytes + 2 * q, all + 6 * q + 4, 2 * sizeof(double));
+    }
+    free(all);
+    return rc;
 }
 
 void het_step_check_fail(het_strategy_ctx *ctx) {
@@ -454,11 +455,13 @@ int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n) {
 void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a) {
     a->v = het_clock_now();
     if (ctx->comm) a->comm = het_comm_get_stats(ctx->comm);
+    a->link_mark = het_comm_link_mark(ctx->comm);
 }
 
 void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a) {
     het_clock_rewind(a->v);
     if (!ctx->comm) return;
+    het_comm_link_rewind(ctx->comm, a->link_mark);
     het_comm_stats now = het_comm_get_stats(ctx->comm), *z = &ctx->epoch_comm0;
     z->comm_s += now.comm_s - a->comm.comm_s;
     z->delay_s += now.delay_s - a->comm.delay_s;
@@ -495,13 +498,12 @@ int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char
         return het_error_set(HET_EINVAL, "checkpoint section %s: %zu bytes per rank is too "
                              "large", tag, bytes);
     char *all = ctx->rank == 0 ? malloc(bytes * (size_t)ctx->size + 1) : NULL;
-    MPI_Request q;
-    int err = MPI_Igather(data, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, ctx->world,
-                          &q);
-    if (err == MPI_SUCCESS) err = het_stall_collective(ctx->world, "gather", &q);
-    int st = HET_OK;
-    if (err != MPI_SUCCESS) st = het_error_set(HET_EMPI, "MPI_Gather of section %s failed", tag);
-    else if (ctx->rank == 0 && !all) st = het_error_set(HET_ENOMEM, "out of memory for %s", tag);
+    int st = het_comm_gather_aside(ctx->comm, HET_COMM_WORLD, data, all, bytes, 0);
+    if (st) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", het_error_msg());
+        het_error_set(st, "gathering checkpoint section %s: %s", tag, why);
+    } else if (ctx->rank == 0 && !all) st = het_error_set(HET_ENOMEM, "out of memory for %s", tag);
     else if (w) st = het_ckpt_put(w, tag, all, bytes * (size_t)ctx->size);
     free(all);
     return st;
@@ -526,20 +528,6 @@ int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char
 
 /* Waits on `comm` for every rank to arrive, sleeping (1 ms) between tests instead of spinning,
  * so that the waiting ranks leave the cores to the one being measured. */
-static int quiet_barrier(MPI_Comm comm) {
-    MPI_Request req;
-    int done = 0;
-    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
-        return het_error_set(HET_EMPI, "MPI_Ibarrier failed");
-    while (!done) {
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return het_error_set(HET_EMPI, "MPI_Test failed");
-        const struct timespec ms = {0, 1000000};
-        if (!done) nanosleep(&ms, NULL); /* a real sleep, always */
-    }
-    return HET_OK;
-}
-
 int het_step_calibrate(het_strategy_ctx *ctx, double *speeds) {
     const het_train_config *c = ctx->cfg;
     double rate = 0.0;
@@ -548,25 +536,18 @@ int het_step_calibrate(het_strategy_ctx *ctx, double *speeds) {
     int64_t *idx = malloc((size_t)b * sizeof *idx);
     /* Ranks that share a machine take turns (the others sleep), so that ranks sharing cores do
      * not slow each other's measurement; machines measure at the same time. */
-    MPI_Comm shm = MPI_COMM_NULL;
     int turns = 1, mine = 0, st = idx ? HET_OK : het_error_set(HET_ENOMEM, "out of memory "
                                                                 "calibrating");
-    if (ctx->world != MPI_COMM_NULL && ctx->size > 1 &&
-        MPI_Comm_split_type(ctx->world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &shm) ==
-            MPI_SUCCESS) {
-        MPI_Comm_size(shm, &turns);
-        MPI_Comm_rank(shm, &mine);
-    }
+    int shared = ctx->comm && ctx->size > 1 && het_comm_host(ctx->comm, &mine, &turns) == HET_OK;
     for (int turn = 0; turn < turns; turn++) {
         if (turn == mine && !st)
             st = het_calibrate_rank(ctx->model, ctx->train, b, c->calibrate_steps, &ctx->pace,
                                     ctx->x, ctx->y, idx, &rate);
-        if (shm != MPI_COMM_NULL) {
-            int bs = quiet_barrier(shm);
+        if (shared) {
+            int bs = het_comm_host_barrier(ctx->comm);
             if (!st) st = bs;
         }
     }
-    if (shm != MPI_COMM_NULL) MPI_Comm_free(&shm);
     free(idx);
     if (ctx->world != MPI_COMM_NULL && ctx->size > 1) st = het_comm_agree(ctx->world, st);
     if (st) return st;

@@ -127,6 +127,7 @@ struct het_strategy_ctx {
     /* Every rank's payload bytes of the last epoch, 2 per rank (node-local, cross-node), on
      * every rank after het_step_epoch_end (NULL: not gathered). */
     double *rank_bytes;
+    het_comm_links links;       /* node link occupancy of the last epoch (het_step_epoch_end) */
     /* ---- an epoch in pieces (--checkpoint-steps), for strategies with ops.pieces ---- */
     int64_t epoch_pos;          /* the position in the epoch's permutation (a sample index)
                                    where train_epoch starts: 0, or where the previous piece
@@ -401,6 +402,7 @@ int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n);
 typedef struct het_step_aside {
     double v;
     het_comm_stats comm;
+    size_t link_mark; /* the link spans noted before it (forgotten after) */
 } het_step_aside;
 void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a);
 void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a);
@@ -456,7 +458,7 @@ int het_step_dnnl_cause(char *buf, size_t n);
  * mine != NULL is named with its event, else every rank's fallback (the same on all) is
  * reported without a rank. Sets the message ("rank 1: epoch 2 step 37: non-finite gradient in
  * layer 3 (conv2d); ...") and returns HET_EINVAL (HET_EMPI if a call fails). */
-int het_step_stop(het_strategy_ctx *ctx, MPI_Comm comm, const het_nonfinite *mine,
+int het_step_stop(het_strategy_ctx *ctx, het_comm_scope s, const het_nonfinite *mine,
                   const het_nonfinite *fallback);
 /* Daso's checks, where the ranks decide alone. note: a non-finite step `step`: returns 1 to
  * drop its update (skip-step), else records the rank's first event in ctx->nonfinite and

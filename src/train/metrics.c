@@ -168,6 +168,9 @@ int het_metrics_epoch(het_metrics_file *m, const het_epoch_stats *s, const doubl
             fprintf(m->f, "%s%.0f", q ? "," : "", rank_bytes[2 * q + k]);
         fputc(']', m->f);
     }
+    if (s->link_measured) /* the worst node link's shares of the epoch (comm/links.c) */
+        fprintf(m->f, ",\"link_busy_max\":%.6g,\"link_over_max\":%.6g", s->link_busy_max,
+                s->link_over_max);
     if (s->data_copies > 0) { /* not in the epochs of a resumed run's checkpoint */
         fprintf(m->f, ",\"peak_rss_max\":%lld,\"peak_rss_sum\":%lld", (long long)s->peak_rss_max,
                 (long long)s->peak_rss_sum);

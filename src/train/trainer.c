@@ -429,6 +429,9 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     st->comm_s = c->times.comm_s;
     st->wait_s = c->times.wait_s;
     st->delay_s = c->times.delay_s;
+    st->link_measured = t->size > 1 && c->links.measured;
+    st->link_busy_max = c->links.busy_max;
+    st->link_over_max = c->links.over_max;
     het_schedule_epoch_end(&t->sched, (float)st->loss);
     t->epoch++;
     return HET_OK;

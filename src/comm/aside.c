@@ -1,0 +1,101 @@
+/* Bookkeeping collectives: the traffic that measures or records training rather than being part
+ * of it (an epoch's time split, the step logs, per-rank checkpoint sections), and the host
+ * helpers (ranks of one machine taking turns at calibration).
+ *
+ * DESIGN. Strategies and the trainer reach MPI only through comm, so that every call is
+ * watched by the stall inspector (a rank that never joins is named, and the run stops) and
+ * charged or not by one rule. These calls are deliberately charged to no clock: on the virtual
+ * clock a measurement must not move the times it measures (they run between epochs, or after
+ * the epoch's figures are taken), and on the wall clock they are a real but constant cost that
+ * the epoch's split leaves out. They are posted non-blocking and completed by het_stall_wait
+ * like the training's collectives. */
+#include <limits.h>
+#include <time.h>
+
+#include "comm/internal.h"
+
+static MPI_Datatype mpi_type(het_comm_type t) { return t == HET_T_INT ? MPI_INT : MPI_DOUBLE; }
+
+static int scope_comm(het_comm *c, het_comm_scope s, const char *op, MPI_Comm *out) {
+    if (!c) return het_error_set(HET_EINVAL, "%s: NULL comm", op);
+    *out = het_comm_mpi(c, s);
+    if (*out == MPI_COMM_NULL) return het_error_set(HET_EINVAL, "%s: bad scope %d", op, (int)s);
+    return HET_OK;
+}
+
+int het_comm_allreduce_aside(het_comm *c, het_comm_scope s, void *v, int n, het_comm_type t,
+                             het_comm_op op) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = scope_comm(c, s, "bookkeeping all-reduce", &comm);
+    if (rc != HET_OK || n <= 0) return rc;
+    if (!v) return het_error_set(HET_EINVAL, "bookkeeping all-reduce: NULL buffer");
+    MPI_Op mop = op == HET_OP_MIN ? MPI_MIN : op == HET_OP_MAX ? MPI_MAX : MPI_SUM;
+    MPI_Request q;
+    int err = MPI_Iallreduce(MPI_IN_PLACE, v, n, mpi_type(t), mop, comm, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &q);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Iallreduce(bookkeeping)");
+}
+
+int het_comm_allgather_aside(het_comm *c, het_comm_scope s, const void *mine, void *all,
+                             size_t bytes) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = scope_comm(c, s, "bookkeeping all-gather", &comm);
+    if (rc != HET_OK) return rc;
+    if (bytes > (size_t)INT_MAX || (bytes && (!mine || !all)))
+        return het_error_set(HET_EINVAL, "bookkeeping all-gather: %zu bytes", bytes);
+    MPI_Request q;
+    int err = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allgather", &q);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Iallgather(bookkeeping)");
+}
+
+int het_comm_gather_aside(het_comm *c, het_comm_scope s, const void *mine, void *all,
+                          size_t bytes, int root) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = scope_comm(c, s, "bookkeeping gather", &comm);
+    if (rc != HET_OK) return rc;
+    if (bytes > (size_t)INT_MAX || (bytes && !mine))
+        return het_error_set(HET_EINVAL, "bookkeeping gather: %zu bytes", bytes);
+    MPI_Request q;
+    int err = MPI_Igather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, root, comm, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "gather", &q);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Igather(bookkeeping)");
+}
+
+/* The ranks of this machine (MPI_COMM_TYPE_SHARED), made on first use. */
+static int host_comm(het_comm *c) {
+    if (c->host != MPI_COMM_NULL) return HET_OK;
+    int err = MPI_Comm_split_type(c->topo->world, MPI_COMM_TYPE_SHARED, c->topo->rank,
+                                  MPI_INFO_NULL, &c->host);
+    if (err != MPI_SUCCESS) {
+        c->host = MPI_COMM_NULL;
+        return het_comm_mpi_error(err, "MPI_Comm_split_type(host)");
+    }
+    MPI_Comm_set_errhandler(c->host, MPI_ERRORS_RETURN);
+    return HET_OK;
+}
+
+int het_comm_host(het_comm *c, int *rank, int *size) {
+    *rank = 0, *size = 1;
+    if (!c) return HET_OK;
+    int rc = host_comm(c);
+    if (rc != HET_OK) return rc;
+    MPI_Comm_rank(c->host, rank);
+    MPI_Comm_size(c->host, size);
+    return HET_OK;
+}
+
+int het_comm_host_barrier(het_comm *c) {
+    if (!c || c->host == MPI_COMM_NULL) return HET_OK;
+    MPI_Request q;
+    int done = 0;
+    if (MPI_Ibarrier(c->host, &q) != MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "MPI_Ibarrier(host) failed");
+    while (!done) { /* real naps, always: the ranks that wait leave the cores to the one busy */
+        if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return het_error_set(HET_EMPI, "MPI_Test(host barrier) failed");
+        const struct timespec ms = {0, 1000000};
+        if (!done) nanosleep(&ms, NULL);
+    }
+    return HET_OK;
+}
