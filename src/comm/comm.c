@@ -55,7 +55,7 @@ int het_comm_mpi_error(int err, const char *what) {
  * transfer (the rest). */
 static void virtual_end(het_comm *c, double last, double model, double wire, double share) {
     double v = het_clock_now(), end = last + model;
-    het_comm_link_note(c, 3, end - wire, end, share); /* its node link's occupancy */
+    het_comm_link_note(c, c->topo->node_id, c->topo->node_id, end - wire, end, share);
     if (!(end > v)) return;
     double w = last > v ? last - v : 0.0;
     c->st.vwait_s += w;

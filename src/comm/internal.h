@@ -19,10 +19,11 @@ typedef struct het_comm_group {
     het_netem_cost local[HET_AR_N]; /* its node-local part (virtual clock) */
 } het_comm_group;
 
-/* A span of virtual time during which a transfer occupies this rank's node link (links.c). */
+/* A span of virtual time during which a transfer occupies node links (links.c): node_out's way
+ * out and node_in's way in (-1: none) at `load` (1: the whole link). */
 typedef struct het_link_span {
     double t0, t1, load;
-    int dirs; /* 1: the way out, 2: the way in, 3: both */
+    int node_out, node_in;
 } het_link_span;
 
 typedef struct het_link_log {
@@ -38,9 +39,10 @@ typedef struct het_link_log {
 enum { HET_LINK_BLOCKING = 0, HET_LINK_NONBLOCKING = 1, HET_LINK_BCAST = 2 };
 void het_comm_link_model(const het_comm *c, het_comm_scope s, size_t bytes, int kind,
                          double *wire, double *share);
-/* Notes that a transfer occupies this rank's node link (dirs: 1 out, 2 in) over [t0, t1) at
- * `load` (1: the whole link); virtual clock only. */
-void het_comm_link_note(het_comm *c, int dirs, double t0, double t1, double load);
+/* Notes that a transfer occupies node_out's way out and node_in's way in (-1: none) over
+ * [t0, t1) at `load` (1: the whole link); virtual clock only. */
+void het_comm_link_note(het_comm *c, int node_out, int node_in, double t0, double t1,
+                        double load);
 
 struct het_comm {
     const het_topo *topo;

@@ -167,8 +167,6 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
         if (st->nic_free > leave) leave = st->nic_free;
         st->nic_free = leave + het_netem_wire_s(c->ne, bytes);
     }
-    if (!pp->same[dest] && bytes > 0) /* occupancy of its node's way out (links.c) */
-        het_comm_link_note(c, 1, leave, leave + het_netem_wire_s(c->ne, bytes), 1.0);
     m->deliver = leave + msg_cost(c, pp->same[dest], bytes);
     if (m->deliver < *last) m->deliver = *last; /* not before an earlier message */
     *last = m->deliver;

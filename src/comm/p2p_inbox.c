@@ -116,9 +116,10 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
         if (in > m->deliver) m->deliver = in;
         st->nic_in_free = m->deliver;
     }
-    if (!m->done && h.bytes > 0 && !c->p2p->peer[m->scope].same[j]) /* occupancy: its way in */
-        het_comm_link_note(c, 2, m->deliver - het_netem_wire_s(c->ne, (size_t)h.bytes),
-                           m->deliver, 1.0);
+    if (!m->done && h.bytes > 0 && !c->p2p->peer[m->scope].same[j]) /* the links it took, when
+                                                                     * its bytes moved */
+        het_comm_link_note(c, c->world_node[m->peer_world], c->topo->node_id,
+                           m->deliver - het_netem_wire_s(c->ne, (size_t)h.bytes), m->deliver, 1.0);
     if (m->done || h.bytes == 0) return HET_OK;
     if (h.chunk == 0 || h.chunk > (uint64_t)INT_MAX || h.bytes > (uint64_t)SIZE_MAX)
         return het_error_set(HET_EMPI, "p2p receive: a bad header from rank %d (%llu bytes in "
