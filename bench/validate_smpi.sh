@@ -4,7 +4,9 @@
 # file and one cost table (the shipped one): under hetrain's virtual clock (mpirun, --clock
 # virtual --platform FILE --hostfile HOSTS) and under SMPI (smpirun -platform FILE -hostfile
 # HOSTS hetrain-smpi, the compute pieces charged from the same table), and prints the epoch time
-# of each, their ratio, and per setting whether the strategies come out in the same order.
+# of each, their ratio, hetrain's link over capacity (the share of its epoch in which the model
+# let a node link carry more than its bandwidth: comm/links.c), and per setting whether the
+# strategies come out in the same order.
 #
 # The matrix: STRATEGIES (allreduce,hgc,daso,asp,inhad,gpipe,1f1b; qfb cannot run under SMPI:
 # its two threads per rank), MODELS (lenet5,resnet20), SIZES (nodes x ranks per node: 2x2, 4x4,
@@ -53,14 +55,18 @@ sim+=("${extra_cfg[@]}")
 netf=${NETF:-smpi}
 [ "${FACTORS:-default}" = 1 ] && netf=none
 epoch_s() { grep '"type":"epoch"' "$1" 2>/dev/null | tail -1 | sed -n 's/.*"epoch_s":\([0-9.e+-]*\).*/\1/p'; }
+# the network model's sanity counter: the share of the epoch a node link carried more than its
+# bandwidth in hetrain's run (comm/links.c), as a percentage
+link_over() { grep '"type":"epoch"' "$1" 2>/dev/null | tail -1 |
+    sed -n 's/.*"link_over_max":\([0-9.e+-]*\).*/\1/p' | awk '{ printf "%.1f %%", 100 * $1 }'; }
 table=$out/validate.md
 {
     echo "SMPI $(smpirun -version 2>/dev/null | head -1 | sed 's/^.*version //'), network model:" \
          "${FACTORS:-default} factors; hetrain's factors: $netf; all-reduce ${COLL:-blocking};" \
          "$(nproc) cores; $(date -u +%F)"
     echo
-    echo "| model | ranks | slow | link | strategy | hetrain s | SMPI s | hetrain / SMPI | wall s (hetrain, SMPI) |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| model | ranks | slow | link | strategy | hetrain s | SMPI s | hetrain / SMPI | wall s (hetrain, SMPI) | hetrain link over capacity |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
 } >"$table"
 cat "$table"
 orders_same=0 orders=0
@@ -113,18 +119,19 @@ for model in "${models[@]}"; do
                     why=""
                     [ -z "$v" ] && why="hetrain: $(grep -m1 '^hetrain' "$cell/$s.v.out" | cut -c1-80)"
                     [ -z "$m" ] && why="$why SMPI: $(grep -m1 'hetrain:\|rror' "$cell/$s.s.out" | cut -c1-80)"
-                    printf '| %s | %d (%s) | %s | %s | %s | %s | %s | %s | %.0f, %.0f |\n' "$model" "$P" "$size" \
+                    printf '| %s | %d (%s) | %s | %s | %s | %s | %s | %s | %.0f, %.0f | %s |\n' "$model" "$P" "$size" \
                         "$([ "$slow" = 1 ] && echo none || echo "1 node ${slow}x")" "$bw" "$s" \
                         "${v:--}" "${m:--}${why:+ ($why)}" "$ratio" \
                         "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
-                        "$(awk -v a="$t1" -v b="$t2" 'BEGIN { print b - a }')" | tee -a "$table"
+                        "$(awk -v a="$t1" -v b="$t2" 'BEGIN { print b - a }')" \
+                        "$(link_over "$cell/$s.v.jsonl")" | tee -a "$table"
                 done
                 # the same order of strategies (by epoch time) under both?
                 ov=$(for s in "${strategies[@]}"; do echo "${th[$s]} $s"; done | sort -g | awk '{ printf "%s ", $2 }')
                 os=$(for s in "${strategies[@]}"; do echo "${ts[$s]} $s"; done | sort -g | awk '{ printf "%s ", $2 }')
                 orders=$((orders + 1))
                 [ "$ov" = "$os" ] && orders_same=$((orders_same + 1))
-                echo "|  |  |  |  | order | ${ov% } | ${os% } | $([ "$ov" = "$os" ] && echo same || echo differs) |  |" | tee -a "$table"
+                echo "|  |  |  |  | order | ${ov% } | ${os% } | $([ "$ov" = "$os" ] && echo same || echo differs) |  |  |" | tee -a "$table"
                 unset th ts
             done
         done

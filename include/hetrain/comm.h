@@ -177,6 +177,12 @@ int  het_comm_links_epoch(het_comm *c, het_comm_links *out);
 size_t het_comm_link_mark(const het_comm *c);
 void   het_comm_link_rewind(het_comm *c, size_t mark);
 
+/* hetrain calibrate --network: world ranks a and b send each size back and forth (MPI_Send /
+ * MPI_Recv on the real network, no model; two rounds to warm up, then reps timed on the wall
+ * clock); one_way[i] is half the median round trip of sizes[i] bytes, on every rank. The
+ * other ranks only wait. Collective over the world. */
+int het_comm_pingpong(het_comm *c, int a, int b, const size_t *sizes, int n, int reps,
+                      double *one_way);
 /* This rank's rank and the number of ranks on its machine (MPI_COMM_TYPE_SHARED; made on first
  * use, collective over the world then); 0 and 1 for a NULL comm. */
 int het_comm_host(het_comm *c, int *rank, int *size);

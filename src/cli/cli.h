@@ -18,6 +18,13 @@ int cli_eval(const het_train_config *c);
 int cli_info(const het_train_config *c);
 int cli_export(const het_train_config *c);
 int cli_calibrate(const het_train_config *c);
+/* calibrate's own options: --network (a ping-pong between rank 0 and a rank of another node,
+ * then MPI's message-size factors fitted and written to --out for hetrain platform --factors)
+ * and --reps N (timed round trips per size, default 20). */
+int cli_calibrate_options(int argc, char **argv, int *n_rest);
+void cli_calibrate_help(void);
+int cli_calibrate_wants_network(void);
+int cli_calibrate_network(const het_train_config *c);
 /* commands.c: the run's network (the zoo's or --model-file's) and its model built for the
  * data's shape, without initial weights; net_free and model_free by the caller. */
 int cli_build_model(const het_train_config *c, het_net *net, het_model **m);

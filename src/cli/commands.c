@@ -44,6 +44,7 @@ int cli_eval(const het_train_config *c) {
 }
 
 int cli_calibrate(const het_train_config *c) {
+    if (cli_calibrate_wants_network()) return cli_calibrate_network(c); /* calibrate_net.c */
     het_trainer *t;
     if (het_trainer_create(&t, c)) return cli_fail();
     int P = het_trainer_size(t);

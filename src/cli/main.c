@@ -34,10 +34,11 @@ typedef struct command {
     int (*run)(const het_train_config *c);
     const char *summary;
     const char *const *keys; /* options it takes on the command line; NULL: all */
-    /* A command with options of its own (not config keys), which runs without MPI: takes them
-     * out of argv before the rest is parsed (cli_compare_options); NULL: none. */
+    /* A command with options of its own (not config keys): takes them out of argv before the
+     * rest is parsed (cli_compare_options); NULL: none. */
     int (*own_options)(int argc, char **argv, int *n_rest);
     void (*own_help)(void); /* prints its own options for --help */
+    int no_mpi;             /* 1: runs without MPI (it launches MPI runs itself, or none) */
 } command;
 
 static const char *const eval_keys[] = {"model", "model-file", "init-from", "data", "data-dir",
@@ -60,7 +61,7 @@ static const char *const calibrate_keys[] = {"model", "model-file", "data", "dat
                                              "hostfile", "calibrate-steps",
                                              "clock", "compute-cost", "costs-out",
                                              "train-limit", "test-limit", "seed", "progress",
-                                             "out", "quiet", NULL};
+                                             "out", "quiet", "net-lat", "net-bw", NULL};
 
 /* compare forwards these to every `train` run; it sets --strategy, --seed, --metrics and
  * --progress itself. A strategy's own options (its opts table) it takes too, and passes each
@@ -77,22 +78,25 @@ static const char *const compare_keys[] = {
 
 static const command commands[] = {
     {"train", cli_train, "train a model; one line per epoch, metrics, checkpoints", NULL, NULL,
-     NULL},
+     NULL, 0},
     {"eval", cli_eval, "evaluate a checkpoint (--checkpoint) or a model file's weights on the "
      "test set", eval_keys,
-     NULL, NULL},
+     NULL, NULL, 0},
     {"info", cli_info, "describe a model (layers, shapes, parameters, FLOPs) and a dataset",
-     info_keys, NULL, NULL},
+     info_keys, NULL, NULL, 0},
     {"export", cli_export, "write a checkpoint's model as safetensors or ONNX (needs "
      "--checkpoint and --export-safetensors or --export-onnx; --safetensors and --onnx for "
-     "short)", export_keys, NULL, NULL},
+     "short)", export_keys, NULL, NULL, 0},
     {"calibrate", cli_calibrate, "measure every rank's training speed (for hgc's "
-     "--speeds-file: --out FILE)", calibrate_keys, NULL, NULL},
+     "--speeds-file: --out FILE), or with --network the link between two ranks (MPI's "
+     "message-size factors for hetrain platform --factors)", calibrate_keys,
+     cli_calibrate_options, cli_calibrate_help, 0},
     {"compare", cli_compare, "train with each strategy under mpirun (and seeds), then tables "
-     "and plots of the runs (--out DIR)", compare_keys, cli_compare_options, cli_compare_help},
+     "and plots of the runs (--out DIR)", compare_keys, cli_compare_options, cli_compare_help,
+     1},
     {"platform", cli_platform, "write the emulated cluster of --ranks-per-node, --slowdown, "
      "--net-bw ... as a SimGrid platform file (--out FILE) and hostfile, for --platform and "
-     "smpirun", platform_keys, cli_platform_options, cli_platform_help},
+     "smpirun", platform_keys, cli_platform_options, cli_platform_help, 1},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -565,7 +569,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "run") == 0) /* the supervisor: no MPI of its own */
         return cli_supervise(argc - 2, argv + 2);
     for (int i = 0; argc > 1 && i < N_COMMANDS; i++)
-        if (commands[i].own_options && strcmp(argv[1], commands[i].name) == 0) {
+        if (commands[i].no_mpi && strcmp(argv[1], commands[i].name) == 0) {
             int rc = run_cli(argc, argv); /* without MPI: it launches MPI runs itself */
             fflush(stdout);
             return rc;

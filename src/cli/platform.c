@@ -22,7 +22,8 @@
 
 static struct {
     int ranks;
-    char out[HET_PATH_LEN], hostfile[HET_PATH_LEN], speed[HET_PATH_LEN];
+    char out[HET_PATH_LEN], hostfile[HET_PATH_LEN], speed[HET_PATH_LEN],
+        factors[HET_PATH_LEN];
 } g_plat;
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -37,7 +38,7 @@ static int usage(const char *fmt, ...) {
 }
 
 int cli_platform_options(int argc, char **argv, int *n_rest) {
-    static const char *const own[] = {"ranks", "out", "hostfile", "host-speed"};
+    static const char *const own[] = {"ranks", "out", "hostfile", "host-speed", "factors"};
     int kept = 0;
     snprintf(g_plat.speed, sizeof g_plat.speed, "measured");
     for (int i = 0; i < argc; i++) {
@@ -57,7 +58,8 @@ int cli_platform_options(int argc, char **argv, int *n_rest) {
             g_plat.ranks = (int)x;
             continue;
         }
-        char *dst = k == 1 ? g_plat.out : k == 2 ? g_plat.hostfile : g_plat.speed;
+        char *dst = k == 1 ? g_plat.out : k == 2 ? g_plat.hostfile : k == 3 ? g_plat.speed
+                                                                             : g_plat.factors;
         if (strlen(v) >= HET_PATH_LEN) return usage("--%s: '%.40s...' is too long", own[k], v);
         snprintf(dst, HET_PATH_LEN, "%s", v);
     }
@@ -72,7 +74,9 @@ void cli_platform_help(void) {
            "  --hostfile FILE      also a hostfile: rank r on the host named on line r\n"
            "  --host-speed SPEED   what a host of slowdown 1 computes, flop/s: a speed (74.6Gf),\n"
            "                       shipped (the shipped cost table of --model's reference rate),\n"
-           "                       a cost table file's rate, or measured (this host's; default)\n");
+           "                       a cost table file's rate, or measured (this host's; default)\n"
+           "  --factors FILE       MPI's message-size factors (and the link, where --net-lat /\n"
+           "                       --net-bw are not given) from hetrain calibrate --network\n");
 }
 
 /* R: the speed a host of slowdown 1 computes at, and what it is, for the file's comment. */
@@ -139,7 +143,14 @@ int cli_platform(const het_train_config *c) {
                                "host per rank", node[r], fac[node[r]], f);
         fac[node[r]] = f;
     }
-    double R = 0;
+    double R = 0, lat = c->net_lat, bw = c->net_bw;
+    het_netem_pw fl = {0}, fb = {0};
+    if (!st && g_plat.factors[0]) { /* calibrate --network's file */
+        double flat = 0, fbw = 0;
+        st = het_netfit_read(g_plat.factors, &flat, &fbw, &fl, &fb);
+        if (!(lat > 0)) lat = flat;
+        if (!(bw > 0)) bw = fbw;
+    }
     char what[HET_PATH_LEN + 64] = "";
     if (!st) st = host_speed(c, &R, what, sizeof what);
     for (int i = 0; !st && i < N; i++) speed[i] = R / fac[i];
@@ -148,11 +159,12 @@ int cli_platform(const het_train_config *c) {
              "%d (%s), slowdown %s, between nodes %g s + bytes / %g B/s, inside a node %g s + "
              "bytes / %g B/s; a host of slowdown 1 computes at %.6g flop/s (%s)", P, N,
              N == 1 ? "" : "s", rpn, c->placement == 1 ? "cyclic" : "block",
-             c->slowdown[0] ? c->slowdown : "none", (double)c->net_lat, c->net_bw,
-             (double)c->node_lat, c->node_bw, R, what);
-    het_netem ne = {.lat_s = c->net_lat, .bw_bytes_per_s = c->net_bw,
-                    .node_lat_s = c->node_lat, .node_bw_bytes_per_s = c->node_bw};
+             c->slowdown[0] ? c->slowdown : "none", lat, bw, (double)c->node_lat, c->node_bw,
+             R, what);
+    het_netem ne = {.lat_s = lat, .bw_bytes_per_s = bw, .node_lat_s = c->node_lat,
+                    .node_bw_bytes_per_s = c->node_bw};
     if (c->net_factors == 1) het_netem_use_smpi_factors(&ne); /* into the file's <config> */
+    if (g_plat.factors[0]) ne.lat_factor = fl, ne.bw_factor = fb; /* measured: they win */
     if (!st) st = het_platform_write(g_plat.out, g_plat.hostfile, comment, N, speed, cores, ne,
                                      node, P);
     free(node);
@@ -224,6 +236,14 @@ int cli_platform_describe(const het_train_config *c) {
             c->hostfile[0] ? c->hostfile : "each host's cores in turn", ne.lat_s,
             ne.bw_bytes_per_s, ne.node_lat_s, ne.node_bw_bytes_per_s,
             uniform ? "" : " (routes differ: the slowest)");
+    const het_netem_pw *pw[2] = {&p.lat_factor, &p.bw_factor};
+    for (int k = 0; k < 2; k++) { /* <config>'s message-size factors, smallest size first */
+        if (!pw[k]->n) continue;
+        het_log(HET_LOG_QUIET, "%s factor by message size:", k ? "bandwidth" : "latency");
+        for (int i = 0; i < pw[k]->n; i++)
+            het_log(HET_LOG_QUIET, " %.0f:%.4g", pw[k]->from[i], pw[k]->val[i]);
+        het_log(HET_LOG_QUIET, "\n");
+    }
     free(host_of);
     het_platform_free(&p);
     return CLI_OK;

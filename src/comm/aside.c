@@ -10,6 +10,7 @@
  * the epoch's split leaves out. They are posted non-blocking and completed by het_stall_wait
  * like the training's collectives. */
 #include <limits.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "comm/internal.h"
@@ -98,4 +99,52 @@ int het_comm_host_barrier(het_comm *c) {
         if (!done) nanosleep(&ms, NULL);
     }
     return HET_OK;
+}
+
+/* ---- the ping-pong of hetrain calibrate --network ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int het_comm_pingpong(het_comm *c, int a, int b, const size_t *sizes, int n, int reps,
+                      double *one_way) {
+    if (!c || n < 1 || reps < 1 || a == b || a < 0 || b < 0 || a >= c->topo->size ||
+        b >= c->topo->size)
+        return het_error_set(HET_EINVAL, "ping-pong: ranks %d and %d of %d, %d sizes, %d "
+                             "repetitions", a, b, c ? c->topo->size : 0, n, reps);
+    MPI_Comm w = c->topo->world;
+    const int me = c->topo->rank, peer = me == a ? b : a, in = me == a || me == b;
+    size_t most = 0;
+    for (int i = 0; i < n; i++) most = sizes[i] > most ? sizes[i] : most;
+    if (most > (size_t)INT_MAX) return het_error_set(HET_EINVAL, "ping-pong: %zu bytes", most);
+    char *buf = in ? calloc(most ? most : 1, 1) : NULL;
+    double *rt = in ? malloc((size_t)reps * sizeof *rt) : NULL;
+    int rc = !in || (buf && rt) ? HET_OK : het_error_set(HET_ENOMEM, "ping-pong: out of memory "
+                                                          "for %zu bytes", most);
+    rc = het_comm_agree(w, rc);
+    for (int i = 0; i < n; i++) one_way[i] = 0.0;
+    for (int i = 0; !rc && in && i < n; i++) {
+        const int cnt = (int)sizes[i];
+        for (int r = -2; r < reps && !rc; r++) { /* two rounds to warm up, not timed */
+            double t0 = het_now();
+            int err = me == a ? MPI_Send(buf, cnt, MPI_BYTE, peer, 7, w) : MPI_SUCCESS;
+            if (err == MPI_SUCCESS)
+                err = MPI_Recv(buf, cnt, MPI_BYTE, peer, 7, w, MPI_STATUS_IGNORE);
+            if (err == MPI_SUCCESS && me == b) err = MPI_Send(buf, cnt, MPI_BYTE, peer, 7, w);
+            if (err != MPI_SUCCESS) rc = het_comm_mpi_error(err, "ping-pong");
+            else if (r >= 0) rt[r] = het_now() - t0;
+        }
+        if (!rc && me == a) { /* the median round trip, halved */
+            qsort(rt, (size_t)reps, sizeof *rt, cmp_double);
+            one_way[i] = (reps % 2 ? rt[reps / 2] : 0.5 * (rt[reps / 2 - 1] + rt[reps / 2])) / 2;
+        }
+    }
+    free(buf);
+    free(rt);
+    rc = het_comm_agree(w, rc);
+    if (!rc) rc = het_comm_allreduce_aside(c, HET_COMM_WORLD, one_way, n, HET_T_DOUBLE,
+                                           HET_OP_MAX); /* rank a's figures to everyone */
+    return rc;
 }

@@ -188,4 +188,19 @@ double het_pace_cpu_take(het_pace *p);
 double het_pace_mark(het_pace *p);
 void   het_pace_skip(het_pace *p);
 
+/* ---- message-size factors from a ping-pong (netfit.c; hetrain calibrate --network) ----
+ * het_netfit: one piece per interval between the n measured sizes (ascending; one-way times
+ * t > 0), through every measured time: lat_factor and bw_factor relative to *lat and *bw, which
+ * are estimated when not > 0 (the smallest messages' intercept, the largest ones' slope).
+ * HET_EINVAL for fewer than 2 or more than HET_NETEM_PIECES + 1 sizes, sizes not growing, a time
+ * not > 0, or no bandwidth to estimate. het_netfit_write: the file `hetrain platform --factors`
+ * reads (net-lat, net-bw, smpi/lat-factor, smpi/bw-factor lines), replaced by a rename;
+ * het_netfit_read: all four keys required, HET_EFORMAT with FILE:LINE. */
+int het_netfit(const double *size, const double *t, int n, double *lat, double *bw,
+               het_netem_pw *lat_factor, het_netem_pw *bw_factor);
+int het_netfit_write(const char *path, const char *comment, double lat, double bw,
+                     const het_netem_pw *lat_factor, const het_netem_pw *bw_factor);
+int het_netfit_read(const char *path, double *lat, double *bw, het_netem_pw *lat_factor,
+                    het_netem_pw *bw_factor);
+
 #endif

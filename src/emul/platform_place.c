@@ -113,7 +113,12 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
     FILE *f = o.f;
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM "
             "\"https://simgrid.org/simgrid.dtd\">\n<platform version=\"4.1\">\n");
-    fprintf(f, "  <!-- %s -->\n", comment);
+    fputs("  <!-- ", f); /* XML forbids "--" inside a comment: "- -" (e.g. an option's name) */
+    for (const char *q = comment; *q; q++) {
+        fputc(*q, f);
+        if (*q == '-' && (q[1] == '-' || !q[1])) fputc(' ', f);
+    }
+    fputs(" -->\n", f);
     if (ne.lat_factor.n || ne.bw_factor.n) { /* before the zone, as SimGrid wants it */
         fprintf(f, "  <config>\n");
         const het_netem_pw *pw[2] = {&ne.lat_factor, &ne.bw_factor};
