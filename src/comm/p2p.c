@@ -13,10 +13,12 @@
  * receives take messages (p2p_inbox.c, the receiving side) would see a later arrival first.
  * A rank's messages to other nodes also leave one after another (its way out is busy while
  * one's bytes go out, nic_free): M messages sent at once arrive M transfer times apart, so a
- * stream never exceeds the link's bandwidth. Only the rank's own sends queue so; a lane's
- * (het_comm_isend_at, stamps not in order across lanes) do not: the queue would then depend
- * on the threads' order. What this does not model yet: ranks of a node sharing their node's
- * link, and several senders sharing a receiver's (issue #36: flows that share links).
+ * stream never exceeds the link's bandwidth. Stamped sends (het_comm_isend_at: a lane's, a
+ * thread's) queue per tag instead: a tag's stamped messages are made in one program order,
+ * while the order across tags depends on how threads interleave, so one queue for all would
+ * not be reproducible; two tags' streams (qfb's activations and gradients) can still overlap
+ * on the link, and the link counter (links.c) shows it. What this does not model yet: ranks of
+ * a node sharing their node's link (issue #36: flows that share links).
  *
  * Waits run in the stall inspector's poll loop (het_stall_wait_poll: spin, yield, nap) and
  * name the world ranks they wait for: the senders a receive from any sender still needs, or
@@ -156,6 +158,7 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
         memset(st->last, 0, (size_t)st->world_size * sizeof *st->last);
         memset(st->last_at, 0, (size_t)st->world_size * HET_P2P_TAGS * sizeof *st->last_at);
         st->nic_free = 0.0;
+        memset(st->nic_free_at, 0, sizeof st->nic_free_at);
     }
     st->last_stamp = m->stamp;
     if (stamp >= 0.0 && het_clock_virtual()) { /* a stamp given: its own lane per tag */
@@ -163,9 +166,10 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
         last = &st->last_at[(size_t)pp->world[dest] * HET_P2P_TAGS + (size_t)tag];
     }
     double leave = m->stamp; /* a message between nodes waits for the ones before it */
-    if (!pp->same[dest] && !(stamp >= 0.0 && het_clock_virtual())) {
-        if (st->nic_free > leave) leave = st->nic_free;
-        st->nic_free = leave + het_netem_wire_s(c->ne, bytes);
+    if (!pp->same[dest]) { /* the rank's own queue, or its tag's for stamped sends */
+        double *q = stamp >= 0.0 && het_clock_virtual() ? &st->nic_free_at[tag] : &st->nic_free;
+        if (*q > leave) leave = *q;
+        *q = leave + het_netem_wire_s(c->ne, bytes);
     }
     m->deliver = leave + msg_cost(c, pp->same[dest], bytes);
     if (m->deliver < *last) m->deliver = *last; /* not before an earlier message */

@@ -42,7 +42,11 @@ struct het_p2p {
                                * (they come in arrival order: senders into one receiver) */
     double nic_free;          /* when this rank's way out to other nodes is free again: its
                                * messages between nodes leave one after another (the rank's own
-                               * clock's sends; a lane's, het_comm_isend_at, do not queue) */
+                               * clock's sends; a lane's, het_comm_isend_at, queue per tag in
+                               * nic_free_at) */
+    double nic_free_at[HET_P2P_TAGS]; /* the same per tag for stamped sends: a tag's stamped
+                               * messages are made in one program order (one thread's), so
+                               * their queue does not depend on how threads interleave */
     int *wait_peers;          /* the world ranks a wait names (world size entries) */
     int world_size;
 };
