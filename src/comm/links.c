@@ -79,7 +79,8 @@ static int gather_spans(het_comm *c, het_link_span **all, int *n_all) {
     int *off = root ? malloc((size_t)size * sizeof *off) : NULL;
     int rc = !root || (cnt && off) ? HET_OK : het_error_set(HET_ENOMEM, "link counters: out "
                                                              "of memory");
-    if (rc == HET_OK) { /* the counts, always (every rank joins), then the spans */
+    rc = het_comm_agree(w, rc); /* every rank joins each collective below, or none does */
+    if (rc == HET_OK) { /* the counts, then the spans */
         MPI_Request q;
         int err = MPI_Igather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, 0, w, &q);
         if (err == MPI_SUCCESS) err = het_stall_collective(w, "gather", &q);
@@ -90,15 +91,16 @@ static int gather_spans(het_comm *c, het_link_span **all, int *n_all) {
         off[r] = total <= INT_MAX ? (int)total : 0, total += cnt[r];
     int ok = rc == HET_OK && total <= INT_MAX &&
              (!root || (*all = malloc(total > 0 ? (size_t)total : 1)));
+    if (rc == HET_OK && root && !ok)
+        rc = het_error_set(HET_ENOMEM, "link counters: out of memory for %lld bytes of spans",
+                           total);
+    rc = het_comm_agree(w, rc);
     if (rc == HET_OK) {
         MPI_Request q;
         int err = MPI_Igatherv(c->links.span, mine, MPI_BYTE, *all, cnt, off, MPI_BYTE, 0, w, &q);
         if (err == MPI_SUCCESS) err = het_stall_collective(w, "gatherv", &q);
         if (err != MPI_SUCCESS) rc = het_comm_mpi_error(err, "MPI_Igatherv(link spans)");
     }
-    if (rc == HET_OK && root && !ok)
-        rc = het_error_set(HET_ENOMEM, "link counters: out of memory for %lld bytes of spans",
-                           total);
     free(cnt), free(off);
     if (rc != HET_OK) free(*all), *all = NULL;
     else if (root) *n_all = (int)(total / (long long)sizeof(het_link_span));
