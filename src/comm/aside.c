@@ -30,7 +30,8 @@ int het_comm_allreduce_aside(het_comm *c, het_comm_scope s, void *v, int n, het_
     int rc = scope_comm(c, s, "bookkeeping all-reduce", &comm);
     if (rc != HET_OK || n <= 0) return rc;
     if (!v) return het_error_set(HET_EINVAL, "bookkeeping all-reduce: NULL buffer");
-    MPI_Op mop = op == HET_OP_MIN ? MPI_MIN : op == HET_OP_MAX ? MPI_MAX : MPI_SUM;
+    MPI_Op mop;
+    if ((rc = het_comm_mpi_op(op, "bookkeeping all-reduce", &mop)) != HET_OK) return rc;
     MPI_Request q;
     int err = MPI_Iallreduce(MPI_IN_PLACE, v, n, mpi_type(t), mop, comm, &q);
     if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &q);

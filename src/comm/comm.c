@@ -360,9 +360,8 @@ int het_comm_allreduce_int(het_comm *c, het_comm_scope s, int *v, int n, het_com
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = check_op(c, s, v, n > 0 ? (size_t)n : 0, "int all-reduce", &comm);
     if (rc != HET_OK || n <= 0) return rc;
-    MPI_Op mop = op == HET_OP_MIN ? MPI_MIN : op == HET_OP_MAX ? MPI_MAX : MPI_SUM;
-    if (op != HET_OP_MIN && op != HET_OP_MAX && op != HET_OP_SUM)
-        return het_error_set(HET_EINVAL, "int all-reduce: unknown operation %d", (int)op);
+    MPI_Op mop;
+    if ((rc = het_comm_mpi_op(op, "int all-reduce", &mop)) != HET_OK) return rc;
     double t0 = het_now();
     size_t bytes = (size_t)n * sizeof(int);
     double model = het_comm_allreduce_model(c, s, bytes, 0);

@@ -70,6 +70,14 @@ struct het_comm {
     het_link_log links;                            /* node link occupancy (links.c) */
 };
 
+/* MPI's operation for op into *out; HET_EINVAL naming `what` for an unknown one. */
+static inline int het_comm_mpi_op(het_comm_op op, const char *what, MPI_Op *out) {
+    *out = op == HET_OP_MIN ? MPI_MIN : op == HET_OP_MAX ? MPI_MAX : MPI_SUM;
+    return op == HET_OP_MIN || op == HET_OP_MAX || op == HET_OP_SUM
+               ? HET_OK
+               : het_error_set(HET_EINVAL, "%s: unknown operation %d", what, (int)op);
+}
+
 /* Records "<what> failed: <MPI's text for err>" and returns HET_EMPI. */
 int het_comm_mpi_error(int err, const char *what);
 

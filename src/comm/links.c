@@ -139,22 +139,19 @@ static int sweep(const het_link_span *sp, int n, int n_nodes, double *v) {
 int het_comm_links_epoch(het_comm *c, het_comm_links *out) {
     memset(out, 0, sizeof *out);
     if (!c || !het_clock_virtual()) return HET_OK;
-    double span[2] = {-c->links.t_begin, het_clock_now()}; /* the world's epoch: MAX of both */
-    int rc = het_comm_allreduce_aside(c, HET_COMM_WORLD, span, 2, HET_T_DOUBLE, HET_OP_MAX);
-    if (rc) return rc;
-    const double len = span[1] + span[0];
-    const int N = c->topo->n_nodes, K = 4 * N + 1; /* busy[2N], over[2N], lost */
+    /* busy[2N], over[2N] (seconds), lost, -start, end: one MAX over the world gives every rank
+     * rank 0's sweep (the others hold 0s), whether any rank lost a span, and the world's epoch */
+    const int N = c->topo->n_nodes, K = 4 * N + 3;
     double *v = calloc((size_t)K, sizeof *v);
     if (!v) return het_error_set(HET_ENOMEM, "link counters: out of memory");
     het_link_span *all = NULL;
-    int n_all = 0;
-    if ((rc = gather_spans(c, &all, &n_all)) == HET_OK && c->topo->rank == 0)
-        rc = sweep(all, n_all, N, v);
+    int n_all = 0, rc = gather_spans(c, &all, &n_all);
+    if (!rc && c->topo->rank == 0) rc = sweep(all, n_all, N, v);
     free(all);
-    v[K - 1] = c->links.lost;
-    for (int k = 0; k < K - 1; k++) v[k] = len > 0.0 ? v[k] / len : 0.0;
-    /* rank 0's figures to every rank (the others hold 0s), and whether any rank lost a span */
+    v[4 * N] = c->links.lost, v[4 * N + 1] = -c->links.t_begin, v[4 * N + 2] = het_clock_now();
     if (!rc) rc = het_comm_allreduce_aside(c, HET_COMM_WORLD, v, K, HET_T_DOUBLE, HET_OP_MAX);
+    const double len = v[4 * N + 2] + v[4 * N + 1];
+    for (int k = 0; k < 4 * N; k++) v[k] = len > 0.0 ? v[k] / len : 0.0;
     if (!rc) {
         const int me = c->topo->node_id;
         out->busy_out = v[2 * me], out->busy_in = v[2 * me + 1];
@@ -163,7 +160,7 @@ int het_comm_links_epoch(het_comm *c, het_comm_links *out) {
             out->busy_max = fmax(out->busy_max, v[k]);
             out->over_max = fmax(out->over_max, v[2 * N + k]);
         }
-        out->measured = v[K - 1] == 0.0;
+        out->measured = v[4 * N] == 0.0;
     }
     free(v);
     return rc;

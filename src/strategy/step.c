@@ -526,8 +526,6 @@ int het_step_load_per_rank(het_strategy_ctx *ctx, het_ckpt_reader *r, const char
     return HET_OK;
 }
 
-/* Waits on `comm` for every rank to arrive, sleeping (1 ms) between tests instead of spinning,
- * so that the waiting ranks leave the cores to the one being measured. */
 int het_step_calibrate(het_strategy_ctx *ctx, double *speeds) {
     const het_train_config *c = ctx->cfg;
     double rate = 0.0;
