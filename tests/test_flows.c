@@ -12,7 +12,10 @@
  * - online: advancing in small steps gives the same times as running offline, bit for bit;
  * - the counters: bytes each resource carried, and its busy time; no resource carried more
  *   than capacity x busy time;
- * - refusals: a bad route, a negative size, a start before the network's time. */
+ * - refusals: a bad route, a negative size, a start before the network's time;
+ * - the rate a flow takes now (0 in its latency, half a link beside another, 0 once done), and
+ *   setting the time back: refused while a flow is live, then a flow starts at the earlier
+ *   time and completed flows keep theirs. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -243,6 +246,35 @@ static void test_refusals(void) {
     het_flows_free(f);
 }
 
+static void test_rate_and_rewind(void) {
+    double cap[1] = {100.0};
+    int r0[1] = {0};
+    het_flows *f = het_flows_new(1, cap);
+    int a = het_flows_add(f, 0.0, 100.0, 0.5, 0, r0, 1);
+    int b = het_flows_add(f, 0.0, 100.0, 0.0, 0, r0, 1);
+    CHECK(het_flows_rate(f, a) == 0.0 && het_flows_rate(f, b) == 0.0, "rates before any event: "
+          "%g %g", het_flows_rate(f, a), het_flows_rate(f, b));
+    het_flows_advance(f, 0.25); /* b alone, a in its latency */
+    CHECK(near(het_flows_rate(f, b), 100.0) && het_flows_rate(f, a) == 0.0, "b alone at %g, a "
+          "at %g", het_flows_rate(f, b), het_flows_rate(f, a));
+    het_flows_advance(f, 0.5); /* both active: b moved 50 of 100 */
+    CHECK(near(het_flows_rate(f, a), 50.0) && near(het_flows_rate(f, b), 50.0), "shares %g %g",
+          het_flows_rate(f, a), het_flows_rate(f, b));
+    CHECK(het_flows_rewind(f, 0.0) == HET_EINVAL && strstr(het_error_msg(), "live"),
+          "rewind with flows live: %s", het_error_msg());
+    het_flows_run(f);
+    EXPECT_T(f, b, 1.5); /* 50 more at 50 */
+    EXPECT_T(f, a, 2.0); /* 50 by 1.5 at 50, 50 at 100 */
+    CHECK(het_flows_rate(f, a) == 0.0, "a done, rate %g", het_flows_rate(f, a));
+    CHECK(het_flows_rewind(f, 0.5) == HET_OK && het_flows_now(f) == 0.5, "rewind: now %g",
+          het_flows_now(f));
+    int c = het_flows_add(f, 0.5, 10.0, 0.0, 0, r0, 1);
+    het_flows_run(f);
+    EXPECT_T(f, c, 0.6);
+    EXPECT_T(f, a, 2.0); /* kept */
+    het_flows_free(f);
+}
+
 int main(void) {
     test_one_and_two();
     test_incast_and_uplink();
@@ -251,5 +283,6 @@ int main(void) {
     test_weighted();
     test_online();
     test_refusals();
+    test_rate_and_rewind();
     return het_test_finish("test_flows");
 }

@@ -5,11 +5,14 @@
  * cross-node by the receiver's node); on the virtual clock the receiver's V after a receive,
  * max(V, the sender's V + cost) exactly, across nodes and on the node link, booked as
  * waiting and transfer; a stream of 4 messages sent at once arrives one transfer time apart
- * (a lane's stamped message does not queue); the order at a receiver (messages of equal
- * arrival from several senders queue on its way in, one transfer time apart) from any sender: virtual stamps opposite to
+ * (a lane's stamped message does not queue); the order at a receiver (messages sent at once
+ * by several senders share its way in: all in together, taken by rank) from any sender:
+ * virtual stamps opposite to
  * the real send order (the earliest sender sends last: it waits for a go from the receiver),
  * nothing delivered while a sender has neither a message there nor said done, taken in V
- * order with ties by rank, every sender done, then a second round; waitany in virtual order;
+ * order with ties by rank, every sender done, then a second round; two senders' messages
+ * overlapping on the receiver's way in (max-min: the later, shorter one in first); an
+ * all-reduce starting behind a rank's message on its way out; waitany in virtual order;
  * a message of many chunks, one too large for its buffer (refused, the next one intact); a
  * header receive left posted at het_comm_free (cancelled: it steals nothing later); nothing
  * pending at the end; the stall line naming the sender a receive waits for. An MPI program:
@@ -322,7 +325,7 @@ static void test_order(void) {
         CHECK(het_comm_isend(e.c, HET_COMM_WORLD, last, HET_TAG_CTRL, &go, sizeof go, &g) ==
               HET_OK && het_comm_msg_wait(e.c, &g) == HET_OK, "%s", het_error_msg());
     }
-    double v_now = 0.0, in_free = 0.0, wire = 8.0 / 100e6; /* the receiver's way in */
+    double v_now = 0.0, wire = 8.0 / 100e6; /* the receiver's way in */
     for (int round = 0; round < 2; round++) {
         /* round 0: A from P-1 down to 1, then B from 1 up; round 1: C from 1 up */
         int n = round == 0 ? 2 * (g_size - 1) : g_size - 1;
@@ -337,10 +340,9 @@ static void test_order(void) {
             double stamp = want_k == 0 ? 0.010 * (g_size - want_src) : want_k == 1 ? 0.040
                                                                                   : 0.060;
             double deliver = stamp + cost;
-            if (i < n) { /* taken in arrival order, they queue on the way in: ties 80 ns apart */
-                if (in_free + wire > deliver) deliver = in_free + wire;
-                in_free = deliver;
-            }
+            if (i < n && want_k > 0) /* the P-1 sent at once share the way in: each 1/(P-1) of
+                                      * it, all in at once, taken by rank */
+                deliver += (g_size - 2) * wire;
             if (deliver > v_now) v_now = deliver;
             if (i == n) { /* every sender done: at the latest done (behind its message) */
                 CHECK(m.done == 1 && m.src == HET_ANY_SOURCE && m.bytes == 0, "round %d: "
@@ -352,12 +354,85 @@ static void test_order(void) {
             CHECK(m.done == 0 && m.src == want_src && v[0] == want_src && v[1] == want_k,
                   "round %d message %d: from rank %d (%d, %d), expected rank %d message %d",
                   round, i, m.src, v[0], v[1], want_src, want_k);
-            CHECK(m.deliver == deliver && het_clock_now() == v_now, "round %d message %d: "
+            CHECK(fabs(m.deliver - deliver) <= 1e-15 * (1 << 10) &&
+                  fabs(het_clock_now() - v_now) <= 1e-15 * (1 << 10), "round %d message %d: "
                   "deliver %.17g V %.17g, expected %.17g and %.17g", round, i, m.deliver,
                   het_clock_now(), deliver, v_now);
         }
     }
     env_close(&e, "order");
+}
+
+/* Virtual clock, senders into one receiver share its way in max-min fairly (hand-derived, 1 ms
+ * latency, 100 MB/s): rank 1 sends 200 kB at V = 0 (its bytes move from 1 ms, 2 ms alone),
+ * rank 2 sends 50 kB at V = 1 ms (from 2 ms, 0.5 ms alone), the others say done. Rank 1 alone
+ * until 2 ms moves half; both at half rate until rank 2's is in at 3 ms (0.5 ms of bytes at half
+ * rate), when rank 1 has 0.5 ms left at full rate: in at 3.5 ms. Taken rank 2 first, though
+ * it started later (first come first served would give rank 1 at 3 ms, rank 2 at 3.5 ms). */
+static void test_way_in(void) {
+    if (g_size < 3) return;
+    env e;
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
+    CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
+    static unsigned char buf[200000];
+    het_msg m;
+    if (g_rank == 1 || g_rank == 2) {
+        size_t n = g_rank == 1 ? 200000 : 50000;
+        het_clock_advance_to(g_rank == 1 ? 0.0 : 1e-3);
+        CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, buf, n, &m) == HET_OK &&
+              het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
+    }
+    if (g_rank > 0) {
+        CHECK(het_comm_p2p_done(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, &m) == HET_OK &&
+              het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
+        env_close(&e, "way in");
+        return;
+    }
+    const int want_src[2] = {2, 1};
+    const double want_t[2] = {3e-3, 3.5e-3};
+    for (int i = 0; i < 3; i++) {
+        CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, HET_ANY_SOURCE, HET_TAG_GRADS, buf, sizeof buf,
+                             &m) == HET_OK && het_comm_msg_wait(e.c, &m) == HET_OK, "%s",
+              het_error_msg());
+        if (i == 2) {
+            CHECK(m.done && m.src == HET_ANY_SOURCE, "way in: after both, done from %d", m.src);
+            continue;
+        }
+        CHECK(!m.done && m.src == want_src[i] && fabs(m.deliver - want_t[i]) < 1e-12 &&
+              fabs(het_clock_now() - want_t[i]) < 1e-12, "way in: message %d from rank %d in "
+              "at %.17g (V %.17g), expected rank %d at %.17g", i, m.src, m.deliver,
+              het_clock_now(), want_src[i], want_t[i]);
+    }
+    env_close(&e, "way in");
+}
+
+/* Virtual clock, a collective beside messages: rank 0 sends rank 1 (another node) 1 MB at V = 0
+ * (its way out busy until 10 ms at 100 MB/s), then every rank all-reduces 4 floats: the
+ * all-reduce starts behind rank 0's message, at 10 ms, and ends 10 ms + its model for all;
+ * rank 1 then takes the message, in at 11 ms. */
+static void test_collective_behind(void) {
+    if (g_size < 2) return;
+    env e;
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6};
+    CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
+    static unsigned char big[1000000];
+    het_msg m;
+    if (g_rank == 0)
+        CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 1, HET_TAG_PARAMS, big, sizeof big, &m) ==
+              HET_OK, "%s", het_error_msg());
+    float x[4] = {1, 2, 3, 4};
+    const double model = het_comm_allreduce_model(e.c, HET_COMM_WORLD, sizeof x, !het_stall_on());
+    CHECK(het_comm_allreduce_sum(e.c, HET_COMM_WORLD, x, 4) == HET_OK, "%s", het_error_msg());
+    CHECK(model > 0.0 && fabs(het_clock_now() - (0.010 + model)) < 1e-12, "rank %d: the "
+          "all-reduce ended at %.17g, expected 10 ms + %.17g (behind rank 0's message)", g_rank,
+          het_clock_now(), model);
+    if (g_rank == 0) CHECK(het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
+    if (g_rank == 1) {
+        CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 0, HET_TAG_PARAMS, big, sizeof big, &m) ==
+              HET_OK && het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
+        CHECK(fabs(m.deliver - 0.011) < 1e-12, "the message in at %.17g", m.deliver);
+    }
+    env_close(&e, "collective behind");
 }
 
 /* Virtual clock: one receive per sender, rank r sending at 10 ms (P - r): waitany gives them
@@ -567,6 +642,8 @@ int main(int argc, char **argv) {
     test_virtual_receive(1);
     test_stream();
     test_order();
+    test_way_in();
+    test_collective_behind();
     test_waitany();
     test_chunks();
     test_cancel();

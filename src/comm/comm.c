@@ -79,6 +79,8 @@ static int arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, M
                         double model, arrival *a) {
     het_comm_link_model(c, s, bytes, kind, &a->wire, &a->share);
     a->t = het_clock_now();
+    if (a->wire > 0.0 && het_p2p_out_free(c) > a->t) a->t = het_p2p_out_free(c); /* behind
+                                                         * this rank's messages on the link */
     a->req = MPI_REQUEST_NULL;
     if (!exchanges_starts(model)) return HET_OK;
     int err = MPI_Iallreduce(MPI_IN_PLACE, &a->t, 1, MPI_DOUBLE, MPI_MAX, comm, &a->req);
@@ -285,6 +287,9 @@ void het_comm_req_begin(het_req *r) {
 /* Posts the exchange of r's start (MAX over comm) into a slot of c when the model is on. */
 static int req_arrival_post(het_comm *c, MPI_Comm comm, het_req *r) {
     if (!exchanges_starts(r->t_model)) return HET_OK;
+    if (r->link_wire > 0.0 && het_p2p_out_free(c) > r->t_clock) /* behind this rank's messages
+                                                                 * on the link */
+        r->t_clock = het_p2p_out_free(c);
     r->t_slot = c->arrive_next;
     c->arrive_next = (c->arrive_next + 1) % HET_ARRIVE_SLOTS;
     c->arrive[r->t_slot] = r->t_clock;

@@ -155,6 +155,9 @@ int het_stall_wait_poll(const het_stall_poll *p);
  * receives are cancelled. */
 struct het_p2p;
 void het_p2p_free(het_comm *c);
+/* Virtual clock: when this rank's own point-to-point messages to other nodes have left (its
+ * way out is free again; 0 with none), so that a collective across nodes starts behind them. */
+double het_p2p_out_free(const het_comm *c);
 
 /* MPI_Testall ignoring the statuses. GCC 12 takes MPICH's MPI_STATUSES_IGNORE (a pointer
  * constant) for an array of size 0 that MPI_Testall would write (-Wstringop-overflow, an error

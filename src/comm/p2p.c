@@ -17,8 +17,10 @@
  * thread's) queue per tag instead: a tag's stamped messages are made in one program order,
  * while the order across tags depends on how threads interleave, so one queue for all would
  * not be reproducible; two tags' streams (qfb's activations and gradients) can still overlap
- * on the link, and the link counter (links.c) shows it. What this does not model yet: ranks of
- * a node sharing their node's link (issue #36: flows that share links).
+ * on the link, and the link counter (links.c) shows it. A receive from any sender moves the
+ * arrival later where messages share the receiver's way in (p2p_inbox.c); a collective across
+ * nodes starts behind this rank's messages on its way out (het_p2p_out_free, comm.c). What
+ * this does not model yet: ranks of a node sharing their node's way out (issue #36).
  *
  * Waits run in the stall inspector's poll loop (het_stall_wait_poll: spin, yield, nap) and
  * name the world ranks they wait for: the senders a receive from any sender still needs, or
@@ -205,6 +207,10 @@ int het_comm_isend_at(het_comm *c, het_comm_scope s, int dest, int tag, const vo
 
 int het_comm_p2p_done(het_comm *c, het_comm_scope s, int dest, int tag, het_msg *m) {
     return start_send(c, s, dest, tag, NULL, 0, 1, -1.0, m, "p2p done");
+}
+
+double het_p2p_out_free(const het_comm *c) {
+    return c && c->p2p && het_clock_virtual() ? c->p2p->nic_free : 0.0;
 }
 
 /* ---- completion ---- */

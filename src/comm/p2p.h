@@ -4,6 +4,7 @@
 #define HET_COMM_P2P_H
 
 #include "comm/internal.h"
+#include "emul/flows.h"
 
 #define N_SCOPES (HET_COMM_FIRST_GROUP + HET_COMM_MAX_GROUPS)
 #define NOT_YET (-2)  /* choose(): nothing can be matched yet */
@@ -15,11 +16,13 @@ enum { CH_IDLE = 0, CH_POSTED, CH_HELD, CH_DONE };      /* a channel's state */
 
 typedef struct inbox {
     MPI_Comm comm;
-    int size, rank, tag;
+    int size, rank, tag, scope;
     het_msg_hdr *hdr;         /* per sender: the header received (HELD, DONE) */
     MPI_Request *req;         /* per sender: its posted header receive, or MPI_REQUEST_NULL */
     int *state, *idx;         /* per sender: CH_*; scratch of MPI_Testsome */
     unsigned char *in_set;    /* per sender: one a receive from any sender waits for */
+    int *flow;                /* per sender: its HELD header's flow on the way in (in_net), or
+                               * -1 (none yet, a node-local sender, no bytes, the wall clock) */
     het_msg *head, *tail;     /* receives waiting, in posting order */
 } inbox;
 
@@ -37,9 +40,13 @@ struct het_p2p {
                                * (het_comm_isend_at: another lane, a thread's messages) */
     double last_stamp;        /* this rank's clock at its last send: a lower one now means
                                * het_clock_use reset the clock (last[] starts over) */
-    double nic_in_free;       /* virtual clock: when this rank's way in from other nodes is
-                               * free again, for the messages a receive from any sender takes
-                               * (they come in arrival order: senders into one receiver) */
+    het_flows *in_net;        /* virtual clock: this rank's way in from other nodes, which the
+                               * messages a receive from any sender takes share max-min fairly
+                               * (senders into one receiver: p2p_inbox.c) */
+    int *in_live, *in_node;   /* the flows live on in_net, and their sender's node */
+    int n_in_live, cap_in_live;
+    double *in_prev;          /* by world rank: when its last flow on in_net completed (a
+                               * sender's messages to this rank come one after another) */
     double nic_free;          /* when this rank's way out to other nodes is free again: its
                                * messages between nodes leave one after another (the rank's own
                                * clock's sends; a lane's, het_comm_isend_at, queue per tag in

@@ -13,13 +13,26 @@
  * is HELD or DONE (Chandy-Misra-Bryant without lookahead: a done message is the null message
  * with an infinite time), and reports "every sender done" when all its channels are DONE.
  * Only then is the payload's receive posted, into the receive's buffer (the sender's chunks
- * from one sender and tag arrive in order, as the headers are taken in order). A receive from
- * any sender takes messages in arrival order, so on the virtual clock they also queue on the
- * receiver's way in from other nodes (nic_in_free): N senders into one receiver (a parameter
- * server) share its link, each message arriving no earlier than the one before it plus its
- * own transfer time. Receives from one sender match in posting order, not in arrival order,
- * so they do not queue (that would delay an earlier arrival behind a later one). */
+ * from one sender and tag arrive in order, as the headers are taken in order).
+ *
+ * The way in. On the virtual clock the messages from other nodes that a receive from any
+ * sender takes share the receiver's way in max-min fairly, as SimGrid's flow model shares a
+ * link (emul/flows.c, one network of one resource per rank, in_net): N senders into one
+ * receiver (a parameter server) each get 1/N of it while they overlap, not first come first
+ * served. A message's flow starts when the sender's model has its bytes start to move (its
+ * arrival less its transfer time: after the latency, behind the sender's earlier messages)
+ * and its arrival is when its last byte is in. Exact under the same conservative rule as the
+ * order: a flow is added once its header is there, and the network is moved only to the first
+ * completion among the flows of an inbox whose every sender has a message there or is done,
+ * so no flow that could still come starts before that time (a sender's next message to this
+ * rank starts behind the one being taken; with one message a sender in flight, as the
+ * parameter servers have, nothing is missed). What it leaves out: flows from one sender are
+ * one after another here (one connection) where SimGrid would run them side by side; a flow
+ * whose header comes after the network has moved past its start starts then (another tag's
+ * inbox moved it). Receives from one sender match in posting order, not in arrival order, so
+ * they keep the sender's arrival. The link counter gets the shares as they change. */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +46,7 @@ static void inbox_free(inbox *b) {
     free(b->state);
     free(b->idx);
     free(b->in_set);
+    free(b->flow);
     free(b);
 }
 
@@ -46,12 +60,13 @@ static int inbox_get(het_comm *c, het_comm_scope s, int tag, const where *at, in
     size_t n = (size_t)size;
     if (!b || !(b->hdr = calloc(n, sizeof *b->hdr)) || !(b->req = malloc(n * sizeof *b->req)) ||
         !(b->state = calloc(n, sizeof *b->state)) || !(b->idx = malloc(n * sizeof *b->idx)) ||
-        !(b->in_set = malloc(n))) {
+        !(b->in_set = malloc(n)) || !(b->flow = malloc(n * sizeof *b->flow))) {
         inbox_free(b);
         return het_error_set(HET_ENOMEM, "p2p: out of memory for an inbox of %d senders", size);
     }
-    b->comm = at->comm, b->size = size, b->rank = at->rank, b->tag = tag;
-    for (int j = 0; j < size; j++) b->req[j] = MPI_REQUEST_NULL, b->in_set[j] = j != at->rank;
+    b->comm = at->comm, b->size = size, b->rank = at->rank, b->tag = tag, b->scope = (int)s;
+    for (int j = 0; j < size; j++)
+        b->req[j] = MPI_REQUEST_NULL, b->in_set[j] = j != at->rank, b->flow[j] = -1;
     *out = *slot = b;
     return HET_OK;
 }
@@ -76,16 +91,120 @@ static int post_for(inbox *b, int want) {
     return HET_OK;
 }
 
-/* What a receive from `want` would get now: a sender, ALL_DONE or NOT_YET (see DESIGN). */
-static int choose(const inbox *b, int want) {
+/* ---- the way in (virtual clock; see DESIGN) ---- */
+
+/* Whether sender j's held header is a message whose bytes come over this rank's way in. */
+static int on_way_in(const het_comm *c, const inbox *b, int j) {
+    const het_msg_hdr *h = &b->hdr[j];
+    return het_clock_virtual() && c->ne.bw_bytes_per_s > 0.0 && !h->done && h->bytes > 0 &&
+           !c->p2p->peer[b->scope].same[j];
+}
+
+/* Adds sender j's message as a flow on the way in (the network made on first use, and set
+ * back when a flow would start before its time with nothing in flight: the clock started over,
+ * or nothing shares the link then). */
+static int way_in_add(het_comm *c, inbox *b, int j) {
+    struct het_p2p *st = c->p2p;
+    const het_msg_hdr *h = &b->hdr[j];
+    double wire = het_netem_wire_s(c->ne, (size_t)h->bytes), start = h->deliver - wire;
+    if (!st->in_net && !(st->in_net = het_flows_new(1, &c->ne.bw_bytes_per_s)))
+        return HET_ENOMEM; /* its message is set */
+    if (start < het_flows_now(st->in_net) && st->n_in_live == 0)
+        het_flows_rewind(st->in_net, start);
+    if (start < het_flows_now(st->in_net)) start = het_flows_now(st->in_net);
+    if (st->n_in_live == st->cap_in_live) {
+        int cap = st->cap_in_live ? 2 * st->cap_in_live : 16;
+        int *l = realloc(st->in_live, (size_t)cap * sizeof *l), *nd;
+        if (l) st->in_live = l;
+        if (!l || !(nd = realloc(st->in_node, (size_t)cap * sizeof *nd)))
+            return het_error_set(HET_ENOMEM, "p2p: out of memory for %d flows in", cap);
+        st->in_node = nd, st->cap_in_live = cap;
+    }
+    const int route[1] = {0};
+    int id = het_flows_add_weighted(st->in_net, start, (double)h->bytes, 0.0, 0.0,
+                                    het_netem_pw_at(&c->ne.bw_factor, (double)h->bytes), route,
+                                    NULL, 1);
+    if (id < 0) return id;
+    st->in_live[st->n_in_live] = id;
+    st->in_node[st->n_in_live++] = c->world_node[c->p2p->peer[b->scope].world[j]];
+    b->flow[j] = id;
+    return HET_OK;
+}
+
+/* Moves the way in to its next event, noting each flow's share of the link until then. */
+static void way_in_step(het_comm *c) {
+    struct het_p2p *st = c->p2p;
+    double now = het_flows_now(st->in_net), e = het_flows_next(st->in_net);
+    if (!isfinite(e)) return;
+    for (int k = 0; k < st->n_in_live && e > now; k++) {
+        double rate = het_flows_rate(st->in_net, st->in_live[k]);
+        if (rate > 0.0)
+            het_comm_link_note(c, st->in_node[k], c->topo->node_id, now, e,
+                               rate / c->ne.bw_bytes_per_s);
+    }
+    het_flows_advance(st->in_net, e);
+    int w = 0;
+    for (int k = 0; k < st->n_in_live; k++)
+        if (het_flows_done(st->in_net, st->in_live[k]) < 0.0)
+            st->in_node[w] = st->in_node[k], st->in_live[w++] = st->in_live[k];
+    st->n_in_live = w;
+}
+
+/* Every held message of the set on the way in has a flow; the way in moved until one of them
+ * is complete (every channel of the set is HELD or DONE: nothing earlier can still come). */
+static int way_in_settle(het_comm *c, inbox *b) {
+    int rc = HET_OK;
+    for (int j = 0; rc == HET_OK && j < b->size; j++)
+        if (b->in_set[j] && b->state[j] == CH_HELD && b->flow[j] < 0 && on_way_in(c, b, j))
+            rc = way_in_add(c, b, j);
+    while (rc == HET_OK) {
+        int live = 0;
+        for (int j = 0; j < b->size; j++) {
+            if (!b->in_set[j] || b->state[j] != CH_HELD || b->flow[j] < 0) continue;
+            if (het_flows_done(c->p2p->in_net, b->flow[j]) >= 0.0) return HET_OK;
+            live = 1;
+        }
+        if (!live) return HET_OK;
+        if (!isfinite(het_flows_next(c->p2p->in_net))) /* cannot happen: capacity > 0 */
+            return het_error_set(HET_EINVAL, "p2p: no flow on the way in can complete");
+        way_in_step(c);
+    }
+    return rc;
+}
+
+/* Sender j's arrival as a receive from any sender sees it: its flow's completion (INFINITY
+ * while it is not complete), else the sender's. */
+static double arrival(const het_comm *c, const inbox *b, int j) {
+    if (b->flow[j] < 0) return b->hdr[j].deliver;
+    double t = het_flows_done(c->p2p->in_net, b->flow[j]);
+    return t >= 0.0 ? t : INFINITY;
+}
+
+/* What a receive from `want` would get now: a sender, ALL_DONE or NOT_YET (see DESIGN); a
+ * failure of the way in into *rc. */
+static int choose(het_comm *c, inbox *b, int want, int *rc) {
+    *rc = HET_OK;
     if (want >= 0) return b->state[want] >= CH_HELD ? want : NOT_YET;
     int best = -1, open = 0;
     for (int j = 0; j < b->size; j++) {
         if (!b->in_set[j] || b->state[j] == CH_DONE) continue;
         if (b->state[j] != CH_HELD) open++;
-        else if (best < 0 || b->hdr[j].deliver < b->hdr[best].deliver) best = j; /* ties: rank */
+        else if (best < 0) best = j;
     }
-    if (best >= 0) return open && het_clock_virtual() ? NOT_YET : best;
+    if (best >= 0 && het_clock_virtual()) {
+        if (open) return NOT_YET;
+        if ((*rc = way_in_settle(c, b)) != HET_OK) return NOT_YET;
+        for (int j = best + 1; j < b->size; j++) /* ties: rank */
+            if (b->in_set[j] && b->state[j] == CH_HELD && arrival(c, b, j) < arrival(c, b, best))
+                best = j;
+        return best;
+    }
+    if (best >= 0) { /* the wall clock: the sender's arrival */
+        for (int j = best + 1; j < b->size; j++)
+            if (b->in_set[j] && b->state[j] == CH_HELD && b->hdr[j].deliver < b->hdr[best].deliver)
+                best = j;
+        return best;
+    }
     return open ? NOT_YET : ALL_DONE;
 }
 
@@ -106,18 +225,15 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
         return HET_OK;
     }
     het_msg_hdr h = b->hdr[j];
-    b->state[j] = CH_IDLE;
+    int flow = b->flow[j];
+    b->state[j] = CH_IDLE, b->flow[j] = -1;
     m->src = j, m->done = h.done != 0, m->stamp = h.stamp, m->deliver = h.deliver;
     m->peer_world = c->p2p->peer[m->scope].world[j];
-    if (m->want < 0 && !m->done && h.bytes > 0 && het_clock_virtual() &&
-        !c->p2p->peer[m->scope].same[j]) { /* senders into one receiver share its way in */
-        struct het_p2p *st = c->p2p;
-        const double in = st->nic_in_free + het_netem_wire_s(c->ne, (size_t)h.bytes);
-        if (in > m->deliver) m->deliver = in;
-        st->nic_in_free = m->deliver;
-    }
-    if (!m->done && h.bytes > 0 && !c->p2p->peer[m->scope].same[j]) /* the links it took, when
-                                                                     * its bytes moved */
+    double in = flow >= 0 ? het_flows_done(c->p2p->in_net, flow) : -1.0;
+    if (in > m->deliver) m->deliver = in; /* its flow on the way in (a receive from one sender
+                                           * taking it before: the sender's arrival) */
+    if (flow < 0 && !m->done && h.bytes > 0 && !c->p2p->peer[m->scope].same[j]) /* the links
+                                                        * it took, when its bytes moved */
         het_comm_link_note(c, c->world_node[m->peer_world], c->topo->node_id,
                            m->deliver - het_netem_wire_s(c->ne, (size_t)h.bytes), m->deliver, 1.0);
     if (m->done || h.bytes == 0) return HET_OK;
@@ -149,13 +265,13 @@ int het_p2p_progress(het_comm *c, inbox *b) {
         b->state[b->idx[i]] = b->hdr[b->idx[i]].done ? CH_DONE : CH_HELD;
     while (b->head) {
         het_msg *m = b->head;
-        int j = choose(b, m->want);
+        int rc = HET_OK, j = choose(c, b, m->want, &rc);
+        if (rc != HET_OK) return rc;
         if (j == NOT_YET) return post_for(b, m->want);
         b->head = m->next;
         if (!b->head) b->tail = NULL;
         m->next = NULL;
-        int rc = take(c, b, m, j);
-        if (rc != HET_OK) {
+        if ((rc = take(c, b, m, j)) != HET_OK) {
             m->state = S_FINISHED; /* failed: its wait returns at once */
             return rc;
         }
@@ -216,8 +332,8 @@ int het_comm_probe(het_comm *c, het_comm_scope s, int src, int tag, int *flag, i
     if ((rc = het_p2p_progress(c, b)) == HET_OK && !b->head && (rc = post_for(b, src)) == HET_OK)
         rc = het_p2p_progress(c, b); /* a header already inside MPI lands in its new receive */
     c->st.comm_s += het_now() - t0;
-    int j = rc == HET_OK && !b->head ? choose(b, src) : NOT_YET;
-    if (j == NOT_YET) return rc;
+    int j = rc == HET_OK && !b->head ? choose(c, b, src, &rc) : NOT_YET;
+    if (j == NOT_YET || rc != HET_OK) return rc;
     *flag = j == ALL_DONE || b->hdr[j].done ? 2 : 1;
     if (src_out) *src_out = j == ALL_DONE ? HET_ANY_SOURCE : j;
     if (bytes) *bytes = *flag == 1 ? (size_t)b->hdr[j].bytes : 0;
@@ -263,6 +379,9 @@ void het_p2p_free(het_comm *c) {
         free(st->peer[s].world);
         free(st->peer[s].same);
     }
+    het_flows_free(st->in_net);
+    free(st->in_live);
+    free(st->in_node);
     free(st->last);
     free(st->last_at);
     free(st->wait_peers);

@@ -262,12 +262,26 @@ void het_flows_advance(het_flows *f, double t) {
     }
 }
 
+int het_flows_rewind(het_flows *f, double t) {
+    if (f->n_live > 0 || !isfinite(t))
+        return het_error_set(HET_EINVAL, "flows: rewind to %g s with %d flows live", t,
+                             f->n_live);
+    f->now = t;
+    return HET_OK;
+}
+
 void het_flows_run(het_flows *f) {
     for (;;) {
         double e = het_flows_next(f);
         if (!isfinite(e)) break;
         het_flows_advance(f, e);
     }
+}
+
+double het_flows_rate(het_flows *f, int id) {
+    if (id < 0 || id >= f->n_fl || f->fl[id].state != F_ACTIVE) return 0.0;
+    if (f->dirty) solve(f);
+    return f->fl[id].rate > 0.0 ? f->fl[id].rate : 0.0;
 }
 
 double het_flows_done(const het_flows *f, int id) {

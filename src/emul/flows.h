@@ -51,9 +51,15 @@ void het_flows_advance(het_flows *f, double t);
 /* The earliest event among the flows known (a latency ending, a flow completing at its present
  * rate), or INFINITY when none is pending. */
 double het_flows_next(het_flows *f);
+/* Sets the network's time back to t while no flow is live (the clock of its user started over;
+ * completed flows keep their times). HET_EINVAL while a flow is live. */
+int het_flows_rewind(het_flows *f, double t);
 /* Runs every flow known to completion. */
 void het_flows_run(het_flows *f);
 
+/* The rate flow id takes of its resources now (bytes/s of capacity; its bytes move at rate x
+ * factor), 0 while it waits out its latency or once complete. */
+double het_flows_rate(het_flows *f, int id);
 /* Completion time of flow id, or a negative number while it is not complete. */
 double het_flows_done(const het_flows *f, int id);
 /* Bytes each resource carried so far, and the time it was busy (carrying any flow), for the

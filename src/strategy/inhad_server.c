@@ -58,6 +58,41 @@ static int push_needed(const inhad *a, const int64_t *ins, const int *done) {
     return 0;
 }
 
+/* Receives the K aggregates the pull asked for, each into abuf[its node]. They are taken as
+ * receives from any of the aggregators not yet heard (the set narrowed after each), so that on
+ * the virtual clock they share the server's way in as they would a link (comm's p2p_inbox.c),
+ * not each at its sender's pace; the arithmetic is in node order whatever order they come in. */
+static int pull_aggregates(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t v) {
+    const int K = a->n_nodes;
+    const size_t cap = sizeof(agg_hdr) + a->ps.n * sizeof(float);
+    int *left = malloc((size_t)K * sizeof *left);
+    unsigned char **pool = malloc((size_t)K * sizeof *pool);
+    int rc = left && pool ? HET_OK : het_error_set(HET_ENOMEM, "inhad: out of memory");
+    for (int k = 0; !rc && k < K; k++) left[k] = a->agg_rank[k], pool[k] = a->abuf[k];
+    het_stall_where("server: pulling the aggregates", epoch + 1, (long long)v);
+    for (int i = 0; !rc && i < K; i++) {
+        het_msg m;
+        rc = het_comm_p2p_senders(ctx->comm, HET_COMM_WORLD, HET_TAG_GRADS, left, K - i);
+        if (!rc) rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, HET_ANY_SOURCE, HET_TAG_GRADS,
+                                     pool[i], cap, &m);
+        if (!rc) rc = het_comm_msg_wait(ctx->comm, &m);
+        int k = 0, j = 0;
+        while (!rc && k < K && a->agg_rank[k] != m.src) k++;
+        while (!rc && j < K - i && left[j] != m.src) j++;
+        if (!rc && (m.done || k == K || j == K - i))
+            rc = het_error_set(HET_EINVAL, "inhad: an aggregate from rank %d, not an aggregator "
+                               "the pull waits for", m.src);
+        if (rc) break;
+        a->abuf[k] = pool[i];
+        left[j] = left[K - i - 1];
+        a->ps.run.bytes_in += (double)m.bytes;
+    }
+    for (int k = 0; rc && pool && k < K; k++) a->abuf[k] = pool[k]; /* failed: each buffer once */
+    free(left);
+    free(pool);
+    return rc;
+}
+
 /* Pull, average, update; the push is left due (flush_push). */
 static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe) {
     het_ps *ps = &a->ps;
@@ -69,23 +104,14 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     for (int k = 0; k < K && !rc; k++)
         rc = to_node(a, ctx, k, &pull, a->counted, (size_t)W * sizeof(int32_t));
     if (!rc) rc = flush_push(a, ctx); /* the last update's, behind the small pull */
-    het_msg *m = calloc(K > 0 ? (size_t)K : 1, sizeof *m); /* K >= 1: every run has a node */
-    if (!m) return het_error_set(HET_ENOMEM, "inhad: out of memory");
-    for (int k = 0; k < K && !rc; k++)
-        rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, a->agg_rank[k], HET_TAG_GRADS, a->abuf[k],
-                            sizeof(agg_hdr) + n * sizeof(float), &m[k]);
-    het_stall_where("server: pulling the aggregates", epoch + 1, (long long)v);
-    int wrc = het_comm_msg_waitall(ctx->comm, K, m);
-    if (!rc) rc = wrc;
+    if (!rc) rc = pull_aggregates(a, ctx, epoch, v);
     double C = 0, grads = 0, ssum = 0, smax = 0;
     for (int k = 0; k < K && !rc; k++) {
         agg_hdr h;
         memcpy(&h, a->abuf[k], sizeof h);
-        ps->run.bytes_in += (double)m[k].bytes;
         C += (double)h.count, grads += (double)h.grads, ssum += h.stale_sum;
         smax = fmax(smax, h.stale_max);
     }
-    free(m);
     if (rc) return rc;
     int first = 1; /* the sample-weighted mean of the node means (one node: its mean as it is) */
     for (int k = 0; k < K; k++) {
