@@ -1,8 +1,8 @@
-/* The communication context: chunked blocking and non-blocking float all-reduce, the wire-type
- * (bf16 / fp16) and double all-reduce, broadcast, the emulated network delay and per-rank
+/* The communication context: chunked blocking and non-blocking float all-reduce, broadcast, the emulated network delay and per-rank
  * statistics. Scopes and groups are in group.c, the wire conversions in wire.c. The "blocking"
  * calls post non-blocking collectives and complete them in the stall inspector's poll loop
- * (stall.c), except the float all-reduces while the inspector is off (blocking MPI calls).
+ * (stall.c), except the all-reduces and broadcasts while the inspector is off (blocking MPI
+ * calls).
  *
  * DESIGN. Every operation is in place (MPI_IN_PLACE), MPI_FLOAT, MPI_SUM, and split into calls
  * of at most `chunk` elements (default 1 << 24, never above INT_MAX), so that counts passed to
@@ -24,13 +24,8 @@
  * The real (shared-memory) MPI time overlaps the modeled time rather than adding to it.
  *
  * Statistics: each operation counts once, when it is started (count_op), in the totals and in
- * the cross-node or node-local pair chosen by the span of its scope.
- *
- * Wire all-reduce: one chunk at a time is packed into 16-bit scratch owned by the comm (grown
- * to min(n, chunk) elements, kept), reduced with MPI_UINT16_T and a user MPI_Op (created on
- * first use, freed with the comm), and unpacked. Double all-reduce: an all-gather of each
- * chunk into owned scratch, then a sum in rank order, so its bits depend on nothing but the
- * number of ranks. */
+ * the cross-node or node-local pair chosen by the span of its scope. The wire-type and double
+ * all-reduces are in typed.c. */
 #include <limits.h>
 #include <stdlib.h>
 
@@ -38,8 +33,6 @@
 #include "emul/emul.h"
 
 #define HET_COMM_DEFAULT_CHUNK ((size_t)1 << 24)
-/* Most doubles one rank gathers per call of the double all-reduce (P x elements). */
-#define HET_F64_GATHER_MAX ((size_t)1 << 16)
 
 int het_comm_mpi_error(int err, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -67,16 +60,9 @@ static void virtual_end(het_comm *c, double last, double model, double wire, dou
  * rank's clock must not pass a late rank's), on the wall clock when the model charges time. */
 static int exchanges_starts(double model) { return het_clock_virtual() || model > 0.0; }
 
-/* The last start of an emulated blocking operation: its exchange and the value. */
-typedef struct arrival {
-    double t;
-    double wire, share; /* its node link's occupancy (het_comm_link_model) */
-    MPI_Request req;
-} arrival;
-
 /* Posts the exchange of this rank's start (MAX over comm, on the chosen clock) when needed. */
-static int arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_Comm comm,
-                        double model, arrival *a) {
+int het_arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_Comm comm,
+                        double model, het_arrival *a) {
     het_comm_link_model(c, s, bytes, kind, &a->wire, &a->share);
     a->t = het_clock_now();
     if (a->wire > 0.0 && het_p2p_out_free(c) > a->t) a->t = het_p2p_out_free(c); /* behind
@@ -90,7 +76,7 @@ static int arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, M
 /* Completes the exchange (time in MPI: comm_s) and ends the operation at the last start +
  * model: on the wall clock by sleeping (the time slept: delay_s), on the virtual clock by
  * moving the clock (vwait_s, vnet_s). */
-static int arrival_end(het_comm *c, MPI_Comm comm, double model, arrival *a) {
+int het_arrival_end(het_comm *c, MPI_Comm comm, double model, het_arrival *a) {
     if (!exchanges_starts(model)) return HET_OK;
     if (a->req != MPI_REQUEST_NULL) {
         double t1 = het_now();
@@ -197,7 +183,7 @@ void het_comm_reset_stats(het_comm *c) {
 }
 
 /* Counts one operation of `bytes` on a scope spanning `span` nodes. */
-static void count_op(het_comm *c, int span, uint64_t bytes) {
+void het_comm_count_op(het_comm *c, int span, uint64_t bytes) {
     c->st.bytes += bytes;
     c->st.calls++;
     if (span > 1) {
@@ -217,7 +203,7 @@ void het_comm_set_chunk(het_comm *c, size_t elements) {
 }
 
 /* Checks the common arguments; sets *comm. */
-static int check_op(const het_comm *c, het_comm_scope s, const void *buf, size_t n,
+int het_comm_check_op(const het_comm *c, het_comm_scope s, const void *buf, size_t n,
                     const char *op, MPI_Comm *comm) {
     if (!c) return het_error_set(HET_EINVAL, "%s: NULL comm", op);
     if (n > 0 && !buf) return het_error_set(HET_EINVAL, "%s: NULL buffer of %zu elements", op, n);
@@ -248,23 +234,23 @@ static int allreduce_mpi(het_comm *c, het_comm_scope s, MPI_Comm comm, float *bu
         }
     }
     c->st.comm_s += het_now() - t0;
-    count_op(c, het_comm_span(c, s), (uint64_t)n * sizeof(float));
+    het_comm_count_op(c, het_comm_span(c, s), (uint64_t)n * sizeof(float));
     return HET_OK;
 }
 
 int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) {
     MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, buf, n, "all-reduce", &comm);
+    int rc = het_comm_check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
     double model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
-    arrival a;
-    if ((rc = arrival_post(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
+    het_arrival a;
+    if ((rc = het_arrival_post(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
                            : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
         return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;
-    return arrival_end(c, comm, model, &a);
+    return het_arrival_end(c, comm, model, &a);
 }
 
 /* A request with nothing in flight, started now (internal.h). */
@@ -321,7 +307,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     if (!r) return het_error_set(HET_EINVAL, "all-reduce: NULL request");
     het_comm_req_begin(r);
     MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, buf, n, "all-reduce", &comm);
+    int rc = het_comm_check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
     het_comm_link_model(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
@@ -332,7 +318,7 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
 
 int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int root) {
     MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, buf, bytes, "broadcast", &comm);
+    int rc = het_comm_check_op(c, s, buf, bytes, "broadcast", &comm);
     if (rc != HET_OK) return rc;
     int size = 0;
     MPI_Comm_size(comm, &size);
@@ -344,42 +330,50 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     double t0 = het_now();
     int span = het_comm_span(c, s);
     double model = het_comm_bcast_model(c, s, bytes);
-    arrival a;
-    if ((rc = arrival_post(c, s, bytes, HET_LINK_BCAST, comm, model, &a)) != HET_OK) return rc;
+    het_arrival a;
+    if ((rc = het_arrival_post(c, s, bytes, HET_LINK_BCAST, comm, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t cnt = bytes - off < chunk ? bytes - off : chunk;
         MPI_Request req;
-        int err = MPI_Ibcast((char *)buf + off, (int)cnt, MPI_BYTE, root, comm, &req);
-        if (err == MPI_SUCCESS) err = het_stall_collective(comm, "broadcast", &req);
+        int err;
+        if (!het_stall_on()) { /* the blocking call, as the all-reduce: the algorithm of the
+                                * library's rules (SMPI's non-blocking one sends from the root
+                                * to every rank) */
+            het_stall_post(comm);
+            err = MPI_Bcast((char *)buf + off, (int)cnt, MPI_BYTE, root, comm);
+        } else if ((err = MPI_Ibcast((char *)buf + off, (int)cnt, MPI_BYTE, root, comm, &req)) ==
+                   MPI_SUCCESS) {
+            err = het_stall_collective(comm, "broadcast", &req);
+        }
         if (err != MPI_SUCCESS) {
             c->st.comm_s += het_now() - t0;
-            return het_comm_mpi_error(err, "MPI_Ibcast");
+            return het_comm_mpi_error(err, "MPI_Bcast");
         }
     }
     c->st.comm_s += het_now() - t0;
-    count_op(c, span, bytes);
-    return arrival_end(c, comm, model, &a);
+    het_comm_count_op(c, span, bytes);
+    return het_arrival_end(c, comm, model, &a);
 }
 
 int het_comm_allreduce_int(het_comm *c, het_comm_scope s, int *v, int n, het_comm_op op) {
     MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, v, n > 0 ? (size_t)n : 0, "int all-reduce", &comm);
+    int rc = het_comm_check_op(c, s, v, n > 0 ? (size_t)n : 0, "int all-reduce", &comm);
     if (rc != HET_OK || n <= 0) return rc;
     MPI_Op mop;
     if ((rc = het_comm_mpi_op(op, "int all-reduce", &mop)) != HET_OK) return rc;
     double t0 = het_now();
     size_t bytes = (size_t)n * sizeof(int);
     double model = het_comm_allreduce_model(c, s, bytes, 0);
-    arrival a;
-    if ((rc = arrival_post(c, s, bytes, HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
+    het_arrival a;
+    if ((rc = het_arrival_post(c, s, bytes, HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
         return rc;
     MPI_Request req;
     int err = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT, mop, comm, &req);
     if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allreduce", &req);
     c->st.comm_s += het_now() - t0;
     if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Iallreduce(int)");
-    count_op(c, het_comm_span(c, s), bytes);
-    return arrival_end(c, comm, model, &a);
+    het_comm_count_op(c, het_comm_span(c, s), bytes);
+    return het_arrival_end(c, comm, model, &a);
 }
 
 /* The requests of r: inline up to HET_REQ_INLINE, else the heap array. Chosen from n_reqs on
@@ -392,7 +386,7 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
     if (!r) return het_error_set(HET_EINVAL, "non-blocking all-reduce: NULL request");
     het_comm_req_begin(r);
     MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, buf, n, "non-blocking all-reduce", &comm);
+    int rc = het_comm_check_op(c, s, buf, n, "non-blocking all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     size_t n_chunks = (n - 1) / c->chunk + 1;
     if (n_chunks > (size_t)INT_MAX)
@@ -445,7 +439,7 @@ int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n,
         }
     }
     c->st.comm_s += het_now() - t0;
-    count_op(c, span, (uint64_t)n * sizeof(float));
+    het_comm_count_op(c, span, (uint64_t)n * sizeof(float));
     return HET_OK;
 }
 
@@ -496,124 +490,4 @@ int het_comm_wait(het_comm *c, het_req *r) {
         virtual_end(c, req_last(c, r), r->t_model, r->link_wire, r->link_share);
     else if (r->t_model > 0.0) c->st.delay_s += het_sleep_until(req_end(c, r));
     return HET_OK;
-}
-
-/* ---- wire types ---- */
-
-/* The user MPI_Op adding wire type w (created on first use). */
-static int wire_op(het_comm *c, het_wire w, MPI_Op *op) {
-    if (c->wire_op[w] == MPI_OP_NULL) {
-        int err = MPI_Op_create(het_wire_sum_fn(w), 1 /* commutative */, &c->wire_op[w]);
-        if (err != MPI_SUCCESS) {
-            c->wire_op[w] = MPI_OP_NULL;
-            return het_comm_mpi_error(err, "MPI_Op_create(wire sum)");
-        }
-    }
-    *op = c->wire_op[w];
-    return HET_OK;
-}
-
-/* Makes the wire scratch hold at least n elements. */
-static int wire_reserve(het_comm *c, size_t n) {
-    if (c->wire_cap >= n) return HET_OK;
-    uint16_t *p = realloc(c->wire_buf, n * sizeof *p);
-    if (!p)
-        return het_error_set(HET_ENOMEM, "wire all-reduce: out of memory for %zu elements", n);
-    c->wire_buf = p;
-    c->wire_cap = n;
-    return HET_OK;
-}
-
-int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_t n,
-                                het_wire w) {
-    if (w == HET_WIRE_FP32) return het_comm_allreduce_sum(c, s, buf, n);
-    if (w != HET_WIRE_FP16 && w != HET_WIRE_BF16)
-        return het_error_set(HET_EINVAL, "wire all-reduce: unknown wire type %d", (int)w);
-    MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, buf, n, "wire all-reduce", &comm);
-    if (rc != HET_OK || n == 0) return rc;
-    MPI_Op op = MPI_OP_NULL;
-    if ((rc = wire_op(c, w, &op)) != HET_OK) return rc;
-    if ((rc = wire_reserve(c, n < c->chunk ? n : c->chunk)) != HET_OK) return rc;
-    double t_mpi = 0.0;
-    int span = het_comm_span(c, s);
-    size_t bytes = n * het_wire_bytes(w);
-    double model = het_comm_allreduce_model(c, s, bytes, !het_stall_on());
-    arrival a;
-    if ((rc = arrival_post(c, s, bytes, !het_stall_on() ? HET_LINK_BLOCKING
-                           : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
-        return rc;
-    for (size_t off = 0; off < n; off += c->chunk) {
-        size_t cnt = n - off < c->chunk ? n - off : c->chunk;
-        het_wire_pack(w, buf + off, c->wire_buf, cnt);
-        double t1 = het_now();
-        MPI_Request req;
-        int err;
-        if (!het_stall_on()) {
-            het_stall_post(comm);
-            err = MPI_Allreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op, comm);
-        } else if ((err = MPI_Iallreduce(MPI_IN_PLACE, c->wire_buf, (int)cnt, MPI_UINT16_T, op,
-                                         comm, &req)) == MPI_SUCCESS) {
-            err = het_stall_collective(comm, "allreduce", &req);
-        }
-        t_mpi += het_now() - t1;
-        if (err != MPI_SUCCESS) {
-            c->st.comm_s += t_mpi;
-            return het_comm_mpi_error(err, "MPI_Iallreduce(wire)");
-        }
-        het_wire_unpack(w, c->wire_buf, buf + off, cnt);
-    }
-    c->st.comm_s += t_mpi;
-    count_op(c, span, bytes);
-    return arrival_end(c, comm, model, &a);
-}
-
-/* ---- doubles ---- */
-
-int het_comm_allreduce_sum_f64(het_comm *c, het_comm_scope s, double *v, size_t n) {
-    MPI_Comm comm = MPI_COMM_NULL;
-    int rc = check_op(c, s, v, n, "double all-reduce", &comm);
-    if (rc != HET_OK || n == 0) return rc;
-    int p = 1;
-    MPI_Comm_size(comm, &p);
-    /* elements per all-gather: the chunk, and at most HET_F64_GATHER_MAX gathered doubles */
-    size_t step = HET_F64_GATHER_MAX / (size_t)p;
-    if (step == 0) step = 1;
-    if (step > c->chunk) step = c->chunk;
-    if (step > n) step = n;
-    size_t need = step * (size_t)p;
-    if (c->f64_cap < need) {
-        double *q = realloc(c->f64_buf, need * sizeof *q);
-        if (!q)
-            return het_error_set(HET_ENOMEM, "double all-reduce: out of memory for %zu "
-                                 "elements", need);
-        c->f64_buf = q;
-        c->f64_cap = need;
-    }
-    double t0 = het_now();
-    int span = het_comm_span(c, s);
-    double model = het_comm_allreduce_model(c, s, n * sizeof(double), 0); /* an all-gather */
-    arrival a;
-    if ((rc = arrival_post(c, s, n * sizeof(double), HET_LINK_NONBLOCKING, comm, model, &a)) !=
-        HET_OK)
-        return rc;
-    for (size_t off = 0; off < n; off += step) {
-        size_t cnt = n - off < step ? n - off : step;
-        MPI_Request req;
-        int err = MPI_Iallgather(v + off, (int)cnt, MPI_DOUBLE, c->f64_buf, (int)cnt,
-                                 MPI_DOUBLE, comm, &req);
-        if (err == MPI_SUCCESS) err = het_stall_collective(comm, "allgather", &req);
-        if (err != MPI_SUCCESS) {
-            c->st.comm_s += het_now() - t0;
-            return het_comm_mpi_error(err, "MPI_Iallgather(doubles)");
-        }
-        for (size_t i = 0; i < cnt; i++) { /* rank 0 + rank 1 + ... in that order */
-            double sum = c->f64_buf[i];
-            for (int r = 1; r < p; r++) sum += c->f64_buf[(size_t)r * cnt + i];
-            v[off + i] = sum;
-        }
-    }
-    c->st.comm_s += het_now() - t0;
-    count_op(c, span, (uint64_t)n * sizeof(double));
-    return arrival_end(c, comm, model, &a);
 }

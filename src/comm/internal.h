@@ -44,6 +44,24 @@ void het_comm_link_model(const het_comm *c, het_comm_scope s, size_t bytes, int 
 void het_comm_link_note(het_comm *c, int node_out, int node_in, double t0, double t1,
                         double load);
 
+/* The last start of an emulated blocking operation: its exchange and the value (comm.c). */
+typedef struct het_arrival {
+    double t;
+    double wire, share; /* its node link's occupancy (het_comm_link_model) */
+    MPI_Request req;
+} het_arrival;
+/* Posts the exchange of this rank's start (MAX over comm) when the clock needs it; kind: how
+ * the operation runs on the link (HET_LINK_*). */
+int het_arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_Comm comm,
+                     double model, het_arrival *a);
+/* Completes the exchange and ends the operation at the last start + model. */
+int het_arrival_end(het_comm *c, MPI_Comm comm, double model, het_arrival *a);
+/* Counts one operation of `bytes` on a scope spanning `span` nodes. */
+void het_comm_count_op(het_comm *c, int span, uint64_t bytes);
+/* Checks a collective's common arguments (op names it); sets *comm. */
+int het_comm_check_op(const het_comm *c, het_comm_scope s, const void *buf, size_t n,
+                      const char *op, MPI_Comm *comm);
+
 struct het_comm {
     const het_topo *topo;
     het_netem ne;
