@@ -111,8 +111,10 @@ het_slurm_up() {
             >"$d/slurmd-n$i.out" 2>&1 &
         het_slurm_pids+=($!)
     done
-    for _ in $(seq 200); do
-        [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq "$n" ] && return 0
+    local t_end=$((SECONDS + 20)) # sinfo blocks up to its MessageTimeout while slurmctld is
+    while [ $SECONDS -lt $t_end ]; do # busy: each call bounded, the whole wait 20 s
+        [ "$(timeout -k 1 3 sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq "$n" ] &&
+            return 0
         sleep 0.1
     done
     het_slurm_why="nodes not idle within 20 s: $(sinfo -N 2>&1 | tr '\n' ' '); \
