@@ -33,8 +33,10 @@ for k in smpi/lat-factor smpi/bw-factor; do
     [ "$n" = 15 ] || fail "$k: $n pieces, expected 15: $v"
     echo "$v" | tr ';' '\n' | awk -F: '!($2 > 0) { bad = 1 } END { exit bad }' || fail "$k: a factor not > 0: $v"
 done
-# the fitted column against the measured one (4 significant digits printed)
-awk '$1 ~ /^[0-9]+$/ && NF == 5 { n++; d = $3 / $2 - 1; if (d < 0) d = -d; if (d > 2e-3 && $4 != 0.001 && $5 != 1000) bad++ }
+# the fitted column against the measured one (4 significant digits printed), but where a factor
+# is clamped to [1e-3, 1e3] (netfit.c: noisy round trips, as MPICH's on 2 busy cores give)
+awk '$1 ~ /^[0-9]+$/ && NF == 5 { n++; d = $3 / $2 - 1; if (d < 0) d = -d
+       if (d > 2e-3 && $4 != 0.001 && $4 != 1000 && $5 != 0.001 && $5 != 1000) bad++ }
      END { exit !(n == 16 && !bad) }' cal.out || fail "the fit does not return the measured times: $(cat cal.out)"
 
 "$HETRAIN" platform --ranks 4 --ranks-per-node 2 --net-lat 50e-6 --factors net.factors \
