@@ -191,21 +191,16 @@ static int choose(het_comm *c, inbox *b, int want, int *rc) {
         if (b->state[j] != CH_HELD) open++;
         else if (best < 0) best = j;
     }
-    if (best >= 0 && het_clock_virtual()) {
+    if (best < 0) return open ? NOT_YET : ALL_DONE;
+    if (het_clock_virtual()) { /* every sender there or done, the way in settled (no flows on
+                                * the wall clock: the sender's arrival) */
         if (open) return NOT_YET;
         if ((*rc = way_in_settle(c, b)) != HET_OK) return NOT_YET;
-        for (int j = best + 1; j < b->size; j++) /* ties: rank */
-            if (b->in_set[j] && b->state[j] == CH_HELD && arrival(c, b, j) < arrival(c, b, best))
-                best = j;
-        return best;
     }
-    if (best >= 0) { /* the wall clock: the sender's arrival */
-        for (int j = best + 1; j < b->size; j++)
-            if (b->in_set[j] && b->state[j] == CH_HELD && b->hdr[j].deliver < b->hdr[best].deliver)
-                best = j;
-        return best;
-    }
-    return open ? NOT_YET : ALL_DONE;
+    for (int j = best + 1; j < b->size; j++) /* ties: rank */
+        if (b->in_set[j] && b->state[j] == CH_HELD && arrival(c, b, j) < arrival(c, b, best))
+            best = j;
+    return best;
 }
 
 /* Gives receive m what choose() picked: the header, and posts the payload's receive. */
