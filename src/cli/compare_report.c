@@ -383,7 +383,7 @@ int cli_compare_summarize(const cmp_plan *p, cli_jsonl_run *runs, const run_why 
         char no[128] = "";
         for (int s = 0; s < S; s++) {
             const het_strategy_ops *o = het_strategy_find(p->strat[s]);
-            if (o && !o->pieces)
+            if (o && !het_strategy_evals_inside(o))
                 snprintf(no + strlen(no), sizeof no - strlen(no), "%s%s", no[0] ? ", " : "",
                          p->strat[s]);
         }

@@ -2,7 +2,8 @@
  * its command line and passes each only to the runs of the strategies whose table has it
  * (--max-staleness to asp and inhad, not to allreduce), so that one comparison can set them;
  * every run gets the others' options as the user wrote them, but --eval-every only the runs of
- * strategies that stop at a step (the others evaluate at epoch ends: compare.md says which). */
+ * strategies that evaluate inside an epoch (het_strategy_evals_inside; the others evaluate at
+ * epoch ends: compare.md says which). */
 #include <stdio.h>
 #include <string.h>
 
@@ -44,7 +45,7 @@ int cli_compare_run_words(char *const *rest, int n_rest, const char *strategy, c
             if (!inline_value) i++;
             continue;
         }
-        if (s && !s->pieces && !strncmp(rest[i], "--eval-every", 12) &&
+        if (s && !het_strategy_evals_inside(s) && !strncmp(rest[i], "--eval-every", 12) &&
             (rest[i][12] == '\0' || rest[i][12] == '=')) { /* at epoch ends only (trainer.c) */
             if (rest[i][12] == '\0') i++;
             continue;

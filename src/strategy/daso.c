@@ -123,6 +123,8 @@ typedef struct daso {
     daso_sync *q;            /* FIFO of syncs in flight, capacity cap */
     int cap, head, count;
     int hook_failed;
+    int evaluating;          /* an evaluation inside the epoch: the progress hook rests */
+    float *keep;             /* this rank's parameters and state during that evaluation */
     /* this epoch, for the report */
     int64_t n_sync, n_merge, n_block, calls_cross, calls_idle;
 } daso;
@@ -142,6 +144,7 @@ static void daso_progress(void *user, int layer) {
     (void)layer;
     het_strategy_ctx *ctx = user;
     daso *d = ctx->priv;
+    if (d->evaluating) return; /* the evaluation's forward passes: training's tests only */
     for (int k = 0; k < d->count && !d->hook_failed; k++) {
         daso_sync *y = &d->q[(d->head + k) % d->cap];
         if (!y->mine || y->done) continue;
@@ -449,6 +452,7 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
         if ((rc = daso_step(ctx, d, pos, s, spe - 1, lr, &mine, &len))) return rc;
         const het_step_rec rec = {.mine = &mine, .count = len, .local = 1};
         if ((rc = het_step_record(ctx, &sums, &rec, lr, ts))) return rc;
+        if ((rc = het_step_eval_due(ctx, pos + B, n))) return rc; /* --eval-every */
     }
     /* the last batch was a global average: the same weights on every rank */
     if ((rc = het_step_check_params(ctx))) return rc;
@@ -481,6 +485,14 @@ static void daso_report(het_strategy_ctx *ctx, char *line, size_t nl, char *json
 }
 
 static het_model *daso_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+/* --eval-every inside an epoch: the ranks' mean (their models differ between syncs); the
+ * syncs in flight are not touched meanwhile (the progress hook rests). */
+static int daso_eval_model(het_strategy_ctx *ctx, int begin) {
+    daso *d = ctx->priv;
+    d->evaluating = begin;
+    return het_step_eval_mean(ctx, begin, &d->keep);
+}
 
 /* s.daso.sched: the cycling state, the plateau detector and send_mod (the same on every
  * rank: rank 0's); s.daso.optim: every rank's optimizer state (momentum differs between nodes). */
@@ -529,21 +541,7 @@ static int daso_load_state(het_strategy_ctx *ctx, het_ckpt_reader *r) {
                              " expected version 1 and send_mod below %d",
                              het_ckpt_reader_path(r), (unsigned long long)off, s.version,
                              s.send_mod, d->min_G);
-    /* each value in the range its options allow (--daso-max-global-skips 1..65536,
-     * --daso-patience up to 1e6) */
-    const het_daso_sched *q = &s.sched;
-    const struct { const char *name; long long v, lo, hi; } f[] = {
-        {"gs", q->gs, 0, 65536}, {"ls", q->ls, 0, 65536}, {"S", q->S, -1, 65536},
-        {"bad", q->bad, 0, 1000001}, {"plateaus", q->plateaus, 0, 1000000000}, {"pad", q->pad, 0, 0}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
-            return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule %s %lld, expected "
-                                 "%lld..%lld", het_ckpt_reader_path(r), (unsigned long long)off,
-                                 f[i].name, f[i].v, f[i].lo, f[i].hi);
-    if (isnan(q->best) || q->best == -HUGE_VAL)
-        return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule best loss %g, expected "
-                             "a number (or none yet)", het_ckpt_reader_path(r),
-                             (unsigned long long)off, q->best);
+    if ((st = het_daso_sched_check(&s.sched, het_ckpt_reader_path(r), off))) return st;
     d->sched = s.sched;
     d->ctl.send_mod = s.send_mod;
     if (ctx->ckpt_size) { /* the checkpoint's optimizer section is rank 0's: every rank's now */
@@ -592,6 +590,7 @@ static void daso_free(het_strategy_ctx *ctx) {
         }
         free(d->q);
         free(d->blk);
+        free(d->keep);
         free(d->members);
         free(d);
     }
@@ -605,6 +604,7 @@ const het_strategy_ops het_strategy_daso = {
     .init = daso_init,
     .train_epoch = daso_train_epoch,
     .model_for_eval = daso_model_for_eval,
+    .eval_model = daso_eval_model, /* the ranks' mean, for --eval-every */
     .save_state = daso_save_state,
     .load_state = daso_load_state,
     .free = daso_free,
@@ -615,4 +615,5 @@ const het_strategy_ops het_strategy_daso = {
     .worker_batch = 0,  /* --batch is the global batch */
     .lanes = 0,         /* one compute thread per --threads thread */
     .pieces = 0,        /* whole epochs: a global sync is in flight inside one */
+    .evals = 1,         /* but --eval-every evaluates inside them (het_step_eval_due) */
 };

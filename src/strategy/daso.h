@@ -136,4 +136,9 @@ typedef struct het_daso_ctl_opts {
 int het_daso_ctl_step(het_daso_ctl *c, const het_daso_sched *s, int64_t b, int64_t last,
                       const het_daso_ctl_opts *opts, het_daso_event *ev);
 
+/* A schedule read back from checkpoint `path` (section at offset off): HET_OK when each value
+ * is in the range its options allow (--daso-max-global-skips 1..65536, --daso-patience up to
+ * 1e6) and the best loss is a number or none yet; else HET_EFORMAT with a one-line message. */
+int het_daso_sched_check(const het_daso_sched *q, const char *path, uint64_t off);
+
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hetrain/comm.h"
+#include "hetrain/core.h"
 #include "strategy/daso.h"
 
 het_daso_sched het_daso_sched_init(const het_daso_params *p) {
@@ -148,4 +149,19 @@ int het_daso_ctl_step(het_daso_ctl *c, const het_daso_sched *s, int64_t b, int64
     else if ((b + 1) % s->ls == 0) c->flag = 1;
     if (b + 1 == last) c->flag = 1;
     return n;
+}
+
+int het_daso_sched_check(const het_daso_sched *q, const char *path, uint64_t off) {
+    const struct { const char *name; long long v, lo, hi; } f[] = {
+        {"gs", q->gs, 0, 65536}, {"ls", q->ls, 0, 65536}, {"S", q->S, -1, 65536},
+        {"bad", q->bad, 0, 1000001}, {"plateaus", q->plateaus, 0, 1000000000}, {"pad", q->pad, 0, 0}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule %s %lld, expected "
+                                 "%lld..%lld", path, (unsigned long long)off, f[i].name, f[i].v,
+                                 f[i].lo, f[i].hi);
+    if (isnan(q->best) || q->best == -HUGE_VAL)
+        return het_error_set(HET_EFORMAT, "%s: offset %llu: daso schedule best loss %g, expected "
+                             "a number (or none yet)", path, (unsigned long long)off, q->best);
+    return HET_OK;
 }

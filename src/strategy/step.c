@@ -398,6 +398,18 @@ int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n) {
     return 1;
 }
 
+int het_step_eval_due(het_strategy_ctx *ctx, int64_t next, int64_t n) {
+    const int64_t every = ctx->cfg->eval_every;
+    if (!ctx->eval_fn || every <= 0 || ctx->pause_step <= 0 || ctx->step < ctx->pause_step ||
+        next >= n)
+        return HET_OK;
+    ctx->epoch_pos = next;
+    int st = ctx->eval_fn(ctx, ctx->eval_user);
+    ctx->epoch_pos = 0;
+    ctx->pause_step = (ctx->step / every + 1) * every;
+    return st;
+}
+
 void het_step_resized(het_strategy_ctx *ctx, const char *fmt, ...) {
     size_t k = strlen(ctx->resized);
     if (k + 3 >= sizeof ctx->resized) return;
@@ -475,19 +487,43 @@ void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a) {
     z->calls_node += now.calls_node - a->comm.calls_node;
 }
 
-int het_step_average_state(het_strategy_ctx *ctx, double weight) {
-    het_model *m = ctx->model;
-    size_t n = het_model_n_state(m);
+int het_step_average(het_strategy_ctx *ctx, float *v, size_t n, double weight) {
     if (ctx->size <= 1 || !ctx->comm || n == 0) return HET_OK;
-    float *s = het_model_state(m);
     if (weight == 1.0 / ctx->size) { /* equal weights: sum, then scale (as it always was) */
-        int st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, s, n);
+        int st = het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, v, n);
         float inv = 1.0f / (float)ctx->size;
-        for (size_t i = 0; !st && i < n; i++) s[i] *= inv;
+        for (size_t i = 0; !st && i < n; i++) v[i] *= inv;
         return st;
     }
-    for (size_t i = 0; i < n; i++) s[i] = (float)(s[i] * weight);
-    return het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, s, n);
+    for (size_t i = 0; i < n; i++) v[i] = (float)(v[i] * weight);
+    return het_comm_allreduce_sum(ctx->comm, HET_COMM_WORLD, v, n);
+}
+
+int het_step_eval_mean(het_strategy_ctx *ctx, int begin, float **keep) {
+    het_model *m = ctx->model;
+    float *p = het_model_params(m), *s = het_model_state(m);
+    const size_t np = het_model_n_params(m), ns = het_model_n_state(m);
+    if (ctx->size <= 1) return HET_OK;
+    if (!begin) {
+        if (!*keep) return HET_OK;
+        memcpy(p, *keep, np * sizeof *p);
+        if (ns) memcpy(s, *keep + np, ns * sizeof *s);
+        return HET_OK;
+    }
+    if (!*keep && !(*keep = malloc((np + ns) * sizeof **keep)))
+        return het_error_set(HET_ENOMEM, "out of memory for the evaluation's copy of the model");
+    memcpy(*keep, p, np * sizeof *p);
+    if (ns) memcpy(*keep + np, s, ns * sizeof *s);
+    int64_t lo, len;
+    het_partition_even(ctx->cfg->batch, ctx->size, ctx->rank, &lo, &len);
+    const double w = (double)len / (double)ctx->cfg->batch;
+    int st = het_step_average(ctx, p, np, w);
+    return st ? st : het_step_average(ctx, s, ns, w);
+}
+
+int het_step_average_state(het_strategy_ctx *ctx, double weight) {
+    het_model *m = ctx->model;
+    return het_step_average(ctx, het_model_state(m), het_model_n_state(m), weight);
 }
 
 int het_step_save_per_rank(het_strategy_ctx *ctx, het_ckpt_writer *w, const char *tag,

@@ -142,6 +142,11 @@ struct het_strategy_ctx {
     int pause_ckpt;             /* the pause at pause_step is a checkpoint's; 0: an evaluation's
                                    only (--eval-every), whose drain work is charged to no clock
                                    (het_step_aside) */
+    /* --eval-every in a strategy that runs whole epochs but evaluates inside them (ops.evals):
+     * het_step_eval_due calls this (the trainer's evaluation, charged to no clock) with
+     * eval_user; NULL: none. */
+    int (*eval_fn)(het_strategy_ctx *ctx, void *user);
+    void *eval_user;
     het_epoch_sums esums;       /* this rank's running figures of the epoch, over its pieces
                                    (zeroed by the trainer when an epoch starts at 0) */
     /* ---- a resume on another number of ranks (load_state reads these) ---- */
@@ -264,6 +269,14 @@ typedef struct het_strategy_ops {
     /* 1: train_epoch honours ctx->epoch_pos and ctx->pause_step (an epoch in pieces, for
      * --checkpoint-steps); 0: it runs whole epochs only, and --checkpoint-steps is refused. */
     int pieces;
+    /* 1 (with pieces 0): train_epoch calls het_step_eval_due after each step, so --eval-every
+     * evaluates inside its epochs although it cannot stop there (daso: syncs in flight). */
+    int evals;
+    /* Optional (NULL: model_for_eval as it is). An evaluation inside an epoch (--eval-every)
+     * calls it with begin 1 before and begin 0 after, on every rank, charged to no clock:
+     * the strategy makes model_for_eval the same on every rank (daso: the ranks' sample-
+     * weighted mean) and then gives each rank its own model back. Collective. */
+    int (*eval_model)(het_strategy_ctx *ctx, int begin);
 } het_strategy_ops;
 
 /* ---- registry (strategy.c) ---- */
@@ -361,6 +374,18 @@ int  het_step_epoch_end(het_strategy_ctx *ctx);
  * global step). */
 int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n);
 
+/* --eval-every for a strategy with ops.evals: after a step, with `next` the position of the
+ * epoch's next step and n the epoch's samples. When the trainer asked for an evaluation at
+ * this step (ctx->pause_step) and steps remain, calls ctx->eval_fn with ctx->epoch_pos = next
+ * (0 again after it) and moves pause_step to the next multiple of --eval-every. The same on
+ * every rank (a pure function of the global step); HET_OK when nothing is due. */
+int het_step_eval_due(het_strategy_ctx *ctx, int64_t next, int64_t n);
+
+/* Whether strategy s evaluates inside its epochs with --eval-every (pieces or evals). */
+static inline int het_strategy_evals_inside(const het_strategy_ops *s) {
+    return s->pieces || s->evals;
+}
+
 /* An injected failure (--fail-at, --fail-rate) that is due ends this rank here (ctx->fail,
  * SIGKILL); otherwise nothing. At every step's end (het_step_record) and after each update of
  * a parameter server (whose ctx->step counts its updates). */
@@ -411,6 +436,14 @@ void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a);
  * that every rank evaluates and checkpoints the same model: sum over ranks of weight_r times
  * rank r's state (weights summing to 1; 1/P for the plain mean). Nothing on one rank. */
 int het_step_average_state(het_strategy_ctx *ctx, double weight);
+/* The same for any n floats v: v <- sum over ranks of weight_r v_r (in place; collective). */
+int het_step_average(het_strategy_ctx *ctx, float *v, size_t n, double weight);
+/* An evaluation inside an epoch (ops.eval_model) of a strategy whose ranks' models differ
+ * there: begin 1 keeps this rank's parameters and batch-norm state in *keep (allocated on first
+ * use; the strategy frees it) and puts their mean in every rank's model, rank r weighted by its
+ * share of a full step's samples (--batch split evenly: what the epoch's last average makes of
+ * equal nodes); begin 0 puts this rank's own back. Collective. */
+int het_step_eval_mean(het_strategy_ctx *ctx, int begin, float **keep);
 
 /* Per-rank state in checkpoints. save: collective; gathers `bytes` from every rank to rank 0,
  * which writes section `tag` of size*bytes (w non-NULL on rank 0 only). load: every rank

@@ -77,6 +77,12 @@ static int probe_outputs(const het_train_config *c) {
 }
 
 /* What the strategy sees of the trainer. */
+static int eval_inside(het_trainer *t);
+static int eval_called(het_strategy_ctx *ctx, void *user) {
+    (void)ctx;
+    return eval_inside(user);
+}
+
 static het_strategy_ctx *strategy_ctx(het_trainer *t) {
     t->sched = t->cfg.sched;
     t->sched.total_epochs = t->cfg.epochs;
@@ -87,6 +93,7 @@ static het_strategy_ctx *strategy_ctx(het_trainer *t) {
     c->n_train = t->n_train;
     c->sampler = &t->sampler;
     c->sched = &t->sched;
+    if (t->strat && t->strat->evals) c->eval_fn = eval_called, c->eval_user = t;
     c->opt_state = t->opt_state;
     c->x = t->x;
     c->y = t->y;
@@ -149,10 +156,10 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
                            "only (between them updates or syncs are in flight); use "
                            "--checkpoint-every N (epochs)", cfg->checkpoint_steps,
                            cfg->strategy);
-    if (!st && cfg->eval_every && !t->strat->pieces)
+    if (!st && cfg->eval_every && !het_strategy_evals_inside(t->strat))
         st = het_error_set(HET_EINVAL, "--eval-every %d: %s evaluates at epoch ends only "
-                           "(between them updates or syncs are in flight); the strategies "
-                           "that take it: allreduce, hgc, gpipe, qfb", cfg->eval_every,
+                           "(between them updates are in flight); the strategies that take "
+                           "it: allreduce, hgc, daso, gpipe, qfb", cfg->eval_every,
                            cfg->strategy);
     if (!st && cfg->checkpoint_steps && !cfg->checkpoint[0])
         st = het_error_set(HET_EINVAL, "--checkpoint-steps %d: needs --checkpoint FILE",
@@ -351,7 +358,9 @@ static int check_finite_model(het_trainer *t, int epoch) {
 }
 
 /* --eval-every: the test accuracy at a pause inside the epoch (every rank is at the same step
- * end, nothing in flight), charged to no clock: on the virtual clock each rank's clock goes back
+ * end; nothing in flight, except daso's global syncs, whose evaluation calls it from inside
+ * its epoch, het_step_eval_due, and which on the wall clock go on meanwhile), charged to no
+ * clock: on the virtual clock each rank's clock goes back
  * to where it was (the evaluation's reduction would have made every rank wait for the latest),
  * on the wall clock its time is left out of the run's times. The record's time is the latest
  * rank's, as an epoch's is after its evaluation. */
@@ -367,7 +376,13 @@ static int eval_inside(het_trainer *t) {
     int st = het_step_sum_f64(c, all, (size_t)t->size);
     for (int r = 0; !st && r < t->size; r++) when = all[r] > when ? all[r] : when;
     free(all);
+    const het_strategy_ops *o = t->strat;
+    if (!st && o->eval_model) st = het_trainer_agree(t, o->eval_model(c, 1));
     if (!st) st = het_trainer_evaluate(t, &loss, &acc);
+    if (o->eval_model) { /* every rank its own model back, also after a failed evaluation */
+        int st2 = het_trainer_agree(t, o->eval_model(c, 0));
+        st = st ? st : st2;
+    }
     if (st) return st;
     het_step_aside_end(c, &aside);
     const double spent = het_now() - w0;
