@@ -3,15 +3,18 @@
 # real mpirun:
 # - allreduce (2 ranks on two emulated nodes), hgc (3 ranks, --slowdown 1,2,4), qfb (2
 #   stages) and daso (3 ranks on nodes of 2 and 1, cycling from epoch 1: its ranks' models
-#   differ between syncs and the evaluation takes their mean) on the virtual clock with the shipped cost table: the epoch records (test accuracy,
+#   differ between syncs and the evaluation takes their mean), asp (a server and 2 workers) and
+#   inhad (4 workers on 2 nodes and the server; both: the server evaluates its model alone,
+#   every N of its updates, and hands the records round at the epoch's end) on the virtual clock with the shipped cost table: the epoch records (test accuracy,
 #   virtual times to 17 digits) and the weights are bit for bit those of the same run without
 #   it; one "eval" record at every N-th step that is not an epoch's last, with the step, the
 #   epoch's samples, an increasing time before its epoch's end, and the evaluation's wall time;
 # - on the wall clock the records have times and eval_s, and the epoch's elapsed_s is past them;
-# - asp and inhad refuse it in one line (they evaluate at epoch ends only);
+# - asp and inhad refuse it in one line with --ps-shards 2 (each server holds a slice) and for a
+#   model with batch-norm statistics (the workers hold them) (they evaluate at epoch ends only);
 # - compare passes it to the strategies that take it: the time to the target is the first
 #   accuracy (an evaluation's or an epoch's) that reaches it, compare.md says where accuracy was
-#   read, and an asp run beside evaluates at epoch ends only.
+#   read, and a run of every strategy evaluates inside its epochs.
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -70,7 +73,9 @@ same_run hgc 3 5 --strategy hgc --speeds 4,2,1 --slowdown 1,2,4
 same_run qfb 2 6 --strategy qfb
 same_run daso 3 5 --strategy daso --ranks-per-node 2 --daso-warmup-epochs 0 \
     --daso-cooldown-epochs 0 --net-bw 125M --net-lat 50e-6
-echo "test_eval_every: allreduce, hgc, qfb, daso: the same weights and epoch records with and without it"
+same_run asp 3 5 --strategy asp
+same_run inhad 5 4 --strategy inhad --ranks-per-node 2 --net-bw 125M --net-lat 50e-6
+echo "test_eval_every: allreduce, hgc, qfb, daso, asp, inhad: the same weights and epoch records with and without it"
 
 # ---- the wall clock ----
 mpi 2 train "${COMMON[@]}" --eval-every 10 --metrics wall.jsonl >wall.out 2>&1 ||
@@ -80,21 +85,26 @@ awk '/"type":"eval"/ { n++; if ($0 ~ /"clock"/ || $0 !~ /"time_s":[0-9]/ || $0 !
      /"type":"epoch"/ && !done { match($0, /"elapsed_s":[0-9.e+-]+/); if (!(substr($0, RSTART + 12, RLENGTH - 12) + 0 > t + 0)) bad = 1; done = 1 }
      END { exit bad || n < 2 }' wall.jsonl || fail "wall clock eval records: $(cat wall.jsonl)"
 
-# ---- the strategies that evaluate at epoch ends only ----
-for s in asp inhad; do
-    mpi 3 train "${COMMON[@]}" --strategy "$s" --eval-every 5 >"$s.refused" 2>&1 &&
-        fail "$s took --eval-every"
-    grep -q -- "--eval-every 5: $s evaluates at epoch ends only" "$s.refused" ||
-        fail "$s: no one-line refusal: $(head -3 "$s.refused")"
-done
+# ---- what the parameter servers refuse ----
+mpi 3 train "${COMMON[@]}" --strategy asp --ps-shards 2 --eval-every 5 >shards.refused 2>&1 &&
+    fail "asp took --eval-every with --ps-shards 2"
+grep -q -- "--eval-every 5: asp evaluates inside an epoch on one server only (--ps-shards 2" \
+    shards.refused || fail "asp --ps-shards 2: no one-line refusal: $(grep -m2 hetrain: shards.refused)"
+mpi 3 train "${COMMON[@]}" --model resnet20 --strategy inhad --eval-every 5 >bn.refused 2>&1 &&
+    fail "inhad took --eval-every on resnet20"
+grep -q -- "--eval-every 5: inhad cannot evaluate inside an epoch a model with batch-norm" \
+    bn.refused || fail "inhad resnet20: no one-line refusal: $(grep -m2 hetrain: bn.refused)"
+
 
 # ---- compare ----
-timeout 300 "$HETRAIN" compare "${RUN[@]}" --strategies allreduce,asp --ranks 2 \
+timeout 300 "$HETRAIN" compare "${RUN[@]}" --strategies allreduce,asp,daso --ranks 2 --ranks-per-node 1 \
     --clock virtual --compute-cost shipped --eval-every 4 --target-acc 0.01 --out cmp \
     >cmp.out 2>cmp.err || fail "compare --eval-every exited $?: $(cat cmp.err)"
 grep -q '"type":"eval"' cmp/allreduce-seed3.jsonl || fail "compare: allreduce got no --eval-every"
-grep -q '"type":"eval"' cmp/asp-seed3.jsonl && fail "compare: asp got --eval-every"
-grep -q "read at each epoch's end and every 4 steps (--eval-every; at epoch ends only: asp)" \
+for s in asp daso; do
+    grep -q '"type":"eval"' "cmp/$s-seed3.jsonl" || fail "compare: $s got no --eval-every"
+done
+grep -q "read at each epoch's end and every 4 steps (--eval-every)" \
     cmp/compare.md || fail "compare.md does not say where accuracy was read: $(grep -m1 'time to' cmp/compare.md)"
 # a target every accuracy reaches: the table's time is the first evaluation's, inside epoch 1
 want=$(grep -m1 '"type":"eval"' cmp/allreduce-seed3.jsonl | sed -n 's/.*"time_s":\([0-9.e+-]*\).*/\1/p')

@@ -223,6 +223,7 @@ static int server_epoch(asp *a, het_strategy_ctx *ctx, int epoch) {
         ps->run.lr_scale_sum += scale;
         ps->run.lr = lr;
         a->pushed[w]++;
+        if (primary && (rc = het_ps_eval_due(ps, ctx, next, n))) break; /* --eval-every */
         het_ps_reply_hdr r = {ctx->step, -1, 0, lr, 0};
         if (primary) {
             ps->run_steps[w] += 1;
@@ -307,4 +308,5 @@ const het_strategy_ops het_strategy_asp = {
     .worker_batch = 1,    /* --batch is each worker's */
     .lanes = 0,           /* one compute thread */
     .pieces = 0,          /* whole epochs: gradients and weights are in flight inside one */
+    .evals = 2,           /* --eval-every: the server evaluates its model (het_ps_eval_due) */
 };

@@ -439,5 +439,6 @@ const het_strategy_ops het_strategy_inhad = {
     .worker_batch = 1,    /* --batch is each worker's */
     .lanes = 0,           /* one compute thread */
     .pieces = 0,          /* whole epochs: gradients and weights are in flight inside one */
+    .evals = 2,           /* --eval-every: the server evaluates its model (het_ps_eval_due) */
 };
 

@@ -209,6 +209,7 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
             changed = 1;
             if (!waiting) break;
             if (total > 0 && (rc = server_update(a, ctx, epoch, spe))) break; /* frees them */
+            if (total > 0 && (rc = het_ps_eval_due(ps, ctx, next, n))) break; /* --eval-every */
             total = 0;
             continue;
         }
@@ -219,6 +220,7 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
         ps->run.bytes_in += (double)m.bytes;
         if (++total >= a->T) {
             if ((rc = server_update(a, ctx, epoch, spe))) break;
+            if ((rc = het_ps_eval_due(ps, ctx, next, n))) break; /* --eval-every */
             total = 0;
             lr = (float)ps->run.lr;
         }

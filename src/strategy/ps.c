@@ -16,6 +16,7 @@ void het_ps_free(het_ps *ps) {
     free(ps->len);
     free(ps->steps);
     free(ps->run_steps);
+    free(ps->evals);
     memset(ps, 0, sizeof *ps);
 }
 
@@ -71,6 +72,15 @@ int het_ps_init(het_ps *ps, het_strategy_ctx *ctx, const char *name) {
         return het_error_set(HET_EINVAL, "ps-shards: %d servers on ranks %d down to %d, but "
                              "ranks go down to 0 and at least one worker must remain", K, top,
                              top - K + 1);
+    if (c->eval_every > 0 && K > 1)
+        return het_error_set(HET_EINVAL, "--eval-every %d: %s evaluates inside an epoch on one "
+                             "server only (--ps-shards %d: each holds a slice of the model)",
+                             c->eval_every, name, K);
+    if (c->eval_every > 0 && het_model_n_state(ctx->model) > 0)
+        return het_error_set(HET_EINVAL, "--eval-every %d: %s cannot evaluate inside an epoch "
+                             "a model with batch-norm statistics (%s: the workers hold them; "
+                             "the server has them at epoch ends only)", c->eval_every, name,
+                             c->model);
     ps->n_shards = K;
     ps->n_workers = P - K;
     ps->n = het_model_n_params(ctx->model);
@@ -147,6 +157,8 @@ int het_ps_update(het_ps *ps, het_strategy_ctx *ctx, const float *g, float lr, i
     return ok;
 }
 
+static int hand_evals(het_ps *ps, het_strategy_ctx *ctx);
+
 int het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
                  het_epoch_stats *st) {
     int pend = het_comm_p2p_pending(ctx->comm);
@@ -196,12 +208,56 @@ int het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
         if (ps->worker < 0) memset(het_model_state(ctx->model), 0, ns * sizeof(float));
         rc = het_step_average_state(ctx, 1.0 / W);
     }
+    if (!rc) rc = hand_evals(ps, ctx);
     if (!rc) rc = het_step_epoch_figures(ctx, sums, (float)ps->fig.lr, st);
     if (!rc) st->skipped = (int64_t)ps->fig.skipped;
     return rc;
 }
 
 het_model *het_ps_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
+
+int het_ps_eval_due(het_ps *ps, het_strategy_ctx *ctx, int64_t next, int64_t n) {
+    const int64_t every = ctx->cfg->eval_every;
+    if (!ctx->eval_here || every <= 0 || ctx->pause_step <= 0 || ctx->step < ctx->pause_step ||
+        next >= n)
+        return HET_OK;
+    ctx->pause_step = (ctx->step / every + 1) * every;
+    if (ps->n_evals == ps->cap_evals) {
+        int cap = ps->cap_evals ? 2 * ps->cap_evals : 16;
+        het_eval_rec *e = realloc(ps->evals, (size_t)cap * sizeof *e);
+        if (!e) return het_error_set(HET_ENOMEM, "%s: out of memory for the evaluations", ps->name);
+        ps->evals = e, ps->cap_evals = cap;
+    }
+    ctx->epoch_pos = next;
+    int st = ctx->eval_here(ctx, ctx->eval_user, &ps->evals[ps->n_evals]);
+    ctx->epoch_pos = 0;
+    if (!st) ps->n_evals++;
+    return st;
+}
+
+/* The drain point's part of --eval-every: the primary's records to every rank, each put
+ * (logged, written) in order; charged to no clock. */
+static int hand_evals(het_ps *ps, het_strategy_ctx *ctx) {
+    if (ctx->cfg->eval_every <= 0 || !ctx->eval_put) return HET_OK;
+    het_step_aside aside;
+    het_step_aside_begin(ctx, &aside);
+    int64_t count = ps->n_evals;
+    int st = het_comm_bcast(ctx->comm, HET_COMM_WORLD, &count, sizeof count, ps->shard_rank[0]);
+    if (!st && count > ps->cap_evals) {
+        het_eval_rec *e = realloc(ps->evals, (size_t)count * sizeof *e);
+        st = e ? HET_OK : het_error_set(HET_ENOMEM, "%s: out of memory for the evaluations",
+                                        ps->name);
+        if (e) ps->evals = e, ps->cap_evals = (int)count;
+    }
+    if ((st = het_comm_agree(ctx->world, st))) return st;
+    if (count > 0)
+        st = het_comm_bcast(ctx->comm, HET_COMM_WORLD, ps->evals,
+                            (size_t)count * sizeof *ps->evals, ps->shard_rank[0]);
+    het_step_aside_end(ctx, &aside);
+    for (int64_t i = 0; i < count && !st; i++) st = ctx->eval_put(ctx, ctx->eval_user, &ps->evals[i]);
+    ps->n_evals = 0;
+    return het_comm_agree(ctx->world, st);
+}
 
 int het_ps_save_state(het_strategy_ctx *ctx, het_ckpt_writer *w) {
     (void)ctx;

@@ -70,6 +70,8 @@ typedef struct het_ps {
     /* the epoch being trained (the owner's) */
     het_ps_figures run;
     double *run_steps;
+    het_eval_rec *evals;  /* the primary's evaluations this epoch (--eval-every) */
+    int n_evals, cap_evals;
 } het_ps;
 
 /* Roles from the options and the world; prints the plan (rank 0). Collective. */
@@ -83,6 +85,13 @@ size_t het_ps_msg_bytes(const het_ps *ps, int k, size_t hdr);
  * figures from sums. A non-finite update on a server stops every rank. */
 int  het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
                   het_epoch_stats *st);
+/* --eval-every on the primary, after an update: when the trainer asked for an evaluation at
+ * this update (ctx->pause_step) and samples remain (next < n handed out), evaluates the
+ * server's model (ctx->eval_here: this rank alone, charged to no clock) and keeps the record
+ * for the drain point, which hands every rank the epoch's records (ctx->eval_put). Refused at
+ * init with --ps-shards above 1 (the primary holds its slice only) and for models with batch-
+ * norm statistics (the workers hold those). HET_OK when nothing is due. */
+int  het_ps_eval_due(het_ps *ps, het_strategy_ctx *ctx, int64_t next, int64_t n);
 /* The table entries the parameter servers share (their priv starts with an het_ps): the
  * model to evaluate (every rank's, after the drain), checkpoints (nothing beyond the
  * trainer's sections: the server's state is rank 0's after the drain; each shard takes its

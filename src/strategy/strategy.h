@@ -77,6 +77,7 @@ typedef struct het_nonfinite {
 } het_nonfinite;
 
 typedef struct het_strategy_ctx het_strategy_ctx;
+typedef struct het_eval_rec het_eval_rec; /* below */
 typedef struct het_reducer het_reducer;
 
 /* This rank's running figures of an epoch, for the epoch's global means. */
@@ -146,6 +147,12 @@ struct het_strategy_ctx {
      * het_step_eval_due calls this (the trainer's evaluation, charged to no clock) with
      * eval_user; NULL: none. */
     int (*eval_fn)(het_strategy_ctx *ctx, void *user);
+    /* --eval-every on a parameter server (ops.evals 2): eval_here evaluates model_for_eval on
+     * this rank alone, on the whole test set, charged to no clock, into *r (r->step =
+     * ctx->step, r->samples = ctx->epoch_pos); eval_put, on every rank, logs and writes the
+     * record of an evaluation made on rank r->rank (het_ps_drain hands them round). */
+    int (*eval_here)(het_strategy_ctx *ctx, void *user, het_eval_rec *r);
+    int (*eval_put)(het_strategy_ctx *ctx, void *user, const het_eval_rec *r);
     void *eval_user;
     het_epoch_sums esums;       /* this rank's running figures of the epoch, over its pieces
                                    (zeroed by the trainer when an epoch starts at 0) */
@@ -270,7 +277,9 @@ typedef struct het_strategy_ops {
      * --checkpoint-steps); 0: it runs whole epochs only, and --checkpoint-steps is refused. */
     int pieces;
     /* 1 (with pieces 0): train_epoch calls het_step_eval_due after each step, so --eval-every
-     * evaluates inside its epochs although it cannot stop there (daso: syncs in flight). */
+     * evaluates inside its epochs although it cannot stop there (daso: syncs in flight);
+     * 2: a parameter server, whose primary evaluates its own model after the updates that
+     * are due (het_ps_eval_due) and hands the records round at the epoch's drain point. */
     int evals;
     /* Optional (NULL: model_for_eval as it is). An evaluation inside an epoch (--eval-every)
      * calls it with begin 1 before and begin 0 after, on every rank, charged to no clock:
@@ -380,6 +389,15 @@ int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n);
  * (0 again after it) and moves pause_step to the next multiple of --eval-every. The same on
  * every rank (a pure function of the global step); HET_OK when nothing is due. */
 int het_step_eval_due(het_strategy_ctx *ctx, int64_t next, int64_t n);
+
+/* An evaluation inside an epoch (--eval-every): what its "eval" record says. */
+struct het_eval_rec {
+    int64_t step, samples;  /* the step (a server's: its update) and the epoch's samples */
+    double loss, acc;       /* test loss and accuracy */
+    double when;            /* on the run's clock since the run's start */
+    double spent;           /* the evaluation's wall time */
+    int32_t rank, pad;      /* the rank that evaluated (-1: all, sharded) */
+};
 
 /* Whether strategy s evaluates inside its epochs with --eval-every (pieces or evals). */
 static inline int het_strategy_evals_inside(const het_strategy_ops *s) {

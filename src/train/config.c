@@ -132,7 +132,7 @@ static const key_def keys[] = {
     {{"checkpoint-steps", "N", "also a checkpoint every N steps inside an epoch (0: off; "
       "allreduce, hgc, gpipe, qfb)"}, K_INT, OFF(checkpoint_steps), 0, 1e9, F_RUN},
     {{"eval-every", "N", "also the test accuracy every N steps inside an epoch, so that the time "
-      "to a target accuracy is not rounded to epochs (0: off; allreduce, hgc, daso, gpipe, qfb); the "
+      "to a target accuracy is not rounded to epochs (0: off; asp, inhad: every N server updates); the "
       "evaluation is charged to no clock and its time reported (eval_s)"}, K_INT,
      OFF(eval_every), 0, 1e9, F_RUN},
     {{"resume", NULL, "continue from the checkpoint (on any number of ranks: the run says "

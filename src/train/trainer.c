@@ -77,12 +77,6 @@ static int probe_outputs(const het_train_config *c) {
 }
 
 /* What the strategy sees of the trainer. */
-static int eval_inside(het_trainer *t);
-static int eval_called(het_strategy_ctx *ctx, void *user) {
-    (void)ctx;
-    return eval_inside(user);
-}
-
 static het_strategy_ctx *strategy_ctx(het_trainer *t) {
     t->sched = t->cfg.sched;
     t->sched.total_epochs = t->cfg.epochs;
@@ -93,7 +87,7 @@ static het_strategy_ctx *strategy_ctx(het_trainer *t) {
     c->n_train = t->n_train;
     c->sampler = &t->sampler;
     c->sched = &t->sched;
-    if (t->strat && t->strat->evals) c->eval_fn = eval_called, c->eval_user = t;
+    if (t->strat && t->strat->evals) het_trainer_eval_hooks(t); /* eval.c */
     c->opt_state = t->opt_state;
     c->x = t->x;
     c->y = t->y;
@@ -159,7 +153,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     if (!st && cfg->eval_every && !het_strategy_evals_inside(t->strat))
         st = het_error_set(HET_EINVAL, "--eval-every %d: %s evaluates at epoch ends only "
                            "(between them updates are in flight); the strategies that take "
-                           "it: allreduce, hgc, daso, gpipe, qfb", cfg->eval_every,
+                           "it: allreduce, hgc, daso, asp, inhad, gpipe, qfb", cfg->eval_every,
                            cfg->strategy);
     if (!st && cfg->checkpoint_steps && !cfg->checkpoint[0])
         st = het_error_set(HET_EINVAL, "--checkpoint-steps %d: needs --checkpoint FILE",
@@ -357,46 +351,6 @@ static int check_finite_model(het_trainer *t, int epoch) {
                          diverged_hint());
 }
 
-/* --eval-every: the test accuracy at a pause inside the epoch (every rank is at the same step
- * end; nothing in flight, except daso's global syncs, whose evaluation calls it from inside
- * its epoch, het_step_eval_due, and which on the wall clock go on meanwhile), charged to no
- * clock: on the virtual clock each rank's clock goes back
- * to where it was (the evaluation's reduction would have made every rank wait for the latest),
- * on the wall clock its time is left out of the run's times. The record's time is the latest
- * rank's, as an epoch's is after its evaluation. */
-static int eval_inside(het_trainer *t) {
-    het_strategy_ctx *c = &t->ctx;
-    het_step_aside aside;
-    het_step_aside_begin(c, &aside);
-    const double v0 = aside.v, w0 = het_now();
-    double when = het_clock_virtual() ? v0 - t->v_start : w0 - t->t_start - t->eval_wall;
-    double *all = calloc((size_t)t->size, sizeof *all), loss, acc;
-    if (!all) return het_error_set(HET_ENOMEM, "out of memory for the evaluation's times");
-    all[t->rank] = when;
-    int st = het_step_sum_f64(c, all, (size_t)t->size);
-    for (int r = 0; !st && r < t->size; r++) when = all[r] > when ? all[r] : when;
-    free(all);
-    const het_strategy_ops *o = t->strat;
-    if (!st && o->eval_model) st = het_trainer_agree(t, o->eval_model(c, 1));
-    if (!st) st = het_trainer_evaluate(t, &loss, &acc);
-    if (o->eval_model) { /* every rank its own model back, also after a failed evaluation */
-        int st2 = het_trainer_agree(t, o->eval_model(c, 0));
-        st = st ? st : st2;
-    }
-    if (st) return st;
-    het_step_aside_end(c, &aside);
-    const double spent = het_now() - w0;
-    t->eval_wall += spent, t->eval_wall_epoch += spent;
-    het_log(HET_LOG_INFO, "eval epoch %d step %lld (%lld samples): test_loss %.4f test_acc %.4f "
-            "at %.3fs%s; evaluation %.2fs, charged to no clock\n", t->epoch + 1,
-            (long long)c->step, (long long)c->epoch_pos, loss, acc, when,
-            het_clock_virtual() ? " (virtual)" : "", spent);
-    st = t->metrics ? het_metrics_eval(t->metrics, t->epoch + 1, c->step, c->epoch_pos, loss,
-                                       acc, when, spent)
-                    : HET_OK;
-    return het_trainer_agree(t, st);
-}
-
 int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     const int e = t->epoch;
     het_strategy_ctx *c = &t->ctx;
@@ -423,7 +377,7 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
         c->pause_ckpt = next_c > 0 && c->pause_step == next_c;
         rc = t->strat->train_epoch(c, e, st);
         if (rc || !c->paused) break;
-        if (next_e > 0 && c->step >= next_e && (rc = eval_inside(t))) break;
+        if (next_e > 0 && c->step >= next_e && (rc = het_trainer_eval_inside(t))) break;
         if (next_c > 0 && c->step >= next_c) {
             if ((rc = het_trainer_agree(t, check_finite_model(t, e + 1)))) break;
             if ((rc = het_trainer_save(t, t->cfg.checkpoint))) break;
@@ -468,35 +422,6 @@ int het_trainer_calibrate(het_trainer *t, double *speeds) {
     int st = het_step_calibrate(&t->ctx, speeds);
     het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_clock_now());
     return st;
-}
-
-int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
-    het_model *m = t->strat->model_for_eval(&t->ctx);
-    double t0 = het_clock_now(), sum[3];
-    het_batch_result r;
-    int st;
-    het_stall_where("evaluation", t->epoch, (long long)t->ctx.step);
-    if (t->size == 1) {
-        st = het_batch_eval(m, &t->test, 0, t->n_test, t->cfg.batch, t->x, t->y, t->idx, &r);
-        if (st) return st;
-        sum[0] = r.loss_sum;
-        sum[1] = r.correct;
-        sum[2] = r.count;
-    } else { /* rank r evaluates shard r of the test set; the sums are reduced */
-        int64_t lo, len;
-        het_partition_even(t->n_test, t->size, t->rank, &lo, &len);
-        st = het_trainer_agree(t, het_batch_eval(m, &t->test, lo, lo + len, t->cfg.batch, t->x, t->y, t->idx,
-                                 &r));
-        if (st) return st;
-        sum[0] = r.loss_sum;
-        sum[1] = r.correct;
-        sum[2] = r.count;
-        if ((st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
-    }
-    het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
-    *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
-    *acc = sum[2] > 0 ? sum[1] / sum[2] : 0.0;
-    return HET_OK;
 }
 
 /* ----------------------------------------------------------------------- the run */

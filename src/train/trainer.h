@@ -121,4 +121,10 @@ void het_trainer_format_split(const het_trainer *t, char *buf, size_t n);
  * GB; dataset 55 MB shared per host (1 copy)" (rank 0), at the end of a run. Collective. */
 int  het_trainer_report_memory(het_trainer *t);
 
+/* eval.c: an evaluation inside an epoch (--eval-every) at a pause or step end of every rank,
+ * charged to no clock, its record logged and written; and the context's evaluation hooks for
+ * the strategies with ops.evals (ctx->eval_fn, eval_here, eval_put). */
+int  het_trainer_eval_inside(het_trainer *t);
+void het_trainer_eval_hooks(het_trainer *t);
+
 #endif
