@@ -13,8 +13,8 @@
 #          100m-heat  100 Mbit/s between the nodes, HeAT's schedule
 #          fast       100 Gbit/s between the nodes (nothing to hide): should not win (daso needs
 #                     2 nodes or more, so one node is not a setting)
-#   inhad  allreduce (5 ranks) against asp and inhad (a server and 4 workers, B = 64 each),
-#          tuned alike:
+#   inhad  allreduce (5 ranks, B = 256 global: the samples of an inhad update) against asp
+#          and inhad (a server and 4 workers, B = 64 each), tuned alike:
 #          slow       2 nodes of 2 ranks and the server's, one worker 3x slower, 1 Gbit/s
 #          fast       one node, equal workers: should not win
 #   qfb    gpipe with 2 threads a stage (qfb's compute) against qfb, 2 stages, tuned alike:
@@ -38,7 +38,8 @@ case $paper in
 daso) epochs=${EPOCHS:-10} all="1g-heat 1g-short 100m-heat fast"
       run=(--ranks 4 --strategies allreduce,daso --baseline allreduce --eval-every 200 "${tune[@]}") ;;
 inhad) epochs=${EPOCHS:-8} all="slow fast"
-      run=(--ranks 5 --strategies allreduce,asp,inhad --baseline allreduce --eval-every 200 "${tune[@]}") ;;
+      run=(--ranks 5 --strategies allreduce,asp,inhad --set allreduce:batch=256 --baseline allreduce
+           --eval-every 200 "${tune[@]}") ;;
 qfb) epochs=${EPOCHS:-5} all="1g one-node"
       run=(--ranks 2 --strategies gpipe,qfb --set gpipe:threads=2 --baseline gpipe --eval-every 200
            "${tune[@]}") ;;

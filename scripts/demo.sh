@@ -7,8 +7,7 @@
 # --ranks-per-node 2 --slowdown 1,1,3,3 --net-bw 125M --net-lat 50e-6 --net-factors smpi
 # --host-speed shipped --model lenet5`, that smpirun runs too).
 # Prints the table and where the plots are. The test accuracy is read every 200 steps
-# (--eval-every; at epoch ends for daso and the parameter servers, which have no drain point
-# inside an epoch), charged to no clock. daso averages every batch in its first and last epoch
+# (--eval-every; the parameter servers' every 200 of their updates), charged to no clock. daso averages every batch in its first and last epoch
 # (warm-up and cool-down 1, not the default 4, which would fill a 5-epoch run). Times are
 # virtual (--clock virtual): every rank's own clock, its compute charged from the shipped table
 # of compute costs (costs/lenet5.costs, built into hetrain: every strategy and seed is charged
