@@ -33,6 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh" # data_dir
 seeds=${SEEDS:-3}
 target=${TARGET:-0.88}
+# shellcheck disable=SC2054 # the commas are the values'
 tune=(--tune-lr 0.01,0.02,0.05 --tune-momentum 0.5,0.9 --tune-epochs 2)
 case $paper in
 daso) epochs=${EPOCHS:-10} all="1g-heat 1g-short 100m-heat fast"
