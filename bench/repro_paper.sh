@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2054,SC2154 # commas are option values; data_dir is common.sh's
 # The time claims of DASO, InHAD and Q-FB (docs/REPRODUCTION.md), each in the setting its
 # paper is about and in one where it should not win. Each setting is one `hetrain compare` on
 # the virtual clock with the shipped cost table (the figures do not depend on the host),
@@ -33,7 +34,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh" # data_dir
 seeds=${SEEDS:-3}
 target=${TARGET:-0.88}
-# shellcheck disable=SC2054 # the commas are the values'
 tune=(--tune-lr 0.01,0.02,0.05 --tune-momentum 0.5,0.9 --tune-epochs 2)
 case $paper in
 daso) epochs=${EPOCHS:-10} all="1g-heat 1g-short 100m-heat fast"
