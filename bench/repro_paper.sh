@@ -18,7 +18,8 @@
 #          and inhad (a server and 4 workers, B = 64 each), tuned alike:
 #          slow       2 nodes of 2 ranks and the server's, one worker 3x slower, 1 Gbit/s
 #          fast       one node, equal workers: should not win
-#   qfb    gpipe with 2 threads a stage (qfb's compute) against qfb, 2 stages, tuned alike:
+#   qfb    gpipe with 2 threads a stage (qfb's compute) against qfb, 2 stages, and allreduce on
+#          the same 2 ranks of 2 threads (the same cores), tuned alike:
 #          1g         the stages on 2 nodes, 1 Gbit/s between them
 #          one-node   both stages on one node (messages nearly free): should not win
 # Printed per setting: compare's per-strategy means (virtual time per epoch, time to the
@@ -42,7 +43,8 @@ inhad) epochs=${EPOCHS:-8} all="slow fast"
       run=(--ranks 5 --strategies allreduce,asp,inhad --set allreduce:batch=256 --baseline allreduce
            --eval-every 200 "${tune[@]}") ;;
 qfb) epochs=${EPOCHS:-5} all="1g one-node"
-      run=(--ranks 2 --strategies gpipe,qfb --set gpipe:threads=2 --baseline gpipe --eval-every 200
+      run=(--ranks 2 --strategies gpipe,qfb,allreduce --set gpipe:threads=2 --set allreduce:threads=2
+           --baseline gpipe --eval-every 200
            "${tune[@]}") ;;
 *) echo "repro_paper: unknown paper '$paper' (daso, inhad or qfb)" >&2; exit 2 ;;
 esac

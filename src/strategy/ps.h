@@ -12,7 +12,9 @@
  *   parameters and of the optimizer state, and the workers' batch-norm statistics are
  *   averaged, so that every rank (rank 0 included) holds the server's model, as the strategy
  *   contract requires; the trainer then evaluates and checkpoints as for any strategy, and a
- *   resume hands each shard its slice back from the checkpoint's full buffers. */
+ *   resume hands each shard its slice back from the checkpoint's full buffers. Inside an
+ *   epoch (--eval-every) the primary evaluates its own model alone (het_ps_eval_due) and the
+ *   drain point hands the records round. */
 #ifndef HET_STRATEGY_PS_H
 #define HET_STRATEGY_PS_H
 
