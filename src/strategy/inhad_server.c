@@ -208,8 +208,9 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
             }
             changed = 1;
             if (!waiting) break;
-            if (total > 0 && (rc = server_update(a, ctx, epoch, spe))) break; /* frees them */
-            if (total > 0 && (rc = het_ps_eval_due(ps, ctx, next, n))) break; /* --eval-every */
+            if (total > 0 && ((rc = server_update(a, ctx, epoch, spe)) || /* frees them */
+                              (rc = het_ps_eval_due(ps, ctx, next, n)))) /* --eval-every */
+                break;
             total = 0;
             continue;
         }

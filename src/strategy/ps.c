@@ -217,11 +217,7 @@ int het_ps_drain(het_ps *ps, het_strategy_ctx *ctx, het_epoch_sums *sums,
 het_model *het_ps_model_for_eval(het_strategy_ctx *ctx) { return ctx->model; }
 
 int het_ps_eval_due(het_ps *ps, het_strategy_ctx *ctx, int64_t next, int64_t n) {
-    const int64_t every = ctx->cfg->eval_every;
-    if (!ctx->eval_here || every <= 0 || ctx->pause_step <= 0 || ctx->step < ctx->pause_step ||
-        next >= n)
-        return HET_OK;
-    ctx->pause_step = (ctx->step / every + 1) * every;
+    if (!ctx->eval_here || !het_step_eval_take(ctx, next, n)) return HET_OK;
     if (ps->n_evals == ps->cap_evals) {
         int cap = ps->cap_evals ? 2 * ps->cap_evals : 16;
         het_eval_rec *e = realloc(ps->evals, (size_t)cap * sizeof *e);

@@ -398,15 +398,18 @@ int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n) {
     return 1;
 }
 
-int het_step_eval_due(het_strategy_ctx *ctx, int64_t next, int64_t n) {
+int het_step_eval_take(het_strategy_ctx *ctx, int64_t next, int64_t n) {
     const int64_t every = ctx->cfg->eval_every;
-    if (!ctx->eval_fn || every <= 0 || ctx->pause_step <= 0 || ctx->step < ctx->pause_step ||
-        next >= n)
-        return HET_OK;
+    if (every <= 0 || ctx->pause_step <= 0 || ctx->step < ctx->pause_step || next >= n) return 0;
+    ctx->pause_step = (ctx->step / every + 1) * every;
+    return 1;
+}
+
+int het_step_eval_due(het_strategy_ctx *ctx, int64_t next, int64_t n) {
+    if (!ctx->eval_fn || !het_step_eval_take(ctx, next, n)) return HET_OK;
     ctx->epoch_pos = next;
     int st = ctx->eval_fn(ctx, ctx->eval_user);
     ctx->epoch_pos = 0;
-    ctx->pause_step = (ctx->step / every + 1) * every;
     return st;
 }
 

@@ -389,6 +389,9 @@ int het_step_pause(het_strategy_ctx *ctx, int64_t next, int64_t n);
  * (0 again after it) and moves pause_step to the next multiple of --eval-every. The same on
  * every rank (a pure function of the global step); HET_OK when nothing is due. */
 int het_step_eval_due(het_strategy_ctx *ctx, int64_t next, int64_t n);
+/* Its test alone: 1 when an evaluation is due after this step (then pause_step moves on to the
+ * next multiple of --eval-every), else 0. het_ps_eval_due uses it too. */
+int het_step_eval_take(het_strategy_ctx *ctx, int64_t next, int64_t n);
 
 /* An evaluation inside an epoch (--eval-every): what its "eval" record says. */
 struct het_eval_rec {

@@ -8,33 +8,32 @@
 
 static int eval_put(het_strategy_ctx *c, void *user, const het_eval_rec *r);
 
-int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
+/* model_for_eval's test loss and accuracy over test samples [lo, hi); with `world`, every rank
+ * its own range and the sums reduced (collective), else this rank alone. */
+static int eval_range(het_trainer *t, int64_t lo, int64_t hi, int world, double *loss,
+                      double *acc) {
     het_model *m = t->strat->model_for_eval(&t->ctx);
     double t0 = het_clock_now(), sum[3];
     het_batch_result r;
-    int st;
     het_stall_where("evaluation", t->epoch, (long long)t->ctx.step);
-    if (t->size == 1) {
-        st = het_batch_eval(m, &t->test, 0, t->n_test, t->cfg.batch, t->x, t->y, t->idx, &r);
-        if (st) return st;
-        sum[0] = r.loss_sum;
-        sum[1] = r.correct;
-        sum[2] = r.count;
-    } else { /* rank r evaluates shard r of the test set; the sums are reduced */
-        int64_t lo, len;
-        het_partition_even(t->n_test, t->size, t->rank, &lo, &len);
-        st = het_trainer_agree(t, het_batch_eval(m, &t->test, lo, lo + len, t->cfg.batch, t->x, t->y, t->idx,
-                                 &r));
-        if (st) return st;
-        sum[0] = r.loss_sum;
-        sum[1] = r.correct;
-        sum[2] = r.count;
-        if ((st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
-    }
+    int st = het_batch_eval(m, &t->test, lo, hi, t->cfg.batch, t->x, t->y, t->idx, &r);
+    if (world) st = het_trainer_agree(t, st);
+    if (st) return st;
+    sum[0] = r.loss_sum;
+    sum[1] = r.correct;
+    sum[2] = r.count;
+    if (world && (st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
     het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
     *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
     *acc = sum[2] > 0 ? sum[1] / sum[2] : 0.0;
     return HET_OK;
+}
+
+int het_trainer_evaluate(het_trainer *t, double *loss, double *acc) {
+    if (t->size == 1) return eval_range(t, 0, t->n_test, 0, loss, acc);
+    int64_t lo, len; /* rank r evaluates shard r of the test set; the sums are reduced */
+    het_partition_even(t->n_test, t->size, t->rank, &lo, &len);
+    return eval_range(t, lo, lo + len, 1, loss, acc);
 }
 
 
@@ -81,14 +80,10 @@ static int eval_here(het_strategy_ctx *c, void *user, het_eval_rec *r) {
     memset(r, 0, sizeof *r);
     r->when = het_clock_virtual() ? aside.v - t->v_start : w0 - t->t_start - t->eval_wall;
     r->step = c->step, r->samples = c->epoch_pos, r->rank = t->rank;
-    het_batch_result b;
-    int st = het_batch_eval(t->strat->model_for_eval(c), &t->test, 0, t->n_test, t->cfg.batch,
-                            t->x, t->y, t->idx, &b);
+    int st = eval_range(t, 0, t->n_test, 0, &r->loss, &r->acc);
     het_step_aside_end(c, &aside);
     r->spent = het_now() - w0;
     t->eval_wall += r->spent, t->eval_wall_epoch += r->spent;
-    r->loss = b.count > 0 ? b.loss_sum / (double)b.count : 0.0;
-    r->acc = b.count > 0 ? (double)b.correct / (double)b.count : 0.0;
     return st;
 }
 
