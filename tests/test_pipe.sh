@@ -67,9 +67,11 @@ echo "test_pipe: gpipe and 1f1b on 2 and 3 stages equal one process bit for bit"
 stash() { # FILE: the last epoch's stash_bytes per stage, comma-separated
     grep '"type":"epoch"' "$1" | tail -1 | sed -n 's/.*"stash_bytes":\[\([0-9,]*\)\].*/\1/p'
 }
-run g4 2 --epochs 1 --momentum 0.9 --strategy gpipe --micro-batches 4 --metrics g4.jsonl &&
-    run f4 2 --epochs 1 --momentum 0.9 --strategy gpipe --micro-batches 4 --pipe-schedule 1f1b \
-        --metrics f4.jsonl && same g4 f4
+# (the cut fixed: the stash bytes are the stages' activations, and the measured plan of two
+# runs may differ with the host's load)
+run g4 2 --epochs 1 --momentum 0.9 --strategy gpipe --micro-batches 4 --stages 4 --metrics g4.jsonl &&
+    run f4 2 --epochs 1 --momentum 0.9 --strategy gpipe --micro-batches 4 --stages 4 \
+        --pipe-schedule 1f1b --metrics f4.jsonl && same g4 f4
 if [ -f g4.jsonl ] && [ -f f4.jsonl ]; then
     IFS=, read -r g0 g1 <<<"$(stash g4.jsonl)"
     IFS=, read -r f0 f1 <<<"$(stash f4.jsonl)"
