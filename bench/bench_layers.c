@@ -77,8 +77,9 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         g.dout = rnd(no, &r);
         g.din = rnd(ni, &r);
         if (g.l->ops->init) g.l->ops->init(g.l, g.params, g.state, &r);
-        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0, 0, NULL};
+        g.ex = (het_exec){g.params, g.grads, g.state, g.cache, g.work, &r, 1, NULL, 0, 0, NULL, NULL};
         float *lp = NULL;
+        uint16_t *bits = NULL;
         if (bf16) { /* the model's bf16 weights and scratch (nn.h: HET_LP_PER_SAMPLE) */
             size_t io = ni > no ? ni : no;
             lp = rnd(HET_LP_PER_SAMPLE(io), &r); /* io is for the whole batch already */
@@ -86,6 +87,11 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
                 het_vround_bf16(g.params + g.p.lp_off[q], g.params + g.p.lp_off[q], g.p.lp_len[q]);
             g.ex.bf16 = 1;
             g.ex.lp = lp;
+            if (g.p.lp_bits) { /* and as bf16 bits, as the model keeps them */
+                bits = het_alloc(sizeof(uint16_t) * (g.p.n_params + 1));
+                het_bf16_bits(bits, g.params, g.p.n_params);
+                g.ex.wbits = bits;
+            }
         }
         double bf = 1e30, bb = 1e30, bw = 1e30;
         float *din = (first_din_null && i == 0) ? NULL : g.din;
@@ -113,6 +119,7 @@ static int bench_model(const char *name, het_layer **L, int n, het_shape in, int
         s = g.p.out;
         het_free(g.params); het_free(g.grads); het_free(g.state); het_free(g.cache); het_free(g.work); het_free(g.in);
         het_free(g.out); het_free(g.dout); het_free(g.din); het_free(lp);
+        het_free(bits);
     }
     free(plans);
     printf("%s", bf16 ? "precision=bf16 " : "");

@@ -23,7 +23,7 @@ static double gc_loss(het_layer *l, gc_bufs *b, const float *x, const float *R, 
                       int batch, int train, uint64_t seed) {
     het_rng rng;
     het_rng_seed(&rng, seed);
-    het_exec ex = {b->params, b->grads, b->state, b->cache, b->work, &rng, train, NULL, 0, 0, NULL};
+    het_exec ex = {b->params, b->grads, b->state, b->cache, b->work, &rng, train, NULL, 0, 0, NULL, NULL};
     l->ops->forward(l, &ex, x, out, batch);
     double s = 0;
     size_t n = het_shape_size(l->out) * (size_t)batch;
@@ -65,7 +65,7 @@ static int gradcheck_layer(const char *what, het_layer *l, het_shape in, int bat
     gc_loss(l, &b, x, R, out, batch, train, seed);
     het_rng r2;
     het_rng_seed(&r2, seed);
-    het_exec ex = {b.params, b.grads, b.state, b.cache, b.work, &r2, train, NULL, 0, 0, NULL};
+    het_exec ex = {b.params, b.grads, b.state, b.cache, b.work, &r2, train, NULL, 0, 0, NULL, NULL};
     l->ops->backward(l, &ex, x, out, R, din, batch);
     const double h = 1e-2;
     /* input gradient: check up to 64 components spread over the tensor */

@@ -3,7 +3,8 @@
  *    NaN, inf, subnormals) and gives the bits of comm/wire.c's het_wire_bf16_from_float and of
  *    het_vround_bf16 on every value tried;
  *  - each layer that computes in bf16 (conv2d on every kernel path: direct, wide, im2col with
- *    stride 2, oneDNN; dense), forward and backward, against the definition: the naive
+ *    stride 2, oneDNN; the dense layer in test_dense_bf16.c, with the same helpers,
+ *    bf16_layer.h), forward and backward, against the definition: the naive
  *    double-precision reference (het_conv2d_ref, het_gemm_ref) on the operands rounded to
  *    bf16. Bounds, per element, with S = the sum of |products| (the same reference on |x| and
  *    |w|) and K the products summed: against the definition (K + 2) 2^-24 S (fp32 sums of exact
@@ -34,33 +35,8 @@
 #include "hetrain/comm.h"
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
+#include "bf16_layer.h"
 #include "test.h"
-
-static het_rng rng;
-
-static float *rnd(size_t n) {
-    float *p = het_alloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = 2.0f * het_rng_uniform(&rng) - 1.0f;
-    return p;
-}
-
-static float *zeros(size_t n) {
-    float *p = het_alloc(sizeof(float) * (n ? n : 1));
-    memset(p, 0, sizeof(float) * (n ? n : 1));
-    return p;
-}
-
-static float *rounded(const float *a, size_t n) {
-    float *p = het_alloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = het_bf16_round(a[i]);
-    return p;
-}
-
-static float *absv(const float *a, size_t n) {
-    float *p = het_alloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = fabsf(a[i]);
-    return p;
-}
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -124,96 +100,6 @@ static void test_rounding(void) {
     het_free(w);
 }
 
-/* ---------------------------------------------------------------- layers */
-
-typedef struct lay {
-    het_layer *l;
-    het_layer_plan p;
-    float *params, *params_lp, *grads, *cache, *work, *lp;
-    het_exec ex;
-} lay;
-
-/* Plans l on `in` for `batch` samples, random parameters, and the bf16 context as the model
- * makes it (the lp ranges of the plan rounded into params_lp). */
-static int lay_make(lay *t, het_layer *l, het_shape in, int batch) {
-    memset(t, 0, sizeof *t);
-    t->l = l;
-    if (l->ops->plan(l, in, &t->p) != HET_OK) {
-        fprintf(stderr, "plan: %s\n", het_error_msg());
-        return -1;
-    }
-    l->in = in;
-    l->out = t->p.out;
-    size_t io = het_shape_size(in) > het_shape_size(t->p.out) ? het_shape_size(in)
-                                                              : het_shape_size(t->p.out);
-    t->params = rnd(t->p.n_params);
-    t->params_lp = het_alloc(sizeof(float) * (t->p.n_params + 1));
-    memcpy(t->params_lp, t->params, sizeof(float) * t->p.n_params);
-    for (int r = 0; r < 2; r++)
-        het_vround_bf16(t->params_lp + t->p.lp_off[r], t->params_lp + t->p.lp_off[r], t->p.lp_len[r]);
-    t->grads = zeros(t->p.n_params);
-    t->cache = zeros(t->p.cache_per_sample * (size_t)batch);
-    t->work = zeros(t->p.work_per_sample * (size_t)batch + t->p.work_fixed);
-    t->lp = zeros(HET_LP_PER_SAMPLE(io) * (size_t)batch);
-    t->ex = (het_exec){t->params, t->grads, NULL, t->cache, t->work, NULL, 1, NULL, 0, 0, NULL};
-    return 0;
-}
-
-static void lay_free(lay *t) {
-    t->l->ops->destroy(t->l);
-    het_free(t->params);
-    het_free(t->params_lp);
-    het_free(t->grads);
-    het_free(t->cache);
-    het_free(t->work);
-    het_free(t->lp);
-}
-
-/* forward and backward of t in fp32 (bf16 = 0) or bf16; outputs into y, dx, and t->grads
- * (zeroed first) */
-static void lay_run(lay *t, int bf16, const float *x, const float *dy, float *y, float *dx,
-                    int batch) {
-    het_exec ex = t->ex;
-    ex.bf16 = bf16;
-    ex.lp = bf16 ? t->lp : NULL;
-    ex.params = bf16 ? t->params_lp : t->params;
-    memset(t->grads, 0, sizeof(float) * t->p.n_params);
-    t->l->ops->forward(t->l, &ex, x, y, batch);
-    t->l->ops->backward(t->l, &ex, x, y, dy, dx, batch);
-}
-
-typedef struct errs {
-    double def, fp32; /* worst error / bound against the definition and against fp32 */
-    double off;       /* worst |fp32 path - definition| / S: what rounding changes */
-    double got;       /* worst |bf16 path - definition| / S */
-} errs;
-
-/* Folds n outputs into e: got (bf16 path), f32 (fp32 path), def (definition, rounded
- * operands), ref (fp32 reference, unrounded operands), S (sum of |products|), K products. */
-static void fold(errs *e, const float *got, const float *f32, const float *def, const float *ref,
-                 const float *S, size_t n, double K) {
-    const double u32 = 0x1p-24, bdef = (K + 2) * u32, bref = 0x1p-7 + 0x1p-16 + (K + 2) * u32;
-    for (size_t i = 0; i < n; i++) {
-        double s = (double)S[i] > 1e-30 ? (double)S[i] : 1e-30;
-        double d = fabs((double)got[i] - def[i]) / s, r = fabs((double)got[i] - ref[i]) / s;
-        double o = fabs((double)f32[i] - def[i]) / s;
-        if (d / bdef > e->def || d != d) e->def = d != d ? INFINITY : d / bdef;
-        if (r / bref > e->fp32 || r != r) e->fp32 = r != r ? INFINITY : r / bref;
-        if (o > e->off) e->off = o;
-        if (d > e->got) e->got = d;
-    }
-}
-
-static void report(const char *what, const errs *e) {
-    printf("  %-44s def %.3f of bound, fp32 %.3f of bound, bf16 err %.2e, fp32 path off %.2e\n",
-           what, e->def, e->fp32, e->got, e->off);
-    CHECK(e->def <= 1.0, "%s: off the bf16 definition by %.3f of the bound (K + 2) 2^-24 S",
-          what, e->def);
-    CHECK(e->fp32 <= 1.0, "%s: off fp32 by %.3f of the bf16 bound", what, e->fp32);
-    CHECK(e->off > 4 * e->got, "%s: the fp32 path (%.3g) is not clearly farther from the bf16 "
-          "definition than the bf16 path (%.3g): are the operands rounded?", what, e->off, e->got);
-}
-
 typedef struct cshape {
     int C, H, W, O, k, stride, pad, batch;
     const char *path;
@@ -275,89 +161,16 @@ static void test_conv(const cshape *s) {
     /* oneDNN's bf16 kernels against the portable path on the same layer: within twice the
      * bound each has against the definition, and not the same bits */
     if (het_dnnl_bf16_enabled() && strstr(s->path, "oneDNN")) { /* the shapes oneDNN runs */
-        float *yp = zeros(ny), *dxp = zeros(nx), *gp = zeros(t.p.n_params);
-        het_dnnl_bf16_disable(1);
-        lay_run(&t, 1, x, dy, yp, dxp, s->batch);
-        het_dnnl_bf16_disable(0);
-        memcpy(gp, t.grads, sizeof(float) * t.p.n_params);
-        const float *a[3] = {y16, dx16, g16}, *pb[3] = {yp, dxp, gp}, *sc[3] = {ys, dxs, dws};
+        const float *got[3] = {y16, dx16, g16}, *sc[3] = {ys, dxs, dws};
         const size_t n[3] = {ny, nx, nw};
         const double K[3] = {(double)s->C * s->k * s->k, (double)s->O * s->k * s->k,
                              (double)s->batch * oh * ow};
-        double worst = 0;
-        int differ = 0;
-        for (int q = 0; q < 3; q++)
-            for (size_t i = 0; i < n[q]; i++) {
-                double d = fabs((double)a[q][i] - pb[q][i]) /
-                           ((sc[q][i] > 1e-30f ? sc[q][i] : 1e-30) * 2 * (K[q] + 2) * 0x1p-24);
-                if (d > worst || d != d) worst = d != d ? INFINITY : d;
-                differ |= a[q][i] != pb[q][i];
-            }
         snprintf(what, sizeof what, "conv %dx%dx%d->%d (%s) y, dx, dw", s->C, s->H, s->W, s->O,
                  s->path);
-        printf("  %-44s oneDNN bf16 vs portable: %.3f of twice the bound%s\n", what, worst,
-               differ ? "" : " (the same bits)");
-        CHECK(worst <= 1.0, "conv %dx%dx%d->%d: oneDNN's bf16 kernels and the portable path "
-              "differ by %.3f of twice the bound", s->C, s->H, s->W, s->O, worst);
-        CHECK(differ, "conv %dx%dx%d->%d: oneDNN's bf16 kernels gave the portable path's bits: "
-              "did they run?", s->C, s->H, s->W, s->O);
-        het_free(yp), het_free(dxp), het_free(gp);
+        compare_paths(what, &t, x, dy, s->batch, got, sc, n, K);
     }
     float *all[] = {x, dy, y16, dx16, y32, dx32, g16, xr, wr, dyr, ydef, yref, ys, xa, wa, dya,
                     dxdef, dwdef, dxref, dwref, dxs, dws};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) het_free(all[i]);
-    lay_free(&t);
-}
-
-static void test_dense(int I, int O, int batch) {
-    het_shape in = {I, 1, 1};
-    lay t;
-    if (lay_make(&t, het_dense_new(O), in, batch)) {
-        CHECK(0, "dense plan failed");
-        return;
-    }
-    const size_t nx = (size_t)I * batch, ny = (size_t)O * batch, nw = (size_t)O * I;
-    float *x = rnd(nx), *dy = rnd(ny);
-    float *y16 = zeros(ny), *dx16 = zeros(nx), *y32 = zeros(ny), *dx32 = zeros(nx);
-    lay_run(&t, 1, x, dy, y16, dx16, batch);
-    float *g16 = het_alloc(sizeof(float) * t.p.n_params);
-    memcpy(g16, t.grads, sizeof(float) * t.p.n_params);
-    lay_run(&t, 0, x, dy, y32, dx32, batch);
-    float *xr = rounded(x, nx), *wr = rounded(t.params, nw), *dyr = rounded(dy, ny);
-    float *xa = absv(x, nx), *wa = absv(t.params, nw), *dya = absv(dy, ny);
-    const float *b = t.params + nw;
-    /* y = x W^T + b; dx = dy W; dW = dy^T x, by het_gemm_ref (double sums) */
-    float *ydef = zeros(ny), *yref = zeros(ny), *ys = zeros(ny);
-    for (int s = 0; s < batch; s++)
-        for (int o = 0; o < O; o++) {
-            ydef[(size_t)s * O + o] = b[o];
-            yref[(size_t)s * O + o] = b[o];
-            ys[(size_t)s * O + o] = fabsf(b[o]);
-        }
-    het_gemm_ref(0, 1, batch, O, I, 1.0f, xr, I, wr, I, 1.0f, ydef, O);
-    het_gemm_ref(0, 1, batch, O, I, 1.0f, x, I, t.params, I, 1.0f, yref, O);
-    het_gemm_ref(0, 1, batch, O, I, 1.0f, xa, I, wa, I, 1.0f, ys, O);
-    float *dxdef = zeros(nx), *dxref = zeros(nx), *dxs = zeros(nx);
-    het_gemm_ref(0, 0, batch, I, O, 1.0f, dyr, O, wr, I, 0.0f, dxdef, I);
-    het_gemm_ref(0, 0, batch, I, O, 1.0f, dy, O, t.params, I, 0.0f, dxref, I);
-    het_gemm_ref(0, 0, batch, I, O, 1.0f, dya, O, wa, I, 0.0f, dxs, I);
-    float *dwdef = zeros(nw), *dwref = zeros(nw), *dws = zeros(nw);
-    het_gemm_ref(1, 0, O, I, batch, 1.0f, dyr, O, xr, I, 0.0f, dwdef, I);
-    het_gemm_ref(1, 0, O, I, batch, 1.0f, dy, O, x, I, 0.0f, dwref, I);
-    het_gemm_ref(1, 0, O, I, batch, 1.0f, dya, O, xa, I, 0.0f, dws, I);
-    char what[128];
-    errs ef = {0}, ed = {0}, ew = {0};
-    fold(&ef, y16, y32, ydef, yref, ys, ny, I);
-    fold(&ed, dx16, dx32, dxdef, dxref, dxs, nx, O);
-    fold(&ew, g16, t.grads, dwdef, dwref, dws, nw, batch);
-    snprintf(what, sizeof what, "dense %d->%d batch %d forward", I, O, batch);
-    report(what, &ef);
-    snprintf(what, sizeof what, "dense %d->%d input gradient", I, O);
-    report(what, &ed);
-    snprintf(what, sizeof what, "dense %d->%d weight gradient", I, O);
-    report(what, &ew);
-    float *all[] = {x, dy, y16, dx16, y32, dx32, g16, xr, wr, dyr, xa, wa, dya, ydef, yref, ys,
-                    dxdef, dxref, dxs, dwdef, dwref, dws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) het_free(all[i]);
     lay_free(&t);
 }
@@ -522,8 +335,6 @@ static void test_all(void) {
         {32, 7, 7, 16, 3, 2, 1, 2, "oneDNN, stride 2"},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_conv(&shapes[i]);
-    test_dense(100, 30, 7);
-    test_dense(784, 256, 16);
     const het_shape mn = {1, 28, 28}, cf = {3, 32, 32};
     test_model_step("mlp", mn, 16, 1);
     test_model_step("lenet5", mn, 16, 1);

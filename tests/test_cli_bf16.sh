@@ -27,10 +27,10 @@ COMMON=(--model lenet5 --data synthetic --train-limit 1024 --test-limit 256 --se
 "$HETRAIN" train "${COMMON[@]}" --epochs 3 --precision bf16 --checkpoint b.ckpt >b.out 2>&1 ||
     fail "bf16 run: $(cat b.out)"
 grep -q '^precision: ' f.out && fail "an fp32 run printed a precision line: $(grep '^precision' f.out)"
-# the kernels: oneDNN's bf16 convolutions where this CPU has AMX or AVX512-BF16 (and oneDNN is
-# built in), else the portable path
+# the kernels: oneDNN's bf16 convolutions and matmuls where this CPU has AMX or AVX512-BF16 (and
+# oneDNN is built in), else the portable path
 if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && grep -q 'convolutions: oneDNN' b.out; then
-    grep -q "^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer (this CPU has" b.out ||
+    grep -q "^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer (this CPU has .*) and its bf16 matmul for dense layers" b.out ||
         fail "no oneDNN kernel line on a CPU with bf16 instructions: $(grep '^precision' b.out)"
 else
     grep -q '^precision: bf16 .*kernels: portable (for correctness, not speed)' b.out ||

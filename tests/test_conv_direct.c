@@ -146,7 +146,7 @@ static run_out run_layer(het_layer *l, het_shape in, int batch, const float *x, 
     r.grads = het_alloc(sizeof(float) * (np + 1));
     for (size_t i = 0; i < np; i++) r.grads[i] = 0.5f; /* accumulation onto non-zero gradients */
     float *work = het_alloc(sizeof(float) * (p.work_per_sample * (size_t)batch + p.work_fixed + 1));
-    het_exec ex = {(float *)params, r.grads, NULL, NULL, work, NULL, 1, NULL, 0, 0, NULL};
+    het_exec ex = {(float *)params, r.grads, NULL, NULL, work, NULL, 1, NULL, 0, 0, NULL, NULL};
     het_simd_force(level);
     l->ops->forward(l, &ex, x, r.out, batch);
     l->ops->backward(l, &ex, x, r.out, dout, r.din, batch);

@@ -31,6 +31,7 @@
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
 #include "tensor/internal.h"
+#include "dnnl_fault.h"
 #include "test.h"
 
 static het_rng rng;
@@ -196,8 +197,8 @@ static void check_layer(const char *what, het_layer *a, het_layer *ref, het_shap
     float *g = rnd(pa.n_params), *g2 = copy(g, pa.n_params);
     float *ca = rnd(pa.cache_per_sample * n + 1), *cr = rnd(pr.cache_per_sample * n + 1);
     float *wa = rnd(pa.work_per_sample * n + pa.work_fixed), *wr = rnd(pr.work_per_sample * n + pr.work_fixed);
-    het_exec ea = {params, g, state, ca, wa, &rng, 1, NULL, 0, 0, NULL};
-    het_exec er = {params, g2, state2, cr, wr, &rng, 1, NULL, 0, 0, NULL};
+    het_exec ea = {params, g, state, ca, wa, &rng, 1, NULL, 0, 0, NULL, NULL};
+    het_exec er = {params, g2, state2, cr, wr, &rng, 1, NULL, 0, 0, NULL, NULL};
     a->ops->forward(a, &ea, x, y, n);
     ref->ops->forward(ref, &er, x, y2, n);
     CHECK(err(y, y2, ys, 100) <= 1e-5, "%s forward: error %g", what, err(y, y2, ys, 100));
@@ -235,8 +236,8 @@ static void check_blk_layer(const char *what, het_layer *l, het_shape in, int n,
     float *ca = rnd(p.cache_per_sample * n + 1), *cb = rnd(p.cache_per_sample * n + 1);
     float *wa = rnd(p.work_per_sample * n + p.work_fixed + 1);
     float *wb = rnd(p.work_per_sample * n + p.work_fixed + 1);
-    het_exec ea = {params, g, state, ca, wa, &rng, train, NULL, 0, 0, NULL};
-    het_exec eb = {params, g2, state2, cb, wb, &rng, train, NULL, 0, 0, NULL};
+    het_exec ea = {params, g, state, ca, wa, &rng, train, NULL, 0, 0, NULL, NULL};
+    het_exec eb = {params, g2, state2, cb, wb, &rng, train, NULL, 0, 0, NULL, NULL};
     l->in_blk = l->out_blk = 0;
     l->ops->forward(l, &ea, x, y, n);
     l->ops->backward(l, &ea, x, y, dy, dx, n);
@@ -339,21 +340,7 @@ static void *run_job(void *arg) {
 }
 
 /* Every element of p[0..n) NaN. */
-static int all_nan(const float *p, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (p[i] == p[i]) return 0;
-    return 1;
-}
-
 /* The fault record holds status st and a message containing want; then clears it. */
-static void check_fault(const char *what, int st, const char *want) {
-    char msg[256];
-    int got = het_dnnl_fault(msg, sizeof msg);
-    CHECK(got == st, "%s: fault %d (%s), expected %d", what, got, msg, st);
-    CHECK(!want || strstr(msg, want), "%s: fault message '%s' lacks '%s'", what, msg, want);
-    het_dnnl_fault_clear();
-}
-
 /* Refusals and failures of oneDNN end as statuses, never the process (tensor.h), provoked
  * through the test hook het_dnnl_inject (tensor/internal.h): oneDNN refuses no sane shape and
  * does not fail while running on this machine.

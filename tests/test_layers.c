@@ -54,7 +54,7 @@ static int rig_make(rig *r, het_layer *l, het_shape in, int batch) {
     het_rng ir;
     het_rng_seed(&ir, 99);
     if (l->ops->init) l->ops->init(l, r->params, NULL, &ir);
-    r->ex = (het_exec){r->params, r->grads, NULL, r->cache, r->work, &ir, 1, NULL, 0, 0, NULL};
+    r->ex = (het_exec){r->params, r->grads, NULL, r->cache, r->work, &ir, 1, NULL, 0, 0, NULL, NULL};
     return HET_OK;
 }
 

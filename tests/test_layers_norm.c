@@ -45,12 +45,12 @@ static int lt_make(lt *t, het_layer *l, het_shape in, int batch, uint64_t init_s
 }
 
 static void lt_forward(lt *t, int train, het_rng *rng) {
-    het_exec ex = {t->params, t->grads, t->state, t->cache, t->work, rng, train, NULL, 0, 0, NULL};
+    het_exec ex = {t->params, t->grads, t->state, t->cache, t->work, rng, train, NULL, 0, 0, NULL, NULL};
     t->l->ops->forward(t->l, &ex, t->in, t->out, t->batch);
 }
 
 static void lt_backward(lt *t, int train, het_rng *rng) {
-    het_exec ex = {t->params, t->grads, t->state, t->cache, t->work, rng, train, NULL, 0, 0, NULL};
+    het_exec ex = {t->params, t->grads, t->state, t->cache, t->work, rng, train, NULL, 0, 0, NULL, NULL};
     t->l->ops->backward(t->l, &ex, t->in, t->out, t->dout, t->din, t->batch);
 }
 
@@ -410,7 +410,7 @@ static int gradcheck_kinks(const char *what, het_layer *l, het_shape in, int bat
 
     const uint64_t seed = 77;
     gc_loss(l, &b, x, R, out, batch, train, seed);
-    het_exec ex = {b.params, b.grads, b.state, b.cache, b.work, &rng, train, NULL, 0, 0, NULL};
+    het_exec ex = {b.params, b.grads, b.state, b.cache, b.work, &rng, train, NULL, 0, 0, NULL, NULL};
     l->ops->backward(l, &ex, x, out, R, din, batch);
     float *g1 = het_alloc(sizeof(float) * (np + 1));
     memcpy(g1, b.grads, sizeof(float) * np);

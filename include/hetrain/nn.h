@@ -48,6 +48,7 @@ typedef struct het_layer_plan {
                                 reads as bf16 under --precision bf16: the weights of a
                                 convolution or a product (biases and batch norm stay fp32);
                                 lp_len 0: none */
+    int lp_bits;             /* 1: it also reads those weights as bf16 bits (het_exec.wbits) */
 } het_layer_plan;
 
 /* The workers that split one training batch, as batch-coupled layers see them (nn/team.h,
@@ -77,6 +78,8 @@ typedef struct het_exec {
                             by the layer into lp */
     float *lp;           /* with bf16: this worker's scratch, HET_LP_PER_SAMPLE(max in or out
                             floats of a sample) * n floats, n as for cache */
+    const uint16_t *wbits; /* with bf16 and the plan's lp_bits: this layer's parameters as
+                            bf16 bits (their lp ranges; the rest undefined), made with params */
 } het_exec;
 /* Scratch floats per sample of het_exec.lp, for a layer whose input and output are at most
  * io floats per sample: a rounded copy of the input and one of the output gradient. */

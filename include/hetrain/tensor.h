@@ -5,6 +5,7 @@
 #define HETRAIN_TENSOR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,6 +80,9 @@ void het_vbn_dx16(float *dx, const float *dy, const float *x, size_t n, const fl
  * definition (bf16 products are exact in fp32). */
 float het_bf16_round(float f);
 void het_vround_bf16(float *dst, const float *src, size_t n);
+/* The same rounding, written as bf16 bits (the high 16 bits of the rounded float), for kernels
+ * that read bf16 memory (oneDNN's matmul: tensor/dense_dnnl.c). */
+void het_bf16_bits(uint16_t *dst, const float *src, size_t n);
 /* The bf16 instructions of this CPU that the OS enabled (cpuid leaf 7, XCR0): AMX (AMX-BF16
  * with tiles), else AVX512-BF16, else none. HET_BF16_CPU=none|avx512|amx overrides it (tests of
  * the startup line). */
@@ -172,6 +176,23 @@ int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
                            float *work, int blk);
+
+/* ---- the dense layer's bf16 products on oneDNN's matmul (tensor/dense_dnnl.c) ----
+ * A handle for a layer of n_in inputs and n_out outputs (I and O below): made only where het_dnnl_bf16_enabled and
+ * oneDNN has a bf16 matmul of the shape (else *out NULL and HET_OK: the portable path).
+ * het_dnnl_dense_on: h is there and oneDNN's bf16 kernels are still allowed. Operands are bf16
+ * bits (het_bf16_bits), row-major: x [n x I], w [O x I], dy [n x O]; results fp32:
+ * forward y = x w^T + b (b [O]); backward dw += dy^T x, and dx = dy w when dx is not NULL.
+ * HET_ENOTSUP with nothing written when oneDNN refuses batch n (the caller's portable path
+ * runs); any other failure fills the outputs with NaN and is kept as the oneDNN fault. */
+typedef struct het_dnnl_dense het_dnnl_dense;
+int het_dnnl_dense_create(het_dnnl_dense **out, int n_in, int n_out);
+void het_dnnl_dense_free(het_dnnl_dense *h);
+int het_dnnl_dense_on(const het_dnnl_dense *h);
+int het_dnnl_dense_forward(het_dnnl_dense *h, int n, const uint16_t *x, const uint16_t *w,
+                           const float *b, float *y);
+int het_dnnl_dense_backward(het_dnnl_dense *h, int n, const uint16_t *x, const uint16_t *w,
+                            const uint16_t *dy, float *dx, float *dw);
 /* Reference twins (naive, double sums): y = conv(x, w) + b over n samples; backward adds the
  * weight gradient to dw, the bias gradient to db (when not NULL) and the input gradient to dx
  * (when not NULL). */

@@ -9,7 +9,11 @@
  * kernel measured 10% faster than this at batch 16 and slower from 32 on: not worth its code.
  * In bf16 (nn.h: het_model_set_precision) the input and output gradient are rounded to bf16
  * into het_exec.lp and the weight comes rounded from the model: the GEMMs then sum exact
- * products of bf16 values in fp32. */
+ * products of bf16 values in fp32. Where oneDNN's bf16 kernels run (AMX or AVX512-BF16:
+ * het_dnnl_bf16_enabled) the products are oneDNN's bf16 matmuls instead (tensor/dense_dnnl.c,
+ * 2.5-4x the fp32 GEMMs), on the same rounded operands as bf16 bits: the weight's from the
+ * model's copy (het_exec.wbits), the input's and output gradient's rounded into lp. The two
+ * paths differ only in the order of the fp32 sums. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +25,8 @@
 typedef struct dense {
     het_layer base;
     int out_f;
-    int in_f; /* from plan() */
+    int in_f;           /* from plan() */
+    het_dnnl_dense *dn; /* oneDNN's bf16 matmuls, NULL when not used */
 } dense;
 
 static int dense_plan(het_layer *l, het_shape in, het_layer_plan *p) {
@@ -36,7 +41,25 @@ static int dense_plan(het_layer *l, het_shape in, het_layer_plan *p) {
     p->n_params = (size_t)d->out_f * nin + (size_t)d->out_f;
     p->work_per_sample = (size_t)d->out_f;
     p->lp_len[0] = (size_t)d->out_f * nin; /* bf16: the weight, not the bias */
+    het_dnnl_dense_free(d->dn);
+    d->dn = NULL;
+    int st = het_dnnl_dense_create(&d->dn, d->in_f, d->out_f);
+    if (st != HET_OK) return st;
+    p->lp_bits = d->dn != NULL; /* the weight as bf16 bits, made once per batch */
     return HET_OK;
+}
+
+/* The bf16 bits of n floats at lp offset `at` floats (lp holds HET_LP_PER_SAMPLE(io) floats a
+ * sample: bits of the input and output gradient take half of it). */
+static uint16_t *bits_of(const het_exec *x, size_t at, const float *v, size_t n) {
+    uint16_t *b = (uint16_t *)(x->lp + at);
+    het_bf16_bits(b, v, n);
+    return b;
+}
+
+/* Whether this call runs oneDNN's bf16 matmuls. */
+static int on_dnnl(const dense *d, const het_exec *x) {
+    return x->bf16 && x->wbits && het_dnnl_dense_on(d->dn);
 }
 
 static void dense_init(het_layer *l, float *params, float *state, het_rng *rng) {
@@ -53,6 +76,10 @@ static void dense_forward(het_layer *l, const het_exec *x, const float *in, floa
     const int I = d->in_f, O = d->out_f;
     const float *W = x->params, *b = x->params + (size_t)O * (size_t)I;
     float *outT = x->work;
+    if (on_dnnl(d, x)) {
+        const uint16_t *xb = bits_of(x, 0, in, (size_t)batch * (size_t)I);
+        if (het_dnnl_dense_forward(d->dn, batch, xb, x->wbits, b, out) != HET_ENOTSUP) return;
+    } /* refused (nothing written): the portable path */
     if (x->bf16) { /* the input as bf16 (x->params holds the rounded weight) */
         het_vround_bf16(x->lp, in, (size_t)batch * (size_t)I);
         in = x->lp;
@@ -69,6 +96,22 @@ static void dense_backward(het_layer *l, const het_exec *x, const float *in, con
     const int I = d->in_f, O = d->out_f;
     const float *W = x->params;
     float *dW = x->grads, *db = x->grads + (size_t)O * (size_t)I;
+    if (on_dnnl(d, x)) {
+        const size_t ni = (size_t)batch * (size_t)I, no = (size_t)batch * (size_t)O;
+        const uint16_t *xb = bits_of(x, 0, in, ni);
+        const uint16_t *db16 = bits_of(x, (ni + 1) / 2, dout, no);
+        int st = het_dnnl_dense_backward(d->dn, batch, xb, x->wbits, db16, din, dW);
+        if (st != HET_ENOTSUP) { /* the bias gradient sums the rounded output gradient */
+            for (int s = 0; s < batch; s++)
+                for (int o = 0; o < O; o++) {
+                    uint32_t u = (uint32_t)db16[(size_t)s * (size_t)O + (size_t)o] << 16;
+                    float v;
+                    memcpy(&v, &u, sizeof v);
+                    db[o] += v;
+                }
+            return;
+        }
+    }
     if (x->bf16) { /* input and output gradient as bf16; the bias gradient sums them in fp32 */
         float *rin = x->lp, *rdout = x->lp + (size_t)batch * (size_t)I;
         het_vround_bf16(rin, in, (size_t)batch * (size_t)I);
@@ -84,7 +127,10 @@ static void dense_backward(het_layer *l, const het_exec *x, const float *in, con
     if (din) het_gemm(0, 0, batch, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
 }
 
-static void dense_destroy(het_layer *l) { free(l); }
+static void dense_destroy(het_layer *l) {
+    het_dnnl_dense_free(((dense *)l)->dn);
+    free(l);
+}
 
 static const het_layer_ops dense_ops = {
     .name = "dense",

@@ -72,6 +72,7 @@ static void worker_exec(const exec_job *j, het_worker *wk, int i, het_exec *ex, 
     ex->bf16 = m->prec == HET_PREC_BF16;
     ex->lp = wk->lp;
     if (ex->bf16) ex->params = m->params_lp + m->param_off[i];
+    ex->wbits = ex->bf16 && m->params_bits ? m->params_bits + m->param_off[i] : NULL;
 }
 
 /* Forward of `n` samples starting at sample `s0` of this worker's share; returns the logits. */

@@ -55,6 +55,7 @@ void het_model_free(het_model *m) {
     free(m->cache_off);
     het_free(m->params);
     het_free(m->params_lp);
+    het_free(m->params_bits);
     het_free(m->grads);
     het_free(m->state);
     het_free(m->logits);
@@ -270,6 +271,12 @@ int het_model_set_precision(het_model *m, het_precision p) {
     if (p == HET_PREC_BF16 && !m->params_lp) {
         m->params_lp = model_alloc(m, m->n_params);
         if (!m->params_lp) return het_error_set(HET_ENOMEM, "out of memory for the bf16 weights");
+        int bits = 0;
+        for (int i = 0; i < m->n_layers; i++) bits |= m->plans[i].lp_bits;
+        if (bits) { /* n_params uint16: half as many floats, rounded up */
+            m->params_bits = (uint16_t *)model_alloc(m, (m->n_params + 1) / 2);
+            if (!m->params_bits) return het_error_set(HET_ENOMEM, "out of memory for the bf16 weights");
+        }
         for (int i = 0; i < m->workers; i++) {
             m->w[i].lp = model_alloc(m, HET_LP_PER_SAMPLE(m->max_io) * (size_t)m->chunk);
             if (!m->w[i].lp)
@@ -290,6 +297,8 @@ void het_model_refresh_lp(het_model *m) {
             const het_layer_plan *p = &m->plans[i];
             float *w = m->params_lp + m->param_off[i] + p->lp_off[r];
             if (p->lp_len[r]) het_vround_bf16(w, w, p->lp_len[r]);
+            if (p->lp_len[r] && p->lp_bits && m->params_bits) /* exact: w is rounded */
+                het_bf16_bits(m->params_bits + m->param_off[i] + p->lp_off[r], w, p->lp_len[r]);
         }
 }
 

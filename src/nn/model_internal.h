@@ -52,6 +52,8 @@ struct het_model {
     het_precision prec;
     float *params_lp; /* bf16: the parameters as the layers read them (their lp ranges rounded,
                          the rest copied), made from params at every batch; else NULL */
+    uint16_t *params_bits; /* bf16, where a layer's plan has lp_bits: the same as bf16 bits
+                              (those layers' lp ranges only), made with params_lp; else NULL */
     het_worker *w;
     het_pool *pool;   /* workers - 1 threads; the caller is worker 0 */
     het_team *team;   /* where batch-coupled layers meet (workers > 1), else NULL */

@@ -126,6 +126,7 @@ static void tape_exec(const het_model *m, het_tape *t, int i, float *grads, het_
     ex->worker = 0;
     ex->bf16 = t->bf16; /* the weights as rounded by the user's het_model_refresh_lp */
     ex->lp = t->lp;
+    ex->wbits = t->bf16 && m->params_bits ? m->params_bits + m->param_off[i] : NULL;
     /* the dropout stream of exec.c: by the sample's index in the batch and by the layer */
     het_rng_seed2(&t->rng, t->step_seed, ((uint64_t)t->sample0 << 16) | (uint64_t)i);
 }

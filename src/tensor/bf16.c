@@ -29,31 +29,39 @@
 #define HET_HAVE_CPUID 1
 #endif
 
+/* The float bits u rounded to bf16 in the high half (the low half undefined): a NaN made
+ * quiet, else to nearest even. Integer operations only, so every vector variant gives the same
+ * bits. */
+static inline uint32_t rne_high(uint32_t u) {
+    uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+    return nan ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+}
+
 float het_bf16_round(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN: keep it a NaN, quiet */
-        u = (u | 0x00400000u) & 0xffff0000u;
-    } else {
-        u += 0x7fffu + ((u >> 16) & 1u);
-        u &= 0xffff0000u;
-    }
+    u = rne_high(u) & 0xffff0000u;
     memcpy(&f, &u, sizeof f);
     return f;
 }
 
-/* The same as het_bf16_round on every element, vectorized (integer operations only, so every
- * variant gives the same bits). */
+/* The same as het_bf16_round on every element, vectorized. */
 HET_CLONES
 void het_vround_bf16(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &src[i], sizeof u);
-        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        uint32_t q = (u | 0x00400000u) & 0xffff0000u;
-        u = nan ? q : r;
+        u = rne_high(u) & 0xffff0000u;
         memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
+HET_CLONES
+void het_bf16_bits(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = (uint16_t)(rne_high(u) >> 16);
     }
 }
 

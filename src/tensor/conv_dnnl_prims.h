@@ -1,6 +1,7 @@
 /* oneDNN convolution, shared between its two files: conv_dnnl.c keeps the handles and runs the
  * calls, conv_dnnl_prims.c makes a handle's primitive sets (descriptors, primitives, reorders)
- * and owns the per-thread scratchpads. Included only where HET_HAVE_DNNL is defined. */
+ * and owns the per-thread scratchpads; dense_dnnl.c (the dense layer's bf16 matmuls) uses the
+ * engine, the thread count, the scratchpads and the fault record. Included only where HET_HAVE_DNNL is defined. */
 #ifndef HET_TENSOR_CONV_DNNL_PRIMS_H
 #define HET_TENSOR_CONV_DNNL_PRIMS_H
 
@@ -64,6 +65,10 @@ int het_dnnl_fail(dnnl_status_t s, const char *what);
         dnnl_status_t s_ = (call);                              \
         if (s_ != dnnl_success) return het_dnnl_fail(s_, what); \
     } while (0)
+
+/* Keeps the current message as the process's oneDNN fault (het_dnnl_fault) when status is one
+ * and none is kept, printing it with `tail` the first time; returns status (dense_dnnl.c). */
+int het_dnnl_keep_fault(int status, const char *tail);
 
 /* The calling thread's scratchpad of at least n bytes (64-byte aligned); NULL when out of
  * memory. */

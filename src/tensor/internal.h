@@ -101,7 +101,8 @@ void het_dnnl_fault_clear(void);
 void het_dnnl_note_fallback(void);
 /* Tests only: what oneDNN refuses from now on (a bit set; 0 ends it). REFUSE: every set of
  * primitives made afterwards (a new handle, a new batch size) fails as oneDNN's
- * "unimplemented"; RUN: every execution of a convolution fails as its "runtime_error". */
+ * "unimplemented"; RUN: every execution of a convolution or of the dense layer's bf16 matmul
+ * (dense_dnnl.c) fails as its "runtime_error". */
 #define HET_DNNL_INJECT_REFUSE 1
 #define HET_DNNL_INJECT_RUN 2
 void het_dnnl_inject(int what);

@@ -67,8 +67,8 @@ void het_trainer_print_config(const het_trainer *t) {
             het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
                     "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
                     "batch norm and loss); kernels: oneDNN's bf16 convolutions where oneDNN runs "
-                    "a layer (%s: %s), the other layers portable (rounded operands into the fp32 "
-                    "kernels)\n", cpu, dn);
+                    "a layer (%s: %s) and its bf16 matmul for dense layers, the other layers "
+                    "portable (rounded operands into the fp32 kernels)\n", cpu, dn);
         else
             het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
                     "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
