@@ -7,7 +7,8 @@
  * way in); an all-reduce over the world with 2 ranks per node (the model charges the node's
  * ranks of one collective together: no load above capacity) and two at once on two groups
  * crossing the same links (each charged as if alone: over capacity all the time they are busy);
- * span noted inside het_comm_link_mark / rewind forgotten. An MPI program: CTest runs it as a
+ * gradient buckets in flight together queue on the link (each k W after the one before: no
+ * load above capacity); span noted inside het_comm_link_mark / rewind forgotten. An MPI program: CTest runs it as a
  * 1-rank singleton (nothing crosses a node: measured, all 0), test_links_mpi.sh under mpirun
  * with 2 ranks (one per node) and 4 (two per node). */
 #define _POSIX_C_SOURCE 200809L
@@ -148,6 +149,48 @@ static void test_collectives(void) {
     env_close(&e);
 }
 
+/* Gradient buckets: 4 non-blocking all-reduces over the world posted at V = 0 share the link
+ * in turn (comm.c: coll_behind): bucket k ends at k W + M (W its wire time, M its model), so
+ * the link never carries more than its bandwidth; before, all 4 ended at M, each moving at the
+ * whole bandwidth (issue #36: 4 lenet5 buckets in 2.65 ms whose bytes need 2.96 ms). After
+ * work charged to no clock (the queue and the clock put back) the next bucket ends at V + M. */
+static void test_buckets(void) {
+    if (g_size < 2) return;
+    env e;
+    CHECK(env_open(&e, g_size / 2), "%s", het_error_msg());
+    enum { K = 4, N = 25000 };
+    static float x[K][N];
+    double W, share, M = het_comm_allreduce_model(e.c, HET_COMM_WORLD, N * sizeof(float), 0);
+    het_comm_link_model(e.c, HET_COMM_WORLD, N * sizeof(float), HET_LINK_NONBLOCKING, &W, &share);
+    CHECK(W > 0.0 && M > W, "bucket model %.9g, wire %.9g", M, W);
+    het_req r[K];
+    for (int k = 0; k < K; k++)
+        CHECK(het_comm_iallreduce_sum(e.c, HET_COMM_WORLD, x[k], N, &r[k]) == HET_OK, "%s",
+              het_error_msg());
+    for (int k = 0; k < K; k++) {
+        CHECK(het_comm_wait(e.c, &r[k]) == HET_OK, "%s", het_error_msg());
+        CHECK(near(het_clock_now(), k * W + M), "rank %d: bucket %d ends at %.9g, expected "
+              "%d W + M = %.9g", g_rank, k, het_clock_now(), k, k * W + M);
+    }
+    het_comm_links l;
+    CHECK(het_comm_links_epoch(e.c, &l) == HET_OK && l.measured, "%s", het_error_msg());
+    CHECK(l.over_out == 0.0 && l.over_in == 0.0 && l.busy_out > 0.0, "buckets: busy %.9g, over "
+          "%.9g / %.9g: expected no load above capacity", l.busy_out, l.over_out, l.over_in);
+    /* work charged to no clock (het_step_aside): the queue and the clock put back after a
+     * bucket, the next bucket ends as if it had not been */
+    double v = het_clock_now();
+    het_comm_queue q = het_comm_queue_get(e.c);
+    CHECK(het_comm_iallreduce_sum(e.c, HET_COMM_WORLD, x[0], N, &r[0]) == HET_OK &&
+              het_comm_wait(e.c, &r[0]) == HET_OK, "%s", het_error_msg());
+    het_clock_rewind(v);
+    het_comm_queue_set(e.c, q);
+    CHECK(het_comm_iallreduce_sum(e.c, HET_COMM_WORLD, x[0], N, &r[0]) == HET_OK &&
+              het_comm_wait(e.c, &r[0]) == HET_OK, "%s", het_error_msg());
+    CHECK(near(het_clock_now(), v + M), "rank %d: after an aside a bucket ends at %.9g, "
+          "expected %.9g", g_rank, het_clock_now(), v + M);
+    env_close(&e);
+}
+
 /* One rank: nothing crosses a node; the counter is measured and all 0. */
 static void test_alone(void) {
     if (g_size != 1) return;
@@ -168,6 +211,7 @@ int main(int argc, char **argv) {
     test_alone();
     test_stream();
     test_uplink();
+    test_buckets();
     test_collectives();
     int failed = het_test_failures;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

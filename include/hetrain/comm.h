@@ -176,6 +176,14 @@ int  het_comm_links_epoch(het_comm *c, het_comm_links *out);
  * het_step_aside). */
 size_t het_comm_link_mark(const het_comm *c);
 void   het_comm_link_rewind(het_comm *c, size_t mark);
+/* The virtual clock's queue of this rank's collectives across nodes (a collective starts its
+ * transfer behind the earlier ones: comm.c), taken before work charged to no clock and put
+ * back after it, with the clock (het_step_aside). */
+typedef struct het_comm_queue {
+    double free, stamp;
+} het_comm_queue;
+het_comm_queue het_comm_queue_get(const het_comm *c);
+void           het_comm_queue_set(het_comm *c, het_comm_queue q);
 
 /* hetrain calibrate --network: world ranks a and b send each size back and forth (MPI_Send /
  * MPI_Recv on the real network, no model; two rounds to warm up, then reps timed on the wall

@@ -60,6 +60,35 @@ static void virtual_end(het_comm *c, double last, double model, double wire, dou
  * rank's clock must not pass a late rank's), on the wall clock when the model charges time. */
 static int exchanges_starts(double model) { return het_clock_virtual() || model > 0.0; }
 
+/* Virtual clock: a collective across nodes whose bytes take `wire` on the busiest link starts
+ * its transfer no earlier than t and behind this rank's earlier collectives across nodes, each
+ * of which holds the link for its wire time from its start; returns that start and notes this
+ * one. Collectives in flight together (gradient buckets) so share the link in turn rather than
+ * each moving at its whole bandwidth: the last ends when all their bytes have moved, as when
+ * they share it fairly (SimGrid's flows). Every participant applies it to its own start before
+ * the starts' MAX exchange, so the exchanged start is behind every participant's earlier
+ * collectives on that communicator (exact for back-to-back collectives of one communicator:
+ * the MAX of the local starts is the previous one's start). A clock started over (an earlier
+ * t than the last noted) forgets the earlier collectives; work charged to no clock puts the
+ * queue back as it found it (het_comm_queue_get / _set, het_step_aside). */
+static double coll_behind(het_comm *c, double t, double wire) {
+    if (!(wire > 0.0) || !het_clock_virtual()) return t;
+    het_comm_queue *q = &c->coll;
+    if (t < q->stamp) q->free = 0.0;
+    q->stamp = t;
+    if (q->free > t) t = q->free;
+    q->free = t + wire;
+    return t;
+}
+
+het_comm_queue het_comm_queue_get(const het_comm *c) {
+    return c ? c->coll : (het_comm_queue){0.0, 0.0};
+}
+
+void het_comm_queue_set(het_comm *c, het_comm_queue q) {
+    if (c) c->coll = q;
+}
+
 /* Posts the exchange of this rank's start (MAX over comm, on the chosen clock) when needed. */
 int het_arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_Comm comm,
                         double model, het_arrival *a) {
@@ -67,6 +96,7 @@ int het_arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_
     a->t = het_clock_now();
     if (a->wire > 0.0 && het_p2p_out_free(c) > a->t) a->t = het_p2p_out_free(c); /* behind
                                                          * this rank's messages on the link */
+    a->t = coll_behind(c, a->t, a->wire); /* and its earlier collectives */
     a->req = MPI_REQUEST_NULL;
     if (!exchanges_starts(model)) return HET_OK;
     int err = MPI_Iallreduce(MPI_IN_PLACE, &a->t, 1, MPI_DOUBLE, MPI_MAX, comm, &a->req);
@@ -276,6 +306,7 @@ static int req_arrival_post(het_comm *c, MPI_Comm comm, het_req *r) {
     if (r->link_wire > 0.0 && het_p2p_out_free(c) > r->t_clock) /* behind this rank's messages
                                                                  * on the link */
         r->t_clock = het_p2p_out_free(c);
+    r->t_clock = coll_behind(c, r->t_clock, r->link_wire); /* and its earlier collectives */
     r->t_slot = c->arrive_next;
     c->arrive_next = (c->arrive_next + 1) % HET_ARRIVE_SLOTS;
     c->arrive[r->t_slot] = r->t_clock;

@@ -86,6 +86,9 @@ struct het_comm {
     int *world_node;                               /* node id of every world rank */
     MPI_Comm host;                                 /* this machine's ranks (aside.c), or NULL */
     het_link_log links;                            /* node link occupancy (links.c) */
+    het_comm_queue coll; /* virtual clock: when this rank's last collective across nodes has
+                            moved its bytes (its start + wire time), and the clock when that
+                            was noted (comm.c: coll_behind) */
 };
 
 /* MPI's operation for op into *out; HET_EINVAL naming `what` for an unknown one. */

@@ -471,12 +471,14 @@ void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a) {
     a->v = het_clock_now();
     if (ctx->comm) a->comm = het_comm_get_stats(ctx->comm);
     a->link_mark = het_comm_link_mark(ctx->comm);
+    a->queue = het_comm_queue_get(ctx->comm);
 }
 
 void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a) {
     het_clock_rewind(a->v);
     if (!ctx->comm) return;
     het_comm_link_rewind(ctx->comm, a->link_mark);
+    het_comm_queue_set(ctx->comm, a->queue);
     het_comm_stats now = het_comm_get_stats(ctx->comm), *z = &ctx->epoch_comm0;
     z->comm_s += now.comm_s - a->comm.comm_s;
     z->delay_s += now.delay_s - a->comm.delay_s;

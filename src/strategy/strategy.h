@@ -449,6 +449,7 @@ typedef struct het_step_aside {
     double v;
     het_comm_stats comm;
     size_t link_mark; /* the link spans noted before it (forgotten after) */
+    het_comm_queue queue; /* the collectives' queue on the link before it (put back after) */
 } het_step_aside;
 void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a);
 void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a);
