@@ -7,7 +7,7 @@ set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 # Open MPI's initialization leaks by design; under AddressSanitizer only the leak report is off
 # (the unit tests check the library for leaks without MPI).
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 T=$(mktemp -d /tmp/het_cli_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1

@@ -10,7 +10,7 @@
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 T=$(mktemp -d /tmp/het_costs_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1

@@ -8,7 +8,7 @@
 # Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 T=$(mktemp -d /tmp/het_cli_hier_XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -12,7 +12,7 @@
 # Env: HETRAIN (the binary). Exit status 1 if any check fails.
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 T=$(mktemp -d /tmp/het_cli_init_XXXXXX)
 trap 'rm -rf "$T"' EXIT

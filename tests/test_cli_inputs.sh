@@ -12,7 +12,7 @@
 # blocked by the checkpoint's options of its old one (#9). Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 export LC_ALL=C
 . "$(dirname "$0")/mpi.sh"
 T=$(mktemp -d /tmp/het_cli_inputs_XXXXXX)

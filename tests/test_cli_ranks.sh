@@ -7,7 +7,7 @@
 # Skipped (passes) when mpirun is not installed. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found (the launcher of the MPI this build uses)" >&2; exit 1; }
 T=$(mktemp -d /tmp/het_cli_ranks_XXXXXX)

@@ -6,7 +6,7 @@
 # Skipped under MPICH (it busy-polls: ranks <= cores). Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found (the launcher of the MPI this build uses)" >&2; exit 1; }
 het_mpi_np_ok 16 || { echo "test_cli_scale: skipped (16 ranks, more than the cores, $het_mpi_flavor)"; exit 77; }

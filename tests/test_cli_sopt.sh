@@ -6,7 +6,7 @@
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" # Open MPI's init leaks
+. "$(dirname "$0")/no_leaks.sh"
 T=$(mktemp -d /tmp/het_cli_sopt_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 failures=0

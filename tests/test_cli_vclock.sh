@@ -19,7 +19,7 @@
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found" >&2; exit 1; }
 het_mpi_np_ok 4 || { echo "test_cli_vclock: SKIPPED: needs 4 ranks, more than the cores ($het_mpi_flavor busy-polls)"; exit 77; }

@@ -9,7 +9,6 @@
 set -u
 HET_BUILD_DIR=${HET_BUILD_DIR:?set HET_BUILD_DIR to the build folder}
 BIN="$HET_BUILD_DIR/test_comm"
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found (the launcher of the MPI this build uses)" >&2; exit 1; }
 het_mpi_each test_comm_mpi "$BIN" 2 3 4 || exit 1

@@ -4,7 +4,6 @@
 # Env: HET_BUILD_DIR (the build directory holding test_dist).
 set -u
 BIN=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_dist
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found (the launcher of the MPI this build uses)" >&2; exit 1; }
 het_mpi_each test_dist_mpi "$BIN" 1 2 3 4 || exit 1

@@ -12,7 +12,7 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 CHECKER=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_trace_json
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 T=$(mktemp -d /tmp/het_killw_XXXXXX)
 export KW_PIDS=$T/pids
 : >"$KW_PIDS"

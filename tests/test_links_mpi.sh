@@ -5,7 +5,6 @@
 # alone and two at once). CTest runs it alone as a 1-rank singleton.
 set -u
 HET_BUILD_DIR=${HET_BUILD_DIR:?set HET_BUILD_DIR to the build folder}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found (the launcher of the MPI this build uses)" >&2; exit 1; }
 het_mpi_each test_links_mpi "$HET_BUILD_DIR/test_links" 2 4 || exit 1

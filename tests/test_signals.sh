@@ -7,7 +7,7 @@
 # deterministically. Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 # the launcher parts follow Open MPI's mpirun (it forwards SIGTERM/SIGINT to every rank)
 launcher_ok() { het_mpi_found && [ "$het_mpi_flavor" = openmpi ]; }

@@ -19,7 +19,7 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 SRC=${HET_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 . "$(dirname "$0")/slurm.sh"
 skip() { echo "test_slurm: SKIPPED: $*"; exit 77; }

@@ -12,7 +12,7 @@
 # Env: HETRAIN (the binary), HET_BUILD_DIR (the build folder, for test_stall).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 # a lost rank is named when Open MPI's mpirun ends the others (SIGTERM): Open MPI only
 if ! het_mpi_found || [ "$het_mpi_flavor" != openmpi ]; then

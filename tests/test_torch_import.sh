@@ -13,7 +13,7 @@ set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 SRC=${HET_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 . "$SRC/tests/mpi.sh"
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 export LC_ALL=C
 F=$SRC/tests/fixtures
 DATA=${HET_FASHION_DIR:-/usr/share/datasets/fashion-mnist}

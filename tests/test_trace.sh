@@ -10,7 +10,7 @@
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
 CHECKER=${HET_BUILD_DIR:?set HET_BUILD_DIR}/test_trace_json
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+. "$(dirname "$0")/no_leaks.sh"
 . "$(dirname "$0")/mpi.sh"
 T=$(mktemp -d /tmp/het_trace_XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -5,7 +5,6 @@
 # depends on timing: the clock is virtual.
 set -u
 HET_BUILD_DIR=${HET_BUILD_DIR:?set HET_BUILD_DIR to the build folder}
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 . "$(dirname "$0")/mpi.sh"
 het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found (the launcher of the MPI this build uses)" >&2; exit 1; }
 het_mpi_each test_vclock_mpi "$HET_BUILD_DIR/test_vclock" 2 3 || exit 1

@@ -561,6 +561,23 @@ static void warn_launcher_mismatch(void) {
     }
 }
 
+/* A sanitized build's leak check ignores what MPI allocates inside MPI_Init_thread and
+ * MPI_Finalize (MPI's, kept until exit): matching those few thousand blocks to tests/lsan.supp
+ * took a quarter of a leak-checked 5-rank run (8.4 s -> 6.0 s). Everything else stays checked. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
+#define __SANITIZE_ADDRESS__ 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+static void lsan_disable(void) { __lsan_disable(); }
+static void lsan_enable(void) { __lsan_enable(); }
+#else
+static void lsan_disable(void) {}
+static void lsan_enable(void) {}
+#endif
+
 int main(int argc, char **argv) {
     int size = 1, provided = MPI_THREAD_SINGLE; /* het_comm_create checks the level */
 #ifndef HET_SMPI /* under smpirun the ranks are threads of one process: no re-exec */
@@ -574,7 +591,10 @@ int main(int argc, char **argv) {
             fflush(stdout);
             return rc;
         }
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    lsan_disable();
+    int init_rc = MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    lsan_enable();
+    if (init_rc != MPI_SUCCESS) {
         fprintf(stderr, "hetrain: MPI_Init_thread failed\n");
         return CLI_FAIL;
     }
@@ -589,6 +609,8 @@ int main(int argc, char **argv) {
     int rc = run_cli(argc, argv);
     fflush(stdout);
     cli_signals_finish(rc);
+    lsan_disable();
     MPI_Finalize();
+    lsan_enable();
     return rc;
 }
