@@ -8,7 +8,8 @@
  * ranks of one collective together: no load above capacity) and two at once on two groups
  * crossing the same links (each charged as if alone: over capacity all the time they are busy);
  * gradient buckets in flight together queue on the link (each k W after the one before: no
- * load above capacity); span noted inside het_comm_link_mark / rewind forgotten. An MPI program: CTest runs it as a
+ * load above capacity); a broadcast's tree from root 1 crossing twice in a row; span noted inside
+ * het_comm_link_mark / rewind forgotten. An MPI program: CTest runs it as a
  * 1-rank singleton (nothing crosses a node: measured, all 0), test_links_mpi.sh under mpirun
  * with 2 ranks (one per node) and 4 (two per node). */
 #define _POSIX_C_SOURCE 200809L
@@ -204,6 +205,27 @@ static void test_alone(void) {
     env_close(&e);
 }
 
+/* A broadcast over the world follows the tree MPI runs (4 ranks, 2 per node, 4000 bytes: a
+ * binomial tree in Open MPI's rules and MPICH's): from root 0 one message crosses (L + W); from
+ * root 1 the root posts its two sends across at once, sharing its node's way out (L + 2 W),
+ * then rank 3 passes it back to rank 0 (L + W); the tree over the nodes charged L + W for both. */
+static void test_bcast_root(void) {
+    if (g_size != 4) return;
+    env e;
+    CHECK(env_open(&e, 2), "%s", het_error_msg());
+    static char buf[B];
+    het_comm_queue q0 = het_comm_queue_get(e.c);
+    for (int root = 0; root < 2; root++) {
+        het_clock_rewind(0.0);
+        het_comm_queue_set(e.c, q0); /* not behind the first broadcast */
+        CHECK(het_comm_bcast(e.c, HET_COMM_WORLD, buf, B, root) == HET_OK, "%s", het_error_msg());
+        double want = root == 0 ? 1e-3 + WIRE : (1e-3 + 2 * WIRE) + (1e-3 + WIRE);
+        CHECK(near(het_clock_now(), want), "broadcast from root %d ended at %.9g s, expected "
+              "%.9g s", root, het_clock_now(), want);
+    }
+    env_close(&e);
+}
+
 int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &(int){0});
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -213,6 +235,7 @@ int main(int argc, char **argv) {
     test_uplink();
     test_buckets();
     test_collectives();
+    test_bcast_root();
     int failed = het_test_failures;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0)

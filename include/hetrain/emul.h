@@ -113,6 +113,22 @@ het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
 double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking);
 /* Modeled time of a broadcast: ceil(log2 N) (lat + bytes/bw). */
 double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
+/* The broadcast algorithms of MPI libraries (src/emul/bcast.c): the linear one (the root sends
+ * to every rank; SMPI runs a pipelined chain for it), a chain and a segmented pipeline, the
+ * split binary tree, the binary tree, the binomial tree, k-nomial trees, scatter + all-gather. */
+typedef enum {
+    HET_BC_LINEAR, HET_BC_CHAIN, HET_BC_PIPELINE, HET_BC_SPLIT_BINTREE, HET_BC_BINTREE,
+    HET_BC_BINOMIAL, HET_BC_KNOMIAL, HET_BC_SCATTER_ALLGATHER, HET_BC_N
+} het_bc_algo;
+/* The algorithm this MPI library runs for MPI_Bcast of `bytes` over p ranks: Open MPI 4.1's
+ * coll/tuned fixed rules (as SMPI's "ompi" selector), MPICH 4's rule otherwise. */
+het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes);
+/* Modeled time of a binomial-tree broadcast of `bytes` from root over p ranks, rank r on node
+ * node[r] (ids >= 0): its messages between nodes as flows sharing the nodes' up- and downlinks
+ * (max-min), those inside a node on the node link when local_on (virtual clock), blocking sends
+ * from 64 KiB; until the last rank has the data. 0 for p <= 1; negative when out of memory. */
+double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                  int local_on);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 /* The time a message of `bytes` keeps the link busy: bytes / (bw x bw_factor); 0 with the model

@@ -360,7 +360,7 @@ int het_comm_bcast(het_comm *c, het_comm_scope s, void *buf, size_t bytes, int r
     if (chunk > (size_t)INT_MAX) chunk = (size_t)INT_MAX;
     double t0 = het_now();
     int span = het_comm_span(c, s);
-    double model = het_comm_bcast_model(c, s, bytes);
+    double model = het_comm_bcast_model(c, s, bytes, root);
     het_arrival a;
     if ((rc = het_arrival_post(c, s, bytes, HET_LINK_BCAST, comm, model, &a)) != HET_OK) return rc;
     for (size_t off = 0; off < bytes; off += chunk) {

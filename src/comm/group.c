@@ -72,8 +72,14 @@ static double local_model(const het_comm *c, het_comm_scope s, size_t bytes, int
     return k ? het_netem_local_cost_s(c->ne, k[a], bytes) : 0.0;
 }
 
-double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes) {
+double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, int root) {
     int span = het_comm_span(c, s), p = het_comm_scope_size(c, s);
+    if (s == HET_COMM_WORLD && span > 1 && c->world_node &&
+        het_netem_mpi_bcast_algo(p, bytes) == HET_BC_BINOMIAL) { /* the tree over the ranks */
+        double t = het_netem_bcast_binomial_s(c->ne, c->world_node, p, root, bytes,
+                                              het_clock_virtual());
+        if (t >= 0.0) return t;
+    }
     double t = het_netem_bcast_s(c->ne, bytes, span);
     if (het_clock_virtual() && p > span) /* ranks sharing nodes: the node link's rounds too */
         t += het_netem_local_bcast_s(c->ne, bytes, (p + span - 1) / span);

@@ -109,9 +109,10 @@ double het_comm_allreduce_model(const het_comm *c, het_comm_scope s, size_t byte
 /* The costs of every all-reduce algorithm over ranks on nodes node[0..p-1] (k[HET_AR_N]), and
  * their node-local parts (local[HET_AR_N]). */
 void het_comm_costs(het_netem_cost *k, het_netem_cost *local, const int *node, int p);
-/* The modeled time of a broadcast of `bytes` on scope s: between nodes, and on the virtual
- * clock within them. */
-double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes);
+/* The modeled time of a broadcast of `bytes` from root on scope s: between nodes, and on the
+ * virtual clock within them; over the world, a binomial tree where MPI runs one
+ * (het_netem_bcast_binomial_s), else a binomial tree over the nodes and one inside them. */
+double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, int root);
 /* Virtual clock: makes r (just started by the caller, MPI part posted or not) end at the last
  * start over comm + model: posts the exchange of starts. Wall clock: as the non-blocking
  * all-reduce does, only when model > 0. */

@@ -1,0 +1,158 @@
+/* Broadcast models (issue #36): the algorithm the MPI library runs for MPI_Bcast, and for the
+ * binomial tree its messages placed on the nodes' links, where they share bandwidth.
+ *
+ * Which algorithm: Open MPI 4.1's coll/tuned fixed rules (coll_tuned_decision_fixed.c, the
+ * same table SMPI's "ompi" selector copies): by communicator size and message size, e.g. on
+ * 16-31 ranks a binomial tree from 4 KiB to 1 MiB, on 4-15 ranks the linear one (SMPI: its
+ * pipelined chain) for most sizes, k-nomial trees from 32 ranks. MPICH 4: a binomial tree below
+ * 12 KiB or on fewer than 8 ranks, scatter + all-gather above.
+ *
+ * The binomial tree (het_netem_bcast_binomial_s), as the library runs it: ranks relative to the
+ * root, a rank receives from its parent (its relative rank less its lowest bit) and then sends
+ * to its children, the farthest first, one blocking send after another. Each message between
+ * nodes is a flow from the sender's node uplink to the receiver's node downlink (emul/flows.c:
+ * max-min fair sharing, latency x lat_factor(bytes), bytes at bw x bw_factor(bytes)); a message
+ * inside a node costs node_lat + bytes / node_bw (the node link, virtual clock), unshared, as
+ * SMPI's loopback. A blocking send of 64 KiB or more (the eager limit of Open MPI's TCP
+ * transport and SMPI's send-is-detached threshold) returns when its bytes are in; a smaller one
+ * when it is posted. The broadcast ends when the last rank has the data. A root off the first
+ * rank of its node makes the tree cross nodes more often than a tree over the nodes would
+ * (2 + 2 ranks, root 1: two messages between nodes in a row instead of one). */
+#include <math.h>
+#include <stdlib.h>
+
+#include <mpi.h> /* which MPI library (OPEN_MPI): the algorithm its broadcast runs */
+
+#include "emul/flows.h"
+#include "hetrain/emul.h"
+
+enum { EAGER_LIMIT = 65536 };
+
+het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes) {
+#if defined(OPEN_MPI)
+    /* rows of the 4.1 table: (ranks below, then bytes below -> algorithm) */
+    if (p < 4) {
+        return bytes < 32        ? HET_BC_PIPELINE
+               : bytes < 256     ? HET_BC_BINTREE
+               : bytes < 512     ? HET_BC_PIPELINE
+               : bytes < 1024    ? HET_BC_KNOMIAL
+               : bytes < 32768   ? HET_BC_LINEAR
+               : bytes < 131072  ? HET_BC_BINTREE
+               : bytes < 262144  ? HET_BC_CHAIN
+               : bytes < 524288  ? HET_BC_LINEAR
+               : bytes < 1048576 ? HET_BC_BINOMIAL
+                                 : HET_BC_BINTREE;
+    }
+    if (p < 8) {
+        return bytes < 64        ? HET_BC_BINTREE
+               : bytes < 128     ? HET_BC_BINOMIAL
+               : bytes < 2048    ? HET_BC_BINTREE
+               : bytes < 8192    ? HET_BC_BINOMIAL
+               : bytes < 1048576 ? HET_BC_LINEAR
+                                 : HET_BC_CHAIN;
+    }
+    if (p < 16) {
+        return bytes < 8       ? HET_BC_KNOMIAL
+               : bytes < 64    ? HET_BC_BINTREE
+               : bytes < 4096  ? HET_BC_KNOMIAL
+               : bytes < 16384 ? HET_BC_BINTREE
+               : bytes < 32768 ? HET_BC_BINOMIAL
+                               : HET_BC_LINEAR;
+    }
+    if (p < 32)
+        return bytes < 4096 ? HET_BC_KNOMIAL : bytes < 1048576 ? HET_BC_BINOMIAL
+                                                               : HET_BC_SCATTER_ALLGATHER;
+    if (p < 64) return bytes < 2048 ? HET_BC_BINOMIAL : HET_BC_KNOMIAL;
+    return HET_BC_KNOMIAL; /* 64-127; the larger communicators' rows are mostly k-nomial too */
+#else
+    return bytes < 12288 || p < 8 ? HET_BC_BINOMIAL : HET_BC_SCATTER_ALLGATHER;
+#endif
+}
+
+/* A rank of the tree (by relative rank) while the broadcast runs. */
+typedef struct {
+    double ready;   /* when it can post its next send (INFINITY: no data yet, or waiting) */
+    int next_mask;  /* the distance of its next child; 0: none left */
+    int flow;       /* the flow of its blocking send in flight, or -1 */
+} bc_rank;
+
+static int lowbit(int x) { return x & -x; }
+
+double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                  int local_on) {
+    if (p <= 1 || bytes == 0 || root < 0 || root >= p) return 0.0;
+    int n_nodes = 0;
+    for (int r = 0; r < p; r++)
+        if (node[r] + 1 > n_nodes) n_nodes = node[r] + 1;
+    double cap = ne.bw_bytes_per_s > 0.0 ? ne.bw_bytes_per_s : INFINITY;
+    double *caps = malloc((size_t)2 * (size_t)n_nodes * sizeof *caps);
+    bc_rank *rk = malloc((size_t)p * sizeof *rk);
+    int *dest = malloc((size_t)p * sizeof *dest); /* by flow id: the child's relative rank */
+    int *from = malloc((size_t)p * sizeof *from); /* by flow id: the sender's */
+    het_flows *f = NULL;
+    double end = -1.0; /* negative: out of memory */
+    if (!caps || !rk || !dest || !from) goto out;
+    for (int i = 0; i < 2 * n_nodes; i++) caps[i] = isinf(cap) ? 1e300 : cap;
+    if (!(f = het_flows_new(2 * n_nodes, caps))) goto out;
+    int top = 1;
+    while (top < p) top <<= 1;
+    for (int x = 0; x < p; x++) {
+        int m = x == 0 ? top >> 1 : lowbit(x) >> 1;
+        while (m > 0 && x + m >= p) m >>= 1;
+        rk[x] = (bc_rank){x == 0 ? 0.0 : INFINITY, m, -1};
+    }
+    double lat = (ne.lat_s > 0.0 ? ne.lat_s : 0.0) * het_netem_pw_at(&ne.lat_factor, (double)bytes);
+    double bf = het_netem_pw_at(&ne.bw_factor, (double)bytes);
+    double local = 0.0;
+    if (local_on) {
+        local = (ne.node_lat_s > 0.0 ? ne.node_lat_s : 0.0) *
+                het_netem_pw_at(&ne.lat_factor, (double)bytes);
+        if (ne.node_bw_bytes_per_s > 0.0) local += (double)bytes / (ne.node_bw_bytes_per_s * bf);
+    }
+    int blocking = bytes >= EAGER_LIMIT, n_flows = 0;
+    end = 0.0;
+    for (;;) {
+        int x = -1; /* the rank that posts the next send, earliest first (lowest rank on ties) */
+        for (int i = 0; i < p; i++)
+            if (rk[i].next_mask > 0 && rk[i].flow < 0 && (x < 0 || rk[i].ready < rk[x].ready))
+                x = i;
+        double t_send = x >= 0 ? rk[x].ready : INFINITY, t_flow = het_flows_next(f);
+        if (isinf(t_send) && isinf(t_flow)) break;
+        if (t_flow <= t_send) { /* the network first: the messages in by then */
+            het_flows_advance(f, t_flow);
+            for (int id = 0; id < n_flows; id++) {
+                double done = het_flows_done(f, id);
+                if (done < 0.0 || dest[id] < 0) continue;
+                bc_rank *c = &rk[dest[id]];
+                c->ready = done;
+                if (done > end) end = done;
+                if (rk[from[id]].flow == id) rk[from[id]].flow = -1, rk[from[id]].ready = done;
+                dest[id] = -1;
+            }
+            continue;
+        }
+        int y = x + rk[x].next_mask;
+        rk[x].next_mask >>= 1;
+        int a = node[(x + root) % p], b = node[(y + root) % p];
+        if (a == b) { /* inside the node: unshared */
+            double in = t_send + local;
+            rk[y].ready = in;
+            if (in > end) end = in;
+            rk[x].ready = blocking ? in : t_send;
+            continue;
+        }
+        het_flows_advance(f, t_send);
+        const int route[2] = {2 * a, 2 * b + 1};
+        int id = het_flows_add_weighted(f, t_send, (double)bytes, lat, 0.0, bf, route, NULL, 2);
+        if (id < 0 || id >= p) { end = -1.0; goto out; } /* a tree has p - 1 messages */
+        dest[id] = y, from[id] = x, n_flows = id + 1;
+        if (blocking) rk[x].flow = id, rk[x].ready = INFINITY;
+    }
+out:
+    het_flows_free(f);
+    free(caps);
+    free(rk);
+    free(dest);
+    free(from);
+    return end;
+}

@@ -1,0 +1,97 @@
+/* The broadcast model (src/emul/bcast.c) against hand-derived times. Links of 1 MB/s without
+ * latency unless a case says otherwise, so a 100 kB message (blocking: 64 KiB or more) takes
+ * T = 0.1 s between nodes:
+ * - 2 + 2 ranks (nodes 0, 0, 1, 1), root 0: 0 -> 2 across, then 0 -> 1 and 2 -> 3 inside the
+ *   nodes (free without the node link): T; root 1 (relative ranks 1, 2, 3 = ranks 2, 3, 0): the
+ *   root sends to rank 3 and then to rank 2, both across (2 T), while rank 3 passes it to rank 0
+ *   across (2 T): 2 T; root 3: 2 T; root 2: T;
+ * - eager messages (1000 bytes, latency 1 ms): root 1 posts both sends at once, they share node
+ *   0's uplink (each at half: 1 ms + 2 ms), then rank 3 sends to rank 0 (1 ms + 1 ms): 5 ms;
+ * - the node link on: root 0 adds one message inside a node after the one across it;
+ * - 16 ranks on 4 nodes, root 0: two messages across in a row (0 -> 8, then 8 -> 12 beside
+ *   0 -> 4), as the tree over the nodes (het_netem_bcast_s): 2 T; root 1: more;
+ * - SMPI's message-size factors: one message between 2 nodes is het_netem_p2p_s;
+ * - the algorithm Open MPI 4.1 picks (binomial on 16-31 ranks from 4 KiB, linear on 4-7 ranks
+ *   from 8 KiB, ...), or MPICH's. */
+#include <math.h>
+#include <mpi.h>
+#include <string.h>
+
+#include "hetrain/emul.h"
+#include "test.h"
+
+static const int two_by_two[4] = {0, 0, 1, 1};
+
+static void test_roots(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 0, 100000, 0), T, 1e-12, "root 0");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 1, 100000, 0), 2 * T, 1e-12,
+                "root 1");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 2, 100000, 0), T, 1e-12, "root 2");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 3, 100000, 0), 2 * T, 1e-12,
+                "root 3");
+    CHECK(het_netem_bcast_binomial_s(ne, two_by_two, 1, 0, 100000, 0) == 0.0, "one rank");
+    CHECK(het_netem_bcast_binomial_s(ne, two_by_two, 4, 4, 100000, 0) == 0.0, "root out of range");
+}
+
+static void test_eager_share(void) {
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 1e6};
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 1, 1000, 0), 5e-3, 1e-12,
+                "eager, root 1: two sends at once share the uplink");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 0, 1000, 0), 2e-3, 1e-12,
+                "eager, root 0");
+}
+
+static void test_node_link(void) {
+    het_netem ne = {.bw_bytes_per_s = 1e6, .node_lat_s = 1e-6, .node_bw_bytes_per_s = 1e9};
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 0, 100000, 1), 0.1 + 1e-6 + 1e-4,
+                1e-12, "root 0 with the node link");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_two, 4, 0, 100000, 0), 0.1, 1e-12,
+                "root 0, node link off");
+}
+
+static void test_sixteen(void) {
+    int node[16];
+    for (int r = 0; r < 16; r++) node[r] = r / 4;
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double t0 = het_netem_bcast_binomial_s(ne, node, 16, 0, 100000, 0);
+    CHECK_CLOSE(t0, 0.2, 1e-12, "16 ranks, root 0");
+    CHECK_CLOSE(t0, het_netem_bcast_s(ne, 100000, 4), 1e-12, "root 0 = the tree over the nodes");
+    double t1 = het_netem_bcast_binomial_s(ne, node, 16, 1, 100000, 0);
+    CHECK(t1 > t0 + 0.05, "16 ranks, root 1: %.9g s, expected more than root 0's %.9g s", t1, t0);
+}
+
+static void test_factors(void) {
+    het_netem ne = {.lat_s = 50e-6, .bw_bytes_per_s = 12.5e6};
+    het_netem_use_smpi_factors(&ne);
+    const int node[2] = {0, 1};
+    for (size_t b = 1000; b <= 1000000; b *= 10)
+        CHECK_CLOSE(het_netem_bcast_binomial_s(ne, node, 2, 0, b, 0), het_netem_p2p_s(ne, b), 1e-12,
+                    "one message with SMPI's factors");
+}
+
+static void test_algo(void) {
+#if defined(OPEN_MPI)
+    CHECK(het_netem_mpi_bcast_algo(16, 247000) == HET_BC_BINOMIAL, "16 ranks, 247 kB");
+    CHECK(het_netem_mpi_bcast_algo(16, 2000) == HET_BC_KNOMIAL, "16 ranks, 2 kB");
+    CHECK(het_netem_mpi_bcast_algo(4, 247000) == HET_BC_LINEAR, "4 ranks, 247 kB");
+    CHECK(het_netem_mpi_bcast_algo(4, 4000) == HET_BC_BINOMIAL, "4 ranks, 4 kB");
+    CHECK(het_netem_mpi_bcast_algo(8, 247000) == HET_BC_LINEAR, "8 ranks, 247 kB");
+    CHECK(het_netem_mpi_bcast_algo(64, 247000) == HET_BC_KNOMIAL, "64 ranks");
+    CHECK(het_netem_mpi_bcast_algo(2, 600000) == HET_BC_BINOMIAL, "2 ranks, 600 kB");
+#else
+    CHECK(het_netem_mpi_bcast_algo(4, 247000) == HET_BC_BINOMIAL, "MPICH, 4 ranks");
+    CHECK(het_netem_mpi_bcast_algo(16, 247000) == HET_BC_SCATTER_ALLGATHER, "MPICH, 16 ranks");
+#endif
+}
+
+int main(void) {
+    test_roots();
+    test_eager_share();
+    test_node_link();
+    test_sixteen();
+    test_factors();
+    test_algo();
+    return het_test_finish("test_bcast");
+}
