@@ -19,6 +19,7 @@
  * rank of its node makes the tree cross nodes more often than a tree over the nodes would
  * (2 + 2 ranks, root 1: two messages between nodes in a row instead of one). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <mpi.h> /* which MPI library (OPEN_MPI): the algorithm its broadcast runs */
@@ -28,41 +29,41 @@
 
 enum { EAGER_LIMIT = 65536 };
 
+#if defined(OPEN_MPI)
+/* One row of a decision table: messages below `below` bytes take `algo`. */
+typedef struct {
+    size_t below;
+    het_bc_algo algo;
+} bc_rule;
+
+static het_bc_algo bc_pick(const bc_rule *r, size_t bytes) {
+    while (bytes >= r->below) r++;
+    return r->algo;
+}
+#endif
+
 het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes) {
 #if defined(OPEN_MPI)
-    /* rows of the 4.1 table: (ranks below, then bytes below -> algorithm) */
-    if (p < 4) {
-        return bytes < 32        ? HET_BC_PIPELINE
-               : bytes < 256     ? HET_BC_BINTREE
-               : bytes < 512     ? HET_BC_PIPELINE
-               : bytes < 1024    ? HET_BC_KNOMIAL
-               : bytes < 32768   ? HET_BC_LINEAR
-               : bytes < 131072  ? HET_BC_BINTREE
-               : bytes < 262144  ? HET_BC_CHAIN
-               : bytes < 524288  ? HET_BC_LINEAR
-               : bytes < 1048576 ? HET_BC_BINOMIAL
-                                 : HET_BC_BINTREE;
-    }
-    if (p < 8) {
-        return bytes < 64        ? HET_BC_BINTREE
-               : bytes < 128     ? HET_BC_BINOMIAL
-               : bytes < 2048    ? HET_BC_BINTREE
-               : bytes < 8192    ? HET_BC_BINOMIAL
-               : bytes < 1048576 ? HET_BC_LINEAR
-                                 : HET_BC_CHAIN;
-    }
-    if (p < 16) {
-        return bytes < 8       ? HET_BC_KNOMIAL
-               : bytes < 64    ? HET_BC_BINTREE
-               : bytes < 4096  ? HET_BC_KNOMIAL
-               : bytes < 16384 ? HET_BC_BINTREE
-               : bytes < 32768 ? HET_BC_BINOMIAL
-                               : HET_BC_LINEAR;
-    }
-    if (p < 32)
-        return bytes < 4096 ? HET_BC_KNOMIAL : bytes < 1048576 ? HET_BC_BINOMIAL
-                                                               : HET_BC_SCATTER_ALLGATHER;
-    if (p < 64) return bytes < 2048 ? HET_BC_BINOMIAL : HET_BC_KNOMIAL;
+    /* the 4.1 table, a row per range of communicator sizes (the last rule of each: the rest) */
+    static const bc_rule lt4[] = {
+        {32, HET_BC_PIPELINE}, {256, HET_BC_BINTREE}, {512, HET_BC_PIPELINE},
+        {1024, HET_BC_KNOMIAL}, {32768, HET_BC_LINEAR}, {131072, HET_BC_BINTREE},
+        {262144, HET_BC_CHAIN}, {524288, HET_BC_LINEAR}, {1048576, HET_BC_BINOMIAL},
+        {SIZE_MAX, HET_BC_BINTREE}};
+    static const bc_rule lt8[] = {
+        {64, HET_BC_BINTREE}, {128, HET_BC_BINOMIAL}, {2048, HET_BC_BINTREE},
+        {8192, HET_BC_BINOMIAL}, {1048576, HET_BC_LINEAR}, {SIZE_MAX, HET_BC_CHAIN}};
+    static const bc_rule lt16[] = {
+        {8, HET_BC_KNOMIAL}, {64, HET_BC_BINTREE}, {4096, HET_BC_KNOMIAL},
+        {16384, HET_BC_BINTREE}, {32768, HET_BC_BINOMIAL}, {SIZE_MAX, HET_BC_LINEAR}};
+    static const bc_rule lt32[] = {
+        {4096, HET_BC_KNOMIAL}, {1048576, HET_BC_BINOMIAL}, {SIZE_MAX, HET_BC_SCATTER_ALLGATHER}};
+    static const bc_rule lt64[] = {{2048, HET_BC_BINOMIAL}, {SIZE_MAX, HET_BC_KNOMIAL}};
+    if (p < 4) return bc_pick(lt4, bytes);
+    if (p < 8) return bc_pick(lt8, bytes);
+    if (p < 16) return bc_pick(lt16, bytes);
+    if (p < 32) return bc_pick(lt32, bytes);
+    if (p < 64) return bc_pick(lt64, bytes);
     return HET_BC_KNOMIAL; /* 64-127; the larger communicators' rows are mostly k-nomial too */
 #else
     return bytes < 12288 || p < 8 ? HET_BC_BINOMIAL : HET_BC_SCATTER_ALLGATHER;
