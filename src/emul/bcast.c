@@ -85,7 +85,7 @@ double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root
     int n_nodes = 0;
     for (int r = 0; r < p; r++)
         if (node[r] + 1 > n_nodes) n_nodes = node[r] + 1;
-    double cap = ne.bw_bytes_per_s > 0.0 ? ne.bw_bytes_per_s : INFINITY;
+    double cap = ne.bw_bytes_per_s > 0.0 ? ne.bw_bytes_per_s : 1e300; /* 0: infinite */
     double *caps = malloc((size_t)2 * (size_t)n_nodes * sizeof *caps);
     bc_rank *rk = malloc((size_t)p * sizeof *rk);
     int *dest = malloc((size_t)p * sizeof *dest); /* by flow id: the child's relative rank */
@@ -93,7 +93,7 @@ double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root
     het_flows *f = NULL;
     double end = -1.0; /* negative: out of memory */
     if (!caps || !rk || !dest || !from) goto out;
-    for (int i = 0; i < 2 * n_nodes; i++) caps[i] = isinf(cap) ? 1e300 : cap;
+    for (int i = 0; i < 2 * n_nodes; i++) caps[i] = cap;
     if (!(f = het_flows_new(2 * n_nodes, caps))) goto out;
     int top = 1;
     while (top < p) top <<= 1;
@@ -104,12 +104,8 @@ double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root
     }
     double lat = (ne.lat_s > 0.0 ? ne.lat_s : 0.0) * het_netem_pw_at(&ne.lat_factor, (double)bytes);
     double bf = het_netem_pw_at(&ne.bw_factor, (double)bytes);
-    double local = 0.0;
-    if (local_on) {
-        local = (ne.node_lat_s > 0.0 ? ne.node_lat_s : 0.0) *
-                het_netem_pw_at(&ne.lat_factor, (double)bytes);
-        if (ne.node_bw_bytes_per_s > 0.0) local += (double)bytes / (ne.node_bw_bytes_per_s * bf);
-    }
+    /* a message inside a node: the node link's broadcast over 2 ranks, one round */
+    double local = local_on ? het_netem_local_bcast_s(ne, bytes, 2) : 0.0;
     int blocking = bytes >= EAGER_LIMIT, n_flows = 0;
     end = 0.0;
     for (;;) {
