@@ -11,7 +11,9 @@
  * the real send order (the earliest sender sends last: it waits for a go from the receiver),
  * nothing delivered while a sender has neither a message there nor said done, taken in V
  * order with ties by rank, every sender done, then a second round; two senders' messages
- * overlapping on the receiver's way in (max-min: the later, shorter one in first); an
+ * overlapping on the receiver's way in (max-min: the later, shorter one in first); messages
+ * of 64 KiB and more waiting for their receive (rendezvous: from one sender, and from any
+ * sender taken in the order they were sent); an
  * all-reduce starting behind a rank's message on its way out; waitany in virtual order;
  * a message of many chunks, one too large for its buffer (refused, the next one intact); a
  * header receive left posted at het_comm_free (cancelled: it steals nothing later); nothing
@@ -406,6 +408,71 @@ static void test_way_in(void) {
     env_close(&e, "way in");
 }
 
+/* Virtual clock, messages of at least 64 KiB wait for their receive (rndv_bytes; hand-derived,
+ * 1 ms latency, 100 MB/s, every rank its own node). One sender: rank 1 sends rank 0 50 kB
+ * and 100 kB at V = 0 on two tags; rank 0 posts both receives at V = 5 ms: the 100 kB moves
+ * from then, in at 5 + 1 + 1 = 7 ms; the 50 kB moved when sent (in at 1.5 ms), V stays 5 ms.
+ * From any sender (a parameter server): rank 1 sends 200 kB at V = 0, rank 2 70 kB at
+ * V = 0.5 ms; rank 0's receive posted at V = 0 takes rank 1's, sent first (an eager model
+ * shares the way in and gives rank 2's first), alone from 1 ms: in at 3 ms; the next receive,
+ * posted at 3 ms, moves rank 2's from then: in at 3 + 1 + 0.7 = 4.7 ms. */
+static void test_rendezvous(void) {
+    if (g_size < 3) return;
+    env e;
+    het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6, .rndv_bytes = 65536};
+    CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg());
+    static unsigned char buf[200000], small[50000];
+    het_msg m[2];
+    if (g_rank == 1) { /* the 50 kB first: the 100 kB leaves behind it, at 0.5 ms */
+        CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_USER, small, sizeof small, &m[1]) ==
+              HET_OK && het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_PARAMS, buf, 100000,
+                                       &m[0]) == HET_OK &&
+              het_comm_msg_waitall(e.c, 2, m) == HET_OK, "%s", het_error_msg());
+    } else if (g_rank == 0) {
+        het_clock_advance_to(5e-3);
+        CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 1, HET_TAG_PARAMS, buf, sizeof buf, &m[0]) ==
+              HET_OK && het_comm_irecv(e.c, HET_COMM_WORLD, 1, HET_TAG_USER, small,
+                                       sizeof small, &m[1]) == HET_OK &&
+              het_comm_msg_wait(e.c, &m[1]) == HET_OK, "%s", het_error_msg());
+        CHECK(fabs(m[1].deliver - 1.5e-3) < 1e-12 && fabs(het_clock_now() - 5e-3) < 1e-12,
+              "rendezvous: 50 kB in at %.17g (V %.17g), expected 1.5 ms (V 5 ms)", m[1].deliver,
+              het_clock_now());
+        CHECK(het_comm_msg_wait(e.c, &m[0]) == HET_OK, "%s", het_error_msg());
+        CHECK(fabs(m[0].deliver - 7e-3) < 1e-12 && fabs(het_clock_now() - 7e-3) < 1e-12,
+              "rendezvous: 100 kB in at %.17g (V %.17g), expected 7 ms", m[0].deliver,
+              het_clock_now());
+    }
+    env_close(&e, "rendezvous, one sender");
+    CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg()); /* queues empty */
+    if (g_rank == 1 || g_rank == 2) {
+        het_clock_advance_to(g_rank == 1 ? 0.0 : 0.5e-3);
+        CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, buf,
+                             g_rank == 1 ? 200000 : 70000, &m[0]) == HET_OK &&
+              het_comm_msg_wait(e.c, &m[0]) == HET_OK, "%s", het_error_msg());
+    }
+    if (g_rank > 0) {
+        CHECK(het_comm_p2p_done(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, &m[0]) == HET_OK &&
+              het_comm_msg_wait(e.c, &m[0]) == HET_OK, "%s", het_error_msg());
+        env_close(&e, "rendezvous");
+        return;
+    }
+    const int want_src[2] = {1, 2};
+    const double want_t[2] = {3e-3, 4.7e-3};
+    for (int i = 0; i < 3; i++) {
+        CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, HET_ANY_SOURCE, HET_TAG_GRADS, buf, sizeof buf,
+                             &m[0]) == HET_OK && het_comm_msg_wait(e.c, &m[0]) == HET_OK, "%s",
+              het_error_msg());
+        if (i == 2) {
+            CHECK(m[0].done, "rendezvous: after both, done from %d", m[0].src);
+            continue;
+        }
+        CHECK(!m[0].done && m[0].src == want_src[i] && fabs(m[0].deliver - want_t[i]) < 1e-12,
+              "rendezvous: message %d from rank %d in at %.17g, expected rank %d at %.17g", i,
+              m[0].src, m[0].deliver, want_src[i], want_t[i]);
+    }
+    env_close(&e, "rendezvous");
+}
+
 /* Virtual clock, a collective beside messages: rank 0 sends rank 1 (another node) 1 MB at V = 0
  * (its way out busy until 10 ms at 100 MB/s), then every rank all-reduces 4 floats: the
  * all-reduce starts behind rank 0's message, at 10 ms, and ends 10 ms + its model for all;
@@ -643,6 +710,7 @@ int main(int argc, char **argv) {
     test_stream();
     test_order();
     test_way_in();
+    test_rendezvous();
     test_collective_behind();
     test_waitany();
     test_chunks();

@@ -75,10 +75,13 @@ static void written_reads_back(void) {
           "netem %g %g %g %g, uniform %d", got.lat_s, got.bw_bytes_per_s, got.node_lat_s,
           got.node_bw_bytes_per_s, uniform);
     CHECK(got.lat_factor.n == 0 && got.bw_factor.n == 0, "no factors written, none read");
+    CHECK(got.rndv_bytes == 1.0, "no smpi/async-small-thresh: every message waits for its "
+          "receive as under SMPI (rndv_bytes 1), got %g", got.rndv_bytes);
     het_platform_free(&p);
     /* SMPI's message-size factors: written into <config>, read back exactly, and the network
      * model gets them */
     het_netem fx = ne;
+    fx.rndv_bytes = 65536; /* Open MPI's eager limit over TCP: smpi/async-small-thresh */
     CHECK(het_netem_pw_parse(&fx.lat_factor, het_netem_smpi_lat_factor) == HET_OK &&
               het_netem_pw_parse(&fx.bw_factor, het_netem_smpi_bw_factor) == HET_OK,
           "SMPI's factors parse");
@@ -94,6 +97,8 @@ static void written_reads_back(void) {
     CHECK(het_netem_pw_at(&got.lat_factor, 70000) == 11.6436 &&
               het_netem_pw_at(&got.bw_factor, 100) == 0.812084,
           "the model takes the file's factors");
+    CHECK(p.async_small == 65536 && got.rndv_bytes == 65536, "smpi/async-small-thresh read "
+          "back: %g, the model's rndv_bytes %g", p.async_small, got.rndv_bytes);
     /* without the hostfile: 2 + 2 + 1 cores in turn, the same placement */
     CHECK(het_platform_place(&p, NULL, 5, host_of) == HET_OK, "%s", het_error_msg());
     for (int r = 0; r < 5; r++) CHECK(host_of[r] == node_of[r], "rank %d on %d", r, host_of[r]);
@@ -221,6 +226,9 @@ static void broken(void) {
             "version=\"3\": expected version 4", NULL);
     refused("<?xml version='1.0'?>\n<html/>", "bad.xml:2: <html>: expected <platform", NULL);
     refused(HEAD "</platform>", "bad.xml: no host in the platform", NULL);
+    refused(HEAD "<config>\n<prop id=\"smpi/async-small-thresh\" value=\"64k\"/></config>"
+            "</platform>", "bad.xml:4: <prop>: smpi/async-small-thresh: \"64k\" (expected a "
+            "number of bytes", NULL);
     /* a zone route whose gateway is not the cluster's router */
     char *t = strdup(two_clusters);
     char *g = strstr(t, "f-fast_router.a");

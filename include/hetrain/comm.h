@@ -358,7 +358,10 @@ het_wire het_buckets_wire(const het_buckets *b);
  * way out busy for each one's bytes / bw; sends with a stamp, het_comm_isend_at, excepted),
  * and on the virtual clock the messages a receive from any sender takes queue on the
  * receiver's way in from other nodes; otherwise links are not shared out between messages in
- * flight, nor collectives (issue #36). The header carries the sender's clock at the send
+ * flight, nor collectives (issue #36). On the virtual clock a message of at least the model's
+ * rndv_bytes waits for its receive (MPI's rendezvous): its bytes move from the later of its
+ * leaving and the receive's posting, and a receive from any sender takes such messages in the
+ * order they were sent (as MPI matches them), not by arrival. The header carries the sender's clock at the send
  * (stamp) and the arrival (deliver = stamp + cost, or later behind the queue). Wall clock: a receive is not done before
  * het_now() >= deliver (CLOCK_MONOTONIC: one clock for the ranks of one machine, as the
  * collectives' emulation assumes); its wait sleeps the rest (delay_s); with the model off
@@ -404,6 +407,7 @@ typedef enum {
 typedef struct het_msg_hdr {
     double stamp;     /* the sender's clock at the send (het_clock_now) */
     double deliver;   /* when it arrives, on the same clock */
+    double leave;     /* when its bytes leave (the stamp, or later behind the sender's queue) */
     uint64_t bytes;   /* payload bytes */
     uint64_t chunk;   /* payload bytes per MPI message (the last may be shorter) */
     int32_t done;     /* 1: a done message (no payload) */
@@ -423,6 +427,7 @@ typedef struct het_msg {
     double deliver;   /* arrives, on the chosen clock */
     /* private to p2p.c */
     int kind, state, want, peer_world;
+    double posted;           /* a receive's posting time on its lane's clock (< 0: none said) */
     het_comm_scope scope;
     void *buf;
     size_t cap;
@@ -460,6 +465,12 @@ int het_comm_p2p_done(het_comm *c, het_comm_scope s, int dest, int tag, het_msg 
  * HET_EMPI; m is inactive then. */
 int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
                    het_msg *m);
+/* As het_comm_irecv, for a lane with a clock of its own (a thread's, het_comm_isend_at's
+ * counterpart): the receive counts as posted at `posted` on the virtual clock (a payload that
+ * waits for its receive, het_netem.rndv_bytes, moves from then); posted < 0: the payload
+ * moves when it is sent, whatever its size. */
+int het_comm_irecv_at(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
+                      double posted, het_msg *m);
 /* The senders a receive from any sender waits for on scope s and tag `tag` (n ranks of the
  * scope, this rank excluded; NULL and 0: every other rank, the default). Call it with no
  * receive pending on (s, tag). HET_EINVAL for a bad rank, scope or tag, or receives pending. */

@@ -51,6 +51,12 @@ typedef struct het_netem {
      * bw_factor(its bytes), between nodes and inside one (a platform file's smpi/lat-factor
      * and smpi/bw-factor); n = 0: none */
     het_netem_pw lat_factor, bw_factor;
+    /* virtual clock: a point-to-point message of at least rndv_bytes bytes moves only once
+     * its receive is posted (MPI's rendezvous protocol: the payload waits for the receiver),
+     * a smaller one when it is sent (eager); 0: every message when it is sent. A platform file
+     * sets it from smpi/async-small-thresh as SMPI does (absent, SMPI's 0: every message with
+     * a payload waits, rndv_bytes 1); the command line's model leaves it 0. */
+    double rndv_bytes;
 } het_netem;
 /* Sets ne's factors to SMPI's defaults (het_netem_smpi_lat_factor, _bw_factor). */
 void het_netem_use_smpi_factors(het_netem *ne);
@@ -157,6 +163,8 @@ typedef struct het_platform {
     double *lat, *bw; /* n_hosts x n_hosts: route latency (s) and bandwidth (bytes/s) */
     het_netem_pw lat_factor, bw_factor; /* <config>'s smpi/lat-factor, smpi/bw-factor (n = 0:
                                            not given) */
+    double async_small;  /* <config>'s smpi/async-small-thresh: messages below it are sent
+                          * without waiting for their receive (SMPI's default 0: none) */
 } het_platform;
 /* Reads a platform file: HET_EIO (cannot open, not a regular file), HET_EFORMAT with
  * "FILE:LINE: <element>: ..." for what is not in the subset or is wrong. */

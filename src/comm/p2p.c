@@ -176,7 +176,7 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
     m->deliver = leave + msg_cost(c, pp->same[dest], bytes);
     if (m->deliver < *last) m->deliver = *last; /* not before an earlier message */
     *last = m->deliver;
-    m->hdr = (het_msg_hdr){m->stamp, m->deliver, bytes, chunk, done, 0};
+    m->hdr = (het_msg_hdr){m->stamp, m->deliver, leave, bytes, chunk, done, 0};
     int err = MPI_Isend(&m->hdr, (int)sizeof m->hdr, MPI_BYTE, dest, hdr_tag(tag), at.comm,
                         &m->reqs[0]);
     m->n_reqs = err == MPI_SUCCESS;

@@ -30,7 +30,18 @@
  * one after another here (one connection) where SimGrid would run them side by side; a flow
  * whose header comes after the network has moved past its start starts then (another tag's
  * inbox moved it). Receives from one sender match in posting order, not in arrival order, so
- * they keep the sender's arrival. The link counter gets the shares as they change. */
+ * they keep the sender's arrival. The link counter gets the shares as they change.
+ *
+ * Rendezvous. On the virtual clock a payload of at least the model's rndv_bytes waits for its
+ * receive, as MPI's rendezvous protocol (and SMPI, for every size by default) makes it: its
+ * bytes move from the later of its leaving and the receive's posting (m->posted: the clock at
+ * the receive, or a lane's time), so its arrival moves by that much (from one sender), or its
+ * flow on the way in starts then (from any sender). A receive from any sender takes such
+ * messages in the order they were sent (MPI matches the first envelope; the payload then moves
+ * alone beside the eager flows in flight), one per receive: a parameter server takes one
+ * gradient after each update, not all at once. Between the two kinds the receive takes the
+ * earlier of an eager message's arrival and a waiting message's send: the way in moves no
+ * further than that send. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -100,13 +111,21 @@ static int on_way_in(const het_comm *c, const inbox *b, int j) {
            !c->p2p->peer[b->scope].same[j];
 }
 
-/* Adds sender j's message as a flow on the way in (the network made on first use, and set
- * back when a flow would start before its time with nothing in flight: the clock started over,
- * or nothing shares the link then). */
-static int way_in_add(het_comm *c, inbox *b, int j) {
+/* Whether header h's payload waits for its receive (rendezvous, virtual clock): at least the
+ * model's rndv_bytes, for a receive that says when it was posted (posted >= 0). */
+static int waits(const het_comm *c, const het_msg_hdr *h, double posted) {
+    return het_clock_virtual() && posted >= 0.0 && c->ne.rndv_bytes > 0.0 && !h->done &&
+           (double)h->bytes >= c->ne.rndv_bytes;
+}
+
+/* Adds sender j's message as a flow on the way in, `shift` seconds after its bytes would have
+ * come (a payload that waited for its receive), into *id (the network made on first use, and
+ * set back when a flow would start before its time with nothing in flight: the clock started
+ * over, or nothing shares the link then). */
+static int way_in_add(het_comm *c, inbox *b, int j, double shift, int *id_out) {
     struct het_p2p *st = c->p2p;
     const het_msg_hdr *h = &b->hdr[j];
-    double wire = het_netem_wire_s(c->ne, (size_t)h->bytes), start = h->deliver - wire;
+    double wire = het_netem_wire_s(c->ne, (size_t)h->bytes), start = h->deliver - wire + shift;
     if (!st->in_net && !(st->in_net = het_flows_new(1, &c->ne.bw_bytes_per_s)))
         return HET_ENOMEM; /* its message is set */
     if (start < het_flows_now(st->in_net) && st->n_in_live == 0)
@@ -127,7 +146,7 @@ static int way_in_add(het_comm *c, inbox *b, int j) {
     if (id < 0) return id;
     st->in_live[st->n_in_live] = id;
     st->in_node[st->n_in_live++] = c->world_node[c->p2p->peer[b->scope].world[j]];
-    b->flow[j] = id;
+    *id_out = id;
     return HET_OK;
 }
 
@@ -150,13 +169,18 @@ static void way_in_step(het_comm *c) {
     st->n_in_live = w;
 }
 
-/* Every held message of the set on the way in has a flow; the way in moved until one of them
- * is complete (every channel of the set is HELD or DONE: nothing earlier can still come). */
-static int way_in_settle(het_comm *c, inbox *b) {
+/* Every held message of the set on the way in that moves when sent has a flow; the way in
+ * moved until one of them is complete, or past the first send of a message that waits for
+ * the receive posted at `posted` (every channel of the set is HELD or DONE: nothing earlier
+ * can still come). */
+static int way_in_settle(het_comm *c, inbox *b, double posted) {
     int rc = HET_OK;
-    for (int j = 0; rc == HET_OK && j < b->size; j++)
-        if (b->in_set[j] && b->state[j] == CH_HELD && b->flow[j] < 0 && on_way_in(c, b, j))
-            rc = way_in_add(c, b, j);
+    double first = INFINITY; /* the earliest send among the messages that wait */
+    for (int j = 0; rc == HET_OK && j < b->size; j++) {
+        if (!b->in_set[j] || b->state[j] != CH_HELD || b->flow[j] >= 0) continue;
+        if (waits(c, &b->hdr[j], posted)) first = fmin(first, b->hdr[j].leave);
+        else if (on_way_in(c, b, j)) rc = way_in_add(c, b, j, 0.0, &b->flow[j]);
+    }
     while (rc == HET_OK) {
         int live = 0;
         for (int j = 0; j < b->size; j++) {
@@ -165,24 +189,38 @@ static int way_in_settle(het_comm *c, inbox *b) {
             live = 1;
         }
         if (!live) return HET_OK;
-        if (!isfinite(het_flows_next(c->p2p->in_net))) /* cannot happen: capacity > 0 */
+        double e = het_flows_next(c->p2p->in_net);
+        if (!isfinite(e)) /* cannot happen: capacity > 0 */
             return het_error_set(HET_EINVAL, "p2p: no flow on the way in can complete");
+        if (e > first) return HET_OK; /* a waiting message is matched before */
         way_in_step(c);
     }
     return rc;
 }
 
-/* Sender j's arrival as a receive from any sender sees it: its flow's completion (INFINITY
- * while it is not complete), else the sender's. */
-static double arrival(const het_comm *c, const inbox *b, int j) {
+/* Moves the way in until flow `id` is complete. */
+static int way_in_finish(het_comm *c, int id) {
+    while (het_flows_done(c->p2p->in_net, id) < 0.0) {
+        if (!isfinite(het_flows_next(c->p2p->in_net)))
+            return het_error_set(HET_EINVAL, "p2p: no flow on the way in can complete");
+        way_in_step(c);
+    }
+    return HET_OK;
+}
+
+/* Sender j's place in the order a receive from any sender (posted at `posted`) takes
+ * messages: a message that waits for it by its send (MPI matches them in that order), else
+ * its arrival: its flow's completion (INFINITY while it is not complete), else the sender's. */
+static double arrival(const het_comm *c, const inbox *b, int j, double posted) {
+    if (b->flow[j] < 0 && waits(c, &b->hdr[j], posted)) return b->hdr[j].leave;
     if (b->flow[j] < 0) return b->hdr[j].deliver;
     double t = het_flows_done(c->p2p->in_net, b->flow[j]);
     return t >= 0.0 ? t : INFINITY;
 }
 
-/* What a receive from `want` would get now: a sender, ALL_DONE or NOT_YET (see DESIGN); a
- * failure of the way in into *rc. */
-static int choose(het_comm *c, inbox *b, int want, int *rc) {
+/* What a receive from `want` posted at `posted` (< 0: none said) would get now: a sender,
+ * ALL_DONE or NOT_YET (see DESIGN); a failure of the way in into *rc. */
+static int choose(het_comm *c, inbox *b, int want, double posted, int *rc) {
     *rc = HET_OK;
     if (want >= 0) return b->state[want] >= CH_HELD ? want : NOT_YET;
     int best = -1, open = 0;
@@ -195,10 +233,11 @@ static int choose(het_comm *c, inbox *b, int want, int *rc) {
     if (het_clock_virtual()) { /* every sender there or done, the way in settled (no flows on
                                 * the wall clock: the sender's arrival) */
         if (open) return NOT_YET;
-        if ((*rc = way_in_settle(c, b)) != HET_OK) return NOT_YET;
+        if ((*rc = way_in_settle(c, b, posted)) != HET_OK) return NOT_YET;
     }
     for (int j = best + 1; j < b->size; j++) /* ties: rank */
-        if (b->in_set[j] && b->state[j] == CH_HELD && arrival(c, b, j) < arrival(c, b, best))
+        if (b->in_set[j] && b->state[j] == CH_HELD &&
+            arrival(c, b, j, posted) < arrival(c, b, best, posted))
             best = j;
     return best;
 }
@@ -220,9 +259,14 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
         return HET_OK;
     }
     het_msg_hdr h = b->hdr[j];
-    int flow = b->flow[j];
+    int flow = b->flow[j], rc = HET_OK;
+    /* a payload that waits for this receive moves from its posting, not from its send */
+    double shift = flow < 0 && waits(c, &h, m->posted) ? fmax(0.0, m->posted - h.leave) : 0.0;
+    if (flow < 0 && waits(c, &h, m->posted) && m->want < 0 && on_way_in(c, b, j) &&
+        ((rc = way_in_add(c, b, j, shift, &flow)) != HET_OK || (rc = way_in_finish(c, flow))))
+        return rc; /* a receive from any sender: its bytes share the way in from then */
     b->state[j] = CH_IDLE, b->flow[j] = -1;
-    m->src = j, m->done = h.done != 0, m->stamp = h.stamp, m->deliver = h.deliver;
+    m->src = j, m->done = h.done != 0, m->stamp = h.stamp, m->deliver = h.deliver + shift;
     m->peer_world = c->p2p->peer[m->scope].world[j];
     double in = flow >= 0 ? het_flows_done(c->p2p->in_net, flow) : -1.0;
     if (in > m->deliver) m->deliver = in; /* its flow on the way in (a receive from one sender
@@ -242,8 +286,7 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
     if (m->bytes > m->cap && !(dst = m->scratch = malloc(m->bytes)))
         return het_error_set(HET_ENOMEM, "p2p receive: out of memory for a message of %zu bytes "
                              "from rank %d (the buffer holds %zu)", m->bytes, j, m->cap);
-    int rc = het_p2p_reqs(m, n_chunks, "p2p receive");
-    if (rc != HET_OK) return rc;
+    if ((rc = het_p2p_reqs(m, n_chunks, "p2p receive")) != HET_OK) return rc;
     int err = MPI_SUCCESS;
     for (size_t i = 0; err == MPI_SUCCESS && i < n_chunks; i++, m->n_reqs++) {
         size_t off = i * chunk, cnt = m->bytes - off < chunk ? m->bytes - off : chunk;
@@ -260,7 +303,7 @@ int het_p2p_progress(het_comm *c, inbox *b) {
         b->state[b->idx[i]] = b->hdr[b->idx[i]].done ? CH_DONE : CH_HELD;
     while (b->head) {
         het_msg *m = b->head;
-        int rc = HET_OK, j = choose(c, b, m->want, &rc);
+        int rc = HET_OK, j = choose(c, b, m->want, m->posted, &rc);
         if (rc != HET_OK) return rc;
         if (j == NOT_YET) return post_for(b, m->want);
         b->head = m->next;
@@ -276,6 +319,12 @@ int het_p2p_progress(het_comm *c, inbox *b) {
 
 int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
                    het_msg *m) {
+    return het_comm_irecv_at(c, s, src, tag, buf, cap, het_clock_virtual() ? het_clock_now()
+                                                                            : -1.0, m);
+}
+
+int het_comm_irecv_at(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
+                      double posted, het_msg *m) {
     const char *op = "p2p receive";
     if (!m) return het_error_set(HET_EINVAL, "%s: NULL message", op);
     memset(m, 0, sizeof *m);
@@ -287,6 +336,7 @@ int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, s
     if (rc != HET_OK || (rc = inbox_get(c, s, tag, &at, &b)) != HET_OK) return rc;
     m->kind = M_RECV, m->state = S_QUEUED, m->scope = s, m->tag = tag, m->want = src;
     m->src = src, m->dest = at.rank, m->buf = buf, m->cap = cap, m->peer_world = -1;
+    m->posted = posted >= 0.0 ? posted : -1.0;
     if (b->tail) b->tail->next = m;
     else b->head = m;
     b->tail = m;
@@ -327,7 +377,7 @@ int het_comm_probe(het_comm *c, het_comm_scope s, int src, int tag, int *flag, i
     if ((rc = het_p2p_progress(c, b)) == HET_OK && !b->head && (rc = post_for(b, src)) == HET_OK)
         rc = het_p2p_progress(c, b); /* a header already inside MPI lands in its new receive */
     c->st.comm_s += het_now() - t0;
-    int j = rc == HET_OK && !b->head ? choose(c, b, src, &rc) : NOT_YET;
+    int j = rc == HET_OK && !b->head ? choose(c, b, src, -1.0, &rc) : NOT_YET;
     if (j == NOT_YET || rc != HET_OK) return rc;
     *flag = j == ALL_DONE || b->hdr[j].done ? 2 : 1;
     if (src_out) *src_out = j == ALL_DONE ? HET_ANY_SOURCE : j;

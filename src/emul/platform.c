@@ -485,12 +485,22 @@ static void quiet_errors(void *ctx, const char *msg, ...) {
     (void)msg;
 }
 
-/* <config>: SMPI's message-size factors (smpi/lat-factor, smpi/bw-factor), which hetrain's
+/* <config>: SMPI's message-size factors (smpi/lat-factor, smpi/bw-factor) and the size below
+ * which a message does not wait for its receive (smpi/async-small-thresh), which hetrain's
  * network model applies as SMPI does; other settings are SimGrid's alone. */
 static int read_config(reader *r, xmlNode *n) {
     for (xmlNode *c = n->children; c; c = c->next) {
         if (c->type != XML_ELEMENT_NODE || !is(c, "prop")) continue;
         const char *id = attr(c, "id"), *v = attr(c, "value");
+        if (id && !strcmp(id, "smpi/async-small-thresh")) {
+            char *end = NULL;
+            double x = v ? strtod(v, &end) : -1.0;
+            if (!v || end == v || *end || !(x >= 0.0 && x <= 2147483647.0) || x != (long)x)
+                return fail(r, c, "%s: \"%s\" (expected a number of bytes, 0..2147483647)", id,
+                            v ? v : "");
+            r->p->async_small = x;
+            continue;
+        }
         het_netem_pw *pw = !id ? NULL : !strcmp(id, "smpi/lat-factor") ? &r->p->lat_factor
                                       : !strcmp(id, "smpi/bw-factor")  ? &r->p->bw_factor
                                                                         : NULL;

@@ -88,6 +88,7 @@ int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, h
         }
     if (p->lat_factor.n) ne->lat_factor = p->lat_factor; /* the file's, else the options' */
     if (p->bw_factor.n) ne->bw_factor = p->bw_factor;
+    ne->rndv_bytes = p->async_small > 0.0 ? p->async_small : 1.0; /* as SMPI sends them */
     if (first) ne->lat_s = 0, ne->bw_bytes_per_s = 0; /* one host: no network between nodes */
     if (first_lo) ne->node_lat_s = DEFAULT_LOOPBACK_LAT, ne->node_bw_bytes_per_s = DEFAULT_LOOPBACK_BW;
     return HET_OK;
@@ -119,8 +120,11 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
         if (*q == '-' && (q[1] == '-' || !q[1])) fputc(' ', f);
     }
     fputs(" -->\n", f);
-    if (ne.lat_factor.n || ne.bw_factor.n) { /* before the zone, as SimGrid wants it */
+    if (ne.lat_factor.n || ne.bw_factor.n || ne.rndv_bytes > 1.0) { /* before the zone */
         fprintf(f, "  <config>\n");
+        if (ne.rndv_bytes > 1.0) /* SMPI's default (every message waits) needs no line */
+            fprintf(f, "    <prop id=\"smpi/async-small-thresh\" value=\"%.0f\"/>\n",
+                    ne.rndv_bytes);
         const het_netem_pw *pw[2] = {&ne.lat_factor, &ne.bw_factor};
         const char *id[2] = {"smpi/lat-factor", "smpi/bw-factor"};
         for (int k = 0; k < 2; k++) {

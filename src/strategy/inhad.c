@@ -216,7 +216,7 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
             } else {
                 het_msg m = {0};
                 rc = het_ps_recv(ctx, ps->worker_rank[w], HET_TAG_GRADS, a->gbuf,
-                               sizeof(grad_hdr) + n * sizeof(float), &m, 0);
+                                 sizeof(grad_hdr) + n * sizeof(float), &m, t);
                 if (rc) break;
                 grad_hdr gh;
                 memcpy(&gh, a->gbuf, sizeof gh);
@@ -283,7 +283,7 @@ static int next_ctrl(inhad *a, het_strategy_ctx *ctx, ctrl_msg *reply, int64_t w
         int tag = agg || want < 0 ? HET_TAG_CTRL : HET_TAG_PARAMS;
         het_stall_where(agg ? "aggregator: waiting for the server" : "waiting for weights",
                         ctx->epoch + 1, (long long)ctx->step);
-        int rc = het_ps_recv(ctx, from, tag, a->cbuf, a->cbytes, &m, 0);
+        int rc = het_ps_recv(ctx, from, tag, a->cbuf, a->cbytes, &m, -1.0);
         if (rc) return rc;
         ctrl_msg c;
         memcpy(&c, a->cbuf, sizeof c);

@@ -194,7 +194,7 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
         in_msg in;
         if (push_needed(a, ins, done) && (rc = flush_push(a, ctx))) break;
         het_stall_where("server: waiting for iteration numbers", epoch + 1, (long long)ctx->step);
-        if ((rc = het_ps_recv(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, 0))) break;
+        if ((rc = het_ps_recv(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, -1.0))) break;
         /* an IN that arrived while the update ran is answered first (the push can wait for
          * a pull it triggers); a later one, or none, sends the push at the update's end */
         if (a->push_due && (m.done || m.deliver >= a->push_t) && (rc = flush_push(a, ctx)))

@@ -354,9 +354,8 @@ int het_ps_out_send(het_strategy_ctx *ctx, het_ps_out **box, int dest, int tag, 
 /* Node of every world rank, and the aggregators. */
 
 int het_ps_recv(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
-                int timed) {
-    int rc = het_comm_irecv(ctx->comm, HET_COMM_WORLD, src, tag, buf, cap, m);
-    if (rc) return rc;
-    return timed ? het_comm_msg_wait(ctx->comm, m) : het_comm_msg_wait_untimed(ctx->comm, m);
+                double posted) {
+    int rc = het_comm_irecv_at(ctx->comm, HET_COMM_WORLD, src, tag, buf, cap, posted, m);
+    return rc ? rc : het_comm_msg_wait_untimed(ctx->comm, m);
 }
 

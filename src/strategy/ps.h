@@ -121,9 +121,10 @@ int het_ps_out_send(het_strategy_ctx *ctx, het_ps_out **box, int dest, int tag,
 /* Frees the sends MPI is done with (wait: after waiting for every one). */
 int het_ps_out_reap(het_strategy_ctx *ctx, het_ps_out **box, int wait);
 /* Receives a message of tag from world rank src (HET_ANY_SOURCE: any of the senders set) into
- * buf; timed: as het_comm_msg_wait, else het_comm_msg_wait_untimed. */
+ * buf for a lane with a clock of its own (het_comm_msg_wait_untimed: m->deliver says when it
+ * came), the receive posted at the lane's time `posted` (< 0: its payload moves when sent). */
 int het_ps_recv(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
-                int timed);
+                double posted);
 
 /* A rank of an asynchronous strategy that fails inside an epoch (out of memory, an MPI error)
  * cannot make the others agree on it: they wait for its messages. It prints its error with
