@@ -24,11 +24,12 @@
 # runs its own non-blocking all-reduce, another algorithm). daso's global averaging is
 # non-blocking either way. SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
-# no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs 1e-7 s.
+# no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs 1e-7 s; on 4-15 ranks its broadcast is
+# flattree, Open MPI's basic_linear, where the selector would run another algorithm (BCAST_FIX).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), BCAST_FIX (1 | 0), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -75,6 +76,14 @@ for model in "${models[@]}"; do
     [ "$model" = resnet20 ] && shape=3x32x32 per=16 data=(--data synthetic --synthetic-shape 3x32x32)
     for size in "${sizes[@]}"; do
         N=${size%x*} R=${size#*x} P=$((N * R))
+        # Open MPI's rules give the linear broadcast (basic_linear: the root sends to every rank)
+        # on 4-15 ranks for most sizes; SMPI's ompi selector runs its pipelined chain (NTSL) in
+        # its place, another algorithm. BCAST_FIX=1 (the default) has SMPI run flattree, its
+        # basic_linear, on those sizes (also for broadcasts below 8 KiB, which Open MPI sends
+        # down a tree: a latency or two).
+        bcast_cfg=()
+        [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 4 ] && [ "$P" -lt 16 ] &&
+            bcast_cfg=(--cfg=smpi/bcast:flattree)
         more=()  # synthetic data: enough samples for 8 steps
         [ "$model" = resnet20 ] && more=(--synthetic-samples $((8 * per * P > 2048 ? 8 * per * P : 2048)))
         for slow in "${slows[@]}"; do
@@ -108,7 +117,7 @@ for model in "${models[@]}"; do
                         --metrics "$cell/$s.v.jsonl" >"$cell/$s.v.out" 2>&1
                     t1=$(date +%s.%N)
                     timeout 1800 smpirun -np "$P" -platform "$cell/plat.xml" -hostfile "$cell/hosts" \
-                        "${sim[@]}" "$smpi_bin" "${common[@]}" "${extra[@]}" \
+                        "${sim[@]}" "${bcast_cfg[@]}" "$smpi_bin" "${common[@]}" "${extra[@]}" \
                         --metrics "$cell/$s.s.jsonl" >"$cell/$s.s.out" 2>&1
                     t2=$(date +%s.%N)
                     v=$(epoch_s "$cell/$s.v.jsonl") m=$(epoch_s "$cell/$s.s.jsonl")

@@ -10,6 +10,8 @@
  * - the node link on: root 0 adds one message inside a node after the one across it;
  * - 16 ranks on 4 nodes, root 0: two messages across in a row (0 -> 8, then 8 -> 12 beside
  *   0 -> 4), as the tree over the nodes (het_netem_bcast_s): 2 T; root 1: more;
+ * - the linear broadcast (Open MPI's basic_linear): the root's messages across nodes share its
+ *   node's uplink, 2 T on 2 + 2 ranks from every root, 4 T on 4 + 4 from root 0;
  * - SMPI's message-size factors: one message between 2 nodes is het_netem_p2p_s;
  * - the algorithm Open MPI 4.1 picks (binomial on 16-31 ranks from 4 KiB, linear on 4-7 ranks
  *   from 8 KiB, ...), or MPICH's. */
@@ -33,6 +35,33 @@ static void test_roots(void) {
                 "root 3");
     CHECK(het_netem_bcast_binomial_s(ne, two_by_two, 1, 0, 100000, 0) == 0.0, "one rank");
     CHECK(het_netem_bcast_binomial_s(ne, two_by_two, 4, 4, 100000, 0) == 0.0, "root out of range");
+}
+
+/* The linear broadcast: the root's sends all posted at once; those between nodes share the
+ * root node's uplink (and the other node's downlink): 2 + 2 ranks, 100 kB, from any root two
+ * messages cross together (2 T), the one inside the node is free without the node link and
+ * node_lat + bytes / node_bw with it; 8 ranks on 2 nodes from root 0: 4 across together (4 T);
+ * latency 1 ms: paid once, the messages overlapping. */
+static void test_linear(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    for (int root = 0; root < 4; root++) {
+        double t = het_netem_bcast_linear_s(ne, two_by_two, 4, root, 100000, 0);
+        CHECK(fabs(t - 2 * T) < 1e-12, "linear, root %d: %.17g s, expected 2 T", root, t);
+    }
+    int eight[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    CHECK_CLOSE(het_netem_bcast_linear_s(ne, eight, 8, 0, 100000, 0), 4 * T, 1e-12,
+                "linear, 8 ranks");
+    het_netem lat = {.lat_s = 1e-3, .bw_bytes_per_s = 1e6};
+    CHECK_CLOSE(het_netem_bcast_linear_s(lat, two_by_two, 4, 3, 100000, 0), 1e-3 + 2 * T, 1e-12,
+                "linear, latency once");
+    het_netem nl = {.bw_bytes_per_s = 1e6, .node_lat_s = 1e-6, .node_bw_bytes_per_s = 1e9};
+    het_netem fast = {.bw_bytes_per_s = 1e9, .node_lat_s = 1e-2, .node_bw_bytes_per_s = 1e9};
+    CHECK_CLOSE(het_netem_bcast_linear_s(nl, two_by_two, 4, 0, 100000, 1), 2 * T, 1e-12,
+                "linear, the node link beside the slower link");
+    CHECK_CLOSE(het_netem_bcast_linear_s(fast, two_by_two, 4, 0, 100000, 1), 1e-2 + 1e-4, 1e-12,
+                "linear, a slow node link: the message inside the node ends last");
+    CHECK(het_netem_bcast_linear_s(ne, two_by_two, 1, 0, 100000, 0) == 0.0, "linear, one rank");
 }
 
 static void test_eager_share(void) {
@@ -88,6 +117,7 @@ static void test_algo(void) {
 
 int main(void) {
     test_roots();
+    test_linear();
     test_eager_share();
     test_node_link();
     test_sixteen();

@@ -135,6 +135,10 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes);
  * from 64 KiB; until the last rank has the data. 0 for p <= 1; negative when out of memory. */
 double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                   int local_on);
+/* The same for the linear broadcast (Open MPI's basic_linear): the root's non-blocking sends to
+ * every other rank at once, those between nodes sharing the root node's uplink. */
+double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                int local_on);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 /* The time a message of `bytes` keeps the link busy: bytes / (bw x bw_factor); 0 with the model

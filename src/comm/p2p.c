@@ -108,7 +108,7 @@ static void count_msg(het_comm *c, int same, uint64_t bytes) {
 
 /* The modeled time of one message: the network between nodes, the node link within one on
  * the virtual clock (on the wall clock the real shared-memory time is that cost). */
-static double msg_cost(const het_comm *c, int same, size_t bytes) {
+double het_p2p_msg_cost(const het_comm *c, int same, size_t bytes) {
     if (!same) return het_netem_p2p_s(c->ne, bytes);
     if (!het_clock_virtual()) return 0.0;
     het_netem_cost one = {.steps = 1.0, .load = 1.0, .n_groups = 1, .g = {{1.0, 1.0, 1.0}}};
@@ -173,7 +173,7 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
         if (*q > leave) leave = *q;
         *q = leave + het_netem_wire_s(c->ne, bytes);
     }
-    m->deliver = leave + msg_cost(c, pp->same[dest], bytes);
+    m->deliver = leave + het_p2p_msg_cost(c, pp->same[dest], bytes);
     if (m->deliver < *last) m->deliver = *last; /* not before an earlier message */
     *last = m->deliver;
     m->hdr = (het_msg_hdr){m->stamp, m->deliver, leave, bytes, chunk, done, 0};

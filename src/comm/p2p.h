@@ -76,6 +76,9 @@ int het_p2p_open(het_comm *c, het_comm_scope s, int tag, int peer, int any_ok, c
  * allocated (HET_ENOMEM naming op); het_p2p_reqs_release frees it. */
 int  het_p2p_reqs(het_msg *m, size_t n, const char *op);
 void het_p2p_reqs_release(het_msg *m);
+/* The modeled time of one message of `bytes` (same: inside the node): the network between
+ * nodes, the node link within one on the virtual clock (nothing on the wall clock there). */
+double het_p2p_msg_cost(const het_comm *c, int same, size_t bytes);
 /* Takes the headers that have arrived at inbox b and matches its waiting receives in order. */
 int  het_p2p_progress(het_comm *c, inbox *b);
 

@@ -118,6 +118,12 @@ static int waits(const het_comm *c, const het_msg_hdr *h, double posted) {
            (double)h->bytes >= c->ne.rndv_bytes;
 }
 
+/* When sender j's held message's envelope (its header) is in: its leaving + a header's time. */
+static double envelope(const het_comm *c, const inbox *b, int j) {
+    int same = c->p2p->peer[b->scope].same[j];
+    return b->hdr[j].leave + het_p2p_msg_cost(c, same, sizeof(het_msg_hdr));
+}
+
 /* Adds sender j's message as a flow on the way in, `shift` seconds after its bytes would have
  * come (a payload that waited for its receive), into *id (the network made on first use, and
  * set back when a flow would start before its time with nothing in flight: the clock started
@@ -178,7 +184,7 @@ static int way_in_settle(het_comm *c, inbox *b, double posted) {
     double first = INFINITY; /* the earliest send among the messages that wait */
     for (int j = 0; rc == HET_OK && j < b->size; j++) {
         if (!b->in_set[j] || b->state[j] != CH_HELD || b->flow[j] >= 0) continue;
-        if (waits(c, &b->hdr[j], posted)) first = fmin(first, b->hdr[j].leave);
+        if (waits(c, &b->hdr[j], posted)) first = fmin(first, envelope(c, b, j));
         else if (on_way_in(c, b, j)) rc = way_in_add(c, b, j, 0.0, &b->flow[j]);
     }
     while (rc == HET_OK) {
@@ -212,7 +218,7 @@ static int way_in_finish(het_comm *c, int id) {
  * messages: a message that waits for it by its send (MPI matches them in that order), else
  * its arrival: its flow's completion (INFINITY while it is not complete), else the sender's. */
 static double arrival(const het_comm *c, const inbox *b, int j, double posted) {
-    if (b->flow[j] < 0 && waits(c, &b->hdr[j], posted)) return b->hdr[j].leave;
+    if (b->flow[j] < 0 && waits(c, &b->hdr[j], posted)) return envelope(c, b, j);
     if (b->flow[j] < 0) return b->hdr[j].deliver;
     double t = het_flows_done(c->p2p->in_net, b->flow[j]);
     return t >= 0.0 ? t : INFINITY;

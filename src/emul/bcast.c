@@ -17,7 +17,16 @@
  * transport and SMPI's send-is-detached threshold) returns when its bytes are in; a smaller one
  * when it is posted. The broadcast ends when the last rank has the data. A root off the first
  * rank of its node makes the tree cross nodes more often than a tree over the nodes would
- * (2 + 2 ranks, root 1: two messages between nodes in a row instead of one). */
+ * (2 + 2 ranks, root 1: two messages between nodes in a row instead of one).
+ *
+ * The linear broadcast (het_netem_bcast_linear_s), Open MPI's basic_linear: the root posts a
+ * non-blocking send to every other rank at once and waits for all, so its messages to other
+ * nodes share its node's uplink (2 + 2 ranks: two messages out of the root's node together, L
+ * + 2 W, where a tree over the nodes crosses once). SMPI's "ompi" selector runs its pipelined
+ * chain (bcast__NTSL) where Open MPI's rules say linear: with a root off rank 0 it first sends
+ * the whole buffer to rank 0, then pipelines 8 KiB segments along ranks 0, 1, ..., which on
+ * 2 + 2 ranks from root 3 also moves the buffer across the nodes twice (validation: asp's
+ * epoch end). The model follows Open MPI, the library that runs on a cluster. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,8 +88,18 @@ typedef struct {
 
 static int lowbit(int x) { return x & -x; }
 
-double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
-                                  int local_on) {
+/* x's next child (relative ranks), its state moved on: the binomial tree's at distance
+ * next_mask (halved after), the linear root's next rank (next_mask: that rank; 0: done). */
+static int take_child(bc_rank *r, int x, int p, int linear) {
+    int y = linear ? r->next_mask : x + r->next_mask;
+    r->next_mask = linear ? (y + 1 < p ? y + 1 : 0) : r->next_mask >> 1;
+    return y;
+}
+
+/* The broadcast from root over p ranks as a tree of messages (the binomial tree, or linear:
+ * the root's non-blocking sends to every rank at once); see het_netem_bcast_binomial_s. */
+static double tree_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                     int local_on, int linear) {
     if (p <= 1 || bytes == 0 || root < 0 || root >= p) return 0.0;
     int n_nodes = 0;
     for (int r = 0; r < p; r++)
@@ -100,13 +119,14 @@ double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root
     for (int x = 0; x < p; x++) {
         int m = x == 0 ? top >> 1 : lowbit(x) >> 1;
         while (m > 0 && x + m >= p) m >>= 1;
+        if (linear) m = x == 0; /* the root's first child: relative rank 1 */
         rk[x] = (bc_rank){x == 0 ? 0.0 : INFINITY, m, -1};
     }
     double lat = (ne.lat_s > 0.0 ? ne.lat_s : 0.0) * het_netem_pw_at(&ne.lat_factor, (double)bytes);
     double bf = het_netem_pw_at(&ne.bw_factor, (double)bytes);
     /* a message inside a node: the node link's broadcast over 2 ranks, one round */
     double local = local_on ? het_netem_local_bcast_s(ne, bytes, 2) : 0.0;
-    int blocking = bytes >= EAGER_LIMIT, n_flows = 0;
+    int blocking = !linear && bytes >= EAGER_LIMIT, n_flows = 0;
     end = 0.0;
     for (;;) {
         int x = -1; /* the rank that posts the next send, earliest first (lowest rank on ties) */
@@ -128,8 +148,7 @@ double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root
             }
             continue;
         }
-        int y = x + rk[x].next_mask;
-        rk[x].next_mask >>= 1;
+        int y = take_child(&rk[x], x, p, linear);
         int a = node[(x + root) % p], b = node[(y + root) % p];
         if (a == b) { /* inside the node: unshared */
             double in = t_send + local;
@@ -152,4 +171,14 @@ out:
     free(dest);
     free(from);
     return end;
+}
+
+double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                  int local_on) {
+    return tree_s(ne, node, p, root, bytes, local_on, 0);
+}
+
+double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                int local_on) {
+    return tree_s(ne, node, p, root, bytes, local_on, 1);
 }
