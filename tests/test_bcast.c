@@ -12,6 +12,7 @@
  *   0 -> 4), as the tree over the nodes (het_netem_bcast_s): 2 T; root 1: more;
  * - the linear broadcast (Open MPI's basic_linear): the root's messages across nodes share its
  *   node's uplink, 2 T on 2 + 2 ranks from every root, 4 T on 4 + 4 from root 0;
+ * - the k-nomial tree of radix 4: a rank's sends to all its children at once;
  * - SMPI's message-size factors: one message between 2 nodes is het_netem_p2p_s;
  * - the algorithm Open MPI 4.1 picks (binomial on 16-31 ranks from 4 KiB, linear on 4-7 ranks
  *   from 8 KiB, ...), or MPICH's. */
@@ -62,6 +63,28 @@ static void test_linear(void) {
     CHECK_CLOSE(het_netem_bcast_linear_s(fast, two_by_two, 4, 0, 100000, 1), 1e-2 + 1e-4, 1e-12,
                 "linear, a slow node link: the message inside the node ends last");
     CHECK(het_netem_bcast_linear_s(ne, two_by_two, 1, 0, 100000, 0) == 0.0, "linear, one rank");
+}
+
+/* The k-nomial tree of radix 4 (Open MPI's knomial): 16 ranks on 4 nodes from root 0, the
+ * root's children 4, 8, 12 (across, posted together: 3 T on node 0's uplink) and 1, 2, 3;
+ * ranks 4, 8, 12 then pass it inside their nodes (free here): 3 T, where the binomial tree takes
+ * 2 T. Radix 2 is the binomial tree (2 + 2 ranks, root 1: 2 T); 64 ranks on 8 nodes of 8 from
+ * root 0: children 16, 32, 48 and 4, 8, 12 and 1, 2, 3, of which 8, 12, 16, 32, 48 cross (5 T
+ * out of node 0), then 16, 32, 48 each send two across (24, 28 / 40, 44 / 56, 60) on their own
+ * uplinks: 7 T (the binomial tree: 3 T; Open MPI runs it unsegmented, all children at once). */
+static void test_knomial(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    int node[64];
+    for (int r = 0; r < 64; r++) node[r] = r / 4;
+    CHECK_CLOSE(het_netem_bcast_knomial_s(ne, node, 16, 0, 100000, 0, 4), 3 * T, 1e-12,
+                "k-nomial, 16 ranks");
+    CHECK_CLOSE(het_netem_bcast_knomial_s(ne, two_by_two, 4, 1, 100000, 0, 2),
+                het_netem_bcast_binomial_s(ne, two_by_two, 4, 1, 100000, 0), 1e-15,
+                "k-nomial of radix 2 = binomial");
+    for (int r = 0; r < 64; r++) node[r] = r / 8;
+    CHECK_CLOSE(het_netem_bcast_knomial_s(ne, node, 64, 0, 100000, 0, 4), 7 * T, 1e-12,
+                "k-nomial, 64 ranks");
 }
 
 static void test_eager_share(void) {
@@ -118,6 +141,7 @@ static void test_algo(void) {
 int main(void) {
     test_roots();
     test_linear();
+    test_knomial();
     test_eager_share();
     test_node_link();
     test_sixteen();

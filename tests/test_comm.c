@@ -509,6 +509,21 @@ static void test_netem(void) {
 #if defined(OPEN_MPI)
     CHECK(het_netem_mpi_allreduce_algo(4, 65536, 0) == HET_AR_RING,
           "Open MPI: MPI_Iallreduce is libnbc's ring");
+    /* coll/tuned 4.1's rows (SMPI's copy): 64-127 ranks take recursive doubling below 256 KiB
+     * (lenet5's 247 kB on 64 ranks), Rabenseifner above; 32-63 Rabenseifner from 128 bytes;
+     * 16-31 from 4 KiB; 2-3 ranks the ring up to 256 KiB, Rabenseifner beyond */
+    CHECK(het_netem_mpi_allreduce_algo(64, 247000, 1) == HET_AR_RDBL &&
+              het_netem_mpi_allreduce_algo(127, 262143, 1) == HET_AR_RDBL &&
+              het_netem_mpi_allreduce_algo(64, 262144, 1) == HET_AR_RSAG,
+          "Open MPI, 64-127 ranks: recursive doubling below 256 KiB");
+    CHECK(het_netem_mpi_allreduce_algo(32, 200, 1) == HET_AR_RSAG &&
+              het_netem_mpi_allreduce_algo(16, 200, 1) == HET_AR_RDBL &&
+              het_netem_mpi_allreduce_algo(16, 4096, 1) == HET_AR_RSAG,
+          "Open MPI, 16-63 ranks");
+    CHECK(het_netem_mpi_allreduce_algo(2, 100000, 1) == HET_AR_RING &&
+              het_netem_mpi_allreduce_algo(2, 262144, 1) == HET_AR_RSAG &&
+              het_netem_mpi_allreduce_algo(5000, 20000, 1) == HET_AR_RDBL,
+          "Open MPI, 2 and 5000 ranks");
 #endif
     CHECK(het_netem_mpi_allreduce_algo(4, 65536, 1) == HET_AR_RSAG, "4 ranks, 64 KiB, blocking: "
           "Rabenseifner");

@@ -109,10 +109,10 @@ double het_netem_local_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
 double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
 /* The algorithm this MPI library runs for an all-reduce (SUM, commutative) of `bytes` over p
  * ranks: blocking = MPI_Allreduce, else MPI_Iallreduce. Open MPI 4.1: the non-blocking one is
- * libnbc's ring (comm.c selects it); the blocking one follows coll/tuned's fixed rules
- * (p = 4..7: recursive doubling below 8 KiB, Rabenseifner from there; p = 2, 3: by the size
- * table, Rabenseifner from 256 KiB; p >= 16: Rabenseifner from 4 KiB, recursive doubling below).
- * MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
+ * libnbc's ring (comm.c selects it); the blocking one follows coll/tuned's fixed rules, the
+ * whole table (p = 4..7: recursive doubling below 8 KiB, Rabenseifner from there; p = 2, 3: by
+ * the size table, Rabenseifner from 256 KiB; 16..31: Rabenseifner from 4 KiB; 32..63 from 128
+ * bytes; 64..255: recursive doubling below 256 KiB; ...). MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
 het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
 /* Modeled time of the all-reduce MPI runs (het_netem_mpi_allreduce_algo) over n_nodes ranks,
  * one per node: under Open MPI the non-blocking one is het_netem_allreduce_s. */
@@ -139,6 +139,12 @@ double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root
  * every other rank at once, those between nodes sharing the root node's uplink. */
 double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                 int local_on);
+/* The same for a k-nomial tree of `radix` (Open MPI's knomial, radix 4 by default): rank x's
+ * children are x + j radix^l (j = 1 .. radix - 1, the farthest level first), and a rank posts
+ * its sends to all of them at once when it has the data (Open MPI's generic tree broadcast,
+ * unsegmented). Radix 2 is het_netem_bcast_binomial_s. */
+double het_netem_bcast_knomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                 int local_on, int radix);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 /* The time a message of `bytes` keeps the link busy: bytes / (bw x bw_factor); 0 with the model

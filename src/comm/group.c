@@ -72,16 +72,17 @@ static double local_model(const het_comm *c, het_comm_scope s, size_t bytes, int
     return k ? het_netem_local_cost_s(c->ne, k[a], bytes) : 0.0;
 }
 
+enum { BCAST_KNOMIAL_RADIX = 4 }; /* Open MPI's coll_tuned_bcast_knomial_radix default */
+
 double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, int root) {
     int span = het_comm_span(c, s), p = het_comm_scope_size(c, s);
     het_bc_algo a = s == HET_COMM_WORLD && span > 1 && c->world_node
                         ? het_netem_mpi_bcast_algo(p, bytes) : HET_BC_N;
-    if (a == HET_BC_BINOMIAL || a == HET_BC_LINEAR) { /* its messages over the ranks */
-        double t = a == HET_BC_BINOMIAL
-                       ? het_netem_bcast_binomial_s(c->ne, c->world_node, p, root, bytes,
-                                                    het_clock_virtual())
-                       : het_netem_bcast_linear_s(c->ne, c->world_node, p, root, bytes,
-                                                  het_clock_virtual());
+    if (a == HET_BC_BINOMIAL || a == HET_BC_LINEAR || a == HET_BC_KNOMIAL) { /* its messages
+                                                                             * over the ranks */
+        int radix = a == HET_BC_BINOMIAL ? 2 : a == HET_BC_LINEAR ? p : BCAST_KNOMIAL_RADIX;
+        double t = het_netem_bcast_knomial_s(c->ne, c->world_node, p, root, bytes,
+                                             het_clock_virtual(), radix);
         if (t >= 0.0) return t;
     }
     double t = het_netem_bcast_s(c->ne, bytes, span);

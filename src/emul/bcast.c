@@ -1,5 +1,6 @@
-/* Broadcast models (issue #36): the algorithm the MPI library runs for MPI_Bcast, and for the
- * binomial tree its messages placed on the nodes' links, where they share bandwidth.
+/* Broadcast models (issue #36): the algorithm the MPI library runs for MPI_Bcast, and for its
+ * trees (binomial, linear, k-nomial) their messages placed on the nodes' links, where they
+ * share bandwidth.
  *
  * Which algorithm: Open MPI 4.1's coll/tuned fixed rules (coll_tuned_decision_fixed.c, the
  * same table SMPI's "ompi" selector copies): by communicator size and message size, e.g. on
@@ -26,7 +27,14 @@
  * chain (bcast__NTSL) where Open MPI's rules say linear: with a root off rank 0 it first sends
  * the whole buffer to rank 0, then pipelines 8 KiB segments along ranks 0, 1, ..., which on
  * 2 + 2 ranks from root 3 also moves the buffer across the nodes twice (validation: asp's
- * epoch end). The model follows Open MPI, the library that runs on a cluster. */
+ * epoch end). The model follows Open MPI, the library that runs on a cluster.
+ *
+ * The k-nomial tree (het_netem_bcast_knomial_s; Open MPI from 32 ranks, radix 4, unsegmented
+ * in its fixed rules): rank x's children are x + j radix^l, and a rank posts its sends to all
+ * of them at once when it has the data (the generic tree broadcast), so a root's children on
+ * other nodes share its uplink. The binomial tree is radix 2 (one blocking send after another)
+ * and the linear fan radix p. SMPI's "ompi" selector runs MVAPICH2's intra-node k-nomial in
+ * its place, which waits for each level's sends before the next: another schedule. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,24 +90,31 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes) {
 /* A rank of the tree (by relative rank) while the broadcast runs. */
 typedef struct {
     double ready;   /* when it can post its next send (INFINITY: no data yet, or waiting) */
-    int next_mask;  /* the distance of its next child; 0: none left */
+    int mask, j;    /* its next child: x + mask j (mask 0: none left) */
     int flow;       /* the flow of its blocking send in flight, or -1 */
 } bc_rank;
 
-static int lowbit(int x) { return x & -x; }
+/* Skips the levels of x's tree below `mask` that have no child (x + mask >= p). */
+static int first_level(int x, int mask, int p, int radix) {
+    while (mask > 0 && x + mask >= p) mask /= radix;
+    return mask;
+}
 
-/* x's next child (relative ranks), its state moved on: the binomial tree's at distance
- * next_mask (halved after), the linear root's next rank (next_mask: that rank; 0: done). */
-static int take_child(bc_rank *r, int x, int p, int linear) {
-    int y = linear ? r->next_mask : x + r->next_mask;
-    r->next_mask = linear ? (y + 1 < p ? y + 1 : 0) : r->next_mask >> 1;
+/* x's next child (relative ranks), its state moved on: children x + mask j, j = 1 .. radix - 1,
+ * for mask = radix^l down to 1 (the farthest first). */
+static int take_child(bc_rank *r, int x, int p, int radix) {
+    int y = x + r->mask * r->j++;
+    if (r->j == radix || x + r->mask * r->j >= p)
+        r->mask = first_level(x, r->mask / radix, p, radix), r->j = 1;
     return y;
 }
 
-/* The broadcast from root over p ranks as a tree of messages (the binomial tree, or linear:
- * the root's non-blocking sends to every rank at once); see het_netem_bcast_binomial_s. */
+/* The broadcast from root over p ranks as a k-nomial tree of messages (radix 2: the binomial
+ * tree, one blocking send after another from 64 KiB; radix > 2: a rank's sends to all its
+ * children posted at once, as Open MPI's generic tree broadcast; radix p: the linear one);
+ * see het_netem_bcast_binomial_s. */
 static double tree_s(het_netem ne, const int *node, int p, int root, size_t bytes,
-                     int local_on, int linear) {
+                     int local_on, int radix) {
     if (p <= 1 || bytes == 0 || root < 0 || root >= p) return 0.0;
     int n_nodes = 0;
     for (int r = 0; r < p; r++)
@@ -114,24 +129,21 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
     if (!caps || !rk || !dest || !from) goto out;
     for (int i = 0; i < 2 * n_nodes; i++) caps[i] = cap;
     if (!(f = het_flows_new(2 * n_nodes, caps))) goto out;
-    int top = 1;
-    while (top < p) top <<= 1;
-    for (int x = 0; x < p; x++) {
-        int m = x == 0 ? top >> 1 : lowbit(x) >> 1;
-        while (m > 0 && x + m >= p) m >>= 1;
-        if (linear) m = x == 0; /* the root's first child: relative rank 1 */
-        rk[x] = (bc_rank){x == 0 ? 0.0 : INFINITY, m, -1};
+    for (int x = 0; x < p; x++) { /* x's level: x < radix m, or x mod radix m != 0 */
+        int m = 1;
+        while (m < p && x % (radix * m) == 0) m *= radix;
+        rk[x] = (bc_rank){x == 0 ? 0.0 : INFINITY, first_level(x, m / radix, p, radix), 1, -1};
     }
     double lat = (ne.lat_s > 0.0 ? ne.lat_s : 0.0) * het_netem_pw_at(&ne.lat_factor, (double)bytes);
     double bf = het_netem_pw_at(&ne.bw_factor, (double)bytes);
     /* a message inside a node: the node link's broadcast over 2 ranks, one round */
     double local = local_on ? het_netem_local_bcast_s(ne, bytes, 2) : 0.0;
-    int blocking = !linear && bytes >= EAGER_LIMIT, n_flows = 0;
+    int blocking = radix == 2 && bytes >= EAGER_LIMIT, n_flows = 0;
     end = 0.0;
     for (;;) {
         int x = -1; /* the rank that posts the next send, earliest first (lowest rank on ties) */
         for (int i = 0; i < p; i++)
-            if (rk[i].next_mask > 0 && rk[i].flow < 0 && (x < 0 || rk[i].ready < rk[x].ready))
+            if (rk[i].mask > 0 && rk[i].flow < 0 && (x < 0 || rk[i].ready < rk[x].ready))
                 x = i;
         double t_send = x >= 0 ? rk[x].ready : INFINITY, t_flow = het_flows_next(f);
         if (isinf(t_send) && isinf(t_flow)) break;
@@ -148,7 +160,7 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
             }
             continue;
         }
-        int y = take_child(&rk[x], x, p, linear);
+        int y = take_child(&rk[x], x, p, radix);
         int a = node[(x + root) % p], b = node[(y + root) % p];
         if (a == b) { /* inside the node: unshared */
             double in = t_send + local;
@@ -175,10 +187,15 @@ out:
 
 double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                   int local_on) {
-    return tree_s(ne, node, p, root, bytes, local_on, 0);
+    return tree_s(ne, node, p, root, bytes, local_on, 2);
 }
 
 double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                 int local_on) {
-    return tree_s(ne, node, p, root, bytes, local_on, 1);
+    return tree_s(ne, node, p, root, bytes, local_on, p > 2 ? p : 2);
+}
+
+double het_netem_bcast_knomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                 int local_on, int radix) {
+    return tree_s(ne, node, p, root, bytes, local_on, radix > 2 ? radix : 2);
 }

@@ -29,6 +29,7 @@
  * for the ring, halving for Rabenseifner), and each group is charged at its messages' factors.
  * Measured against SMPI 3.32 on 2 x 2 ranks at 1 Gbit/s (bench/validate_smpi.sh, lenet5's
  * blocking all-reduce): 0.989 of SMPI's epoch with them, 0.832 without. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,19 +278,49 @@ double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes) {
     return cost_on(ne, k, lat_of(ne), ne.bw_bytes_per_s, (double)bytes);
 }
 
+#if defined(OPEN_MPI)
+/* One row of a decision table: messages below `below` bytes take `algo`. */
+typedef struct {
+    size_t below;
+    het_ar_algo algo;
+} ar_rule;
+
+static het_ar_algo ar_pick(const ar_rule *r, size_t bytes) {
+    while (bytes >= r->below) r++;
+    return r->algo;
+}
+#endif
+
 het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking) {
 #if defined(OPEN_MPI)
     if (!blocking) return HET_AR_RING;
-    if (p < 4) {
-        if (bytes < 8) return HET_AR_RING;
-        if (bytes < 4096) return HET_AR_RDBL;
-        if (bytes < 8192) return HET_AR_RING;
-        if (bytes < 16384) return HET_AR_RDBL;
-        return bytes < 262144 ? HET_AR_RING : HET_AR_RSAG; /* ring, then segmented ring */
-    }
-    if (p < 8) return bytes < 16 ? HET_AR_RING : bytes < 8192 ? HET_AR_RDBL : HET_AR_RSAG;
-    if (p < 16) return bytes < 8192 ? HET_AR_RDBL : HET_AR_RSAG;
-    return bytes < 4096 ? HET_AR_RDBL : HET_AR_RSAG;
+    /* coll/tuned 4.1's fixed rules for a commutative op, a row per range of communicator sizes
+     * (SMPI's "ompi" selector copies them): the ring and the segmented ring as HET_AR_RING,
+     * "nonoverlapping" (a reduce, then a broadcast: 128+ ranks, small sizes) as recursive
+     * doubling, both log-step algorithms on whole buffers */
+    static const size_t M = SIZE_MAX;
+    static const ar_rule lt4[] = {{8, HET_AR_RING}, {4096, HET_AR_RDBL}, {8192, HET_AR_RING},
+                                  {16384, HET_AR_RDBL}, {262144, HET_AR_RING}, {M, HET_AR_RSAG}};
+    static const ar_rule lt8[] = {{16, HET_AR_RING}, {8192, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt16[] = {{8192, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt32[] = {{64, HET_AR_RING}, {4096, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt64[] = {{128, HET_AR_RING}, {M, HET_AR_RSAG}};
+    static const ar_rule lt128[] = {{262144, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt256[] = {{262144, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt512[] = {{4096, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt2048[] = {{16384, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule lt4096[] = {{2048, HET_AR_RDBL}, {4096, HET_AR_RING},
+                                     {16384, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const ar_rule rest[] = {{2048, HET_AR_RDBL}, {16384, HET_AR_RING},
+                                   {32768, HET_AR_RDBL}, {M, HET_AR_RSAG}};
+    static const struct {
+        int below;
+        const ar_rule *rows;
+    } by_size[] = {{4, lt4}, {8, lt8}, {16, lt16}, {32, lt32}, {64, lt64}, {128, lt128},
+                   {256, lt256}, {512, lt512}, {2048, lt2048}, {4096, lt4096}, {INT_MAX, rest}};
+    int i = 0;
+    while (p >= by_size[i].below) i++;
+    return ar_pick(by_size[i].rows, bytes);
 #else
     (void)blocking;
     return bytes <= 2048 || bytes / sizeof(float) < (size_t)pof2_floor(p) ? HET_AR_RDBL

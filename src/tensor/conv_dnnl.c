@@ -135,8 +135,7 @@ int het_dnnl_available(void) {
     return engine != NULL;
 }
 
-/* This thread's OpenMP thread count, which oneDNN reads when it makes and runs a primitive. */
-static void use_threads(void) {
+void het_dnnl_use_threads(void) {
     if (omp_get_max_threads() != dnnl_threads) omp_set_num_threads(dnnl_threads);
 }
 
@@ -206,7 +205,7 @@ int het_dnnl_conv_create(het_dnnl_conv **out, int C, int H, int W, int O, int k,
                          .ow = (W + 2 * pad - k) / stride + 1, .x_blk = C % 16 == 0,
                          .y_blk = O % 16 == 0};
     pthread_mutex_init(&h->mu, NULL);
-    use_threads();
+    het_dnnl_use_threads();
     prim_set *s = calloc(1, sizeof *s);
     int rc = !s ? het_error_set(HET_ENOMEM, "conv2d: oneDNN: out of memory")
              : het_dnnl_set_build(h, 1, 0, 0, s) != HET_OK ? reword(HET_ENOTSUP, h, 1, "refused") : HET_OK;
@@ -272,7 +271,7 @@ static prim_set *set_new(het_dnnl_conv *h, int n, int relu, int bf16) {
 /* The set of batch n and the current thread count (made on first use); NULL with the error set
  * on failure. */
 static prim_set *set_for(het_dnnl_conv *h, int n, int relu, int bf16) {
-    use_threads();
+    het_dnnl_use_threads();
     pthread_mutex_lock(&h->mu);
     prim_set *s = NULL;
     for (int i = 0; i < h->n_sets && !s; i++)

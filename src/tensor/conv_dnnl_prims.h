@@ -55,6 +55,9 @@ struct het_dnnl_conv {
  * whether a test injected `what` (HET_DNNL_INJECT_*): conv_dnnl.c's settings. */
 dnnl_engine_t het_dnnl_engine(void);
 int het_dnnl_threads(void);
+/* Sets this thread's OpenMP thread count to het_dnnl_threads(), which oneDNN reads when it
+ * makes and runs a primitive. */
+void het_dnnl_use_threads(void);
 int het_dnnl_injected(int what);
 
 /* A oneDNN call that failed: the message names it and oneDNN's status; out of memory is

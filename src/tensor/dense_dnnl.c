@@ -42,7 +42,6 @@ int het_dnnl_dense_backward(het_dnnl_dense *h, int n, const uint16_t *x, const u
 #else
 
 #include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
 
 #include "tensor/conv_dnnl_prims.h"
 
@@ -125,14 +124,9 @@ static mm_set *set_build(const het_dnnl_dense *h, int n) {
     return NULL;
 }
 
-/* This thread's OpenMP thread count, which oneDNN reads when it makes and runs a primitive. */
-static void use_threads(void) {
-    if (omp_get_max_threads() != het_dnnl_threads()) omp_set_num_threads(het_dnnl_threads());
-}
-
 /* The set of batch n (made on first use); NULL with the error set when oneDNN refuses it. */
 static mm_set *set_for(het_dnnl_dense *h, int n) {
-    use_threads();
+    het_dnnl_use_threads();
     const int t = het_dnnl_threads();
     pthread_mutex_lock(&h->mu);
     mm_set *s = NULL;
