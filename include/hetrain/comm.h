@@ -361,7 +361,7 @@ het_wire het_buckets_wire(const het_buckets *b);
  * flight, nor collectives (issue #36). On the virtual clock a message of at least the model's
  * rndv_bytes waits for its receive (MPI's rendezvous): its bytes move from the later of its
  * leaving and the receive's posting, and a receive from any sender takes such messages in the
- * order they were sent (as MPI matches them), not by arrival. The header carries the sender's clock at the send
+ * order their envelopes come in (as MPI matches them), not by arrival. The header carries the sender's clock at the send
  * (stamp) and the arrival (deliver = stamp + cost, or later behind the queue). Wall clock: a receive is not done before
  * het_now() >= deliver (CLOCK_MONOTONIC: one clock for the ranks of one machine, as the
  * collectives' emulation assumes); its wait sleeps the rest (delay_s); with the model off
