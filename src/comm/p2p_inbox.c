@@ -175,13 +175,25 @@ static void way_in_step(het_comm *c) {
     st->n_in_live = w;
 }
 
+/* Moves the way in to its next event (e, not past `limit`: *moved 0 then). */
+static int way_in_next(het_comm *c, double limit, int *moved) {
+    double e = het_flows_next(c->p2p->in_net);
+    *moved = 0;
+    if (!isfinite(e)) /* cannot happen: capacity > 0 */
+        return het_error_set(HET_EINVAL, "p2p: no flow on the way in can complete");
+    if (e > limit) return HET_OK;
+    way_in_step(c);
+    *moved = 1;
+    return HET_OK;
+}
+
 /* Every held message of the set on the way in that moves when sent has a flow; the way in
  * moved until one of them is complete, or past the first send of a message that waits for
  * the receive posted at `posted` (every channel of the set is HELD or DONE: nothing earlier
  * can still come). */
 static int way_in_settle(het_comm *c, inbox *b, double posted) {
     int rc = HET_OK;
-    double first = INFINITY; /* the earliest send among the messages that wait */
+    double first = INFINITY; /* the earliest envelope among the messages that wait */
     for (int j = 0; rc == HET_OK && j < b->size; j++) {
         if (!b->in_set[j] || b->state[j] != CH_HELD || b->flow[j] >= 0) continue;
         if (waits(c, &b->hdr[j], posted)) first = fmin(first, envelope(c, b, j));
@@ -195,23 +207,18 @@ static int way_in_settle(het_comm *c, inbox *b, double posted) {
             live = 1;
         }
         if (!live) return HET_OK;
-        double e = het_flows_next(c->p2p->in_net);
-        if (!isfinite(e)) /* cannot happen: capacity > 0 */
-            return het_error_set(HET_EINVAL, "p2p: no flow on the way in can complete");
-        if (e > first) return HET_OK; /* a waiting message is matched before */
-        way_in_step(c);
+        int moved = 0; /* not past a waiting message's envelope: it is matched before */
+        if ((rc = way_in_next(c, first, &moved)) != HET_OK || !moved) return rc;
     }
     return rc;
 }
 
 /* Moves the way in until flow `id` is complete. */
 static int way_in_finish(het_comm *c, int id) {
-    while (het_flows_done(c->p2p->in_net, id) < 0.0) {
-        if (!isfinite(het_flows_next(c->p2p->in_net)))
-            return het_error_set(HET_EINVAL, "p2p: no flow on the way in can complete");
-        way_in_step(c);
-    }
-    return HET_OK;
+    int rc = HET_OK, moved = 1;
+    while (rc == HET_OK && het_flows_done(c->p2p->in_net, id) < 0.0)
+        rc = way_in_next(c, INFINITY, &moved);
+    return rc;
 }
 
 /* Sender j's place in the order a receive from any sender (posted at `posted`) takes
@@ -265,10 +272,10 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
         return HET_OK;
     }
     het_msg_hdr h = b->hdr[j];
-    int flow = b->flow[j], rc = HET_OK;
+    int flow = b->flow[j], rc = HET_OK, wait = flow < 0 && waits(c, &h, m->posted);
     /* a payload that waits for this receive moves from its posting, not from its send */
-    double shift = flow < 0 && waits(c, &h, m->posted) ? fmax(0.0, m->posted - h.leave) : 0.0;
-    if (flow < 0 && waits(c, &h, m->posted) && m->want < 0 && on_way_in(c, b, j) &&
+    double shift = wait ? fmax(0.0, m->posted - h.leave) : 0.0;
+    if (wait && m->want < 0 && on_way_in(c, b, j) &&
         ((rc = way_in_add(c, b, j, shift, &flow)) != HET_OK || (rc = way_in_finish(c, flow))))
         return rc; /* a receive from any sender: its bytes share the way in from then */
     b->state[j] = CH_IDLE, b->flow[j] = -1;
