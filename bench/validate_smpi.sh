@@ -6,7 +6,8 @@
 # HOSTS hetrain-smpi, the compute pieces charged from the same table), and prints the epoch time
 # of each, their ratio, hetrain's link over capacity (the share of its epoch in which the model
 # let a node link carry more than its bandwidth: comm/links.c), and per setting whether the
-# strategies come out in the same order.
+# strategies come out in the same order (a pair whose SMPI times are within TIE, 1 %, of each
+# other is a tie; "differs" names the pairs the two order the other way).
 #
 # The matrix: STRATEGIES (allreduce,hgc,daso,asp,inhad,gpipe,1f1b; qfb cannot run under SMPI:
 # its two threads per rank), MODELS (lenet5,resnet20), SIZES (nodes x ranks per node: 2x2, 4x4,
@@ -22,14 +23,17 @@
 # inspector otherwise posts it non-blocking), so that both run the algorithm Open MPI's rules
 # pick; COLL=nonblocking keeps the buckets (hetrain models Open MPI's libnbc ring, SMPI 3.32
 # runs its own non-blocking all-reduce, another algorithm). daso's global averaging is
-# non-blocking either way. SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
+# non-blocking either way; SMPI 3.32 runs MPI_Iallreduce as a linear exchange (every rank's
+# buffer to every other), not Open MPI's libnbc ring, so NBC_FIX=1 (the default) has hetrain's
+# model charge that exchange (--iallreduce-model smpi) and the cells compare one algorithm on
+# both (NBC_FIX=0: hetrain models the ring, what a user under Open MPI gets). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
-# no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs 1e-7 s; on 4-15 ranks its broadcast is
+# no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs POLL (GROW below); on 4-15 ranks its broadcast is
 # flattree, Open MPI's basic_linear, where the selector would run another algorithm (BCAST_FIX).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), BCAST_FIX (1 | 0), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), BCAST_FIX (1 | 0), NBC_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -45,8 +49,16 @@ read -r -a slows <<<"${SLOW:-1 3}"
 read -r -a bws <<<"${BWS:-12.5M 125M 1250M}"
 if [ -n "${OUT:-}" ]; then out=$OUT; mkdir -p "$out"; else
     out=$(mktemp -d /tmp/het_validate_XXXXXX); trap 'rm -rf "$out"' EXIT; fi
-sim=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi/test:1e-7
-     --cfg=smpi/iprobe:1e-7 --log=root.thresh:error)
+# SMPI multiplies a test's or probe's cost by the number of failed ones before it (on by default,
+# to speed up busy-wait loops): daso's progress tests between layers then cost it 7 ms an epoch
+# at 16 ranks, and a wait of W seconds is noticed up to sqrt(2 W POLL) late. GROW=0 (the
+# default) keeps every test and probe at POLL seconds (1e-6: a wait noticed at most 1 us late;
+# asp's 4-rank epoch at 100 Mbit/s 0.22518 s against 0.22507 at 1e-7, in a tenth of the wall
+# time); GROW=1: SMPI's growing costs from POLL (1e-7 by default then).
+poll=${POLL:-$([ "${GROW:-0}" = 0 ] && echo 1e-6 || echo 1e-7)}
+sim=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi/test:$poll
+     --cfg=smpi/iprobe:$poll --log=root.thresh:error)
+[ "${GROW:-0}" = 0 ] && sim+=(--cfg=smpi/grow-injected-times:no)
 [ "${FACTORS:-default}" = 1 ] && sim+=(--cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1
                                       --cfg=network/crosstraffic:0)
 read -r -a extra_cfg <<<"${SMPI_CFG:-}"   # more --cfg=... words for smpirun (a study)
@@ -100,7 +112,8 @@ for model in "${models[@]}"; do
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
                         --compute-cost shipped)
                 vonly=()
-                [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly=(--stall-warn 0)
+                [ "${NBC_FIX:-1}" = 1 ] && vonly+=(--iallreduce-model smpi)
+                [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly+=(--stall-warn 0)
                 declare -A th ts
                 for s in "${strategies[@]}"; do
                     extra=(--strategy "$s")
@@ -135,12 +148,20 @@ for model in "${models[@]}"; do
                         "$(awk -v a="$t1" -v b="$t2" 'BEGIN { print b - a }')" \
                         "$(link_over "$cell/$s.v.jsonl")" | tee -a "$table"
                 done
-                # the same order of strategies (by epoch time) under both?
+                # the same order of strategies (by epoch time) under both? Two strategies whose SMPI
+                # times are within TIE (1 %) of each other are a tie: either order is the same.
                 ov=$(for s in "${strategies[@]}"; do echo "${th[$s]} $s"; done | sort -g | awk '{ printf "%s ", $2 }')
                 os=$(for s in "${strategies[@]}"; do echo "${ts[$s]} $s"; done | sort -g | awk '{ printf "%s ", $2 }')
+                inv=$(for s in "${strategies[@]}"; do echo "$s ${th[$s]} ${ts[$s]}"; done |
+                    awk -v tie="${TIE:-0.01}" '{ n[NR] = $1; v[NR] = $2; m[NR] = $3 }
+                        END { for (i = 1; i <= NR; i++) for (j = 1; j <= NR; j++)
+                              if (m[i] * (1 + tie) < m[j] && v[i] > v[j]) printf "%s/%s ", n[i], n[j] }')
                 orders=$((orders + 1))
-                [ "$ov" = "$os" ] && orders_same=$((orders_same + 1))
-                echo "|  |  |  |  | order | ${ov% } | ${os% } | $([ "$ov" = "$os" ] && echo same || echo differs) |  |  |" | tee -a "$table"
+                verdict=same
+                if [ -n "$inv" ]; then verdict="differs (${inv% })"
+                elif [ "$ov" != "$os" ]; then verdict="same (ties within ${TIE:-0.01})"; fi
+                [ -z "$inv" ] && orders_same=$((orders_same + 1))
+                echo "|  |  |  |  | order | ${ov% } | ${os% } | $verdict |  |  |" | tee -a "$table"
                 unset th ts
             done
         done
@@ -148,4 +169,4 @@ for model in "${models[@]}"; do
 done
 awk -F'|' '$9 ~ /^ *[0-9.]+ *$/ { r = $9 + 0; e = r - 1; if (e < 0) e = -e; s += e; n++; if (e > w) w = e }
     END { if (n) printf "\n%d cells: mean |hetrain / SMPI - 1| = %.1f %%, worst %.1f %%\n", n, 100 * s / n, 100 * w }' "$table" | tee -a "$table"
-echo "settings with the same order of strategies: $orders_same of $orders" | tee -a "$table"
+echo "settings with the same order of strategies (ties: SMPI times within ${TIE:-0.01}): $orders_same of $orders" | tee -a "$table"

@@ -63,6 +63,10 @@ static void test_linear(void) {
     CHECK_CLOSE(het_netem_bcast_linear_s(fast, two_by_two, 4, 0, 100000, 1), 1e-2 + 1e-4, 1e-12,
                 "linear, a slow node link: the message inside the node ends last");
     CHECK(het_netem_bcast_linear_s(ne, two_by_two, 1, 0, 100000, 0) == 0.0, "linear, one rank");
+    het_netem cx = ne; /* cross-traffic: the back route (node 1 up, node 0 down) carries only */
+    cx.crosstraffic = 1; /* the two flows' 5 %: one way, the same 2 T */
+    CHECK_CLOSE(het_netem_bcast_linear_s(cx, two_by_two, 4, 0, 100000, 0), 2 * T, 1e-12,
+                "linear with cross-traffic, one way");
 }
 
 /* The k-nomial tree of radix 4 (Open MPI's knomial): 16 ranks on 4 nodes from root 0, the

@@ -488,6 +488,9 @@ static void test_netem(void) {
         {uneven, 3, HET_AR_RSAG, 2, 1.0, "Rabenseifner, 3 ranks: 0 folds into 1 (same node)"},
         {uneven, 3, HET_AR_RDBL, 1, 1.0, "recursive doubling, 3 ranks"},
         {one, 2, HET_AR_RSAG, 0, 0.0, "one node: free"},
+        {block, 4, HET_AR_LINEAR, 1, 4.0, "linear, block: 2 ranks x 2 on the other node"},
+        {cyclic, 4, HET_AR_LINEAR, 1, 4.0, "linear, interleaved: the same 4 buffers"},
+        {uneven, 3, HET_AR_LINEAR, 1, 2.0, "linear, 2 + 1: two buffers each way"},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         het_netem_cost x = het_netem_allreduce_cost(k[i].node, k[i].p, k[i].a);
@@ -499,9 +502,46 @@ static void test_netem(void) {
     for (int a = 0; a < HET_AR_N; a++) /* two nodes, one rank each: one buffer each way */
         CHECK(fabs(het_netem_allreduce_cost(pair, 2, (het_ar_algo)a).load - 1.0) < 1e-12,
               "algorithm %d on 2 ranks carries one buffer", a);
+    int four[4] = {0, 0, 0, 0};
+    het_netem_cost lin = het_netem_allreduce_cost_local(four, 4, HET_AR_LINEAR);
+    CHECK(lin.steps == 1 && fabs(lin.load - 3.0) < 1e-12, "linear on one node: each rank sends "
+          "3 buffers (%g steps, %g)", lin.steps, lin.load);
+    lin = het_netem_allreduce_cost_local(block, 4, HET_AR_LINEAR);
+    CHECK(lin.steps == 1 && fabs(lin.load - 1.0) < 1e-12, "linear, 2 + 2: one buffer to the "
+          "node's other rank (%g steps, %g)", lin.steps, lin.load);
+    het_netem smpi_nbc = ne;
+    smpi_nbc.nbc_linear = 1;
+    CHECK(het_netem_allreduce_algo(smpi_nbc, 4, 65536, 0) == HET_AR_LINEAR &&
+              het_netem_allreduce_algo(smpi_nbc, 4, 65536, 1) ==
+                  het_netem_mpi_allreduce_algo(4, 65536, 1) &&
+              het_netem_allreduce_algo(ne, 4, 65536, 0) ==
+                  het_netem_mpi_allreduce_algo(4, 65536, 0),
+          "--iallreduce-model smpi: the non-blocking one linear, the blocking one the library's");
+    /* one rank per node, 4 nodes, 1 MiB: 3 buffers out of each node at once, one latency */
+    CHECK_CLOSE(het_netem_nodes_allreduce_s(smpi_nbc, mib, 4, 0), 2e-3 + 3.0 * (double)mib / 50e6,
+                1e-12, "linear over 4 nodes in seconds");
     het_netem_cost f = het_netem_allreduce_cost(odd, 3, HET_AR_RSAG);
     CHECK(f.steps == 4 && fabs(f.load - 3.0) < 1e-12, "3 nodes: fold, 2 halving steps, unfold "
           "(%g steps, %g)", f.steps, f.load);
+    /* SimGrid's cross-traffic: a step in which a node sends and receives as much carries
+     * 1.05 x on each way; a one-way step (a fold) its plain load (hand-derived) */
+    CHECK(fabs(f.load_x - (1.0 + 0.525 + 0.525 + 1.0)) < 1e-12, "3 nodes with cross-traffic: "
+          "folds one way (1 + 1), the exchanges 0.5 x 1.05 each: %g", f.load_x);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        het_netem_cost x = het_netem_allreduce_cost(k[i].node, k[i].p, k[i].a);
+        CHECK(fabs(x.load_x - 1.05 * k[i].load) < 1e-12, "%s: both ways, %g x 1.05, got %g",
+              k[i].what, k[i].load, x.load_x);
+    }
+    het_netem cx = ne;
+    cx.crosstraffic = 1;
+    CHECK_CLOSE(het_netem_cost_s(cx, het_netem_allreduce_cost(block, 4, HET_AR_RSAG), mib),
+                2 * 2e-3 + 1.05 * (double)mib / 50e6, 1e-12, "Rabenseifner with cross-traffic");
+    CHECK_CLOSE(het_netem_ring_allreduce_s(cx, mib, 4, 1), 6 * 2e-3 + 1.05 * 1.5 * (double)mib /
+                50e6, 1e-12, "ring of 4, block, with cross-traffic");
+    CHECK_CLOSE(het_netem_allreduce_s(cx, mib, 2), 2 * 2e-3 + 1.05 * (double)mib / 50e6, 1e-12,
+                "2 nodes with cross-traffic");
+    CHECK_CLOSE(het_netem_p2p_s(cx, mib), het_netem_p2p_s(ne, mib), 1e-15,
+                "one message alone: no cross-traffic to share with");
     het_netem_cost rb = het_netem_allreduce_cost(block, 4, HET_AR_RSAG);
     CHECK_CLOSE(het_netem_cost_s(ne, rb, mib), 2 * 2e-3 + (double)mib / 50e6, 1e-12,
                 "cost in seconds");

@@ -77,11 +77,14 @@ static void written_reads_back(void) {
     CHECK(got.lat_factor.n == 0 && got.bw_factor.n == 0, "no factors written, none read");
     CHECK(got.rndv_bytes == 1.0, "no smpi/async-small-thresh: every message waits for its "
           "receive as under SMPI (rndv_bytes 1), got %g", got.rndv_bytes);
+    CHECK(p.crosstraffic == -1 && got.crosstraffic == 0, "no network/crosstraffic, no factors: "
+          "none (%d, %d)", p.crosstraffic, got.crosstraffic);
     het_platform_free(&p);
     /* SMPI's message-size factors: written into <config>, read back exactly, and the network
      * model gets them */
     het_netem fx = ne;
     fx.rndv_bytes = 65536; /* Open MPI's eager limit over TCP: smpi/async-small-thresh */
+    fx.crosstraffic = 1;   /* SMPI's default model: with its factors, not written */
     CHECK(het_netem_pw_parse(&fx.lat_factor, het_netem_smpi_lat_factor) == HET_OK &&
               het_netem_pw_parse(&fx.bw_factor, het_netem_smpi_bw_factor) == HET_OK,
           "SMPI's factors parse");
@@ -99,6 +102,19 @@ static void written_reads_back(void) {
           "the model takes the file's factors");
     CHECK(p.async_small == 65536 && got.rndv_bytes == 65536, "smpi/async-small-thresh read "
           "back: %g, the model's rndv_bytes %g", p.async_small, got.rndv_bytes);
+    CHECK(p.crosstraffic == -1 && got.crosstraffic == 1, "SMPI's factors and no "
+          "network/crosstraffic: on, as in SMPI's default model (%d, %d)", p.crosstraffic,
+          got.crosstraffic);
+    het_platform_free(&p);
+    /* cross-traffic off beside the factors: written (not what a reader infers), read back */
+    fx.crosstraffic = 0;
+    CHECK(het_platform_write(path, hosts, "no back traffic", 3, speed, cores, fx, node_of, 5) ==
+              HET_OK, "%s", het_error_msg());
+    CHECK(het_platform_read(&p, path) == HET_OK, "%s", het_error_msg());
+    memset(&got, 0, sizeof got);
+    het_platform_netem(&p, host_of, 5, &got, &uniform);
+    CHECK(p.crosstraffic == 0 && got.crosstraffic == 0, "network/crosstraffic no: written and "
+          "read (%d, %d)", p.crosstraffic, got.crosstraffic);
     /* without the hostfile: 2 + 2 + 1 cores in turn, the same placement */
     CHECK(het_platform_place(&p, NULL, 5, host_of) == HET_OK, "%s", het_error_msg());
     for (int r = 0; r < 5; r++) CHECK(host_of[r] == node_of[r], "rank %d on %d", r, host_of[r]);
@@ -226,6 +242,9 @@ static void broken(void) {
             "version=\"3\": expected version 4", NULL);
     refused("<?xml version='1.0'?>\n<html/>", "bad.xml:2: <html>: expected <platform", NULL);
     refused(HEAD "</platform>", "bad.xml: no host in the platform", NULL);
+    refused(HEAD "<config>\n<prop id=\"network/crosstraffic\" value=\"maybe\"/></config>"
+            "</platform>", "bad.xml:4: <prop>: network/crosstraffic: \"maybe\" (expected yes "
+            "or no", NULL);
     refused(HEAD "<config>\n<prop id=\"smpi/async-small-thresh\" value=\"64k\"/></config>"
             "</platform>", "bad.xml:4: <prop>: smpi/async-small-thresh: \"64k\" (expected a "
             "number of bytes", NULL);

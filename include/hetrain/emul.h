@@ -57,8 +57,19 @@ typedef struct het_netem {
      * sets it from smpi/async-small-thresh as SMPI does (absent, SMPI's 0: every message with
      * a payload waits, rndv_bytes 1); the command line's model leaves it 0. */
     double rndv_bytes;
+    /* virtual clock: 1 charges a non-blocking all-reduce as the linear exchange SimGrid SMPI
+     * 3.32 runs for MPI_Iallreduce (HET_AR_LINEAR), for comparing with SMPI; 0 (default) as
+     * the MPI library's (het_netem_mpi_allreduce_algo). The call itself is not changed. */
+    int nbc_linear;
+    /* virtual clock: 1 has every flow between nodes of a collective also take HET_NETEM_BACK
+     * of its rate on the way back (SimGrid's network/crosstraffic, on in SMPI's default model:
+     * TCP's acknowledgements), so an exchange in both directions at once runs 1 / 1.05 of the
+     * link each way; 0 off. On with --net-factors smpi; a platform file's network/crosstraffic
+     * (absent: on where the model has SMPI's factors). Point-to-point messages: not yet. */
+    int crosstraffic;
 } het_netem;
-/* Sets ne's factors to SMPI's defaults (het_netem_smpi_lat_factor, _bw_factor). */
+/* Sets ne to SMPI's default network model: its factors (het_netem_smpi_lat_factor,
+ * _bw_factor) and cross-traffic. */
 void het_netem_use_smpi_factors(het_netem *ne);
 
 /* Modeled time of an all-reduce of `bytes` across `n_nodes` nodes (ring: 2(N-1) messages of
@@ -79,19 +90,24 @@ int het_netem_ring_crossings(const int *node, int n);
  * recursive halving + doubling (reduce-scatter, then all-gather, partners at distance 1, 2, 4 ...
  * then back) and recursive doubling (whole buffers, partners at distance 1, 2, 4 ...). For p not
  * a power of two the last two first fold the p - 2^floor(log2 p) extra ranks in and send them
- * the result at the end (modeled as rank 2i sending its whole buffer to 2i + 1, and back). */
-typedef enum { HET_AR_RING, HET_AR_RSAG, HET_AR_RDBL, HET_AR_N } het_ar_algo;
+ * the result at the end (modeled as rank 2i sending its whole buffer to 2i + 1, and back).
+ * The linear exchange: one step in which every rank sends its whole buffer to every other and
+ * sums what it received (SimGrid SMPI 3.32's MPI_Iallreduce; Open MPI runs no such one). */
+typedef enum { HET_AR_RING, HET_AR_RSAG, HET_AR_RDBL, HET_AR_LINEAR, HET_AR_N } het_ar_algo;
 /* An algorithm's cost over given ranks: `steps` in which some message crosses between nodes
  * (each costs one latency) and `load`, the sum over those steps of the most any node's link
- * carries in one direction, in buffers (full duplex; bytes between ranks of a node are free). */
+ * carries in one direction, in buffers (full duplex; bytes between ranks of a node are free);
+ * `load_x` the same with cross-traffic (het_netem.crosstraffic): a node's way out also carries
+ * HET_NETEM_BACK of what comes in, its way in HET_NETEM_BACK of what goes out. */
 enum { HET_NETEM_GROUPS = 32 };
+#define HET_NETEM_BACK 0.05 /* SimGrid's cross-traffic: a flow's weight on its back route */
 typedef struct het_netem_cost {
-    double steps, load;
+    double steps, load, load_x;
     /* the same steps grouped by their messages' size (a fraction of the buffer), for the
      * size-dependent factors: count steps, their load in buffers */
     int n_groups;
     struct {
-        double frac, count, load;
+        double frac, count, load, load_x;
     } g[HET_NETEM_GROUPS];
 } het_netem_cost;
 /* The cost of algorithm a over p ranks, rank r on node node[r] (ids >= 0). */
@@ -114,6 +130,9 @@ double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
  * the size table, Rabenseifner from 256 KiB; 16..31: Rabenseifner from 4 KiB; 32..63 from 128
  * bytes; 64..255: recursive doubling below 256 KiB; ...). MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
 het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
+/* The algorithm the model charges: HET_AR_LINEAR for a non-blocking one when ne.nbc_linear,
+ * else het_netem_mpi_allreduce_algo's. */
+het_ar_algo het_netem_allreduce_algo(het_netem ne, int p, size_t bytes, int blocking);
 /* Modeled time of the all-reduce MPI runs (het_netem_mpi_allreduce_algo) over n_nodes ranks,
  * one per node: under Open MPI the non-blocking one is het_netem_allreduce_s. */
 double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking);
@@ -175,6 +194,7 @@ typedef struct het_platform {
                                            not given) */
     double async_small;  /* <config>'s smpi/async-small-thresh: messages below it are sent
                           * without waiting for their receive (SMPI's default 0: none) */
+    int crosstraffic;    /* <config>'s network/crosstraffic: 1 on, 0 off, -1 not given */
 } het_platform;
 /* Reads a platform file: HET_EIO (cannot open, not a regular file), HET_EFORMAT with
  * "FILE:LINE: <element>: ..." for what is not in the subset or is wrong. */

@@ -54,10 +54,12 @@ int cli_compare_set_simulator(const char *v) {
 int cli_compare_smpi(void) { return g_smpi; }
 
 /* SimGrid's settings of every SMPI run (docs/SMPI.md): compute from the cost table only, Open
- * MPI's choice of collectives, a poll of 1e-7 s, SimGrid's own log lines off. */
+ * MPI's choice of collectives, a poll of 1e-6 s that does not grow with the polls before it,
+ * SimGrid's own log lines off. */
 static char *const smpi_cfg[] = {"--cfg=smpi/simulate-computation:no",
-                                 "--cfg=smpi/coll-selector:ompi", "--cfg=smpi/test:1e-7",
-                                 "--cfg=smpi/iprobe:1e-7", "--log=root.thresh:error"};
+                                 "--cfg=smpi/coll-selector:ompi", "--cfg=smpi/test:1e-6",
+                                 "--cfg=smpi/iprobe:1e-6", "--cfg=smpi/grow-injected-times:no",
+                                 "--log=root.thresh:error"};
 
 int cli_compare_smpi_launcher(cli_launcher *l, const het_train_config *c, int ranks,
                               int launcher_given, char *self, size_t n) {

@@ -63,7 +63,7 @@ static double local_model(const het_comm *c, het_comm_scope s, size_t bytes, int
     if (!het_clock_virtual()) return 0.0;
     int p = het_comm_scope_size(c, s);
     if (p <= 1) return 0.0;
-    het_ar_algo a = het_netem_mpi_allreduce_algo(p, bytes, blocking);
+    het_ar_algo a = het_netem_allreduce_algo(c->ne, p, bytes, blocking);
     const het_netem_cost *k = NULL;
     if (s == HET_COMM_WORLD) k = c->world_local;
     else if (s == HET_COMM_NODE) k = c->node_local;
@@ -96,7 +96,7 @@ static double cross_model_on(const het_comm *c, het_netem ne, het_comm_scope s, 
     int span = het_comm_span(c, s);
     if (span <= 1) return 0.0;
     int p = het_comm_scope_size(c, s);
-    het_ar_algo a = het_netem_mpi_allreduce_algo(p, bytes, blocking);
+    het_ar_algo a = het_netem_allreduce_algo(ne, p, bytes, blocking);
     const het_netem_cost *k = NULL;
     if (s == HET_COMM_WORLD) k = c->world_cost;
     else if (s != HET_COMM_CROSS && group_of(c, s)) k = group_of(c, s)->cost;

@@ -12,7 +12,9 @@
  * root, a rank receives from its parent (its relative rank less its lowest bit) and then sends
  * to its children, the farthest first, one blocking send after another. Each message between
  * nodes is a flow from the sender's node uplink to the receiver's node downlink (emul/flows.c:
- * max-min fair sharing, latency x lat_factor(bytes), bytes at bw x bw_factor(bytes)); a message
+ * max-min fair sharing, latency x lat_factor(bytes), bytes at bw x bw_factor(bytes); with
+ * cross-traffic it also takes 5 % of its rate on the receiver's uplink and the sender's
+ * downlink, SimGrid's acknowledgements); a message
  * inside a node costs node_lat + bytes / node_bw (the node link, virtual clock), unshared, as
  * SMPI's loopback. A blocking send of 64 KiB or more (the eager limit of Open MPI's TCP
  * transport and SMPI's send-is-detached threshold) returns when its bytes are in; a smaller one
@@ -170,8 +172,11 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
             continue;
         }
         het_flows_advance(f, t_send);
-        const int route[2] = {2 * a, 2 * b + 1};
-        int id = het_flows_add_weighted(f, t_send, (double)bytes, lat, 0.0, bf, route, NULL, 2);
+        /* a's uplink and b's downlink; with cross-traffic the back route too (b up, a down) */
+        const int route[4] = {2 * a, 2 * b + 1, 2 * b, 2 * a + 1};
+        const double weight[4] = {1.0, 1.0, HET_NETEM_BACK, HET_NETEM_BACK};
+        int id = het_flows_add_weighted(f, t_send, (double)bytes, lat, 0.0, bf, route, weight,
+                                        ne.crosstraffic ? 4 : 2);
         if (id < 0 || id >= p) { end = -1.0; goto out; } /* a tree has p - 1 messages */
         dest[id] = y, from[id] = x, n_flows = id + 1;
         if (blocking) rk[x].flow = id, rk[x].ready = INFINITY;

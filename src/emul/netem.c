@@ -80,6 +80,7 @@ bad:
 void het_netem_use_smpi_factors(het_netem *ne) { /* constants that parse (test_comm) */
     het_netem_pw_parse(&ne->lat_factor, het_netem_smpi_lat_factor);
     het_netem_pw_parse(&ne->bw_factor, het_netem_smpi_bw_factor);
+    ne->crosstraffic = 1;
 }
 
 double het_netem_pw_at(const het_netem_pw *pw, double bytes) {
@@ -98,45 +99,60 @@ static double msg_s(het_netem ne, double lat, double bw, double bytes, double lo
 
 static int factored(het_netem ne) { return ne.lat_factor.n > 0 || ne.bw_factor.n > 0; }
 
-/* Adds `count` steps of messages of frac buffers, load buffers on the busiest link, to k. */
-static void add_steps(het_netem_cost *k, double frac, double count, double load) {
+/* Adds `count` steps of messages of frac buffers, load buffers on the busiest link (load_x
+ * with cross-traffic), to k. */
+static void add_steps(het_netem_cost *k, double frac, double count, double load, double load_x) {
     k->steps += count;
     k->load += load;
+    k->load_x += load_x;
     int i = 0;
     while (i < k->n_groups && k->g[i].frac != frac) i++;
     if (i == k->n_groups) {
         if (k->n_groups == HET_NETEM_GROUPS) i--; /* never with p <= 2^30; folded in */
-        else k->g[k->n_groups++].frac = frac, k->g[i].count = k->g[i].load = 0.0;
+        else k->g[k->n_groups++].frac = frac, k->g[i].count = k->g[i].load = k->g[i].load_x = 0.0;
     }
     k->g[i].count += count;
     k->g[i].load += load;
+    k->g[i].load_x += load_x;
 }
 
-/* Seconds of cost k on a link (lat, bw) for a buffer of `bytes`, message by message. */
-static double cost_on(het_netem ne, het_netem_cost k, double lat, double bw, double bytes) {
+/* Seconds of cost k on a link (lat, bw) for a buffer of `bytes`, message by message; x: with
+ * cross-traffic (load_x). */
+static double cost_on(het_netem ne, het_netem_cost k, double lat, double bw, double bytes,
+                      int x) {
     if (!factored(ne) || k.n_groups == 0)
-        return k.steps * lat + (bw > 0.0 ? k.load * bytes / bw : 0.0);
+        return k.steps * lat + (bw > 0.0 ? (x ? k.load_x : k.load) * bytes / bw : 0.0);
     double t = 0.0;
     for (int i = 0; i < k.n_groups; i++) {
         const double m = k.g[i].frac * bytes; /* the group's message size */
         t += k.g[i].count * lat * het_netem_pw_at(&ne.lat_factor, m);
-        if (bw > 0.0) t += k.g[i].load * bytes / (bw * het_netem_pw_at(&ne.bw_factor, m));
+        if (bw > 0.0)
+            t += (x ? k.g[i].load_x : k.g[i].load) * bytes /
+                 (bw * het_netem_pw_at(&ne.bw_factor, m));
     }
     return t;
+}
+
+/* The load of an exchange in which every node sends as much as it receives, with ne's
+ * cross-traffic. */
+static double both_ways(het_netem ne, double load) {
+    return ne.crosstraffic ? load * (1.0 + HET_NETEM_BACK) : load;
 }
 
 double het_netem_allreduce_s(het_netem ne, size_t bytes, int n_nodes) {
     if (n_nodes <= 1 || netem_off(ne)) return 0.0;
     double steps = 2.0 * (double)(n_nodes - 1), m = (double)bytes / (double)n_nodes;
-    if (factored(ne)) return steps * msg_s(ne, lat_of(ne), ne.bw_bytes_per_s, m, m);
-    return steps * lat_of(ne) + wire_s(ne, steps / (double)n_nodes * (double)bytes);
+    if (factored(ne)) return steps * msg_s(ne, lat_of(ne), ne.bw_bytes_per_s, m, both_ways(ne, m));
+    return steps * lat_of(ne) + wire_s(ne, both_ways(ne, steps / (double)n_nodes * (double)bytes));
 }
 
 double het_netem_ring_allreduce_s(het_netem ne, size_t bytes, int p, int crossings) {
     if (p <= 1 || crossings <= 0 || netem_off(ne)) return 0.0;
     double steps = 2.0 * (double)(p - 1), m = (double)bytes / (double)p;
-    if (factored(ne)) return steps * msg_s(ne, lat_of(ne), ne.bw_bytes_per_s, m, crossings * m);
-    return steps * lat_of(ne) + wire_s(ne, steps / (double)p * (double)crossings * (double)bytes);
+    if (factored(ne))
+        return steps * msg_s(ne, lat_of(ne), ne.bw_bytes_per_s, m, both_ways(ne, crossings * m));
+    return steps * lat_of(ne) +
+           wire_s(ne, both_ways(ne, steps / (double)p * (double)crossings * (double)bytes));
 }
 
 int het_netem_ring_crossings(const int *node, int n) {
@@ -172,14 +188,18 @@ static void xfer(step_acc *a, int from, int to, double buffers) {
 }
 
 /* Closes a step whose messages are frac buffers each: a latency if anything crossed, and the
- * busiest link direction. */
+ * busiest link direction, without and with cross-traffic (between nodes: a node's way out
+ * carries the back traffic of what comes in, and the other way round). */
 static void end_step(step_acc *a, double frac) {
-    double most = 0.0;
+    double most = 0.0, most_x = 0.0, back = a->local ? 0.0 : HET_NETEM_BACK;
     for (int i = 0; i < a->n_ids; i++) {
-        if (a->out[i] > most) most = a->out[i];
-        if (a->in[i] > most) most = a->in[i];
+        double o = a->out[i], n = a->in[i];
+        if (o > most) most = o;
+        if (n > most) most = n;
+        if (o + back * n > most_x) most_x = o + back * n;
+        if (n + back * o > most_x) most_x = n + back * o;
     }
-    if (most > 0.0) add_steps(&a->k, frac, 1.0, most);
+    if (most > 0.0) add_steps(&a->k, frac, 1.0, most, most_x);
     memset(a->out, 0, (size_t)a->n_ids * sizeof *a->out);
     memset(a->in, 0, (size_t)a->n_ids * sizeof *a->in);
 }
@@ -214,12 +234,28 @@ static void butterfly(step_acc *a, int p, int rsag) {
     if (rem > 0) end_step(a, 1.0);
 }
 
+/* The linear exchange over p ranks: every rank's whole buffer to every other, in one step. */
+static void linear(step_acc *a, int p) {
+    for (int i = 0; i < p; i++)
+        for (int j = 0; j < p; j++)
+            if (i != j) xfer(a, i, j, 1.0);
+    end_step(a, 1.0);
+}
+
+/* The steps of algo (not the ring) over a's ranks. */
+static void run_algo(step_acc *a, int p, het_ar_algo algo) {
+    if (algo == HET_AR_LINEAR) linear(a, p);
+    else butterfly(a, p, algo == HET_AR_RSAG);
+}
+
 het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo algo) {
     het_netem_cost none = {0};
     if (!node || p <= 1) return none;
     if (algo == HET_AR_RING) { /* every step: each rank sends 1/p of the buffer to the next */
         int c = het_netem_ring_crossings(node, p);
-        if (c > 0) add_steps(&none, 1.0 / p, 2.0 * (p - 1), 2.0 * (p - 1) / p * c);
+        if (c > 0) /* a node's ring edges in and out are as many: load x (1 + back) */
+            add_steps(&none, 1.0 / p, 2.0 * (p - 1), 2.0 * (p - 1) / p * c,
+                      2.0 * (p - 1) / p * c * (1.0 + HET_NETEM_BACK));
         return none;
     }
     int ids = 0;
@@ -228,7 +264,7 @@ het_netem_cost het_netem_allreduce_cost(const int *node, int p, het_ar_algo algo
     step_acc a = {node, calloc((size_t)ids, sizeof(double)), calloc((size_t)ids, sizeof(double)),
                   ids, 0, none};
     int ok = a.out && a.in;
-    if (ok) butterfly(&a, p, algo == HET_AR_RSAG);
+    if (ok) run_algo(&a, p, algo);
     free(a.out);
     free(a.in);
     return ok ? a.k : het_netem_allreduce_cost(node, p, HET_AR_RING); /* no memory */
@@ -240,7 +276,7 @@ het_netem_cost het_netem_allreduce_cost_local(const int *node, int p, het_ar_alg
     if (algo == HET_AR_RING) { /* each rank sends 1/p a step; local if the next shares its node */
         for (int i = 0; i < p; i++)
             if (node[i] == node[(i + 1) % p]) {
-                add_steps(&none, 1.0 / p, 2.0 * (p - 1), 2.0 * (p - 1) / p);
+                add_steps(&none, 1.0 / p, 2.0 * (p - 1), 2.0 * (p - 1) / p, 2.0 * (p - 1) / p);
                 break;
             }
         return none;
@@ -248,7 +284,7 @@ het_netem_cost het_netem_allreduce_cost_local(const int *node, int p, het_ar_alg
     step_acc a = {node, calloc((size_t)p, sizeof(double)), calloc((size_t)p, sizeof(double)), p,
                   1, none};
     int ok = a.out && a.in;
-    if (ok) butterfly(&a, p, algo == HET_AR_RSAG);
+    if (ok) run_algo(&a, p, algo);
     free(a.out);
     free(a.in);
     return ok ? a.k : het_netem_allreduce_cost_local(node, p, HET_AR_RING); /* no memory */
@@ -261,7 +297,7 @@ static int local_off(het_netem ne) {
 double het_netem_local_cost_s(het_netem ne, het_netem_cost k, size_t bytes) {
     if (local_off(ne)) return 0.0;
     return cost_on(ne, k, ne.node_lat_s > 0.0 ? ne.node_lat_s : 0.0, ne.node_bw_bytes_per_s,
-                   (double)bytes);
+                   (double)bytes, 0); /* a node's shared memory: no back traffic */
 }
 
 double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks) {
@@ -269,13 +305,13 @@ double het_netem_local_bcast_s(het_netem ne, size_t bytes, int ranks) {
     int rounds = 0;
     while ((1L << rounds) < (long)ranks) rounds++;
     het_netem_cost k = {0};
-    add_steps(&k, 1.0, (double)rounds, (double)rounds);
+    add_steps(&k, 1.0, (double)rounds, (double)rounds, (double)rounds);
     return het_netem_local_cost_s(ne, k, bytes);
 }
 
 double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes) {
     if (netem_off(ne)) return 0.0;
-    return cost_on(ne, k, lat_of(ne), ne.bw_bytes_per_s, (double)bytes);
+    return cost_on(ne, k, lat_of(ne), ne.bw_bytes_per_s, (double)bytes, ne.crosstraffic);
 }
 
 #if defined(OPEN_MPI)
@@ -328,12 +364,17 @@ het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking) {
 #endif
 }
 
+het_ar_algo het_netem_allreduce_algo(het_netem ne, int p, size_t bytes, int blocking) {
+    return !blocking && ne.nbc_linear ? HET_AR_LINEAR
+                                      : het_netem_mpi_allreduce_algo(p, bytes, blocking);
+}
+
 double het_netem_nodes_allreduce_s(het_netem ne, size_t bytes, int n_nodes, int blocking) {
     if (n_nodes <= 1 || netem_off(ne)) return 0.0;
     int *id = malloc((size_t)n_nodes * sizeof *id);
     if (!id) return het_netem_allreduce_s(ne, bytes, n_nodes);
     for (int r = 0; r < n_nodes; r++) id[r] = r;
-    het_ar_algo a = het_netem_mpi_allreduce_algo(n_nodes, bytes, blocking);
+    het_ar_algo a = het_netem_allreduce_algo(ne, n_nodes, bytes, blocking);
     double t = het_netem_cost_s(ne, het_netem_allreduce_cost(id, n_nodes, a), bytes);
     free(id);
     return t;

@@ -485,9 +485,11 @@ static void quiet_errors(void *ctx, const char *msg, ...) {
     (void)msg;
 }
 
-/* <config>: SMPI's message-size factors (smpi/lat-factor, smpi/bw-factor) and the size below
- * which a message does not wait for its receive (smpi/async-small-thresh), which hetrain's
- * network model applies as SMPI does; other settings are SimGrid's alone. */
+/* <config>: SMPI's message-size factors (smpi/lat-factor, smpi/bw-factor), the size below
+ * which a message does not wait for its receive (smpi/async-small-thresh) and whether flows
+ * carry cross-traffic (network/crosstraffic: yes/no, on/off, true/false, 1/0, as SimGrid reads
+ * a boolean), which hetrain's network model applies as SMPI does; other settings are
+ * SimGrid's alone. */
 static int read_config(reader *r, xmlNode *n) {
     for (xmlNode *c = n->children; c; c = c->next) {
         if (c->type != XML_ELEMENT_NODE || !is(c, "prop")) continue;
@@ -499,6 +501,18 @@ static int read_config(reader *r, xmlNode *n) {
                 return fail(r, c, "%s: \"%s\" (expected a number of bytes, 0..2147483647)", id,
                             v ? v : "");
             r->p->async_small = x;
+            continue;
+        }
+        if (id && !strcmp(id, "network/crosstraffic")) {
+            static const char *const on[] = {"yes", "on", "true", "1"}, *const off[] = {
+                "no", "off", "false", "0"};
+            r->p->crosstraffic = -1;
+            for (int k = 0; v && k < 4; k++)
+                if (!strcmp(v, on[k])) r->p->crosstraffic = 1;
+                else if (!strcmp(v, off[k])) r->p->crosstraffic = 0;
+            if (r->p->crosstraffic < 0)
+                return fail(r, c, "%s: \"%s\" (expected yes or no: on/off, true/false, 1/0)",
+                            id, v ? v : "");
             continue;
         }
         het_netem_pw *pw = !id ? NULL : !strcmp(id, "smpi/lat-factor") ? &r->p->lat_factor
@@ -513,6 +527,7 @@ static int read_config(reader *r, xmlNode *n) {
 
 int het_platform_read(het_platform *p, const char *path) {
     memset(p, 0, sizeof *p);
+    p->crosstraffic = -1;
     char *text;
     size_t len;
     int st = het_platform_slurp(path, &text, &len);

@@ -89,6 +89,9 @@ int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, h
     if (p->lat_factor.n) ne->lat_factor = p->lat_factor; /* the file's, else the options' */
     if (p->bw_factor.n) ne->bw_factor = p->bw_factor;
     ne->rndv_bytes = p->async_small > 0.0 ? p->async_small : 1.0; /* as SMPI sends them */
+    /* cross-traffic: the file's, else on with SMPI's factors (its default model), off without */
+    ne->crosstraffic = p->crosstraffic >= 0 ? p->crosstraffic
+                                            : ne->lat_factor.n > 0 || ne->bw_factor.n > 0;
     if (first) ne->lat_s = 0, ne->bw_bytes_per_s = 0; /* one host: no network between nodes */
     if (first_lo) ne->node_lat_s = DEFAULT_LOOPBACK_LAT, ne->node_bw_bytes_per_s = DEFAULT_LOOPBACK_BW;
     return HET_OK;
@@ -120,8 +123,14 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
         if (*q == '-' && (q[1] == '-' || !q[1])) fputc(' ', f);
     }
     fputs(" -->\n", f);
-    if (ne.lat_factor.n || ne.bw_factor.n || ne.rndv_bytes > 1.0) { /* before the zone */
+    /* cross-traffic is written where it is not what a reader infers (on with the factors) */
+    int implied = ne.lat_factor.n > 0 || ne.bw_factor.n > 0;
+    if (ne.lat_factor.n || ne.bw_factor.n || ne.rndv_bytes > 1.0 ||
+        !ne.crosstraffic != !implied) { /* before the zone */
         fprintf(f, "  <config>\n");
+        if (!ne.crosstraffic != !implied)
+            fprintf(f, "    <prop id=\"network/crosstraffic\" value=\"%s\"/>\n",
+                    ne.crosstraffic ? "yes" : "no");
         if (ne.rndv_bytes > 1.0) /* SMPI's default (every message waits) needs no line */
             fprintf(f, "    <prop id=\"smpi/async-small-thresh\" value=\"%.0f\"/>\n",
                     ne.rndv_bytes);

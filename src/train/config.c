@@ -53,13 +53,14 @@ static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock
 static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZE_LR_* */
 static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* het_precision */
 static const char *const factor_words[] = {"none", "smpi", NULL};
+static const char *const nbc_words[] = {"mpi", "smpi", NULL};
 /* The lists by name (key_def.lo of a K_WORD key), so that a list removed or added moves no
  * key onto another's words. */
-enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS };
+enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS, W_NBC };
 static const char *const *const word_lists[] = {
     [W_NAN] = nan_words,       [W_ALGO] = algo_words,     [W_PLACEMENT] = placement_words,
     [W_CLOCK] = clock_words,   [W_RESIZE] = resize_words, [W_PRECISION] = precision_words,
-    [W_FACTORS] = factor_words,
+    [W_FACTORS] = factor_words, [W_NBC] = nbc_words,
 };
 #define WORDS(k) word_lists[(int)(k)->lo]
 
@@ -184,6 +185,11 @@ static const key_def keys[] = {
       "default factors of its size (MPI over TCP: eager / rendezvous, per-message costs); a "
       "platform file's smpi/lat-factor and smpi/bw-factor take their place"}, K_WORD,
      OFF(net_factors), W_FACTORS, 0, 0},
+    {{"iallreduce-model", "mpi|smpi", "virtual clock: a non-blocking all-reduce (daso's global "
+      "average, gradient buckets) charged as the MPI library runs it (mpi, default: Open MPI's "
+      "libnbc ring) or as SimGrid SMPI 3.32 does (smpi: every rank's buffer to every other at "
+      "once), to compare with SMPI; the call itself is the same"}, K_WORD,
+     OFF(iallreduce_model), W_NBC, 0, 0},
     {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
       "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},
      K_STR, OFF(platform), 0, 0, 0},
@@ -256,6 +262,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->node_bw = d.node_bw;
     c->node_lat = d.node_lat;
     c->net_factors = d.net_factors;
+    c->iallreduce_model = d.iallreduce_model;
     memcpy(c->platform, d.platform, sizeof c->platform);
     memcpy(c->hostfile, d.hostfile, sizeof c->hostfile);
     c->clock = d.clock;
