@@ -24,16 +24,17 @@
 # pick; COLL=nonblocking keeps the buckets (hetrain models Open MPI's libnbc ring, SMPI 3.32
 # runs its own non-blocking all-reduce, another algorithm). daso's global averaging is
 # non-blocking either way; SMPI 3.32 runs MPI_Iallreduce as a linear exchange (every rank's
-# buffer to every other), not Open MPI's libnbc ring, so NBC_FIX=1 (the default) has hetrain's
-# model charge that exchange (--iallreduce-model smpi) and the cells compare one algorithm on
-# both (NBC_FIX=0: hetrain models the ring, what a user under Open MPI gets). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
+# buffer to every other), not Open MPI's libnbc ring, and from 32 ranks MVAPICH2's level-by-level
+# k-nomial broadcast where Open MPI sends to all children at once, so COLL_FIX=1 (the default)
+# has hetrain's model charge those (--coll-model smpi) and the cells compare one algorithm on
+# both (COLL_FIX=0: hetrain models Open MPI's, what a user under Open MPI gets). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
 # no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs POLL (GROW below); on 4-15 ranks its broadcast is
 # flattree, Open MPI's basic_linear, where the selector would run another algorithm (BCAST_FIX).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), BCAST_FIX (1 | 0), NBC_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), BCAST_FIX (1 | 0), COLL_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -112,7 +113,7 @@ for model in "${models[@]}"; do
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
                         --compute-cost shipped)
                 vonly=()
-                [ "${NBC_FIX:-1}" = 1 ] && vonly+=(--iallreduce-model smpi)
+                [ "${COLL_FIX:-1}" = 1 ] && vonly+=(--coll-model smpi)
                 [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly+=(--stall-warn 0)
                 declare -A th ts
                 for s in "${strategies[@]}"; do

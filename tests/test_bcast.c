@@ -89,6 +89,27 @@ static void test_knomial(void) {
     for (int r = 0; r < 64; r++) node[r] = r / 8;
     CHECK_CLOSE(het_netem_bcast_knomial_s(ne, node, 64, 0, 100000, 0, 4), 7 * T, 1e-12,
                 "k-nomial, 64 ranks");
+    /* level by level (--coll-model smpi: MVAPICH2's k-nomial, SMPI 3.32's): the root's level
+     * 16 (16, 32, 48: 3 T on node 0's uplink), then its level 4 (8, 12 across: 2 T more), while
+     * 16, 32, 48 send two across each from 3 T (2 T on their own uplinks): 5 T */
+    het_netem lv = ne;
+    lv.coll_smpi = 1;
+    CHECK_CLOSE(het_netem_bcast_knomial_s(lv, node, 64, 0, 100000, 0, 4), 5 * T, 1e-12,
+                "k-nomial level by level, 64 ranks");
+    for (int r = 0; r < 64; r++) node[r] = r / 4;
+    CHECK_CLOSE(het_netem_bcast_knomial_s(lv, node, 16, 0, 100000, 0, 4), 3 * T, 1e-12,
+                "k-nomial level by level, 16 ranks: the root's one level across, 3 T");
+    /* the node link: a level's sends inside the node are waited for too (node_lat 10 ms) */
+    het_netem slow_local = {.bw_bytes_per_s = 1e6, .node_lat_s = 1e-2, .node_bw_bytes_per_s = 1e12,
+                            .coll_smpi = 1};
+    int four[4] = {0, 0, 0, 0};
+    double one = het_netem_local_bcast_s(slow_local, 100000, 2);
+    CHECK_CLOSE(het_netem_bcast_knomial_s(slow_local, four, 4, 0, 100000, 1, 4), one, 1e-12,
+                "k-nomial level by level, one node of 4: one level, one local time");
+    int sixteen[16] = {0};
+    CHECK_CLOSE(het_netem_bcast_knomial_s(slow_local, sixteen, 16, 0, 100000, 1, 4), 2 * one,
+                1e-12, "k-nomial level by level, one node of 16: the root's two levels one "
+                "after the other, 4's children beside the second");
 }
 
 static void test_eager_share(void) {

@@ -3,7 +3,7 @@
 # - allreduce (2 ranks, --slowdown 1,2, two emulated nodes on a 1 Gbit/s link), hgc (3 ranks,
 #   fixed speeds, --slowdown 1,2,4) and daso (2 x 2 ranks): the weights after training are
 #   bitwise those of --clock wall (virtual time never changes the arithmetic); daso's
-#   non-blocking averages charged as SMPI's linear exchange (--iallreduce-model smpi) take
+#   non-blocking averages charged as SMPI's linear exchange (--coll-model smpi) take
 #   longer than as the ring, with the same weights;
 # - the metrics say "clock":"virtual", and rank 0's compute + comm + wait is its epoch's
 #   virtual time (nothing else moves V); the epoch line shows vtime; the slow rank's compute
@@ -55,21 +55,21 @@ same_weights daso 4 --epochs 3 --strategy daso --ranks-per-node 2 --daso-warmup-
     --daso-cooldown-epochs 1 --net-bw 125M
 echo "test_cli_vclock: weights bitwise equal between the clocks (allreduce, hgc, daso)"
 
-# ---- --iallreduce-model: what the clock charges, never the arithmetic ----
+# ---- --coll-model: what the clock charges, never the arithmetic ----
 # daso on 3 nodes of one rank, 100 Mbit/s: its global averages are non-blocking all-reduces,
 # charged as libnbc's ring (mpi: 4/3 of a buffer out of each node) or SMPI's linear exchange
 # (smpi: 2 buffers), so the smpi epoch is the longer; the weights are the same bits
 for nbc in mpi smpi; do
     mpi 3 train "${COMMON[@]}" --epochs 1 --strategy daso --ranks-per-node 1 \
         --daso-warmup-epochs 0 --daso-cooldown-epochs 0 --net-bw 12.5M --clock virtual \
-        --iallreduce-model $nbc --metrics "nbc.$nbc.jsonl" --export-safetensors "nbc.$nbc.st" \
-        >"nbc.$nbc.out" 2>&1 || fail "--iallreduce-model $nbc exited $?: $(tail -3 "nbc.$nbc.out")"
+        --coll-model $nbc --metrics "nbc.$nbc.jsonl" --export-safetensors "nbc.$nbc.st" \
+        >"nbc.$nbc.out" 2>&1 || fail "--coll-model $nbc exited $?: $(tail -3 "nbc.$nbc.out")"
 done
-cmp -s nbc.mpi.st nbc.smpi.st || fail "--iallreduce-model changed the weights"
+cmp -s nbc.mpi.st nbc.smpi.st || fail "--coll-model changed the weights"
 e_mpi=$(json_num nbc.mpi.jsonl epoch_s) e_smpi=$(json_num nbc.smpi.jsonl epoch_s)
 awk -v a="${e_mpi:-0}" -v b="${e_smpi:-0}" 'BEGIN { exit !(a > 0 && b > a * 1.1) }' ||
-    fail "--iallreduce-model smpi: epoch $e_smpi s, not above the ring's $e_mpi s x 1.1"
-echo "test_cli_vclock: --iallreduce-model smpi charged $e_smpi s against the ring's $e_mpi s, the same weights"
+    fail "--coll-model smpi: epoch $e_smpi s, not above the ring's $e_mpi s x 1.1"
+echo "test_cli_vclock: --coll-model smpi charged $e_smpi s against the ring's $e_mpi s, the same weights"
 
 # ---- what the virtual metrics say ----
 m=allreduce.virtual.jsonl

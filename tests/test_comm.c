@@ -510,13 +510,13 @@ static void test_netem(void) {
     CHECK(lin.steps == 1 && fabs(lin.load - 1.0) < 1e-12, "linear, 2 + 2: one buffer to the "
           "node's other rank (%g steps, %g)", lin.steps, lin.load);
     het_netem smpi_nbc = ne;
-    smpi_nbc.nbc_linear = 1;
+    smpi_nbc.coll_smpi = 1;
     CHECK(het_netem_allreduce_algo(smpi_nbc, 4, 65536, 0) == HET_AR_LINEAR &&
               het_netem_allreduce_algo(smpi_nbc, 4, 65536, 1) ==
                   het_netem_mpi_allreduce_algo(4, 65536, 1) &&
               het_netem_allreduce_algo(ne, 4, 65536, 0) ==
                   het_netem_mpi_allreduce_algo(4, 65536, 0),
-          "--iallreduce-model smpi: the non-blocking one linear, the blocking one the library's");
+          "--coll-model smpi: the non-blocking one linear, the blocking one the library's");
     /* one rank per node, 4 nodes, 1 MiB: 3 buffers out of each node at once, one latency */
     CHECK_CLOSE(het_netem_nodes_allreduce_s(smpi_nbc, mib, 4, 0), 2e-3 + 3.0 * (double)mib / 50e6,
                 1e-12, "linear over 4 nodes in seconds");

@@ -57,10 +57,12 @@ typedef struct het_netem {
      * sets it from smpi/async-small-thresh as SMPI does (absent, SMPI's 0: every message with
      * a payload waits, rndv_bytes 1); the command line's model leaves it 0. */
     double rndv_bytes;
-    /* virtual clock: 1 charges a non-blocking all-reduce as the linear exchange SimGrid SMPI
-     * 3.32 runs for MPI_Iallreduce (HET_AR_LINEAR), for comparing with SMPI; 0 (default) as
-     * the MPI library's (het_netem_mpi_allreduce_algo). The call itself is not changed. */
-    int nbc_linear;
+    /* virtual clock: 1 charges the collectives that SimGrid SMPI 3.32 runs with another
+     * algorithm than Open MPI as SMPI runs them, for comparing with SMPI: a non-blocking
+     * all-reduce as the linear exchange (HET_AR_LINEAR), the k-nomial broadcast level by level
+     * (MVAPICH2's, which SMPI's "ompi" selector runs for Open MPI's k-nomial); 0 (default) as
+     * the MPI library runs them. The calls themselves are not changed. */
+    int coll_smpi;
     /* virtual clock: 1 has every flow between nodes of a collective also take HET_NETEM_BACK
      * of its rate on the way back (SimGrid's network/crosstraffic, on in SMPI's default model:
      * TCP's acknowledgements), so an exchange in both directions at once runs 1 / 1.05 of the
@@ -130,7 +132,7 @@ double het_netem_cost_s(het_netem ne, het_netem_cost k, size_t bytes);
  * the size table, Rabenseifner from 256 KiB; 16..31: Rabenseifner from 4 KiB; 32..63 from 128
  * bytes; 64..255: recursive doubling below 256 KiB; ...). MPICH 4: recursive doubling up to 2 KiB or fewer floats than ranks, else Rabenseifner. */
 het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking);
-/* The algorithm the model charges: HET_AR_LINEAR for a non-blocking one when ne.nbc_linear,
+/* The algorithm the model charges: HET_AR_LINEAR for a non-blocking one when ne.coll_smpi,
  * else het_netem_mpi_allreduce_algo's. */
 het_ar_algo het_netem_allreduce_algo(het_netem ne, int p, size_t bytes, int blocking);
 /* Modeled time of the all-reduce MPI runs (het_netem_mpi_allreduce_algo) over n_nodes ranks,
@@ -161,7 +163,8 @@ double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, 
 /* The same for a k-nomial tree of `radix` (Open MPI's knomial, radix 4 by default): rank x's
  * children are x + j radix^l (j = 1 .. radix - 1, the farthest level first), and a rank posts
  * its sends to all of them at once when it has the data (Open MPI's generic tree broadcast,
- * unsegmented). Radix 2 is het_netem_bcast_binomial_s. */
+ * unsegmented); with ne.coll_smpi one level's sends at once, all of them in before the next
+ * level's (MVAPICH2's, which SMPI 3.32 runs). Radix 2 is het_netem_bcast_binomial_s. */
 double het_netem_bcast_knomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                  int local_on, int radix);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */

@@ -94,6 +94,8 @@ typedef struct {
     double ready;   /* when it can post its next send (INFINITY: no data yet, or waiting) */
     int mask, j;    /* its next child: x + mask j (mask 0: none left) */
     int flow;       /* the flow of its blocking send in flight, or -1 */
+    int pending;    /* level by level: its level's sends between nodes still in flight */
+    double lvl_end; /* level by level: when its level's sends done so far were in */
 } bc_rank;
 
 /* Skips the levels of x's tree below `mask` that have no child (x + mask >= p). */
@@ -111,12 +113,26 @@ static int take_child(bc_rank *r, int x, int p, int radix) {
     return y;
 }
 
+/* Level by level: x has posted a send of the level it is on; when that was the level's last,
+ * x waits until the level's sends are in (at once when all are in already). */
+static void level_posted(bc_rank *r, int level_before, double t_send) {
+    if (r->mask == level_before && r->mask > 0) return; /* more of this level to post */
+    if (r->pending > 0) {
+        r->ready = INFINITY; /* its flows' completions set it */
+        return;
+    }
+    r->ready = r->lvl_end > t_send ? r->lvl_end : t_send;
+    r->lvl_end = 0.0;
+}
+
 /* The broadcast from root over p ranks as a k-nomial tree of messages (radix 2: the binomial
  * tree, one blocking send after another from 64 KiB; radix > 2: a rank's sends to all its
- * children posted at once, as Open MPI's generic tree broadcast; radix p: the linear one);
- * see het_netem_bcast_binomial_s. */
+ * children posted at once, as Open MPI's generic tree broadcast, or with `levels` one level's
+ * sends at once and all of them in before the next level's, as MVAPICH2's k-nomial (MPI_Isend
+ * to the level's children, MPI_Waitall), which SMPI 3.32 runs for Open MPI's; radix p: the
+ * linear one); see het_netem_bcast_binomial_s. */
 static double tree_s(het_netem ne, const int *node, int p, int root, size_t bytes,
-                     int local_on, int radix) {
+                     int local_on, int radix, int levels) {
     if (p <= 1 || bytes == 0 || root < 0 || root >= p) return 0.0;
     int n_nodes = 0;
     for (int r = 0; r < p; r++)
@@ -134,13 +150,15 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
     for (int x = 0; x < p; x++) { /* x's level: x < radix m, or x mod radix m != 0 */
         int m = 1;
         while (m < p && x % (radix * m) == 0) m *= radix;
-        rk[x] = (bc_rank){x == 0 ? 0.0 : INFINITY, first_level(x, m / radix, p, radix), 1, -1};
+        rk[x] = (bc_rank){x == 0 ? 0.0 : INFINITY, first_level(x, m / radix, p, radix), 1, -1,
+                          0, 0.0};
     }
     double lat = (ne.lat_s > 0.0 ? ne.lat_s : 0.0) * het_netem_pw_at(&ne.lat_factor, (double)bytes);
     double bf = het_netem_pw_at(&ne.bw_factor, (double)bytes);
     /* a message inside a node: the node link's broadcast over 2 ranks, one round */
     double local = local_on ? het_netem_local_bcast_s(ne, bytes, 2) : 0.0;
     int blocking = radix == 2 && bytes >= EAGER_LIMIT, n_flows = 0;
+    levels = levels && radix > 2 && !blocking;
     end = 0.0;
     for (;;) {
         int x = -1; /* the rank that posts the next send, earliest first (lowest rank on ties) */
@@ -157,11 +175,18 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
                 bc_rank *c = &rk[dest[id]];
                 c->ready = done;
                 if (done > end) end = done;
-                if (rk[from[id]].flow == id) rk[from[id]].flow = -1, rk[from[id]].ready = done;
+                bc_rank *s = &rk[from[id]];
+                if (s->flow == id) s->flow = -1, s->ready = done;
+                if (levels) {
+                    if (done > s->lvl_end) s->lvl_end = done;
+                    if (--s->pending == 0 && isinf(s->ready)) /* its level is in */
+                        s->ready = s->lvl_end, s->lvl_end = 0.0;
+                }
                 dest[id] = -1;
             }
             continue;
         }
+        int level_before = rk[x].mask;
         int y = take_child(&rk[x], x, p, radix);
         int a = node[(x + root) % p], b = node[(y + root) % p];
         if (a == b) { /* inside the node: unshared */
@@ -169,6 +194,10 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
             rk[y].ready = in;
             if (in > end) end = in;
             rk[x].ready = blocking ? in : t_send;
+            if (levels) {
+                if (in > rk[x].lvl_end) rk[x].lvl_end = in;
+                level_posted(&rk[x], level_before, t_send);
+            }
             continue;
         }
         het_flows_advance(f, t_send);
@@ -180,6 +209,7 @@ static double tree_s(het_netem ne, const int *node, int p, int root, size_t byte
         if (id < 0 || id >= p) { end = -1.0; goto out; } /* a tree has p - 1 messages */
         dest[id] = y, from[id] = x, n_flows = id + 1;
         if (blocking) rk[x].flow = id, rk[x].ready = INFINITY;
+        if (levels) rk[x].pending++, level_posted(&rk[x], level_before, t_send);
     }
 out:
     het_flows_free(f);
@@ -192,15 +222,15 @@ out:
 
 double het_netem_bcast_binomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                   int local_on) {
-    return tree_s(ne, node, p, root, bytes, local_on, 2);
+    return tree_s(ne, node, p, root, bytes, local_on, 2, 0);
 }
 
 double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                 int local_on) {
-    return tree_s(ne, node, p, root, bytes, local_on, p > 2 ? p : 2);
+    return tree_s(ne, node, p, root, bytes, local_on, p > 2 ? p : 2, 0);
 }
 
 double het_netem_bcast_knomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                  int local_on, int radix) {
-    return tree_s(ne, node, p, root, bytes, local_on, radix > 2 ? radix : 2);
+    return tree_s(ne, node, p, root, bytes, local_on, radix > 2 ? radix : 2, ne.coll_smpi);
 }

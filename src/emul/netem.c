@@ -365,7 +365,7 @@ het_ar_algo het_netem_mpi_allreduce_algo(int p, size_t bytes, int blocking) {
 }
 
 het_ar_algo het_netem_allreduce_algo(het_netem ne, int p, size_t bytes, int blocking) {
-    return !blocking && ne.nbc_linear ? HET_AR_LINEAR
+    return !blocking && ne.coll_smpi ? HET_AR_LINEAR
                                       : het_netem_mpi_allreduce_algo(p, bytes, blocking);
 }
 

@@ -185,11 +185,11 @@ static const key_def keys[] = {
       "default factors of its size (MPI over TCP: eager / rendezvous, per-message costs); a "
       "platform file's smpi/lat-factor and smpi/bw-factor take their place"}, K_WORD,
      OFF(net_factors), W_FACTORS, 0, 0},
-    {{"iallreduce-model", "mpi|smpi", "virtual clock: a non-blocking all-reduce (daso's global "
-      "average, gradient buckets) charged as the MPI library runs it (mpi, default: Open MPI's "
-      "libnbc ring) or as SimGrid SMPI 3.32 does (smpi: every rank's buffer to every other at "
-      "once), to compare with SMPI; the call itself is the same"}, K_WORD,
-     OFF(iallreduce_model), W_NBC, 0, 0},
+    {{"coll-model", "mpi|smpi", "virtual clock: collectives charged as the MPI library runs "
+      "them (mpi, default: Open MPI's) or, where SimGrid SMPI 3.32 runs another algorithm, as "
+      "it does (smpi: a non-blocking all-reduce as every rank's buffer to every other at once, "
+      "the k-nomial broadcast level by level), to compare with SMPI; the calls are the same"},
+     K_WORD, OFF(coll_model), W_NBC, 0, 0},
     {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
       "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},
      K_STR, OFF(platform), 0, 0, 0},
@@ -262,7 +262,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->node_bw = d.node_bw;
     c->node_lat = d.node_lat;
     c->net_factors = d.net_factors;
-    c->iallreduce_model = d.iallreduce_model;
+    c->coll_model = d.coll_model;
     memcpy(c->platform, d.platform, sizeof c->platform);
     memcpy(c->hostfile, d.hostfile, sizeof c->hostfile);
     c->clock = d.clock;
