@@ -111,7 +111,8 @@ static void count_msg(het_comm *c, int same, uint64_t bytes) {
 double het_p2p_msg_cost(const het_comm *c, int same, size_t bytes) {
     if (!same) return het_netem_p2p_s(c->ne, bytes);
     if (!het_clock_virtual()) return 0.0;
-    het_netem_cost one = {.steps = 1.0, .load = 1.0, .n_groups = 1, .g = {{1.0, 1.0, 1.0}}};
+    het_netem_cost one = {.steps = 1.0, .load = 1.0, .load_x = 1.0, .n_groups = 1,
+                          .g = {{1.0, 1.0, 1.0, 1.0}}};
     return het_netem_local_cost_s(c->ne, one, bytes);
 }
 
