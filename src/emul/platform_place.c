@@ -65,6 +65,10 @@ int het_platform_place(const het_platform *p, const char *hostfile, int n_ranks,
     return HET_OK;
 }
 
+/* Whether ne has SMPI's message-size factors, the mark of its default model (a reader of a
+ * platform file infers cross-traffic from them; its writer leaves it out then). */
+static int smpi_model(het_netem ne) { return ne.lat_factor.n > 0 || ne.bw_factor.n > 0; }
+
 int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, het_netem *ne,
                        int *uniform) {
     const int n = p->n_hosts;
@@ -90,8 +94,7 @@ int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, h
     if (p->bw_factor.n) ne->bw_factor = p->bw_factor;
     ne->rndv_bytes = p->async_small > 0.0 ? p->async_small : 1.0; /* as SMPI sends them */
     /* cross-traffic: the file's, else on with SMPI's factors (its default model), off without */
-    ne->crosstraffic = p->crosstraffic >= 0 ? p->crosstraffic
-                                            : ne->lat_factor.n > 0 || ne->bw_factor.n > 0;
+    ne->crosstraffic = p->crosstraffic >= 0 ? p->crosstraffic : smpi_model(*ne);
     if (first) ne->lat_s = 0, ne->bw_bytes_per_s = 0; /* one host: no network between nodes */
     if (first_lo) ne->node_lat_s = DEFAULT_LOOPBACK_LAT, ne->node_bw_bytes_per_s = DEFAULT_LOOPBACK_BW;
     return HET_OK;
@@ -124,7 +127,7 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
     }
     fputs(" -->\n", f);
     /* cross-traffic is written where it is not what a reader infers (on with the factors) */
-    int implied = ne.lat_factor.n > 0 || ne.bw_factor.n > 0;
+    int implied = smpi_model(ne);
     if (ne.lat_factor.n || ne.bw_factor.n || ne.rndv_bytes > 1.0 ||
         !ne.crosstraffic != !implied) { /* before the zone */
         fprintf(f, "  <config>\n");
