@@ -27,14 +27,17 @@
 # buffer to every other), not Open MPI's libnbc ring, and from 32 ranks MVAPICH2's level-by-level
 # k-nomial broadcast where Open MPI sends to all children at once, so COLL_FIX=1 (the default)
 # has hetrain's model charge those (--coll-model smpi) and the cells compare one algorithm on
-# both (COLL_FIX=0: hetrain models Open MPI's, what a user under Open MPI gets). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
+# both (COLL_FIX=0: hetrain models Open MPI's, what a user under Open MPI gets). SMPI's ranks
+# run one thread, so inhad's aggregator serves pulls between its batches there and every
+# worker waits for its IN's answer: INHAD_FIX=1 (the default) runs hetrain's inhad so too
+# (--inhad-aggregator loop), INHAD_FIX=0 the paper's aggregator thread (hetrain's default). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
 # no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs POLL (GROW below); on 4-15 ranks its broadcast is
 # flattree, Open MPI's basic_linear, where the selector would run another algorithm (BCAST_FIX).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), BCAST_FIX (1 | 0), COLL_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), BCAST_FIX (1 | 0), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -117,8 +120,9 @@ for model in "${models[@]}"; do
                 [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly+=(--stall-warn 0)
                 declare -A th ts
                 for s in "${strategies[@]}"; do
-                    extra=(--strategy "$s")
+                    extra=(--strategy "$s") vs=()
                     case $s in
+                        inhad) [ "${INHAD_FIX:-1}" = 1 ] && vs=(--inhad-aggregator loop) ;;
                         daso) extra+=(--daso-warmup-epochs 0 --daso-cooldown-epochs 0) ;;
                         gpipe) extra+=(--pipelines $((P / 2)) --micro-batches 4) ;;
                         1f1b) extra=(--strategy gpipe --pipe-schedule 1f1b --pipelines $((P / 2))
@@ -126,7 +130,7 @@ for model in "${models[@]}"; do
                     esac
                     t0=$(date +%s.%N)
                     timeout 1800 mpirun -np "$P" "$het" "${common[@]}" "${extra[@]}" --clock virtual \
-                        --allreduce-algo flat "${vonly[@]}" --platform "$cell/plat.xml" \
+                        --allreduce-algo flat "${vonly[@]}" "${vs[@]}" --platform "$cell/plat.xml" \
                         --hostfile "$cell/hosts" \
                         --metrics "$cell/$s.v.jsonl" >"$cell/$s.v.out" 2>&1
                     t1=$(date +%s.%N)

@@ -13,7 +13,9 @@
 #   the mean scale applied is < 1, and exactly 1 with --staleness-lr off, whose staleness and
 #   updates are otherwise the same;
 # - one worker 3x slower at --max-staleness 2: the fast workers do more batches than it, the
-#   batches of the epoch are all done, each once.
+#   batches of the epoch are all done, each once;
+# - --inhad-aggregator loop (the aggregator in its rank's loop, workers waiting for their IN's
+#   answer): the same updates, a longer epoch, reproducible.
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -64,6 +66,22 @@ run b1 5 "${I[@]}" --epochs 1 --max-staleness 1 &&
         'BEGIN { exit !(u == 16 && g == 4 && x == 1 && (m - (u - 1) / u) ^ 2 < 1e-9) }' ||
     fail "bound 1: updates '$(ps_val b1.jsonl updates)' (16), gradients per update '$(ps_val b1.jsonl grads_per_update)' (4), staleness mean '$(ps_val b1.jsonl staleness_mean)' (15/16), max '$(ps_val b1.jsonl staleness_max)' (1)"
 
+# ---- --inhad-aggregator loop: one thread a rank (as SMPI runs it) ----
+# the same rules on the rank's own clock: the same updates of the same size, a longer epoch
+# (each worker waits for its IN's answer, each pull waits for its aggregator's batch), the
+# same figures twice
+if run lp 5 "${I[@]}" --epochs 1 --max-staleness 1 --inhad-aggregator loop &&
+    run lp2 5 "${I[@]}" --epochs 1 --max-staleness 1 --inhad-aggregator loop; then
+    [ "$(ps_val lp.jsonl updates)" = 16 ] && [ "$(ps_val lp.jsonl grads_per_update)" = 4 ] ||
+        fail "loop: updates '$(ps_val lp.jsonl updates)' (16), gradients per update '$(ps_val lp.jsonl grads_per_update)' (4)"
+    awk -v l="$(ep_all lp.jsonl epoch_s)" -v t="$(ep_all b1.jsonl epoch_s)" \
+        'BEGIN { exit !(l + 0 > t + 0 && t + 0 > 0) }' ||
+        fail "loop: epoch '$(ep_all lp.jsonl epoch_s)' s not longer than the thread's '$(ep_all b1.jsonl epoch_s)'"
+    [ "$(ep_all lp.jsonl epoch_s)$(ep_all lp.jsonl loss)" = "$(ep_all lp2.jsonl epoch_s)$(ep_all lp2.jsonl loss)" ] ||
+        fail "loop: two runs differ: '$(ep_all lp.jsonl epoch_s)' '$(ep_all lp.jsonl loss)' against '$(ep_all lp2.jsonl epoch_s)' '$(ep_all lp2.jsonl loss)'"
+    grep -q "in its rank's loop" lp.out || fail "loop: the inhad line does not say so: $(grep '^inhad' lp.out)"
+fi
+
 # ---- the threshold: --soft-sync 2, --inhad-threshold 1; --staleness-lr ----
 run ss2 5 "${I[@]}" --epochs 1 --soft-sync 2 &&
     awk -v u="$(ps_val ss2.jsonl updates)" -v g="$(ps_val ss2.jsonl grads_per_update)" \
@@ -89,4 +107,4 @@ run slow 5 "${I[@]}" --epochs 1 --max-staleness 2 --slowdown 1,3,1,1,1 &&
     fail "slow worker at bound 2: batches per worker '$(ps_arr slow.jsonl worker_steps)'"
 
 [ "$failures" -eq 0 ] || { echo "test_inhad: $failures failure(s)" >&2; exit 1; }
-echo "test_inhad: bound 0 is synchronous SGD, bound 1 one-step delayed; soft-sync, threshold and staleness-lr do what they say"
+echo "test_inhad: bound 0 is synchronous SGD, bound 1 one-step delayed; soft-sync, threshold, staleness-lr and the aggregator loop do what they say"

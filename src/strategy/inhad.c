@@ -47,6 +47,11 @@
  * on real time: the server answers in arrival order, and a worker waits for the answer to its
  * IN (a round trip per batch) and an aggregator serves pulls only between its batches, so
  * wall-clock figures of inhad include those artifacts; virtual time is its reference.
+ * --inhad-aggregator loop puts the same artifacts on the virtual clock (a.loop): every message
+ * the rank receives moves its clock to the message's arrival (it was blocked on it, the
+ * worker on its IN's answer among them), and the aggregator's messages leave at the rank's
+ * clock: what a plain MPI program of one thread a rank takes, and what SMPI simulates (its
+ * ranks cannot run a second thread), so that bench/validate_smpi.sh compares one protocol.
  * Invariant (tests/test_ps.sh): one worker, T = 1, --max-staleness 0 is plain SGD bit for
  * bit. */
 #include <math.h>
@@ -93,6 +98,7 @@ static int inhad_init(het_strategy_ctx *ctx) {
         return rc;
     int W = ps->n_workers, n = (int)het_strategy_opt_value(ctx->cfg, "soft-sync");
     a->T = (int)het_strategy_opt_value(ctx->cfg, "inhad-threshold");
+    a->loop = het_clock_virtual() && het_strategy_opt_value(ctx->cfg, "inhad-aggregator") == 1;
     if (a->T <= 0) a->T = W / n > 0 ? W / n : 1;
     a->cbytes = sizeof(ctrl_msg) + nbytes(a) + (size_t)W * sizeof(int64_t);
     if (ps->max_staleness >= 0 && (int64_t)a->T > (int64_t)W * (ps->max_staleness + 1))
@@ -115,10 +121,11 @@ static int inhad_init(het_strategy_ctx *ctx) {
         bad = !(a->abuf[k] = het_alloc(sizeof(agg_hdr) + nbytes(a)));
     if (bad) return het_error_set(HET_ENOMEM, "inhad: out of memory for the message buffers");
     if (ctx->rank == 0)
-        het_log(HET_LOG_INFO, "inhad: %d node aggregator%s (the lowest worker of each node); "
+        het_log(HET_LOG_INFO, "inhad: %d node aggregator%s (the lowest worker of each node%s); "
                 "an update every %d iteration numbers; max staleness %d, lr %s by staleness\n",
-                a->n_nodes, a->n_nodes == 1 ? "" : "s", a->T, ps->max_staleness,
-                ps->staleness_lr ? "divided" : "not scaled");
+                a->n_nodes, a->n_nodes == 1 ? "" : "s",
+                a->loop ? ", in its rank's loop: --inhad-aggregator loop" : "", a->T,
+                ps->max_staleness, ps->staleness_lr ? "divided" : "not scaled");
     return HET_OK;
 }
 
@@ -188,7 +195,7 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
                       double at) {
     het_ps *ps = &a->ps;
     size_t n = ps->n;
-    double t = fmax(a->vthread, at);
+    double t = a->loop ? het_clock_now() : fmax(a->vthread, at);
     agg_hdr h = {0, 0, 0, 0};
     int rc = HET_OK;
     float *sum = (float *)(a->big + sizeof h);
@@ -221,7 +228,8 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
                 grad_hdr gh;
                 memcpy(&gh, a->gbuf, sizeof gh);
                 version = gh.version, count = gh.count;
-                t = fmax(t, m.deliver);
+                if (a->loop) het_comm_clock_wait(ctx->comm, m.deliver); /* the rank waited */
+                t = a->loop ? het_clock_now() : fmax(t, m.deliver);
             }
             g = (const float *)(a->gbuf + sizeof(grad_hdr));
             double stale = (double)(c->version - version);
@@ -246,7 +254,7 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
     }
     a->vthread = t;
     return het_ps_out_send(ctx, &a->out, ps->shard_rank[0], HET_TAG_GRADS, &h, sizeof h, sum,
-                    h.count > 0 ? n * sizeof(float) : 0, t);
+                    h.count > 0 ? n * sizeof(float) : 0, a->loop ? -1.0 : t);
 }
 
 /* A push or the end: to the node's other workers at the thread's time (and kept). */
@@ -259,7 +267,7 @@ static int forward(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, size_t by
         int w = a->local[i];
         if (ps->worker_rank[w] == ctx->rank) continue;
         rc = het_ps_out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_PARAMS, c, bytes, NULL, 0,
-                      a->vthread);
+                      a->loop ? -1.0 : a->vthread);
     }
     if (!rc && c->kind == K_PUSH)
         rc = keep(a, c->version, at, (const float *)((const unsigned char *)c + sizeof *c));
@@ -285,6 +293,7 @@ static int next_ctrl(inhad *a, het_strategy_ctx *ctx, ctrl_msg *reply, int64_t w
                         ctx->epoch + 1, (long long)ctx->step);
         int rc = het_ps_recv(ctx, from, tag, a->cbuf, a->cbytes, &m, -1.0);
         if (rc) return rc;
+        if (a->loop) het_comm_clock_wait(ctx->comm, m.deliver); /* the rank was blocked on it */
         ctrl_msg c;
         memcpy(&c, a->cbuf, sizeof c);
         if (c.kind == K_REPLY) {

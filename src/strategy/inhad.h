@@ -63,6 +63,7 @@ typedef struct inhad {
     int64_t *incl;        /* the server: per worker, its gradients in the updates (epoch) */
     own *mine, **mine_tail;
     double vthread;       /* an aggregator: its thread's clock */
+    int loop;             /* --inhad-aggregator loop on the virtual clock: one thread a rank */
     /* the server */
     unsigned char **abuf; /* per node: its aggregate */
     int32_t *counted;     /* per worker: INs since the last update */

@@ -3,6 +3,7 @@
 #include "strategy/strategy.h"
 
 static const char *const onoff_words[] = {"off", "on", NULL};
+static const char *const agg_words[] = {"thread", "loop", NULL};
 
 #define PS_RANK                                                                               \
     {"ps-rank", "N", "the parameter server's rank (-1: the last rank); it runs no batches",    \
@@ -32,5 +33,10 @@ const het_strategy_opt het_inhad_opts[] = {
      HET_SOPT_INT, 1, 1e6, 1, NULL, 0},
     {"inhad-threshold", "T", "iteration numbers per update (0: workers / soft-sync)",
      HET_SOPT_INT, 0, 1e6, 0, NULL, 0},
+    {"inhad-aggregator", "thread|loop", "on the virtual clock: thread, the paper's aggregator "
+     "thread beside its rank's batches, and workers that go on without the answer to their "
+     "iteration number; loop, one thread a rank as a plain MPI program runs it (the wall "
+     "clock, SMPI): pulls served between batches, every worker waiting for its answer",
+     HET_SOPT_WORD, 0, 0, 0, agg_words, 0},
     {NULL, NULL, NULL, HET_SOPT_INT, 0, 0, 0, NULL, 0},
 };
