@@ -42,8 +42,10 @@
  * images (the CNNs: an epoch of 60 000 takes minutes).
  * --blas-info prints blas_core=NAME (the OpenBLAS kernel set chosen at start-up) and exits.
  * --precision bf16 trains with convolutions and dense layers on bf16 operands
- * (het_model_set_precision); the line then starts precision=bf16 kernels=portable (the only
- * bf16 kernels hetrain has yet: rounded operands into the fp32 kernels, not faster).
+ * (het_model_set_precision); the line then starts precision=bf16 kernels=onednn where oneDNN's
+ * bf16 kernels run (a CPU with AMX or AVX512-BF16: het_dnnl_bf16_enabled; the convolutions of
+ * fewer than 16 channels stay portable) and kernels=portable elsewhere (rounded operands into
+ * the fp32 kernels, not faster).
  * --threads N runs N model workers; the BLAS runs 1 thread when N > 1 (so N cores in all) unless
  * --blas-threads overrides it (e.g. --threads 1 --blas-threads 2: one worker, threaded BLAS). */
 #include <cblas.h> /* openblas_get_corename: which kernels OpenBLAS picked for this CPU */
@@ -353,7 +355,9 @@ int main(int argc, char **argv) {
     double train_flop = 3.0 * F - F1, ips = (double)images / secs;
     double gflops = train_flop * ips / 1e9;
     printf("precision=%s kernels=%s ", het_precision_name(o.precision),
-           o.precision == HET_PREC_BF16 ? "portable" : "fp32");
+           o.precision != HET_PREC_BF16 ? "fp32"
+           : het_dnnl_bf16_enabled()     ? "onednn"
+                                         : "portable");
     printf("impl=hetrain model=%s threads=%d workers=%d blas_threads=%d batch=%d epochs=%d "
            "images=%lld seconds=%.3f img_per_s=%.0f train_flop=%.0f gflops=%.2f "
            "sgemm_gflops=%.1f peak_frac=%.4f fma_gflops=%.1f fma_frac=%.4f rss_mb=%.1f model_mb=%.2f test_acc=%.4f "
