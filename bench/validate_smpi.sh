@@ -68,7 +68,9 @@ sim=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi
 read -r -a extra_cfg <<<"${SMPI_CFG:-}"   # more --cfg=... words for smpirun (a study)
 sim+=("${extra_cfg[@]}")
 # hetrain's model: SMPI's default message-size factors, written into each cell's platform file
-# (which SMPI reads too), or none (NETF=none: the model before them); FACTORS=1 sets none
+# (which SMPI reads too), or none (NETF=none: the model before them; the file then tells SMPI
+# factors of 1 and no cross-traffic, as hetrain platform writes since 2026-12-06, so FACTORS=1
+# only says it twice); FACTORS=1 sets none
 netf=${NETF:-smpi}
 [ "${FACTORS:-default}" = 1 ] && netf=none
 epoch_s() { grep '"type":"epoch"' "$1" 2>/dev/null | tail -1 | sed -n 's/.*"epoch_s":\([0-9.e+-]*\).*/\1/p'; }

@@ -135,7 +135,8 @@ refused "--platform with --slowdown" "platform: plat.xml describes the cluster; 
 refused "--hostfile alone" "hostfile: places ranks on a platform's hosts; add --platform" 2 \
     "$HETRAIN" train "${COMMON[@]}" --hostfile hosts
 sed 's/core="2"/core="two"/' plat.xml >broken.xml
-refused "a broken file" "broken.xml:6: <host>: core=\"two\": expected an integer" 1 \
+ln=$(grep -n 'core="two"' broken.xml | head -1 | cut -d: -f1) # the first host's line
+refused "a broken file" "broken.xml:$ln: <host>: core=\"two\": expected an integer" 1 \
     mpi 2 train "${COMMON[@]}" --platform broken.xml
 refused "a node of two speeds" "node 1 holds ranks of slowdown 1 and 3" 1 \
     "$HETRAIN" platform --ranks 4 --ranks-per-node 2 --slowdown 1,1,1,3 --out no.xml

@@ -1,7 +1,8 @@
 /* Platform files (emul/platform.c) against hand-derived descriptions:
  * - a file written by het_platform_write (as `hetrain platform` writes it) reads back to the
  *   hosts, speeds, cores and routes it was written from, and SMPI's message-size factors in
- *   its <config> exactly; the hostfile puts the ranks where it was written;
+ *   its <config> exactly (a model without factors: factors of 1 and no cross-traffic, said for
+ *   SMPI, charged as none); the hostfile puts the ranks where it was written;
  * - a hand-written heterogeneous platform (two clusters of different speeds, one with a
  *   backbone, joined by a slow link through their routers) gives every host its cluster's
  *   speed and every pair its route (private links + backbones + the slow link; the loopback
@@ -30,6 +31,17 @@ static const char *put(const char *name, const char *text) {
     fputs(text, f);
     fclose(f);
     return p;
+}
+
+/* Whether the file at path holds the text `piece`. */
+static int file_has(const char *path, const char *piece) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, piece) != NULL;
 }
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-12 * fabs(b))
@@ -74,11 +86,29 @@ static void written_reads_back(void) {
           NEAR(got.node_lat_s, 1e-6) && got.node_bw_bytes_per_s == 10e9,
           "netem %g %g %g %g, uniform %d", got.lat_s, got.bw_bytes_per_s, got.node_lat_s,
           got.node_bw_bytes_per_s, uniform);
-    CHECK(got.lat_factor.n == 0 && got.bw_factor.n == 0, "no factors written, none read");
+    /* a model without factors: the file tells SMPI so (factors of 1, no cross-traffic), where
+     * SMPI would otherwise run its calibrated defaults; hetrain reads them as no factors, and
+     * charges what the model without them charges, to the last bit */
+    CHECK(het_netem_pw_identity(&got.lat_factor) && het_netem_pw_identity(&got.bw_factor) &&
+              got.lat_factor.n == 1 && got.bw_factor.n == 1,
+          "factors of 1 written and read: %d, %d pieces", got.lat_factor.n, got.bw_factor.n);
+    CHECK(file_has(path, "<prop id=\"smpi/lat-factor\" value=\"0:1\"/>") &&
+              file_has(path, "<prop id=\"smpi/bw-factor\" value=\"0:1\"/>") &&
+              file_has(path, "<prop id=\"network/crosstraffic\" value=\"no\"/>"),
+          "no factors, no cross-traffic: both said in the file for SMPI");
+    for (size_t b = 100; b <= 10000000; b *= 10) {
+        het_netem plain = got;
+        memset(&plain.lat_factor, 0, sizeof plain.lat_factor);
+        memset(&plain.bw_factor, 0, sizeof plain.bw_factor);
+        CHECK(het_netem_p2p_s(got, b) == het_netem_p2p_s(plain, b) &&
+                  het_netem_allreduce_s(got, b, 3) == het_netem_allreduce_s(plain, b, 3),
+              "factors of 1 charge what none do, %zu bytes: %.17g / %.17g", b,
+              het_netem_allreduce_s(got, b, 3), het_netem_allreduce_s(plain, b, 3));
+    }
     CHECK(got.rndv_bytes == 1.0, "no smpi/async-small-thresh: every message waits for its "
           "receive as under SMPI (rndv_bytes 1), got %g", got.rndv_bytes);
-    CHECK(p.crosstraffic == -1 && got.crosstraffic == 0, "no network/crosstraffic, no factors: "
-          "none (%d, %d)", p.crosstraffic, got.crosstraffic);
+    CHECK(p.crosstraffic == 0 && got.crosstraffic == 0, "no cross-traffic, no factors: "
+          "written, read (%d, %d)", p.crosstraffic, got.crosstraffic);
     het_platform_free(&p);
     /* SMPI's message-size factors: written into <config>, read back exactly, and the network
      * model gets them */

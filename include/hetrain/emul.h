@@ -37,6 +37,9 @@ int het_netem_pw_parse(het_netem_pw *pw, const char *text);
 /* SMPI 3.32's default factors (its calibrated model; --cfg=smpi/lat-factor, bw-factor). */
 extern const char het_netem_smpi_lat_factor[], het_netem_smpi_bw_factor[];
 double het_netem_pw_at(const het_netem_pw *pw, double bytes);
+/* 1 when pw is 1 at every size (n = 0, or every piece 1: "0:1", which a platform file holds to
+ * tell SMPI to run the plain model): the model charges no factors then, to the last bit. */
+int het_netem_pw_identity(const het_netem_pw *pw);
 
 typedef struct het_netem {
     double lat_s;           /* per-message latency, seconds */

@@ -97,7 +97,15 @@ static double msg_s(het_netem ne, double lat, double bw, double bytes, double lo
     return t;
 }
 
-static int factored(het_netem ne) { return ne.lat_factor.n > 0 || ne.bw_factor.n > 0; }
+int het_netem_pw_identity(const het_netem_pw *pw) {
+    for (int i = 0; i < pw->n; i++)
+        if (pw->val[i] != 1.0) return 0;
+    return 1;
+}
+
+static int factored(het_netem ne) {
+    return !het_netem_pw_identity(&ne.lat_factor) || !het_netem_pw_identity(&ne.bw_factor);
+}
 
 /* Adds `count` steps of messages of frac buffers, load buffers on the busiest link (load_x
  * with cross-traffic), to k. */

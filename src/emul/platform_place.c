@@ -67,7 +67,9 @@ int het_platform_place(const het_platform *p, const char *hostfile, int n_ranks,
 
 /* Whether ne has SMPI's message-size factors, the mark of its default model (a reader of a
  * platform file infers cross-traffic from them; its writer leaves it out then). */
-static int smpi_model(het_netem ne) { return ne.lat_factor.n > 0 || ne.bw_factor.n > 0; }
+static int smpi_model(het_netem ne) {
+    return !het_netem_pw_identity(&ne.lat_factor) || !het_netem_pw_identity(&ne.bw_factor);
+}
 
 int het_platform_netem(const het_platform *p, const int *host_of, int n_ranks, het_netem *ne,
                        int *uniform) {
@@ -126,29 +128,32 @@ int het_platform_write(const char *path, const char *hostfile, const char *comme
         if (*q == '-' && (q[1] == '-' || !q[1])) fputc(' ', f);
     }
     fputs(" -->\n", f);
-    /* cross-traffic is written where it is not what a reader infers (on with the factors) */
+    /* The file says what the model charges, to hetrain's reader and to SMPI's alike: without
+     * factors it holds factors of 1 ("0:1"), since SMPI would run its calibrated ones where
+     * the file names none; cross-traffic is written unless both infer it (on, beside factors
+     * that are not 1: SMPI's default model) */
     int implied = smpi_model(ne);
-    if (ne.lat_factor.n || ne.bw_factor.n || ne.rndv_bytes > 1.0 ||
-        !ne.crosstraffic != !implied) { /* before the zone */
-        fprintf(f, "  <config>\n");
-        if (!ne.crosstraffic != !implied)
-            fprintf(f, "    <prop id=\"network/crosstraffic\" value=\"%s\"/>\n",
-                    ne.crosstraffic ? "yes" : "no");
-        if (ne.rndv_bytes > 1.0) /* SMPI's default (every message waits) needs no line */
-            fprintf(f, "    <prop id=\"smpi/async-small-thresh\" value=\"%.0f\"/>\n",
-                    ne.rndv_bytes);
-        const het_netem_pw *pw[2] = {&ne.lat_factor, &ne.bw_factor};
-        const char *id[2] = {"smpi/lat-factor", "smpi/bw-factor"};
-        for (int k = 0; k < 2; k++) {
-            if (!pw[k]->n) continue;
-            fprintf(f, "    <prop id=\"%s\" value=\"", id[k]);
-            for (int i = pw[k]->n - 1; i >= 0; i--) /* SimGrid lists them largest first */
-                fprintf(f, "%s%.15g:%.15g", i == pw[k]->n - 1 ? "" : ";", pw[k]->from[i],
-                        pw[k]->val[i]);
-            fprintf(f, "\"/>\n");
+    fprintf(f, "  <config>\n"); /* before the zone */
+    if (!implied || !ne.crosstraffic)
+        fprintf(f, "    <prop id=\"network/crosstraffic\" value=\"%s\"/>\n",
+                ne.crosstraffic ? "yes" : "no");
+    if (ne.rndv_bytes > 1.0) /* SMPI's default (every message waits) needs no line */
+        fprintf(f, "    <prop id=\"smpi/async-small-thresh\" value=\"%.0f\"/>\n",
+                ne.rndv_bytes);
+    const het_netem_pw *pw[2] = {&ne.lat_factor, &ne.bw_factor};
+    const char *id[2] = {"smpi/lat-factor", "smpi/bw-factor"};
+    for (int k = 0; k < 2; k++) {
+        if (!pw[k]->n) {
+            fprintf(f, "    <prop id=\"%s\" value=\"0:1\"/>\n", id[k]);
+            continue;
         }
-        fprintf(f, "  </config>\n");
+        fprintf(f, "    <prop id=\"%s\" value=\"", id[k]);
+        for (int i = pw[k]->n - 1; i >= 0; i--) /* SimGrid lists them largest first */
+            fprintf(f, "%s%.15g:%.15g", i == pw[k]->n - 1 ? "" : ";", pw[k]->from[i],
+                    pw[k]->val[i]);
+        fprintf(f, "\"/>\n");
     }
+    fprintf(f, "  </config>\n");
     fprintf(f, "  <zone id=\"world\" routing=\"Full\">\n");
     for (int i = 0; i < n_nodes; i++) {
         fprintf(f, "    <host id=\"node%d\"", i);
