@@ -235,6 +235,26 @@ static void test_allreduce(const het_topo *t) {
     for (int i = 0; i < 1001; i++) bad += msg[i] != (unsigned char)(i * 7);
     CHECK(bad == 0, "rank %d: broadcast: %d bytes wrong", g_rank, bad);
     CHECK(het_comm_bcast(c, HET_COMM_WORLD, msg, 4, g_size) == HET_EINVAL, "bad root");
+
+    /* bookkeeping: a barrier, and rank q's q + 1 bytes of value q + 1 gathered at the last rank
+     * in rank order (the trace's gather) */
+    CHECK(het_comm_barrier_aside(c, HET_COMM_WORLD) == HET_OK, "barrier: %s", het_error_msg());
+    int root = g_size - 1, counts[64], displs[64], sum = 0;
+    unsigned char mine[64], got[64 * 65 / 2 + 1];
+    for (int q = 0; q < g_size && q < 64; q++) counts[q] = q + 1, displs[q] = sum, sum += q + 1;
+    memset(mine, g_rank + 1, sizeof mine);
+    memset(got, 0, sizeof got);
+    CHECK(g_size <= 64 && het_comm_gatherv_aside(c, HET_COMM_WORLD, mine, (size_t)g_rank + 1,
+                                                 got, counts, displs, root) == HET_OK,
+          "gatherv: %s", het_error_msg());
+    for (int q = 0, k = 0; g_rank == root && q < g_size; q++)
+        for (int j = 0; j <= q; j++, k++)
+            CHECK(got[k] == q + 1, "gatherv: byte %d is %d, expected rank %d's %d", k, got[k], q,
+                  q + 1);
+    CHECK(g_rank == root || got[0] == 0, "gatherv: rank %d's buffer written", g_rank);
+    if (g_rank == root)
+        CHECK(het_comm_gatherv_aside(c, HET_COMM_WORLD, mine, 1, got, NULL, displs, root) ==
+                  HET_EINVAL, "gatherv without counts at the root: refused");
     free(a);
     free(b);
     het_comm_free(c);

@@ -158,6 +158,12 @@ int het_comm_allgather_aside(het_comm *c, het_comm_scope s, const void *mine, vo
                              size_t bytes);
 int het_comm_gather_aside(het_comm *c, het_comm_scope s, const void *mine, void *all,
                           size_t bytes, int root);
+/* As het_comm_gather_aside with `bytes` of this rank's own: at root, rank q's land at
+ * all + displs[q] (counts[q] bytes; counts, displs and all needed at root only). */
+int het_comm_gatherv_aside(het_comm *c, het_comm_scope s, const void *mine, size_t bytes,
+                           void *all, const int *counts, const int *displs, int root);
+/* Every rank of scope s has reached it (a barrier), watched, charged to no clock. */
+int het_comm_barrier_aside(het_comm *c, het_comm_scope s);
 /* ---- link occupancy (comm/links.c): the network model's sanity counter ----
  * On the virtual clock every transfer across nodes notes when it occupies its node's link;
  * het_comm_links_epoch (collective over the world, charged to no clock; after

@@ -64,6 +64,33 @@ int het_comm_gather_aside(het_comm *c, het_comm_scope s, const void *mine, void 
     return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Igather(bookkeeping)");
 }
 
+int het_comm_gatherv_aside(het_comm *c, het_comm_scope s, const void *mine, size_t bytes,
+                           void *all, const int *counts, const int *displs, int root) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = scope_comm(c, s, "bookkeeping gather", &comm), rank = -1;
+    if (rc != HET_OK) return rc;
+    MPI_Comm_rank(comm, &rank);
+    if (bytes > (size_t)INT_MAX || (bytes && !mine) || (rank == root && (!counts || !displs)))
+        return het_error_set(HET_EINVAL, "bookkeeping gather: %zu bytes%s", bytes,
+                             rank == root && (!counts || !displs) ? ", no counts at the root"
+                                                                  : "");
+    MPI_Request q;
+    int err = MPI_Igatherv(mine, (int)bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, root, comm,
+                           &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "gather", &q);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Igatherv(bookkeeping)");
+}
+
+int het_comm_barrier_aside(het_comm *c, het_comm_scope s) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = scope_comm(c, s, "bookkeeping barrier", &comm);
+    if (rc != HET_OK) return rc;
+    MPI_Request q;
+    int err = MPI_Ibarrier(comm, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(comm, "barrier", &q);
+    return err == MPI_SUCCESS ? HET_OK : het_comm_mpi_error(err, "MPI_Ibarrier(bookkeeping)");
+}
+
 /* The ranks of this machine (MPI_COMM_TYPE_SHARED), made on first use. */
 static int host_comm(het_comm *c) {
     if (c->host != MPI_COMM_NULL) return HET_OK;

@@ -118,12 +118,14 @@ int het_train_config_apply_text(het_train_config *c, const char *path, uint64_t 
                                 const void *text, size_t n);
 
 /* ---- trace.c: writing the Chrome trace of every rank (recording: core/trace.h) ---- */
-/* het_trace_create, then (world != MPI_COMM_NULL, collective) a barrier that aligns the ranks'
- * origins. */
-int het_trace_create_world(het_trace **out, MPI_Comm world);
-/* Collective over world: gathers every rank's events to rank 0, which writes path atomically
- * (temporary file + rename). HET_EIO on rank 0 if it cannot write (the caller agrees on it). */
-int het_trace_write(het_trace *t, MPI_Comm world, const char *path);
+/* het_trace_create, then (comm not NULL, collective over its world) a barrier that aligns the
+ * ranks' origins. Through comm's bookkeeping calls, as the write's: watched by the stall
+ * inspector, charged to no clock. */
+int het_trace_create_world(het_trace **out, het_comm *comm);
+/* Collective over comm's world (NULL: this process alone): gathers every rank's events to rank
+ * 0, which writes path atomically (temporary file + rename). HET_EIO on rank 0 if it cannot
+ * write (the caller agrees on it). */
+int het_trace_write(het_trace *t, het_comm *comm, const char *path);
 
 /* The FILE of --compute-cost calibrated:FILE, or NULL. */
 const char *het_train_costs_file(const het_train_config *c);

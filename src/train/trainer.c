@@ -252,7 +252,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     st = het_trainer_agree(t, t->strat->init(c));
     t->strat_ready = 1; /* free() must release what a failed init left */
     if (st || (st = het_trainer_compare_strategy(t))) goto fail;
-    if (cfg->trace[0] && (st = het_trace_create_world(&c->trace, c->world))) goto fail;
+    if (cfg->trace[0] && (st = het_trace_create_world(&c->trace, c->comm))) goto fail;
     t->t_start = het_now();
     t->v_start = het_clock_now();
     *out = t;
@@ -505,7 +505,7 @@ int het_trainer_run(het_trainer *t) {
     while (t->epoch < c->epochs)
         if ((st = het_trainer_run_epoch(t))) return st;
     if (c->trace[0]) {
-        st = het_trace_write(t->ctx.trace, t->ctx.world, c->trace);
+        st = het_trace_write(t->ctx.trace, t->ctx.comm, c->trace);
         if ((st = het_trainer_agree(t, st))) return st;
         het_log(HET_LOG_INFO, "trace: %s\n", c->trace);
     }
