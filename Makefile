@@ -92,7 +92,7 @@ test-tsan: export OPENBLAS_NUM_THREADS = 1
 test-tsan: export TSAN_OPTIONS = halt_on_error=1 second_deadlock_stack=1
 test-tsan: deps
 	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DHET_TSAN=ON $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD)-tsan -j $(JOBS)
+	@cmake --build $(BUILD)-tsan -j $(JOBS) --target het_thread_tests
 	@cd $(BUILD)-tsan && ctest --output-on-failure -j $(JOBS) -L threads
 
 # README's first commands, exactly as written there, on an empty Debian 12 root (mmdebstrap
