@@ -65,8 +65,8 @@ int het_platform_place(const het_platform *p, const char *hostfile, int n_ranks,
     return HET_OK;
 }
 
-/* Whether ne has SMPI's message-size factors, the mark of its default model (a reader of a
- * platform file infers cross-traffic from them; its writer leaves it out then). */
+/* Whether ne has message-size factors other than 1 (SMPI's, the mark of its default model: a
+ * reader of a platform file infers cross-traffic from them; its writer leaves it out then). */
 static int smpi_model(het_netem ne) {
     return !het_netem_pw_identity(&ne.lat_factor) || !het_netem_pw_identity(&ne.bw_factor);
 }
