@@ -703,7 +703,7 @@ static void test_netem(void) {
     het_comm_wait(c, &r);
     het_comm_stats st = het_comm_get_stats(c);
     CHECK(st.delay_s == 0.0, "one node: delay %g s", st.delay_s);
-    if (g_size >= 2)
+    if (g_size >= 2 && het_test_timing()) /* a wall time: not under the sanitizers */
         CHECK(med < 0.5 * model, "one node: %.3f ms, model would be %.3f ms", 1e3 * med,
               1e3 * model);
     het_comm_free(c);
