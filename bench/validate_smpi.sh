@@ -33,7 +33,8 @@
 # (--inhad-aggregator loop), INHAD_FIX=0 the paper's aggregator thread (hetrain's default). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
 # no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs POLL (GROW below); on 4-15 ranks its broadcast is
-# flattree, Open MPI's basic_linear, where the selector would run another algorithm (BCAST_FIX).
+# flattree, Open MPI's basic_linear, where the selector would run another algorithm, and
+# hetrain's model charges the linear one for every size as SMPI then runs it (BCAST_FIX).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
@@ -99,9 +100,12 @@ for model in "${models[@]}"; do
         # its place, another algorithm. BCAST_FIX=1 (the default) has SMPI run flattree, its
         # basic_linear, on those sizes (also for broadcasts below 8 KiB, which Open MPI sends
         # down a tree: a latency or two).
-        bcast_cfg=()
+        # smpi/bcast applies to every size, where Open MPI's rules change algorithm with it (at
+        # 4-7 ranks its chain from 1 MiB: ResNet-20's weights, 1.08 MB, which SMPI cannot run),
+        # so hetrain's model charges the linear one for every size there too (--bcast-model)
+        bcast_cfg=() bcast_het=()
         [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 4 ] && [ "$P" -lt 16 ] &&
-            bcast_cfg=(--cfg=smpi/bcast:flattree)
+            bcast_cfg=(--cfg=smpi/bcast:flattree) bcast_het=(--bcast-model linear)
         more=()  # synthetic data: enough samples for 8 steps
         [ "$model" = resnet20 ] && more=(--synthetic-samples $((8 * per * P > 2048 ? 8 * per * P : 2048)))
         for slow in "${slows[@]}"; do
@@ -117,7 +121,7 @@ for model in "${models[@]}"; do
                 common=(train --model "$model" "${data[@]}" "${more[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
                         --compute-cost shipped)
-                vonly=()
+                vonly=("${bcast_het[@]}")
                 [ "${COLL_FIX:-1}" = 1 ] && vonly+=(--coll-model smpi)
                 [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly+=(--stall-warn 0)
                 declare -A th ts

@@ -161,6 +161,26 @@ static void test_algo(void) {
     CHECK(het_netem_mpi_bcast_algo(4, 247000) == HET_BC_BINOMIAL, "MPICH, 4 ranks");
     CHECK(het_netem_mpi_bcast_algo(16, 247000) == HET_BC_SCATTER_ALLGATHER, "MPICH, 16 ranks");
 #endif
+    /* --bcast-model: the library's rules, or one algorithm for every size (SMPI's smpi/bcast) */
+    het_netem ne = {.bw_bytes_per_s = 1.25e7, .lat_s = 5e-5};
+    CHECK(het_netem_bcast_algo(ne, 4, 1078952) == het_netem_mpi_bcast_algo(4, 1078952),
+          "rules: the library's algorithm");
+    ne.bcast = HET_NETEM_BCAST_LINEAR;
+    CHECK(het_netem_bcast_algo(ne, 4, 1078952) == HET_BC_LINEAR, "linear above 1 MiB");
+    CHECK(het_netem_bcast_algo(ne, 16, 2000) == HET_BC_LINEAR, "linear for 2 kB on 16 ranks");
+    ne.bcast = HET_NETEM_BCAST_BINOMIAL;
+    CHECK(het_netem_bcast_algo(ne, 4, 1078952) == HET_BC_BINOMIAL, "binomial above 1 MiB");
+    CHECK(het_netem_bcast_algo(ne, 64, 247000) == HET_BC_BINOMIAL, "binomial on 64 ranks");
+}
+
+/* ResNet-20's parameters (1.08 MB) from the last of 4 ranks, one a node, 100 Mbit/s, as the
+ * linear broadcast (--bcast-model linear; SMPI's flattree): the root's three messages share its
+ * uplink and all end at lat + 3 bytes / bw. */
+static void test_linear_big(void) {
+    const int node[4] = {0, 1, 2, 3};
+    het_netem ne = {.bw_bytes_per_s = 1.25e7, .lat_s = 5e-5};
+    double b = 1078952.0, t = het_netem_bcast_linear_s(ne, node, 4, 3, (size_t)b, 1);
+    CHECK(fabs(t - (5e-5 + 3 * b / 1.25e7)) < 1e-9, "linear, 1.08 MB to 3 nodes: %.6f s", t);
 }
 
 int main(void) {
@@ -172,5 +192,6 @@ int main(void) {
     test_sixteen();
     test_factors();
     test_algo();
+    test_linear_big();
     return het_test_finish("test_bcast");
 }

@@ -66,6 +66,11 @@ typedef struct het_netem {
      * (MVAPICH2's, which SMPI's "ompi" selector runs for Open MPI's k-nomial); 0 (default) as
      * the MPI library runs them. The calls themselves are not changed. */
     int coll_smpi;
+    /* virtual clock: the broadcast algorithm charged, HET_NETEM_BCAST_*: the MPI library's
+     * rules by size (0, default), or the linear one / the binomial tree for every size, as
+     * SimGrid SMPI runs them under smpi/bcast:flattree / binomial_tree (which apply to every
+     * size, where the library's rules change algorithm with it). The calls are not changed. */
+    int bcast;
     /* virtual clock: 1 has every flow between nodes of a collective also take HET_NETEM_BACK
      * of its rate on the way back (SimGrid's network/crosstraffic, on in SMPI's default model:
      * TCP's acknowledgements), so an exchange in both directions at once runs 1 / 1.05 of the
@@ -153,6 +158,9 @@ typedef enum {
 /* The algorithm this MPI library runs for MPI_Bcast of `bytes` over p ranks: Open MPI 4.1's
  * coll/tuned fixed rules (as SMPI's "ompi" selector), MPICH 4's rule otherwise. */
 het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes);
+enum { HET_NETEM_BCAST_RULES, HET_NETEM_BCAST_LINEAR, HET_NETEM_BCAST_BINOMIAL };
+/* The algorithm the model charges for that broadcast: ne.bcast's, else the library's. */
+het_bc_algo het_netem_bcast_algo(het_netem ne, int p, size_t bytes);
 /* Modeled time of a binomial-tree broadcast of `bytes` from root over p ranks, rank r on node
  * node[r] (ids >= 0): its messages between nodes as flows sharing the nodes' up- and downlinks
  * (max-min), those inside a node on the node link when local_on (virtual clock), blocking sends

@@ -89,6 +89,12 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes) {
 #endif
 }
 
+het_bc_algo het_netem_bcast_algo(het_netem ne, int p, size_t bytes) {
+    if (ne.bcast == HET_NETEM_BCAST_LINEAR) return HET_BC_LINEAR;
+    if (ne.bcast == HET_NETEM_BCAST_BINOMIAL) return HET_BC_BINOMIAL;
+    return het_netem_mpi_bcast_algo(p, bytes);
+}
+
 /* A rank of the tree (by relative rank) while the broadcast runs. */
 typedef struct {
     double ready;   /* when it can post its next send (INFINITY: no data yet, or waiting) */

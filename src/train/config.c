@@ -54,13 +54,15 @@ static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZ
 static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* het_precision */
 static const char *const factor_words[] = {"none", "smpi", NULL};
 static const char *const nbc_words[] = {"mpi", "smpi", NULL};
+static const char *const bcast_words[] = {"mpi", "linear", "binomial", NULL};
 /* The lists by name (key_def.lo of a K_WORD key), so that a list removed or added moves no
  * key onto another's words. */
-enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS, W_NBC };
+enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS, W_NBC, W_BCAST };
 static const char *const *const word_lists[] = {
     [W_NAN] = nan_words,       [W_ALGO] = algo_words,     [W_PLACEMENT] = placement_words,
     [W_CLOCK] = clock_words,   [W_RESIZE] = resize_words, [W_PRECISION] = precision_words,
     [W_FACTORS] = factor_words, [W_NBC] = nbc_words,
+    [W_BCAST] = bcast_words,
 };
 #define WORDS(k) word_lists[(int)(k)->lo]
 
@@ -190,6 +192,11 @@ static const key_def keys[] = {
       "it does (smpi: a non-blocking all-reduce as every rank's buffer to every other at once, "
       "the k-nomial broadcast level by level), to compare with SMPI; the calls are the same"},
      K_WORD, OFF(coll_model), W_NBC, 0, 0},
+    {{"bcast-model", "mpi|linear|binomial", "virtual clock: the broadcast charged as the MPI "
+      "library's rules pick its algorithm by size (mpi) or as the linear one (the root sends to "
+      "every rank) / the binomial tree for every size, as SimGrid SMPI runs under "
+      "smpi/bcast:flattree / binomial_tree, to compare with it; the calls are the same"},
+     K_WORD, OFF(bcast_model), W_BCAST, 0, 0},
     {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
       "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},
      K_STR, OFF(platform), 0, 0, 0},
@@ -263,6 +270,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->node_lat = d.node_lat;
     c->net_factors = d.net_factors;
     c->coll_model = d.coll_model;
+    c->bcast_model = d.bcast_model;
     memcpy(c->platform, d.platform, sizeof c->platform);
     memcpy(c->hostfile, d.hostfile, sizeof c->hostfile);
     c->clock = d.clock;
