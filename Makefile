@@ -103,7 +103,8 @@ test-fresh:
 
 # libFuzzer targets (fuzz/) for the IDX, CIFAR, config, checkpoint and speeds-file readers, built
 # with clang and address + undefined sanitizers in $(BUILD)-fuzz (without oneDNN: no reader
-# reaches a convolution), each run for FUZZ_SECONDS from the seeds in fuzz/corpus/; fails on any crash (scripts/fuzz.sh). -O1, as libFuzzer suggests: -O3 with
+# reaches a convolution), each run for FUZZ_SECONDS from the seeds in fuzz/corpus/, as many at
+# once as there are cores (a target runs on one); fails on any crash (scripts/fuzz.sh). -O1, as libFuzzer suggests: -O3 with
 # the sanitizers took clang over 5 minutes on conv_direct.c alone.
 FUZZ_SECONDS ?= 30
 fuzz: deps-fuzz
