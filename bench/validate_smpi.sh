@@ -33,12 +33,13 @@
 # (--inhad-aggregator loop), INHAD_FIX=0 the paper's aggregator thread (hetrain's default). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
 # no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs POLL (GROW below); on 4-15 ranks its broadcast is
-# flattree, Open MPI's basic_linear, where the selector would run another algorithm, and
-# hetrain's model charges the linear one for every size as SMPI then runs it (BCAST_FIX).
+# flattree, Open MPI's basic_linear, where the selector would run another algorithm, and on
+# 16-31 ranks the binomial tree, and hetrain's model charges the same for every size
+# (--bcast-model), as SMPI then runs it (BCAST_FIX; BCAST=linear|binomial: one for every size).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), BCAST_FIX (1 | 0), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), BCAST_FIX (1 | 0), BCAST (auto | linear | binomial), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -103,9 +104,19 @@ for model in "${models[@]}"; do
         # smpi/bcast applies to every size, where Open MPI's rules change algorithm with it (at
         # 4-7 ranks its chain from 1 MiB: ResNet-20's weights, 1.08 MB, which SMPI cannot run),
         # so hetrain's model charges the linear one for every size there too (--bcast-model)
+        # On 16-31 ranks Open MPI's rules take the binomial tree from 4 KiB to 1 MiB (lenet5's
+        # 247 kB), and scatter + all-gather above (ResNet-20's 1.08 MB), which hetrain's model
+        # does not carry: BCAST_FIX=1 has both sides run the binomial tree there, every size.
+        # BCAST=linear / binomial: that algorithm for every broadcast on both sides, any size.
         bcast_cfg=() bcast_het=()
         [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 4 ] && [ "$P" -lt 16 ] &&
             bcast_cfg=(--cfg=smpi/bcast:flattree) bcast_het=(--bcast-model linear)
+        [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 16 ] && [ "$P" -lt 32 ] &&
+            bcast_cfg=(--cfg=smpi/bcast:binomial_tree) bcast_het=(--bcast-model binomial)
+        case ${BCAST:-auto} in
+            linear) bcast_cfg=(--cfg=smpi/bcast:flattree) bcast_het=(--bcast-model linear) ;;
+            binomial) bcast_cfg=(--cfg=smpi/bcast:binomial_tree) bcast_het=(--bcast-model binomial) ;;
+        esac
         more=()  # synthetic data: enough samples for 8 steps
         [ "$model" = resnet20 ] && more=(--synthetic-samples $((8 * per * P > 2048 ? 8 * per * P : 2048)))
         for slow in "${slows[@]}"; do
