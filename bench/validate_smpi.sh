@@ -101,19 +101,19 @@ for model in "${models[@]}"; do
         # its place, another algorithm. BCAST_FIX=1 (the default) has SMPI run flattree, its
         # basic_linear, on those sizes (also for broadcasts below 8 KiB, which Open MPI sends
         # down a tree: a latency or two).
-        # smpi/bcast applies to every size, where Open MPI's rules change algorithm with it (at
-        # 4-7 ranks its chain from 1 MiB: ResNet-20's weights, 1.08 MB, which SMPI cannot run),
-        # so hetrain's model charges the linear one for every size there too (--bcast-model)
-        # On 16-31 ranks Open MPI's rules take the binomial tree from 4 KiB to 1 MiB (lenet5's
-        # 247 kB), and scatter + all-gather above (ResNet-20's 1.08 MB), which hetrain's model
-        # does not carry: BCAST_FIX=1 has both sides run the binomial tree there, every size.
-        # BCAST=linear / binomial: that algorithm for every broadcast on both sides, any size.
+        # smpi/bcast applies to every size, where Open MPI's rules change algorithm with it: at
+        # 4-7 ranks its chain from 1 MiB (ResNet-20's weights, 1.08 MB), which SMPI cannot run;
+        # on 16-31 ranks the binomial tree from 4 KiB to 1 MiB (lenet5's 247 kB) and scatter +
+        # all-gather above, which hetrain's model does not carry. So BCAST_FIX has both sides run
+        # one algorithm for every size: linear on 4-15 ranks, the binomial tree on 16-31.
+        # BCAST=linear / binomial: that algorithm on both sides for any number of ranks.
+        bcast=${BCAST:-auto}
+        if [ "$bcast" = auto ] && [ "${BCAST_FIX:-1}" = 1 ]; then
+            if [ "$P" -ge 4 ] && [ "$P" -lt 16 ]; then bcast=linear
+            elif [ "$P" -ge 16 ] && [ "$P" -lt 32 ]; then bcast=binomial; fi
+        fi
         bcast_cfg=() bcast_het=()
-        [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 4 ] && [ "$P" -lt 16 ] &&
-            bcast_cfg=(--cfg=smpi/bcast:flattree) bcast_het=(--bcast-model linear)
-        [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 16 ] && [ "$P" -lt 32 ] &&
-            bcast_cfg=(--cfg=smpi/bcast:binomial_tree) bcast_het=(--bcast-model binomial)
-        case ${BCAST:-auto} in
+        case $bcast in
             linear) bcast_cfg=(--cfg=smpi/bcast:flattree) bcast_het=(--bcast-model linear) ;;
             binomial) bcast_cfg=(--cfg=smpi/bcast:binomial_tree) bcast_het=(--bcast-model binomial) ;;
         esac
