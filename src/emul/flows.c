@@ -30,6 +30,8 @@ struct het_flows {
     double *cap, *res_bytes, *res_busy;
     double *rem;  /* solve: capacity left per resource */
     double *cnt;  /* solve: the unfixed flows' weights per resource */
+    int *num;     /* solve: how many unfixed flows cross each resource (a sum of weights can
+                     keep a rounding residue once they are all fixed) */
     char *used;   /* drain: resources that carried bytes in the span */
     flow *fl;
     int n_fl, cap_fl;
@@ -57,8 +59,10 @@ het_flows *het_flows_new(int n, const double *capacity) {
     f->res_busy = calloc((size_t)n, sizeof *f->res_busy);
     f->rem = malloc((size_t)n * sizeof *f->rem);
     f->cnt = malloc((size_t)n * sizeof *f->cnt);
+    f->num = malloc((size_t)n * sizeof *f->num);
     f->used = malloc((size_t)n);
-    if (!f->cap || !f->res_bytes || !f->res_busy || !f->rem || !f->cnt || !f->used) goto oom;
+    if (!f->cap || !f->res_bytes || !f->res_busy || !f->rem || !f->cnt || !f->num || !f->used)
+        goto oom;
     memcpy(f->cap, capacity, (size_t)n * sizeof *f->cap);
     return f;
 oom:
@@ -74,6 +78,7 @@ void het_flows_free(het_flows *f) {
     free(f->res_busy);
     free(f->rem);
     free(f->cnt);
+    free(f->num);
     free(f->used);
     free(f->fl);
     free(f->live);
@@ -141,19 +146,19 @@ int het_flows_add_weighted(het_flows *f, double start, double bytes, double late
 static void solve(het_flows *f) {
     f->dirty = 0;
     memcpy(f->rem, f->cap, (size_t)f->n_res * sizeof *f->rem);
-    for (int r = 0; r < f->n_res; r++) f->cnt[r] = 0.0;
+    for (int r = 0; r < f->n_res; r++) f->cnt[r] = 0.0, f->num[r] = 0;
     int unfixed = 0;
     for (int i = 0; i < f->n_live; i++) {
         flow *x = &f->fl[f->live[i]];
         x->rate = -1.0; /* unfixed */
         if (x->state != F_ACTIVE) continue;
         unfixed++;
-        for (int k = 0; k < x->n_route; k++) f->cnt[x->route[k]] += x->weight[k];
+        for (int k = 0; k < x->n_route; k++) f->cnt[x->route[k]] += x->weight[k], f->num[x->route[k]]++;
     }
     while (unfixed > 0) {
         double share = INFINITY;
         for (int r = 0; r < f->n_res; r++)
-            if (f->cnt[r] > 0.0 && f->rem[r] / f->cnt[r] < share) share = f->rem[r] / f->cnt[r];
+            if (f->num[r] > 0 && f->rem[r] / f->cnt[r] < share) share = f->rem[r] / f->cnt[r];
         for (int i = 0; i < f->n_live; i++) {
             const flow *x = &f->fl[f->live[i]];
             if (x->state == F_ACTIVE && x->rate < 0.0 && x->bound > 0.0 && x->bound < share)
@@ -169,7 +174,7 @@ static void solve(het_flows *f) {
             int limited = x->bound > 0.0 && x->bound <= share;
             for (int k = 0; k < x->n_route && !limited; k++) {
                 int r = x->route[k];
-                limited = f->cnt[r] > 0.0 && f->rem[r] / f->cnt[r] <= share;
+                limited = f->num[r] > 0 && f->rem[r] / f->cnt[r] <= share;
             }
             if (!limited) continue;
             x->rate = -2.0; /* marked: fixed at share below, after every flow is tested */
@@ -181,8 +186,10 @@ static void solve(het_flows *f) {
             if (x->rate != -2.0) continue;
             x->rate = share;
             for (int k = 0; k < x->n_route; k++) {
-                f->rem[x->route[k]] -= share * x->weight[k];
-                f->cnt[x->route[k]] -= x->weight[k];
+                int r = x->route[k];
+                f->rem[r] -= share * x->weight[k];
+                f->cnt[r] -= x->weight[k];
+                if (--f->num[r] == 0) f->cnt[r] = 0.0; /* no residue */
             }
         }
         unfixed -= fixed;
