@@ -33,9 +33,9 @@
 # (--inhad-aggregator loop), INHAD_FIX=0 the paper's aggregator thread (hetrain's default). SMPI's collectives follow Open MPI's selector (smpi/coll-selector:ompi), its network
 # model is its default calibrated one (FACTORS=1: latency and bandwidth factors set to 1 and
 # no TCP cross-traffic), an MPI_Test or MPI_Iprobe costs POLL (GROW below); on 4-15 ranks its broadcast is
-# flattree, Open MPI's basic_linear, where the selector would run another algorithm, and on
-# 16-31 ranks the binomial tree, and hetrain's model charges the same for every size
-# (--bcast-model), as SMPI then runs it (BCAST_FIX; BCAST=linear|binomial: one for every size).
+# flattree, Open MPI's basic_linear, where the selector would run another algorithm, and
+# hetrain's model charges the same for every size (--bcast-model), as SMPI then runs it
+# (BCAST_FIX; BCAST=linear|binomial: one for every size, any number of ranks).
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
@@ -101,17 +101,16 @@ for model in "${models[@]}"; do
         # its place, another algorithm. BCAST_FIX=1 (the default) has SMPI run flattree, its
         # basic_linear, on those sizes (also for broadcasts below 8 KiB, which Open MPI sends
         # down a tree: a latency or two).
-        # smpi/bcast applies to every size, where Open MPI's rules change algorithm with it: at
-        # 4-7 ranks its chain from 1 MiB (ResNet-20's weights, 1.08 MB), which SMPI cannot run;
-        # on 16-31 ranks the binomial tree from 4 KiB to 1 MiB (lenet5's 247 kB) and scatter +
-        # all-gather above, which hetrain's model does not carry. So BCAST_FIX has both sides run
-        # one algorithm for every size: linear on 4-15 ranks, the binomial tree on 16-31.
-        # BCAST=linear / binomial: that algorithm on both sides for any number of ranks.
+        # smpi/bcast applies to every size, where Open MPI's rules change algorithm with it (at
+        # 4-7 ranks their chain from 1 MiB, ResNet-20's weights, which SMPI runs segmented), so
+        # BCAST_FIX has both sides run the linear one for every size on 4-15 ranks. On 16-31
+        # ranks both follow the rules (the binomial tree from 4 KiB to 1 MiB, lenet5's 247 kB;
+        # scatter + all-gather above, SMPI's scatter_rdb_allgather, hetrain's
+        # het_netem_bcast_scatter_allgather_s). BCAST=linear / binomial: that algorithm on both
+        # sides for any number of ranks.
         bcast=${BCAST:-auto}
-        if [ "$bcast" = auto ] && [ "${BCAST_FIX:-1}" = 1 ]; then
-            if [ "$P" -ge 4 ] && [ "$P" -lt 16 ]; then bcast=linear
-            elif [ "$P" -ge 16 ] && [ "$P" -lt 32 ]; then bcast=binomial; fi
-        fi
+        if [ "$bcast" = auto ] && [ "${BCAST_FIX:-1}" = 1 ] && [ "$P" -ge 4 ] && [ "$P" -lt 16 ]
+        then bcast=linear; fi
         bcast_cfg=() bcast_het=()
         case $bcast in
             linear) bcast_cfg=(--cfg=smpi/bcast:flattree) bcast_het=(--bcast-model linear) ;;

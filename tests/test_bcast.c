@@ -150,27 +150,41 @@ static void test_factors(void) {
 
 static void test_algo(void) {
 #if defined(OPEN_MPI)
-    CHECK(het_netem_mpi_bcast_algo(16, 247000) == HET_BC_BINOMIAL, "16 ranks, 247 kB");
-    CHECK(het_netem_mpi_bcast_algo(16, 2000) == HET_BC_KNOMIAL, "16 ranks, 2 kB");
-    CHECK(het_netem_mpi_bcast_algo(4, 247000) == HET_BC_LINEAR, "4 ranks, 247 kB");
-    CHECK(het_netem_mpi_bcast_algo(4, 4000) == HET_BC_BINOMIAL, "4 ranks, 4 kB");
-    CHECK(het_netem_mpi_bcast_algo(8, 247000) == HET_BC_LINEAR, "8 ranks, 247 kB");
-    CHECK(het_netem_mpi_bcast_algo(64, 247000) == HET_BC_KNOMIAL, "64 ranks");
-    CHECK(het_netem_mpi_bcast_algo(2, 600000) == HET_BC_BINOMIAL, "2 ranks, 600 kB");
+    CHECK(het_netem_mpi_bcast_algo(16, 247000, 1) == HET_BC_BINOMIAL, "16 ranks, 247 kB");
+    CHECK(het_netem_mpi_bcast_algo(16, 2000, 1) == HET_BC_KNOMIAL, "16 ranks, 2 kB");
+    CHECK(het_netem_mpi_bcast_algo(4, 247000, 1) == HET_BC_LINEAR, "4 ranks, 247 kB");
+    CHECK(het_netem_mpi_bcast_algo(4, 4000, 1) == HET_BC_BINOMIAL, "4 ranks, 4 kB");
+    CHECK(het_netem_mpi_bcast_algo(8, 247000, 1) == HET_BC_LINEAR, "8 ranks, 247 kB");
+    CHECK(het_netem_mpi_bcast_algo(64, 247000, 1) == HET_BC_KNOMIAL, "64 ranks");
+    CHECK(het_netem_mpi_bcast_algo(2, 600000, 1) == HET_BC_BINOMIAL, "2 ranks, 600 kB");
+    CHECK(het_netem_mpi_bcast_algo(4, 1078952, 1) == HET_BC_CHAIN, "4 ranks, 1.08 MB: chain");
+    CHECK(het_netem_mpi_bcast_algo(16, 1078952, 1) == HET_BC_SCATTER_ALLGATHER,
+          "16 ranks, 1.08 MB: scatter + all-gather");
+    /* MPI_Ibcast: libnbc's, by the communicator's size alone */
+    CHECK(het_netem_mpi_bcast_algo(4, 1078952, 0) == HET_BC_LINEAR, "Ibcast, 4 ranks");
+    CHECK(het_netem_mpi_bcast_algo(5, 100, 0) == HET_BC_NBC_BINOMIAL, "Ibcast, 5 ranks");
+    CHECK(het_netem_mpi_bcast_algo(16, 1078952, 0) == HET_BC_NBC_BINOMIAL, "Ibcast, 16 ranks");
 #else
-    CHECK(het_netem_mpi_bcast_algo(4, 247000) == HET_BC_BINOMIAL, "MPICH, 4 ranks");
-    CHECK(het_netem_mpi_bcast_algo(16, 247000) == HET_BC_SCATTER_ALLGATHER, "MPICH, 16 ranks");
+    CHECK(het_netem_mpi_bcast_algo(4, 247000, 1) == HET_BC_BINOMIAL, "MPICH, 4 ranks");
+    CHECK(het_netem_mpi_bcast_algo(16, 247000, 1) == HET_BC_SCATTER_ALLGATHER, "MPICH, 16 ranks");
 #endif
     /* --bcast-model: the library's rules, or one algorithm for every size (SMPI's smpi/bcast) */
     het_netem ne = {.bw_bytes_per_s = 1.25e7, .lat_s = 5e-5};
-    CHECK(het_netem_bcast_algo(ne, 4, 1078952) == het_netem_mpi_bcast_algo(4, 1078952),
+    CHECK(het_netem_bcast_algo(ne, 4, 1078952, 1) == het_netem_mpi_bcast_algo(4, 1078952, 1),
           "rules: the library's algorithm");
+    CHECK(het_netem_bcast_algo(ne, 16, 1078952, 0) == het_netem_mpi_bcast_algo(16, 1078952, 0),
+          "rules: the library's non-blocking algorithm");
+    ne.coll_smpi = 1; /* SMPI 3.32's MPI_Ibcast: the root sends to every rank */
+    CHECK(het_netem_bcast_algo(ne, 16, 1078952, 0) == HET_BC_LINEAR, "SMPI's Ibcast: linear");
+    CHECK(het_netem_bcast_algo(ne, 16, 1078952, 1) == het_netem_mpi_bcast_algo(16, 1078952, 1),
+          "SMPI's Bcast: the rules");
+    ne.coll_smpi = 0;
     ne.bcast = HET_NETEM_BCAST_LINEAR;
-    CHECK(het_netem_bcast_algo(ne, 4, 1078952) == HET_BC_LINEAR, "linear above 1 MiB");
-    CHECK(het_netem_bcast_algo(ne, 16, 2000) == HET_BC_LINEAR, "linear for 2 kB on 16 ranks");
+    CHECK(het_netem_bcast_algo(ne, 4, 1078952, 1) == HET_BC_LINEAR, "linear above 1 MiB");
+    CHECK(het_netem_bcast_algo(ne, 16, 2000, 1) == HET_BC_LINEAR, "linear for 2 kB on 16 ranks");
     ne.bcast = HET_NETEM_BCAST_BINOMIAL;
-    CHECK(het_netem_bcast_algo(ne, 4, 1078952) == HET_BC_BINOMIAL, "binomial above 1 MiB");
-    CHECK(het_netem_bcast_algo(ne, 64, 247000) == HET_BC_BINOMIAL, "binomial on 64 ranks");
+    CHECK(het_netem_bcast_algo(ne, 4, 1078952, 1) == HET_BC_BINOMIAL, "binomial above 1 MiB");
+    CHECK(het_netem_bcast_algo(ne, 64, 247000, 1) == HET_BC_BINOMIAL, "binomial on 64 ranks");
 }
 
 /* ResNet-20's parameters (1.08 MB) from the last of 4 ranks, one a node, 100 Mbit/s, as the
@@ -183,7 +197,83 @@ static void test_linear_big(void) {
     CHECK(fabs(t - (5e-5 + 3 * b / 1.25e7)) < 1e-9, "linear, 1.08 MB to 3 nodes: %.6f s", t);
 }
 
+/* The chain (Open MPI's chain / pipeline): unsegmented, each hop waits for the whole buffer.
+ * 2 + 2 ranks, 100 kB (T = 0.1 s across), node link off: root 0 goes 0 -> 1 (inside), 1 -> 2
+ * (across), 2 -> 3 (inside): T; root 1 goes 1 -> 2 (across), 2 -> 3, 3 -> 0 (across): 2 T.
+ * With the node link (1 ms + 100 kB at 100 MB/s = 2 ms a hop inside) root 0 adds two hops.
+ * 3 ranks on 3 nodes in 2 segments of 50 kB (blocking from 64 KiB: 100 kB segments here, 200
+ * kB in all): rank 1 passes segment 0 on (T to 2T) while the root sends segment 1 (T to 2T),
+ * then segment 1 (2T to 3T): 3 T, where one segment takes 2 x 2 T. */
+static void test_chain(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    CHECK_CLOSE(het_netem_bcast_chain_s(ne, two_by_two, 4, 0, 100000, 0, 0), T, 1e-12,
+                "chain, root 0");
+    CHECK_CLOSE(het_netem_bcast_chain_s(ne, two_by_two, 4, 1, 100000, 0, 0), 2 * T, 1e-12,
+                "chain, root 1");
+    het_netem nl = {.bw_bytes_per_s = 1e6, .node_lat_s = 1e-3, .node_bw_bytes_per_s = 1e8};
+    CHECK_CLOSE(het_netem_bcast_chain_s(nl, two_by_two, 4, 0, 100000, 1, 0), T + 2 * 2e-3, 1e-12,
+                "chain, root 0, node link");
+    const int three[3] = {0, 1, 2};
+    CHECK_CLOSE(het_netem_bcast_chain_s(ne, three, 3, 0, 200000, 0, 0), 4 * T, 1e-12,
+                "chain, one segment");
+    CHECK_CLOSE(het_netem_bcast_chain_s(ne, three, 3, 0, 200000, 0, 100000), 3 * T, 1e-12,
+                "chain, two segments");
+    CHECK(het_netem_bcast_chain_s(ne, three, 1, 0, 200000, 0, 0) == 0.0, "chain, one rank");
+}
+
+/* Scatter + all-gather, 400 kB (blocks of 100 kB, T each across):
+ * - 4 ranks on 4 nodes: the root sends 2 blocks to rank 2 (0 to 2T), then 1 to rank 1 (2T to
+ *   3T) while rank 2 sends 1 to rank 3 (2T to 3T); recursive doubling: 1 block each way
+ *   between 0-1 and 2-3 (3T to 4T), then 2 blocks between 0-2 and 1-3 (4T to 6T): 6 T;
+ * - 2 + 2 ranks: 0 -> 2 (2T), the rest of the scatter and the first exchange inside the nodes
+ *   (free), then 0 <-> 2 and 1 <-> 3 share the nodes' links, 2 blocks each at half: 6 T;
+ * - 3 ranks on 3 nodes (not a power of two; blocks of 133334 bytes, the last 133332): 0 -> 2
+ *   (the last block), 0 -> 1 (one), 0 <-> 1 (one each way), 0 <-> 2 (two out, one in), then
+ *   rank 1, whose partner 3 does not exist, gets the last block from rank 0: 0.8 s. */
+static void test_scatter_allgather(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    const int four[4] = {0, 1, 2, 3};
+    CHECK_CLOSE(het_netem_bcast_scatter_allgather_s(ne, four, 4, 0, 400000, 0), 6 * T, 1e-12,
+                "scatter + all-gather, 4 nodes");
+    CHECK_CLOSE(het_netem_bcast_scatter_allgather_s(ne, four, 4, 2, 400000, 0), 6 * T, 1e-12,
+                "scatter + all-gather, 4 nodes, root 2");
+    CHECK_CLOSE(het_netem_bcast_scatter_allgather_s(ne, two_by_two, 4, 0, 400000, 0), 6 * T,
+                1e-12, "scatter + all-gather, 2 + 2");
+    const int three[3] = {0, 1, 2};
+    double b = 133334e-6, last = 133332e-6; /* a block's seconds */
+    double want = last + b + b + 2 * b + last;
+    double got = het_netem_bcast_scatter_allgather_s(ne, three, 3, 0, 400000, 0);
+    CHECK(fabs(got - want) < 1e-9, "scatter + all-gather, 3 ranks: %.9f s, expected %.9f", got,
+          want);
+}
+
+/* libnbc's binomial tree (MPI_Ibcast), 8 ranks on 8 nodes, 100 kB: the root posts its sends to
+ * 1, 2 and 4 at once (they share its uplink: 3 T), then rank 1 to 3 and 5 (3T to 5T) and rank
+ * 2 to 6 (3T to 4T), then rank 3 to 7 (5T to 6T): 6 T. Root 5: ranks 0 and 5 swap places. */
+static void test_nbc_binomial(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    const int eight[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    CHECK_CLOSE(het_netem_bcast_nbc_binomial_s(ne, eight, 8, 0, 100000, 0), 6 * T, 1e-12,
+                "libnbc binomial, root 0");
+    CHECK_CLOSE(het_netem_bcast_nbc_binomial_s(ne, eight, 8, 5, 100000, 0), 6 * T, 1e-12,
+                "libnbc binomial, root 5");
+    /* 4 + 4 ranks: ranks 1, 2, 3 have the data at once (inside the node, free), and 0 -> 4,
+     * 1 -> 5, 2 -> 6, 3 -> 7 all cross together on node 0's uplink: 4 T, where the binomial tree
+     * of coll/tuned crosses once (0 -> 4, then inside node 1) */
+    const int two_by_four[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    CHECK_CLOSE(het_netem_bcast_nbc_binomial_s(ne, two_by_four, 8, 0, 100000, 0), 4 * T, 1e-12,
+                "libnbc binomial, 4 + 4");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, two_by_four, 8, 0, 100000, 0), T, 1e-12,
+                "coll/tuned binomial, 4 + 4");
+}
+
 int main(void) {
+    test_chain();
+    test_scatter_allgather();
+    test_nbc_binomial();
     test_roots();
     test_linear();
     test_knomial();

@@ -153,14 +153,19 @@ double het_netem_bcast_s(het_netem ne, size_t bytes, int n_nodes);
  * split binary tree, the binary tree, the binomial tree, k-nomial trees, scatter + all-gather. */
 typedef enum {
     HET_BC_LINEAR, HET_BC_CHAIN, HET_BC_PIPELINE, HET_BC_SPLIT_BINTREE, HET_BC_BINTREE,
-    HET_BC_BINOMIAL, HET_BC_KNOMIAL, HET_BC_SCATTER_ALLGATHER, HET_BC_N
+    HET_BC_BINOMIAL, HET_BC_KNOMIAL, HET_BC_SCATTER_ALLGATHER,
+    HET_BC_NBC_BINOMIAL, /* libnbc's binomial tree (Open MPI's MPI_Ibcast on more than 4 ranks) */
+    HET_BC_N
 } het_bc_algo;
-/* The algorithm this MPI library runs for MPI_Bcast of `bytes` over p ranks: Open MPI 4.1's
- * coll/tuned fixed rules (as SMPI's "ompi" selector), MPICH 4's rule otherwise. */
-het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes);
+/* The algorithm this MPI library runs for a broadcast of `bytes` over p ranks: blocking =
+ * MPI_Bcast, else MPI_Ibcast. Open MPI 4.1: MPI_Bcast follows coll/tuned's fixed rules (as
+ * SMPI's "ompi" selector), MPI_Ibcast libnbc's (its default skips the size: the linear one on up
+ * to 4 ranks, its binomial tree above); MPICH 4's rule for both otherwise. */
+het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes, int blocking);
 enum { HET_NETEM_BCAST_RULES, HET_NETEM_BCAST_LINEAR, HET_NETEM_BCAST_BINOMIAL };
-/* The algorithm the model charges for that broadcast: ne.bcast's, else the library's. */
-het_bc_algo het_netem_bcast_algo(het_netem ne, int p, size_t bytes);
+/* The algorithm the model charges for that broadcast: ne.bcast's, else the library's (with
+ * ne.coll_smpi a non-blocking one as SMPI 3.32 runs it: the linear one). */
+het_bc_algo het_netem_bcast_algo(het_netem ne, int p, size_t bytes, int blocking);
 /* Modeled time of a binomial-tree broadcast of `bytes` from root over p ranks, rank r on node
  * node[r] (ids >= 0): its messages between nodes as flows sharing the nodes' up- and downlinks
  * (max-min), those inside a node on the node link when local_on (virtual clock), blocking sends
@@ -178,6 +183,17 @@ double het_netem_bcast_linear_s(het_netem ne, const int *node, int p, int root, 
  * level's (MVAPICH2's, which SMPI 3.32 runs). Radix 2 is het_netem_bcast_binomial_s. */
 double het_netem_bcast_knomial_s(het_netem ne, const int *node, int p, int root, size_t bytes,
                                  int local_on, int radix);
+/* The same for the algorithms run rank by rank (src/emul/bcast_sched.c says how): the chain
+ * (ranks root, root + 1, ... pass each segment of `seg` bytes on; 0: the whole buffer in one,
+ * Open MPI 4.1's fixed rules), scatter + all-gather (a binomial scatter of blocks of
+ * ceil(bytes / p), then recursive doubling) and libnbc's binomial tree (a rank's sends to all its
+ * children posted at once). Negative when out of memory. */
+double het_netem_bcast_chain_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                               int local_on, size_t seg);
+double het_netem_bcast_scatter_allgather_s(het_netem ne, const int *node, int p, int root,
+                                           size_t bytes, int local_on);
+double het_netem_bcast_nbc_binomial_s(het_netem ne, const int *node, int p, int root,
+                                      size_t bytes, int local_on);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 /* The time a message of `bytes` keeps the link busy: bytes / (bw x bw_factor); 0 with the model

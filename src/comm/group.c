@@ -77,15 +77,21 @@ enum { BCAST_KNOMIAL_RADIX = 4 }; /* Open MPI's coll_tuned_bcast_knomial_radix d
 double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, int root) {
     int span = het_comm_span(c, s), p = het_comm_scope_size(c, s);
     het_bc_algo a = s == HET_COMM_WORLD && span > 1 && c->world_node
-                        ? het_netem_bcast_algo(c->ne, p, bytes) : HET_BC_N;
-    if (a == HET_BC_BINOMIAL || a == HET_BC_LINEAR || a == HET_BC_KNOMIAL) { /* its messages
-                                                                             * over the ranks */
+                        ? het_netem_bcast_algo(c->ne, p, bytes, !het_stall_on()) : HET_BC_N;
+    const int *node = c->world_node, local = het_clock_virtual();
+    double t = -1.0; /* its messages over the ranks, where the model has the algorithm */
+    if (a == HET_BC_BINOMIAL || a == HET_BC_LINEAR || a == HET_BC_KNOMIAL) {
         int radix = a == HET_BC_BINOMIAL ? 2 : a == HET_BC_LINEAR ? p : BCAST_KNOMIAL_RADIX;
-        double t = het_netem_bcast_knomial_s(c->ne, c->world_node, p, root, bytes,
-                                             het_clock_virtual(), radix);
-        if (t >= 0.0) return t;
+        t = het_netem_bcast_knomial_s(c->ne, node, p, root, bytes, local, radix);
+    } else if (a == HET_BC_CHAIN || a == HET_BC_PIPELINE) { /* unsegmented: fixed rules */
+        t = het_netem_bcast_chain_s(c->ne, node, p, root, bytes, local, 0);
+    } else if (a == HET_BC_SCATTER_ALLGATHER) {
+        t = het_netem_bcast_scatter_allgather_s(c->ne, node, p, root, bytes, local);
+    } else if (a == HET_BC_NBC_BINOMIAL) {
+        t = het_netem_bcast_nbc_binomial_s(c->ne, node, p, root, bytes, local);
     }
-    double t = het_netem_bcast_s(c->ne, bytes, span);
+    if (t >= 0.0) return t;
+    t = het_netem_bcast_s(c->ne, bytes, span); /* the split binary tree, the binary tree */
     if (het_clock_virtual() && p > span) /* ranks sharing nodes: the node link's rounds too */
         t += het_netem_local_bcast_s(c->ne, bytes, (p + span - 1) / span);
     return t;

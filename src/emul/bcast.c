@@ -5,8 +5,11 @@
  * Which algorithm: Open MPI 4.1's coll/tuned fixed rules (coll_tuned_decision_fixed.c, the
  * same table SMPI's "ompi" selector copies): by communicator size and message size, e.g. on
  * 16-31 ranks a binomial tree from 4 KiB to 1 MiB, on 4-15 ranks the linear one (SMPI: its
- * pipelined chain) for most sizes, k-nomial trees from 32 ranks. MPICH 4: a binomial tree below
- * 12 KiB or on fewer than 8 ranks, scatter + all-gather above.
+ * pipelined chain) for most sizes, k-nomial trees from 32 ranks; MPI_Ibcast is libnbc's, which
+ * by default looks at the size of the communicator alone: the linear broadcast on up to 4
+ * ranks, libnbc's binomial tree above. MPICH 4: a binomial tree below 12 KiB or on fewer than 8
+ * ranks, scatter + all-gather above. The chain, scatter + all-gather and libnbc's tree run rank
+ * by rank (bcast_sched.c); the trees below are computed here.
  *
  * The binomial tree (het_netem_bcast_binomial_s), as the library runs it: ranks relative to the
  * root, a rank receives from its parent (its relative rank less its lowest bit) and then sends
@@ -61,8 +64,9 @@ static het_bc_algo bc_pick(const bc_rule *r, size_t bytes) {
 }
 #endif
 
-het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes) {
+het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes, int blocking) {
 #if defined(OPEN_MPI)
+    if (!blocking) return p <= 4 ? HET_BC_LINEAR : HET_BC_NBC_BINOMIAL; /* libnbc's default */
     /* the 4.1 table, a row per range of communicator sizes (the last rule of each: the rest) */
     static const bc_rule lt4[] = {
         {32, HET_BC_PIPELINE}, {256, HET_BC_BINTREE}, {512, HET_BC_PIPELINE},
@@ -85,14 +89,16 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes) {
     if (p < 64) return bc_pick(lt64, bytes);
     return HET_BC_KNOMIAL; /* 64-127; the larger communicators' rows are mostly k-nomial too */
 #else
+    (void)blocking;
     return bytes < 12288 || p < 8 ? HET_BC_BINOMIAL : HET_BC_SCATTER_ALLGATHER;
 #endif
 }
 
-het_bc_algo het_netem_bcast_algo(het_netem ne, int p, size_t bytes) {
+het_bc_algo het_netem_bcast_algo(het_netem ne, int p, size_t bytes, int blocking) {
     if (ne.bcast == HET_NETEM_BCAST_LINEAR) return HET_BC_LINEAR;
     if (ne.bcast == HET_NETEM_BCAST_BINOMIAL) return HET_BC_BINOMIAL;
-    return het_netem_mpi_bcast_algo(p, bytes);
+    if (!blocking && ne.coll_smpi) return HET_BC_LINEAR;
+    return het_netem_mpi_bcast_algo(p, bytes, blocking);
 }
 
 /* A rank of the tree (by relative rank) while the broadcast runs. */
