@@ -228,6 +228,8 @@ static void test_chain(void) {
  *   between 0-1 and 2-3 (3T to 4T), then 2 blocks between 0-2 and 1-3 (4T to 6T): 6 T;
  * - 2 + 2 ranks: 0 -> 2 (2T), the rest of the scatter and the first exchange inside the nodes
  *   (free), then 0 <-> 2 and 1 <-> 3 share the nodes' links, 2 blocks each at half: 6 T;
+ * - 2 ranks of one node with the node link: a block there and a block back, each at its own
+ *   size: 2 (node_lat + 200 kB / node_bw);
  * - 3 ranks on 3 nodes (not a power of two; blocks of 133334 bytes, the last 133332): 0 -> 2
  *   (the last block), 0 -> 1 (one), 0 <-> 1 (one each way), 0 <-> 2 (two out, one in), then
  *   rank 1, whose partner 3 does not exist, gets the last block from rank 0: 0.8 s. */
@@ -241,6 +243,11 @@ static void test_scatter_allgather(void) {
                 "scatter + all-gather, 4 nodes, root 2");
     CHECK_CLOSE(het_netem_bcast_scatter_allgather_s(ne, two_by_two, 4, 0, 400000, 0), 6 * T,
                 1e-12, "scatter + all-gather, 2 + 2");
+    /* inside one node, with the node link: each message costs its own size (a block) */
+    const int one_node[2] = {0, 0};
+    het_netem nl = {.bw_bytes_per_s = 1e6, .node_lat_s = 1e-3, .node_bw_bytes_per_s = 1e8};
+    CHECK_CLOSE(het_netem_bcast_scatter_allgather_s(nl, one_node, 2, 0, 400000, 1),
+                2 * (1e-3 + 200000 / 1e8), 1e-12, "scatter + all-gather inside a node");
     const int three[3] = {0, 1, 2};
     double b = 133334e-6, last = 133332e-6; /* a block's seconds */
     double want = last + b + b + 2 * b + last;

@@ -72,7 +72,7 @@ typedef struct {
     het_flows *f;
     int *flow_msg; /* by flow id: its message */
     int cap_flows;
-    double local; /* a message inside a node (the node link; 0 when off) */
+    int local_on; /* messages inside a node cost the node link's time */
     int oom;
 } sched;
 
@@ -132,7 +132,10 @@ static int msg_find(sched *s, int src, int dst, int recv_side) {
 static void start(sched *s, int i, double t) {
     msg *m = &s->m[i];
     int a = s->node[m->src], b = s->node[m->dst];
-    if (a == b) { m->in = t + s->local; return; }
+    if (a == b) { /* the node link, unshared */
+        m->in = t + (s->local_on ? het_netem_local_bcast_s(s->ne, (size_t)m->bytes, 2) : 0.0);
+        return;
+    }
     het_flows_advance(s->f, t);
     size_t bytes = (size_t)m->bytes;
     double lat = (s->ne.lat_s > 0.0 ? s->ne.lat_s : 0.0) *
@@ -246,7 +249,7 @@ static double sched_s(het_netem ne, const int *node, int p, int root, size_t byt
     for (int r = 0; r < p; r++)
         if (node[r] + 1 > n_nodes) n_nodes = node[r] + 1;
     sched s = {.ne = ne, .node = node, .p = p};
-    s.local = local_on ? het_netem_local_bcast_s(ne, bytes, 2) : 0.0;
+    s.local_on = local_on;
     double cap = ne.bw_bytes_per_s > 0.0 ? ne.bw_bytes_per_s : 1e300; /* 0: infinite */
     double *caps = malloc((size_t)2 * (size_t)n_nodes * sizeof *caps);
     s.r = calloc((size_t)p, sizeof *s.r);
