@@ -159,6 +159,19 @@ static double req_done(const sched *s, int q) {
     return m->in;
 }
 
+/* When wait o (one request, or all the rank's so far) entered at t ends: 1 and *until, or 0
+ * while one of its requests is not known yet. */
+static int wait_end(const sched *s, const prog *g, const op *o, double t, double *until) {
+    int from = o->kind == OP_WAIT ? o->req : 0, to = o->kind == OP_WAIT ? o->req + 1 : g->n_req;
+    *until = t;
+    for (int j = from; j < to; j++) {
+        double d = req_done(s, g->req[j]);
+        if (d < 0.0) return 0;
+        if (d > *until) *until = d;
+    }
+    return 1;
+}
+
 /* Runs rank k's program at its clock until it waits for something not yet in. */
 static void step(sched *s, int k) {
     prog *g = &s->r[k];
@@ -179,13 +192,8 @@ static void step(sched *s, int k) {
             g->pc++;
             continue;
         }
-        int from = o->kind == OP_WAIT ? o->req : 0, to = o->kind == OP_WAIT ? o->req + 1 : g->n_req;
-        double until = t;
-        for (int j = from; j < to; j++) {
-            double d = req_done(s, g->req[j]);
-            if (d < 0.0) { g->t = INFINITY, g->since = t; return; } /* not yet known */
-            if (d > until) until = d;
-        }
+        double until;
+        if (!wait_end(s, g, o, t, &until)) { g->t = INFINITY, g->since = t; return; }
         if (until > t) { g->t = until; g->pc++; return; } /* resumes then */
         g->pc++;
     }
@@ -200,15 +208,8 @@ static void wake(sched *s) {
         if (!(g->since >= 0.0) || g->pc >= g->n_ops) continue;
         const op *o = &g->ops[g->pc];
         if (o->kind != OP_WAIT && o->kind != OP_WAITALL) continue;
-        int from = o->kind == OP_WAIT ? o->req : 0, to = o->kind == OP_WAIT ? o->req + 1 : g->n_req;
-        double until = g->since;
-        int known = 1;
-        for (int j = from; j < to && known; j++) {
-            double d = req_done(s, g->req[j]);
-            if (d < 0.0) known = 0;
-            else if (d > until) until = d;
-        }
-        if (known) g->t = until, g->since = -1.0, g->pc++;
+        double until;
+        if (wait_end(s, g, o, g->since, &until)) g->t = until, g->since = -1.0, g->pc++;
     }
 }
 
@@ -277,9 +278,9 @@ out:
 /* ---- the algorithms ---- */
 
 static void chain(writer *w, int x, size_t bytes, size_t seg) {
-    size_t n = seg > 0 && seg < bytes ? (bytes + seg - 1) / seg : 1;
-    double last = (double)bytes - (double)(n - 1) * (double)(seg > 0 && seg < bytes ? seg : bytes);
-    double size = n > 1 ? (double)seg : (double)bytes;
+    if (seg == 0 || seg > bytes) seg = bytes; /* one segment */
+    size_t n = (bytes + seg - 1) / seg;
+    double size = (double)seg, last = (double)bytes - (double)(n - 1) * size;
     int p = w->p, r_prev = -1;
     for (size_t k = 0; k < n; k++) {
         double b = k + 1 == n ? last : size;
@@ -292,7 +293,7 @@ static void chain(writer *w, int x, size_t bytes, size_t seg) {
     }
     if (x == 0) return;
     wait1(w, x, r_prev);
-    if (x + 1 < p) send(w, x, x + 1, n > 1 ? last : (double)bytes);
+    if (x + 1 < p) send(w, x, x + 1, last);
 }
 
 static long lmin(long a, long b) { return a < b ? a : b; }
