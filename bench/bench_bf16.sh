@@ -55,12 +55,13 @@ echo "# bench_bf16: $cpu; bf16 instructions: $isa; OpenBLAS $blas_core; $(nproc)
     --precision bf16 --progress off 2>&1 | grep '^precision:' || true
 
 # one setting: KEY MODEL THREADS -> appends "key=KEY model=... img_per_s=..." to the log
-run_het() { # prec model threads
-    local lim
+run_het() { # prec model threads [bf16 kernels: auto (default) | onednn]
+    local lim k=${4:-auto} key=het-$1
+    [ "$k" = auto ] || key=het-$1-$k
     lim=$(limit_of "$2")
     set -- "$1" "$2" "$3" $([ "$lim" = 0 ] || echo --limit "$lim")
     env -u OPENBLAS_NUM_THREADS "$bt" --model "$2" --threads "$3" --data-dir "$data_dir" \
-        --precision "$1" --no-peak "${@:4}" | sed "s/^/key=het-$1 /" >>"$log"
+        --precision "$1" --bf16-kernels "$k" --no-peak "${@:4}" | sed "s/^/key=$key /" >>"$log"
 }
 run_torch() { # prec channels_last(0|1) model threads
     [ "$have_torch" = 1 ] || return 0
@@ -71,12 +72,17 @@ run_torch() { # prec channels_last(0|1) model threads
         --torch-threads "$4" --data-dir "$data_dir" --precision "$1" "${cl[@]}" \
         $([ "$lim" = 0 ] || echo --limit "$lim") | sed "s/^/key=torch-$1-cl$2 /" >>"$log"
 }
+# --bf16-kernels auto's choice on this CPU (the startup line above says why): where it is the
+# portable path, oneDNN's bf16 kernels run too, in a column of their own
+auto_k=$("$bt" --model lenet5 --data synthetic --limit 64 --epochs 1 --warmup 0 --no-peak \
+    --precision bf16 2>/dev/null | sed -n 's/.*kernels=\([a-z]*\).*/\1/p' | head -1)
 for r in $(seq "$rounds"); do
     for m in $models; do
         for t in $threads; do
             run_het fp32 "$m" "$t"
             run_torch fp32 0 "$m" "$t"
             run_het bf16 "$m" "$t"
+            [ "$auto_k" = onednn ] || run_het bf16 "$m" "$t" onednn
             run_torch bf16 0 "$m" "$t"
             run_torch bf16 1 "$m" "$t"
         done
@@ -98,16 +104,18 @@ best() {
         END { if (b > 0) printf "%.0f", b }' "$log"
 }
 echo
-echo "| model | threads | hetrain fp32 | hetrain bf16 | torch fp32 | torch autocast bf16 | torch bf16 + channels_last | hetrain bf16 / best torch bf16 |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| model | threads | hetrain fp32 | hetrain bf16 ($auto_k) | hetrain bf16 on oneDNN's bf16 kernels | torch fp32 | torch autocast bf16 | torch bf16 + channels_last | hetrain bf16 / best torch bf16 |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for m in $models; do
     for t in $threads; do
         hf=$(best het-fp32 "$m" "$t") hb=$(best het-bf16 "$m" "$t")
+        ho=$hb
+        [ "$auto_k" = onednn ] || ho=$(best het-bf16-onednn "$m" "$t")
         tf=$(best torch-fp32-cl0 "$m" "$t") tb=$(best torch-bf16-cl0 "$m" "$t")
         tc=$(best torch-bf16-cl1 "$m" "$t")
         ratio=$(awk -v h="${hb:-0}" -v a="${tb:-0}" -v b="${tc:-0}" \
                 'BEGIN { t = a > b ? a : b; if (h > 0 && t > 0) printf "%.2fx", h / t }')
-        echo "| $m | $t | ${hf:-} | ${hb:-} | ${tf:-} | ${tb:-} | ${tc:-} | ${ratio:-} |"
+        echo "| $m | $t | ${hf:-} | ${hb:-} | ${ho:-} | ${tf:-} | ${tb:-} | ${tc:-} | ${ratio:-} |"
     done
 done
 echo
@@ -126,7 +134,7 @@ for m in $models; do
     echo "oneDNN kernels, $m (ONEDNN_VERBOSE, one short run; implementation: count):"
     echo -n "  hetrain bf16: "
     ONEDNN_VERBOSE=1 env -u OPENBLAS_NUM_THREADS "$bt" --model "$m" --threads 1 --limit 256 \
-        --warmup 0 --no-peak --data-dir "$data_dir" --precision bf16 2>&1 |
+        --warmup 0 --no-peak --data-dir "$data_dir" --precision bf16 --bf16-kernels onednn 2>&1 |
         conv_kernels
     if [ "$have_torch" = 1 ]; then
         echo -n "  torch autocast bf16 + channels_last: "
@@ -137,12 +145,13 @@ for m in $models; do
     fi
 done
 
-# the per-layer split, fp32 against bf16 (bench_layers, batch 16, one thread, best of 30)
+# the per-layer split, fp32 against bf16 on oneDNN's bf16 kernels (bench_layers, batch 16, one
+# thread, best of 30)
 for m in $models; do
     echo
-    echo "per layer, $m, batch 16, us (forward + backward): fp32 / bf16"
+    echo "per layer, $m, batch 16, us (forward + backward): fp32 / bf16 (oneDNN's bf16 kernels)"
     for p in fp32 bf16; do
-        "$build/bench_layers" --model "$m" --reps 30 --precision "$p" | grep ' batch=16 ' |
+        "$build/bench_layers" --model "$m" --reps 30 --precision "$p" --bf16-kernels onednn | grep ' batch=16 ' |
             sed "s/^precision=bf16 //; s/^/prec=$p /"
     done | awk '{ delete v; for (i = 1; i <= NF; i++) { split($i, a, "="); v[a[1]] = a[2] }
                   k = v["layer"]; if (k == "") next

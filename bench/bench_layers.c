@@ -14,7 +14,8 @@
  * HET_LAYOUT=plain runs them all on NCHW, unfused. --precision bf16 runs them as a bf16 model
  * does (nn.h: het_model_set_precision): the weights rounded once beforehand (as the model does
  * once per batch), each call rounding its input and output gradient into het_exec.lp, which
- * the times include; the lines then start precision=bf16. */
+ * the times include; the lines then start precision=bf16. --bf16-kernels: which bf16 kernels
+ * (tensor.h: het_bf16_kernels; default auto, as hetrain train). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,11 +153,18 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
-        else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
+        else if (strcmp(argv[i], "--bf16-kernels") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "onednn") == 0 || strcmp(argv[i + 1], "portable") == 0 ||
+                  strcmp(argv[i + 1], "auto") == 0)) {
+            const char *k = argv[++i];
+            het_dnnl_bf16_choose(strcmp(k, "onednn") == 0     ? HET_BF16_KERNELS_ONEDNN
+                                 : strcmp(k, "portable") == 0 ? HET_BF16_KERNELS_PORTABLE
+                                                              : HET_BF16_KERNELS_AUTO);
+        } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
                  (strcmp(argv[i + 1], "fp32") == 0 || strcmp(argv[i + 1], "bf16") == 0))
             bf16 = strcmp(argv[++i], "bf16") == 0;
         else {
-            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all] [--precision fp32|bf16]\n");
+            fprintf(stderr, "usage: bench_layers [--reps N] [--model lenet5|mlp|cifar-cnn|resnet20|all] [--precision fp32|bf16] [--bf16-kernels auto|onednn|portable]\n");
             return 2;
         }
     }

@@ -45,7 +45,8 @@
  * (het_model_set_precision); the line then starts precision=bf16 kernels=onednn where oneDNN's
  * bf16 kernels run (a CPU with AMX or AVX512-BF16: het_dnnl_bf16_enabled; the convolutions of
  * fewer than 16 channels stay portable) and kernels=portable elsewhere (rounded operands into
- * the fp32 kernels, not faster).
+ * the fp32 kernels). --bf16-kernels auto|onednn|portable: hetrain train's choice of them
+ * (tensor.h: het_bf16_kernels; default auto).
  * --threads N runs N model workers; the BLAS runs 1 thread when N > 1 (so N cores in all) unless
  * --blas-threads overrides it (e.g. --threads 1 --blas-threads 2: one worker, threaded BLAS). */
 #include <cblas.h> /* openblas_get_corename: which kernels OpenBLAS picked for this CPU */
@@ -78,7 +79,7 @@ static void usage(FILE *f) {
                "                   [--data-dir DIR] [--data fashion-mnist] [--lr 0.05] [--seed 1]\n"
                "                   [--warmup 20] [--blas-threads N] [--no-peak] [--blas-info]\n"
                "                   [--limit N]  (train and test on the first N samples)\n"
-               "                   [--precision fp32|bf16]\n");
+               "                   [--precision fp32|bf16] [--bf16-kernels auto|onednn|portable]\n");
 }
 
 static int parse_int(const char *s, int lo, int *out) {
@@ -116,7 +117,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (strcmp(a, "--epochs") == 0) bad = parse_int(v, 1, &o->epochs);
         else if (strcmp(a, "--limit") == 0) bad = parse_int(v, 1, &o->limit);
         else if (strcmp(a, "--warmup") == 0) bad = parse_int(v, 0, &o->warmup);
-        else if (strcmp(a, "--precision") == 0) {
+        else if (strcmp(a, "--bf16-kernels") == 0) {
+            bad = strcmp(v, "auto") != 0 && strcmp(v, "onednn") != 0 && strcmp(v, "portable") != 0;
+            het_dnnl_bf16_choose(strcmp(v, "onednn") == 0     ? HET_BF16_KERNELS_ONEDNN
+                                 : strcmp(v, "portable") == 0 ? HET_BF16_KERNELS_PORTABLE
+                                                              : HET_BF16_KERNELS_AUTO);
+        } else if (strcmp(a, "--precision") == 0) {
             bad = strcmp(v, "fp32") != 0 && strcmp(v, "bf16") != 0;
             o->precision = strcmp(v, "bf16") == 0 ? HET_PREC_BF16 : HET_PREC_FP32;
         }

@@ -349,9 +349,42 @@ static void test_all(void) {
     test_layouts("resnet20", cf, 8, 2);
 }
 
+/* --bf16-kernels: auto takes oneDNN's kernels where the bf16 dot product reaches 0.75x the fp32
+ * multiply rate (HET_BF16_RATIO stands for the measurement), onednn and portable whatever it is;
+ * the measurement itself is a positive figure on a CPU with AVX512-BF16. */
+static void test_kernel_choice(void) {
+    char why[200];
+    const int has = het_bf16_cpu() != HET_BF16_ISA_NONE && het_dnnl_available() &&
+                    het_dnnl_bf16_probe(why, sizeof why);
+    const char *old = getenv("HET_BF16_RATIO");
+    if (het_bf16_cpu() == HET_BF16_ISA_AVX512 && !old) {
+        double r = het_bf16_mac_ratio();
+        printf("this CPU's bf16 dot product: %.2fx the fp32 multiply rate\n", r);
+        CHECK(r > 0.05 && r < 20, "the measured rate ratio %g", r);
+    }
+    het_dnnl_bf16_choose(HET_BF16_KERNELS_PORTABLE);
+    CHECK(!het_dnnl_bf16_enabled(), "--bf16-kernels portable ran oneDNN's");
+    CHECK(!het_dnnl_bf16_why(why, sizeof why) && (!has || strstr(why, "--bf16-kernels portable")),
+          "portable's reason: '%s'", why);
+    het_dnnl_bf16_choose(HET_BF16_KERNELS_ONEDNN);
+    CHECK(het_dnnl_bf16_enabled() == has, "--bf16-kernels onednn: %d, the CPU's kernels %d",
+          het_dnnl_bf16_enabled(), has);
+    if (has && het_bf16_cpu() == HET_BF16_ISA_AVX512 && !old) {
+        /* auto decides once per process: its threshold is checked by test_cli_bf16 with
+         * HET_BF16_RATIO; here the reason names the figure and the threshold */
+        het_dnnl_bf16_choose(HET_BF16_KERNELS_AUTO);
+        int on = het_dnnl_bf16_why(why, sizeof why);
+        CHECK(strstr(why, "--bf16-kernels auto: this CPU's bf16 dot product runs at") &&
+              strstr(why, on ? "at least 0.75x" : "below 0.75x"), "auto's reason: '%s'", why);
+        CHECK(on == (het_bf16_mac_ratio() >= HET_BF16_MIN_RATIO), "auto: %d for %s", on, why);
+    }
+    het_dnnl_bf16_choose(HET_BF16_KERNELS_ONEDNN); /* the tests below run both paths */
+}
+
 int main(void) {
     het_rng_seed(&rng, 1);
     test_rounding();
+    test_kernel_choice();
     het_bf16_isa isa = het_bf16_cpu();
     char dn[160];
     int dn_ok = het_dnnl_bf16_probe(dn, sizeof dn);

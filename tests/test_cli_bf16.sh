@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --precision bf16 on the command line: the startup line names the kernels (oneDNN's bf16
-# convolutions on a CPU with AMX or AVX512-BF16, the portable path elsewhere; HET_BF16_CPU
-# makes it say what it says on another CPU), a bf16 run within a
+# convolutions on a CPU with AMX or AVX512-BF16 where --bf16-kernels auto takes them, the
+# portable path elsewhere; HET_BF16_CPU and HET_BF16_RATIO make it say what it says on another
+# CPU; auto's portable choice trains what --bf16-kernels portable trains), a bf16 run within a
 # stated bound of the fp32 run, bitwise reproducible for a seed, resume bitwise equal to the
 # straight run (checkpoint bytes; checkpoints hold fp32 master weights), the config file key,
 # eval of a bf16 checkpoint, refusals; under mpirun: a 2-rank bf16 run within rounding of the
@@ -28,10 +29,28 @@ COMMON=(--model lenet5 --data synthetic --train-limit 1024 --test-limit 256 --se
     fail "bf16 run: $(cat b.out)"
 grep -q '^precision: ' f.out && fail "an fp32 run printed a precision line: $(grep '^precision' f.out)"
 # the kernels: oneDNN's bf16 convolutions and matmuls where this CPU has AMX or AVX512-BF16 (and
-# oneDNN is built in), else the portable path
+# oneDNN is built in) and --bf16-kernels auto takes them (AMX, or a bf16 dot product at 0.75x
+# the fp32 multiply rate or more: HET_BF16_RATIO stands for the measurement), else the portable
+# path; --bf16-kernels onednn / portable whatever the rate
+ONL="^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer (this CPU has .*) and its bf16 matmul for dense layers"
 if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && grep -q 'convolutions: oneDNN' b.out; then
-    grep -q "^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer (this CPU has .*) and its bf16 matmul for dense layers" b.out ||
-        fail "no oneDNN kernel line on a CPU with bf16 instructions: $(grep '^precision' b.out)"
+    grep -Eq "$ONL|^precision: bf16 .*kernels: portable \(rounded operands into the fp32 kernels; this CPU has AVX512-BF16: .*; --bf16-kernels auto: this CPU's bf16 dot product runs at [0-9.]+x the fp32 multiply rate, below 0.75x" b.out ||
+        fail "no kernel line naming the choice on a CPU with bf16 instructions: $(grep '^precision' b.out)"
+    "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 --bf16-kernels onednn >on.out 2>&1
+    grep -q "$ONL" on.out && grep -q -- '--bf16-kernels onednn)' on.out ||
+        fail "--bf16-kernels onednn: $(grep '^precision' on.out)"
+    if grep -qw avx512_bf16 /proc/cpuinfo && ! grep -qw amx_bf16 /proc/cpuinfo; then
+        HET_BF16_RATIO=2 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 >r2.out 2>&1
+        grep -q "$ONL" r2.out && grep -q 'runs at 2.00x the fp32 multiply rate, at least 0.75x' r2.out ||
+            fail "auto with a rate of 2: $(grep '^precision' r2.out)"
+        HET_BF16_RATIO=0.5 "$HETRAIN" train "${COMMON[@]}" --epochs 3 --precision bf16 --export-safetensors r05.st >r05.out 2>&1
+        grep -q 'kernels: portable (rounded operands into the fp32 kernels; .*runs at 0.50x the fp32 multiply rate, below 0.75x, so oneDNN.s fp32 kernels are the faster)' r05.out ||
+            fail "auto with a rate of 0.5: $(grep '^precision' r05.out)"
+        "$HETRAIN" train "${COMMON[@]}" --epochs 3 --precision bf16 --bf16-kernels portable --export-safetensors port.st >port.out 2>&1
+        grep -q 'kernels: portable (rounded operands into the fp32 kernels; .*; --bf16-kernels portable)' port.out ||
+            fail "--bf16-kernels portable: $(grep '^precision' port.out)"
+        cmp -s r05.st port.st || fail "auto's portable choice and --bf16-kernels portable trained different weights"
+    fi
 else
     grep -q '^precision: bf16 .*kernels: portable (for correctness, not speed)' b.out ||
         fail "no kernel line in the bf16 run: $(head -4 b.out)"
@@ -73,6 +92,10 @@ ae=$(sed -n 's/.*test_acc \([0-9.]*\).*/\1/p' e.out)
 [ -n "$ae" ] && [ "$ae" = "$ab" ] || fail "eval of the bf16 checkpoint: test_acc '$ae', training said '$ab'"
 
 # ---- refusals: one line, exit 2 ----
+"$HETRAIN" train "${COMMON[@]}" --precision bf16 --bf16-kernels amx >k.out 2>k.err
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <k.err)" -eq 1 ] && grep -q "bf16-kernels.*amx" k.err ||
+    fail "--bf16-kernels amx: rc $rc, stderr $(cat k.err)"
 "$HETRAIN" train "${COMMON[@]}" --precision bf32 >x.out 2>x.err
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <x.err)" -eq 1 ] && grep -q "precision.*bf32.*expected fp32 or bf16" x.err ||

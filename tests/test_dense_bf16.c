@@ -198,6 +198,7 @@ static void test_layers(void) {
 int main(void) {
     het_rng_seed(&rng, 1);
     het_blas_set_threads(1);
+    het_dnnl_bf16_choose(HET_BF16_KERNELS_ONEDNN); /* both paths wherever the CPU has them */
     const int on = het_dnnl_bf16_enabled();
     printf("portable path\n");
     het_dnnl_bf16_disable(1);

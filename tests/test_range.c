@@ -7,6 +7,7 @@
 
 #include "hetrain/netfile.h"
 #include "hetrain/nn.h"
+#include "hetrain/tensor.h"
 #include "test.h"
 
 static void fill(float *x, size_t n, uint64_t seed) {
@@ -259,6 +260,7 @@ static void test_refusals(void) {
 }
 
 int main(void) {
+    het_dnnl_bf16_choose(HET_BF16_KERNELS_ONEDNN); /* bf16 on oneDNN's kernels where the CPU has them */
     het_shape gray = {1, 28, 28}, rgb = {3, 32, 32};
     for (int p = HET_PREC_FP32; p <= HET_PREC_BF16; p++) {
         test_cuts("mlp", gray, 16, (het_precision)p);

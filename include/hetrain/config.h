@@ -42,6 +42,7 @@ typedef struct het_train_config {
     int threads;                /* model workers splitting each batch; BLAS runs 1 thread */
     int precision;              /* het_precision (nn.h): 0 fp32, 1 bf16 (convolutions and dense
                                    layers on bf16 operands, gradients on a bf16 wire) */
+    int bf16_kernels;           /* het_bf16_kernels (tensor.h): auto, onednn, portable */
     int64_t train_limit;        /* use only the first N training samples (0 = all) */
     int64_t test_limit;         /* use only the first N test samples (0 = all) */
     int64_t holdout;            /* > 0: the last N of the training samples (after train_limit)

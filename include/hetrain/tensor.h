@@ -96,10 +96,33 @@ const char *het_bf16_isa_name(het_bf16_isa isa);
  * without oneDNN"); het_dnnl_bf16_enabled says whether hetrain runs them. Thread-safe; the
  * first call asks oneDNN once. */
 int het_dnnl_bf16_probe(char *what, size_t n);
+/* The multiplies per second of the CPU's bf16 dot product (AVX512-BF16's VDPBF16PS) over the
+ * fp32 FMA's, measured once in a few ms of this thread's CPU time (best of 5 alternated rounds;
+ * HET_BF16_RATIO=X: X, for tests); 0 where the CPU lacks either. About 2 on AMD Zen 4 / Zen 5,
+ * 0.5 on an Intel Xeon model 207 whose AMX is hidden (bf16.c). */
+double het_bf16_mac_ratio(void);
+/* Which bf16 kernels --precision bf16 runs (--bf16-kernels): AUTO (the default) oneDNN's where
+ * the CPU has AMX, or AVX512-BF16 whose dot product reaches HET_BF16_MIN_RATIO of the fp32
+ * multiply rate (het_bf16_mac_ratio), else the portable path, which computes the same
+ * definition on oneDNN's fp32 kernels; ONEDNN oneDNN's wherever the CPU has bf16 instructions;
+ * PORTABLE the portable path. */
+typedef enum {
+    HET_BF16_KERNELS_AUTO = 0,
+    HET_BF16_KERNELS_ONEDNN = 1,
+    HET_BF16_KERNELS_PORTABLE = 2
+} het_bf16_kernels;
+#define HET_BF16_MIN_RATIO 0.75
+/* Sets the choice for the process; call it before the models are made (their layers plan
+ * their primitives for it). */
+void het_dnnl_bf16_choose(het_bf16_kernels k);
+/* What the choice came to and why, for the startup line: "oneDNN's" / "portable" and a reason
+ * ("--bf16-kernels auto: this CPU's bf16 dot product runs at 0.50x the fp32 multiply rate, below
+ * 0.75x"); returns het_dnnl_bf16_enabled(). */
+int het_dnnl_bf16_why(char *why, size_t n);
 /* Whether --precision bf16 runs oneDNN's bf16 convolutions (HET_DNNL_BF16): the CPU has AMX or
  * AVX512-BF16 (het_bf16_cpu), oneDNN is built in, allowed, and offers them
- * (het_dnnl_bf16_probe), and tests have not turned them off (het_dnnl_bf16_disable). Elsewhere
- * the layers take the portable path. */
+ * (het_dnnl_bf16_probe), the kernel choice takes them (het_dnnl_bf16_choose), and tests have
+ * not turned them off (het_dnnl_bf16_disable). Elsewhere the layers take the portable path. */
 int het_dnnl_bf16_enabled(void);
 /* Tests: 1 turns oneDNN's bf16 kernels off (the portable path everywhere), 0 back on. */
 void het_dnnl_bf16_disable(int off);

@@ -529,6 +529,7 @@ static int run_cli(int argc, char **argv) {
     }
     if (!cmd) return CLI_OK;
     if (c.quiet) het_log_set_level(HET_LOG_QUIET);
+    het_dnnl_bf16_choose((het_bf16_kernels)c.bf16_kernels); /* before any model is made */
     int mpi = 0;
     MPI_Initialized(&mpi);
     if (mpi && g_size > 1 && cli_agree(het_stall_start(MPI_COMM_WORLD, c.stall_warn,

@@ -16,13 +16,23 @@
  * (sub-leaf 0, EDX bit 22 AMX-BF16, bit 24 AMX-TILE), each only when the OS saves the state
  * they need (XCR0: bits 5-7 for AVX-512's, bits 17-18 for AMX's tile configuration and data).
  * On Linux a process must also ask for AMX's tile data (arch_prctl ARCH_REQ_XCOMP_PERM);
- * oneDNN does that itself before it runs AMX code. */
+ * oneDNN does that itself before it runs AMX code.
+ *
+ * Having AVX512-BF16 does not make it fast: its dot product (VDPBF16PS, 32 multiplies) may
+ * issue at a fraction of the FMA's rate (16). On an Intel Xeon model 207 whose hypervisor hides
+ * AMX it ran at 0.25 of VFMADD231PS's instructions per second, half its multiplies, and oneDNN's
+ * bf16 convolutions took 1.6-1.9x the time of its fp32 ones (docs/BENCHMARKS.md);
+ * on AMD's Zen 4 / Zen 5 the same instruction doubles the multiply rate. het_bf16_mac_ratio
+ * measures it (a few ms, once): --bf16-kernels auto (conv_dnnl_bf16.c) runs oneDNN's bf16
+ * kernels only where they can be the faster. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clones.h"
 #include "hetrain/tensor.h"
+
+#include <time.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -103,4 +113,70 @@ const char *het_bf16_isa_name(het_bf16_isa isa) {
     case HET_BF16_ISA_NONE: break;
     }
     return "none";
+}
+
+/* ---- the bf16 dot product's multiply rate against the fp32 FMA's ---- */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define HET_HAVE_RATE_PROBE 1
+
+/* Each loop runs ACC independent chains (more than the latency x the issue rate of either
+ * instruction on the CPUs named above), REPS times; the accumulators go to *sink so that the
+ * loops are not removed. */
+#define ACC 12
+#define REPS 20000
+static volatile float het_bf16_probe_sink;
+
+static double thread_secs(void) {
+    struct timespec t; /* the thread's CPU time: a preemption mid-loop costs nothing */
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+__attribute__((target("avx512f"), noinline)) static double fma_secs(float *sink) {
+    __m512 a[ACC], x = _mm512_set1_ps(0.5f), y = _mm512_set1_ps(0.25f);
+    for (int j = 0; j < ACC; j++) a[j] = _mm512_set1_ps((float)j);
+    double t0 = thread_secs();
+    for (int i = 0; i < REPS; i++)
+        for (int j = 0; j < ACC; j++) a[j] = _mm512_fmadd_ps(a[j], x, y);
+    double t = thread_secs() - t0;
+    for (int j = 1; j < ACC; j++) a[0] = _mm512_add_ps(a[0], a[j]);
+    *sink += _mm512_reduce_add_ps(a[0]);
+    return t;
+}
+
+__attribute__((target("avx512f,avx512bf16"), noinline)) static double dp_secs(float *sink) {
+    __m512 a[ACC];
+    const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f00), y = (__m512bh)_mm512_set1_epi16(0x3e80);
+    for (int j = 0; j < ACC; j++) a[j] = _mm512_set1_ps((float)j);
+    double t0 = thread_secs();
+    for (int i = 0; i < REPS; i++)
+        for (int j = 0; j < ACC; j++) a[j] = _mm512_dpbf16_ps(a[j], x, y);
+    double t = thread_secs() - t0;
+    for (int j = 1; j < ACC; j++) a[0] = _mm512_add_ps(a[0], a[j]);
+    *sink += _mm512_reduce_add_ps(a[0]);
+    return t;
+}
+#endif
+
+double het_bf16_mac_ratio(void) {
+    const char *e = getenv("HET_BF16_RATIO"); /* tests: a CPU of another kind */
+    if (e && *e) return strtod(e, NULL);
+#ifdef HET_HAVE_RATE_PROBE
+    /* the CPU's own bits, not het_bf16_cpu's (HET_BF16_CPU may say what it lacks) */
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) return 0.0;
+    /* alternated, best of 5 each: a busy neighbour or a frequency step moves one round */
+    float sink = 0.0f;
+    double fma = 1e30, dp = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double f = fma_secs(&sink), d = dp_secs(&sink);
+        if (f < fma) fma = f;
+        if (d < dp) dp = d;
+    }
+    het_bf16_probe_sink = sink;
+    if (!(fma > 0.0) || !(dp > 0.0)) return 0.0;
+    return (32.0 / dp) / (16.0 / fma); /* multiplies per second, bf16 / fp32 */
+#else
+    return 0.0;
+#endif
 }

@@ -5,7 +5,8 @@
  * oneDNN 2.6 has none on AVX2 CPUs). They run (conv_dnnl.c, HET_DNNL_BF16) only where the CPU
  * has AMX or AVX512-BF16 itself: on a plain AVX-512 CPU oneDNN emulates bf16 with fp32
  * instructions, slower than its fp32 kernels, and the portable path (tensor/bf16.c) computes
- * the same definition. */
+ * the same definition. With AVX512-BF16 alone they run where they can be the faster: the
+ * kernel choice (het_dnnl_bf16_choose, --bf16-kernels) and its reason live here too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,11 @@ int het_dnnl_bf16_probe(char *what, size_t n) {
 
 int het_dnnl_bf16_enabled(void) { return 0; }
 void het_dnnl_bf16_disable(int off) { (void)off; }
+void het_dnnl_bf16_choose(het_bf16_kernels k) { (void)k; }
+int het_dnnl_bf16_why(char *why, size_t n) {
+    snprintf(why, n, "built without oneDNN");
+    return 0;
+}
 
 #else
 
@@ -71,13 +77,47 @@ int het_dnnl_bf16_probe(char *what, size_t n) {
 }
 
 static _Atomic int bf16_off; /* tests */
+static _Atomic int choice = HET_BF16_KERNELS_AUTO;
+static double rate_ratio;
+static pthread_once_t rate_once = PTHREAD_ONCE_INIT;
+
+static void rate_probe(void) { rate_ratio = het_bf16_mac_ratio(); }
 
 void het_dnnl_bf16_disable(int off) { bf16_off = off; }
 
-int het_dnnl_bf16_enabled(void) {
-    if (bf16_off || !het_dnnl_available()) return 0;
-    pthread_once(&probe_once, probe); /* cpuid once: it traps to the hypervisor in a VM */
-    return probe_ok && probe_isa != HET_BF16_ISA_NONE;
+void het_dnnl_bf16_choose(het_bf16_kernels k) {
+    choice = k == HET_BF16_KERNELS_ONEDNN || k == HET_BF16_KERNELS_PORTABLE ? (int)k
+                                                                            : HET_BF16_KERNELS_AUTO;
 }
+
+/* 1 when oneDNN's bf16 kernels run, with the reason in why (n > 0) */
+static int decide(char *why, size_t n) {
+    const char *words = choice == HET_BF16_KERNELS_ONEDNN ? "onednn"
+                        : choice == HET_BF16_KERNELS_PORTABLE ? "portable" : "auto";
+    if (n) why[0] = '\0';
+    if (bf16_off) return 0;
+    if (!het_dnnl_available()) return 0;
+    pthread_once(&probe_once, probe); /* cpuid once: it traps to the hypervisor in a VM */
+    if (!probe_ok || probe_isa == HET_BF16_ISA_NONE) return 0;
+    if (choice == HET_BF16_KERNELS_PORTABLE || choice == HET_BF16_KERNELS_ONEDNN) {
+        if (n) snprintf(why, n, "--bf16-kernels %s", words);
+        return choice == HET_BF16_KERNELS_ONEDNN;
+    }
+    if (probe_isa == HET_BF16_ISA_AMX) {
+        if (n) snprintf(why, n, "--bf16-kernels auto: AMX");
+        return 1;
+    }
+    pthread_once(&rate_once, rate_probe);
+    const int on = rate_ratio >= HET_BF16_MIN_RATIO;
+    if (n)
+        snprintf(why, n, "--bf16-kernels auto: this CPU's bf16 dot product runs at %.2fx the fp32 "
+                 "multiply rate, %s %.2fx%s", rate_ratio, on ? "at least" : "below",
+                 HET_BF16_MIN_RATIO, on ? "" : ", so oneDNN's fp32 kernels are the faster");
+    return on;
+}
+
+int het_dnnl_bf16_why(char *why, size_t n) { return decide(why, n); }
+
+int het_dnnl_bf16_enabled(void) { return decide(NULL, 0); }
 
 #endif

@@ -52,17 +52,19 @@ static const char *const placement_words[] = {"block", "cyclic", NULL};
 static const char *const clock_words[] = {"wall", "virtual", NULL}; /* het_clock_kind */
 static const char *const resize_words[] = {"keep", "linear", NULL}; /* HET_RESIZE_LR_* */
 static const char *const precision_words[] = {"fp32", "bf16", NULL}; /* het_precision */
+static const char *const bf16k_words[] = {"auto", "onednn", "portable", NULL}; /* het_bf16_kernels */
 static const char *const factor_words[] = {"none", "smpi", NULL};
 static const char *const nbc_words[] = {"mpi", "smpi", NULL};
 static const char *const bcast_words[] = {"mpi", "linear", "binomial", NULL};
 /* The lists by name (key_def.lo of a K_WORD key), so that a list removed or added moves no
  * key onto another's words. */
-enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS, W_NBC, W_BCAST };
+enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS, W_NBC, W_BCAST,
+       W_BF16K };
 static const char *const *const word_lists[] = {
     [W_NAN] = nan_words,       [W_ALGO] = algo_words,     [W_PLACEMENT] = placement_words,
     [W_CLOCK] = clock_words,   [W_RESIZE] = resize_words, [W_PRECISION] = precision_words,
     [W_FACTORS] = factor_words, [W_NBC] = nbc_words,
-    [W_BCAST] = bcast_words,
+    [W_BCAST] = bcast_words,   [W_BF16K] = bf16k_words,
 };
 #define WORDS(k) word_lists[(int)(k)->lo]
 
@@ -115,6 +117,10 @@ static const key_def keys[] = {
     {{"precision", "P", "fp32 | bf16: convolutions and dense layers on bf16 operands with fp32 "
       "sums, gradients all-reduced as bf16; fp32 master weights, optimizer state and "
       "checkpoints"}, K_WORD, OFF(precision), W_PRECISION, 0, 0},
+    {{"bf16-kernels", "K", "bf16: auto (oneDNN's bf16 kernels where the CPU has AMX, or "
+      "AVX512-BF16 at least 0.75x the fp32 multiply rate; else the portable path, the same "
+      "numerics on the fp32 kernels) | onednn | portable"}, K_WORD, OFF(bf16_kernels), W_BF16K,
+     0, 0},
     {{"train-limit", "N", "use the first N training samples (0: all)"}, K_I64, OFF(train_limit),
      0, 4e18, 0},
     {{"test-limit", "N", "use the first N test samples (0: all)"}, K_I64, OFF(test_limit), 0,

@@ -63,12 +63,19 @@ void het_trainer_print_config(const het_trainer *t) {
         const char *cpu = isa == HET_BF16_ISA_NONE ? "this CPU has neither AMX nor AVX512-BF16"
                           : isa == HET_BF16_ISA_AMX ? "this CPU has AMX"
                                                     : "this CPU has AVX512-BF16";
-        if (het_dnnl_bf16_enabled())
+        char why[200];
+        const int on = het_dnnl_bf16_why(why, sizeof why);
+        if (on)
             het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
                     "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
                     "batch norm and loss); kernels: oneDNN's bf16 convolutions where oneDNN runs "
-                    "a layer (%s: %s) and its bf16 matmul for dense layers, the other layers "
-                    "portable (rounded operands into the fp32 kernels)\n", cpu, dn);
+                    "a layer (%s: %s; %s) and its bf16 matmul for dense layers, the other layers "
+                    "portable (rounded operands into the fp32 kernels)\n", cpu, dn, why);
+        else if (why[0]) /* the CPU has bf16 kernels; the choice passed them over */
+            het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
+                    "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
+                    "batch norm and loss); kernels: portable (rounded operands into the fp32 "
+                    "kernels; %s: %s; %s)\n", cpu, dn, why);
         else
             het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
                     "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
