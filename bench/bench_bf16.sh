@@ -15,8 +15,11 @@
 # on a CPU with neither AMX nor AVX512-BF16 the figures say what the portable path costs
 # there, not what the speed goals ask (those need AMX / AVX512-BF16). hetrain's bf16
 # runs oneDNN's bf16 convolutions and matmuls (dense layers) where the CPU has AMX or
-# AVX512-BF16 and its portable kernels elsewhere (rounded operands into the fp32 kernels:
-# exact numerics, no speed-up); the startup line printed first says which. Runs alternate between the settings and
+# AVX512-BF16 and --bf16-kernels auto takes them (AMX, or a bf16 dot product at 0.75x the fp32
+# multiply rate or more), and its portable kernels elsewhere (rounded operands into the fp32
+# kernels: exact numerics); the startup line printed first says which and why. Where auto
+# takes the portable path on a CPU with bf16 instructions, a column runs oneDNN's bf16 kernels
+# too (--bf16-kernels onednn); the kernel names and the per-layer split are theirs. Runs alternate between the settings and
 # the whole set repeats ROUNDS times (default 2); each setting's best round is kept. A
 # benchmark prints figures; it never fails on time. Needs Debian's python3-torch under
 # /usr/bin/python3 for the torch columns (PYTHON overrides; without torch they are left empty).

@@ -22,7 +22,8 @@
  * issue at a fraction of the FMA's rate (16). On an Intel Xeon model 207 whose hypervisor hides
  * AMX it ran at 0.25 of VFMADD231PS's instructions per second, half its multiplies, and oneDNN's
  * bf16 convolutions took 1.6-1.9x the time of its fp32 ones (docs/BENCHMARKS.md);
- * on AMD's Zen 4 / Zen 5 the same instruction doubles the multiply rate. het_bf16_mac_ratio
+ * on AMD's Zen 4 / Zen 5 the same instruction should double it (their instruction tables; not
+ * yet measured by the probe), as oneDNN's bf16 kernels there did (1.3-1.6x its fp32). het_bf16_mac_ratio
  * measures it (a few ms, once): --bf16-kernels auto (conv_dnnl_bf16.c) runs oneDNN's bf16
  * kernels only where they can be the faster. */
 #include <stdint.h>
