@@ -98,8 +98,10 @@ const char *het_bf16_isa_name(het_bf16_isa isa);
 int het_dnnl_bf16_probe(char *what, size_t n);
 /* The multiplies per second of the CPU's bf16 dot product (AVX512-BF16's VDPBF16PS) over the
  * fp32 FMA's, measured once in a few ms of this thread's CPU time (best of 5 alternated rounds;
- * HET_BF16_RATIO=X: X, for tests); 0 where the CPU lacks either. 0.5 on an Intel Xeon model
- * 207 whose AMX is hidden; about 2 expected on AMD Zen 4 / Zen 5 (not measured yet; bf16.c). */
+ * HET_BF16_RATIO=X: X, for tests); 0 where the CPU lacks either or the compiler is not GCC
+ * (the probe uses its target attributes; auto then takes the portable path). 0.5 on an Intel
+ * Xeon model 207 whose AMX is hidden; about 2 expected on AMD Zen 4 / Zen 5 (not measured yet;
+ * bf16.c). */
 double het_bf16_mac_ratio(void);
 /* Which bf16 kernels --precision bf16 runs (--bf16-kernels): AUTO (the default) oneDNN's where
  * the CPU has AMX, or AVX512-BF16 whose dot product reaches HET_BF16_MIN_RATIO of the fp32
