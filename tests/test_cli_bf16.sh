@@ -32,7 +32,8 @@ grep -q '^precision: ' f.out && fail "an fp32 run printed a precision line: $(gr
 # oneDNN is built in) and --bf16-kernels auto takes them (AMX, or a bf16 dot product at 0.75x
 # the fp32 multiply rate or more: HET_BF16_RATIO stands for the measurement), else the portable
 # path; --bf16-kernels onednn / portable whatever the rate
-ONL="^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer (this CPU has .*) and its bf16 matmul for dense layers"
+# (the line's parentheses as '.', so that the pattern means the same to grep and grep -E)
+ONL="^precision: bf16 .*kernels: oneDNN's bf16 convolutions where oneDNN runs a layer .this CPU has .*. and its bf16 matmul for dense layers"
 if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && grep -q 'convolutions: oneDNN' b.out; then
     grep -Eq "$ONL|^precision: bf16 .*kernels: portable \(rounded operands into the fp32 kernels; this CPU has AVX512-BF16: .*; --bf16-kernels auto: this CPU's bf16 dot product runs at [0-9.]+x the fp32 multiply rate, below 0.75x" b.out ||
         fail "no kernel line naming the choice on a CPU with bf16 instructions: $(grep '^precision' b.out)"
