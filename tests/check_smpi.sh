@@ -31,6 +31,13 @@ SIM=(--cfg=smpi/simulate-computation:no --cfg=smpi/coll-selector:ompi --cfg=smpi
      --cfg=smpi/iprobe:1e-7 --log=root.thresh:error)
 smpi() { local P=$1; shift; timeout -k 5 300 smpirun -np "$P" -platform plat.xml -hostfile hosts "${SIM[@]}" "$HETRAIN_SMPI" "$@"; }
 mpi() { local P=$1; shift; het_mpirun "$P" "$HETRAIN" "$@"; }
+# hetrain re-executes itself with OPENBLAS_CORETYPE set where OpenBLAS fell back to its generic
+# kernels (tensor/blas_select.c); hetrain-smpi cannot (its ranks are threads of smpirun's
+# process), so both sides get the kernels the normal build runs, or the weights differ in their
+# last bits (an Intel Xeon model 207: OpenBLAS's Prescott under SMPI, SkylakeX under mpirun)
+core=$("$HETRAIN" train --model mlp --data synthetic --train-limit 8 --test-limit 8 --epochs 1 \
+    --progress off 2>&1 | sed -n 's/.*OpenBLAS kernels \([A-Za-z0-9]*\).*/\1/p' | head -1)
+[ -n "${OPENBLAS_CORETYPE:-}" ] || [ -z "$core" ] || export OPENBLAS_CORETYPE=$core
 COMMON=(--model lenet5 --data synthetic --train-limit 1024 --test-limit 128 --seed 3 --batch 32
         --epochs 1 --progress off --compute-cost shipped)
 VC=(--clock virtual --ranks-per-node 2 --net-bw 125M --net-lat 50e-6 --allreduce-algo flat)

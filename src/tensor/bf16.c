@@ -149,25 +149,20 @@ static double thread_secs(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static double fma_secs(void) {
-    static const float k[2] = {0.5f, 0.25f};
-    long n = REPS;
-    double t0 = thread_secs();
-    __asm__ volatile("vbroadcastss %[a], %%zmm12\n\t" "vbroadcastss %[b], %%zmm13\n\t" ZERO12
-                     "1:\n\t" CHAINS("vfmadd231ps") "dec %[n]\n\t" "jnz 1b\n\t" "vzeroupper"
-                     : [n] "+r"(n) : [a] "m"(k[0]), [b] "m"(k[1]) : CLOBBERS);
-    return thread_secs() - t0;
-}
-
-static double dp_secs(void) {
-    static const uint32_t k[2] = {0x3f003f00u, 0x3e803e80u}; /* bf16 pairs (0.5, 0.5), (0.25, 0.25) */
-    long n = REPS;
-    double t0 = thread_secs();
-    __asm__ volatile("vbroadcastss %[a], %%zmm12\n\t" "vbroadcastss %[b], %%zmm13\n\t" ZERO12
-                     "1:\n\t" CHAINS("vdpbf16ps") "dec %[n]\n\t" "jnz 1b\n\t" "vzeroupper"
-                     : [n] "+r"(n) : [a] "m"(k[0]), [b] "m"(k[1]) : CLOBBERS);
-    return thread_secs() - t0;
-}
+/* The seconds of REPS x 12 `op`s on operands broadcast from the 32-bit words k0, k1. */
+#define RATE_LOOP(name, op, type, k0, k1)                                                    \
+    static double name(void) {                                                             \
+        static const type k[2] = {k0, k1};                                                 \
+        long n = REPS;                                                                     \
+        double t0 = thread_secs();                                                         \
+        __asm__ volatile("vbroadcastss %[a], %%zmm12\n\t" "vbroadcastss %[b], %%zmm13\n\t" \
+                         ZERO12 "1:\n\t" CHAINS(op) "dec %[n]\n\t" "jnz 1b\n\t" "vzeroupper" \
+                         : [n] "+r"(n) : [a] "m"(k[0]), [b] "m"(k[1]) : CLOBBERS);          \
+        return thread_secs() - t0;                                                         \
+    }
+RATE_LOOP(fma_secs, "vfmadd231ps", float, 0.5f, 0.25f)
+/* bf16 pairs (0.5, 0.5) and (0.25, 0.25) */
+RATE_LOOP(dp_secs, "vdpbf16ps", uint32_t, 0x3f003f00u, 0x3e803e80u)
 #endif
 
 double het_bf16_mac_ratio(void) {
