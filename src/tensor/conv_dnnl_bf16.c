@@ -92,15 +92,15 @@ void het_dnnl_bf16_choose(het_bf16_kernels k) {
 
 /* 1 when oneDNN's bf16 kernels run, with the reason in why (n > 0) */
 static int decide(char *why, size_t n) {
-    const char *words = choice == HET_BF16_KERNELS_ONEDNN ? "onednn"
-                        : choice == HET_BF16_KERNELS_PORTABLE ? "portable" : "auto";
     if (n) why[0] = '\0';
     if (bf16_off) return 0;
     if (!het_dnnl_available()) return 0;
     pthread_once(&probe_once, probe); /* cpuid once: it traps to the hypervisor in a VM */
     if (!probe_ok || probe_isa == HET_BF16_ISA_NONE) return 0;
     if (choice == HET_BF16_KERNELS_PORTABLE || choice == HET_BF16_KERNELS_ONEDNN) {
-        if (n) snprintf(why, n, "--bf16-kernels %s", words);
+        if (n)
+            snprintf(why, n, "--bf16-kernels %s",
+                     choice == HET_BF16_KERNELS_ONEDNN ? "onednn" : "portable");
         return choice == HET_BF16_KERNELS_ONEDNN;
     }
     if (probe_isa == HET_BF16_ISA_AMX) {
