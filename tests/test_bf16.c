@@ -20,7 +20,11 @@
  *    weights untouched by a bf16 batch (no rounding in place); two bf16 runs of 3 steps with one seed and worker count bitwise
  *    equal (1 and 2 workers); the master weights stay fp32 (updated values off the bf16 grid);
  *    the dense stack is not used in bf16; channel-blocked edges and fused ReLUs (where this
- *    CPU's oneDNN runs nChw16c) against HET_LAYOUT=plain in bf16;
+ *    CPU's oneDNN runs nChw16c) against HET_LAYOUT=plain in bf16; activations that stay bf16
+ *    between convolutions (two edges of cifar-cnn on oneDNN's bf16 kernels, none on the
+ *    portable path or in ResNet-20) against HET_BF16_ACTS=fp32: three steps and eval bitwise
+ *    equal, 1 and 2 workers; the ReLU's backward on bf16 outputs (NaN, +-0, subnormals, a
+ *    tail) on the AVX-512 kernel and the portable loop;
  *  - which kernels ran: the portable path everywhere (oneDNN's bf16 kernels turned off by
  *    het_dnnl_bf16_disable); where the CPU has AMX or AVX512-BF16 (het_dnnl_bf16_enabled) the
  *    whole test again on oneDNN's bf16 kernels, which must meet the same bounds, and each
@@ -36,6 +40,7 @@
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
 #include "bf16_layer.h"
+#include "tensor/internal.h"
 #include "test.h"
 
 static uint32_t bits(float f) {
@@ -241,6 +246,29 @@ static void test_model_step(const char *name, het_shape in, int batch, int worke
     het_model_free(b);
 }
 
+/* Three training steps of m (train_step: zero, gradients, update; SGD with momentum) on random
+ * batches drawn from `seed`; returns the summed loss. */
+static double three_steps(het_model *m, het_shape in, int batch, uint64_t seed) {
+    size_t nx = het_shape_size(in) * (size_t)batch, np = het_model_n_params(m);
+    het_optim_config oc = het_optim_defaults();
+    float *st = zeros(het_optim_state_floats(&oc, np));
+    double loss = 0;
+    het_rng_seed(&rng, seed);
+    for (int s = 0; s < 3; s++) {
+        float *x = rnd(nx);
+        uint8_t y[64];
+        for (int i = 0; i < batch; i++) y[i] = (uint8_t)((i + s) % 10);
+        het_update u = {&oc, 0.05f, st, s + 1, NULL};
+        het_batch_result r;
+        CHECK(het_model_train_step(m, x, y, batch, 1.0f / batch, (uint64_t)s, &u, &r) == HET_OK,
+              "%s", het_error_msg());
+        loss += r.loss_sum;
+        het_free(x);
+    }
+    het_free(st);
+    return loss;
+}
+
 /* Three bf16 steps (train_step: zero, gradients, update), twice from the same seed: bitwise
  * equal; the master weights keep fp32 values. */
 static void test_reproducible(const char *name, het_shape in, int batch, int workers) {
@@ -249,26 +277,8 @@ static void test_reproducible(const char *name, het_shape in, int batch, int wor
     if (!m[0] || !m[1]) return;
     CHECK(strncmp(het_model_executor(m[0]), "dense stack", 11) != 0,
           "%s: the dense stack runs fp32 only, yet it is the executor in bf16", name);
-    size_t nx = het_shape_size(in) * (size_t)batch, np = het_model_n_params(m[0]);
-    het_optim_config oc = het_optim_defaults();
-    float *st[2];
-    double loss[2] = {0, 0};
-    for (int k = 0; k < 2; k++) {
-        size_t ns = het_optim_state_floats(&oc, np);
-        st[k] = zeros(ns);
-        het_rng_seed(&rng, 21);
-        for (int s = 0; s < 3; s++) {
-            float *x = rnd(nx);
-            uint8_t y[64];
-            for (int i = 0; i < batch; i++) y[i] = (uint8_t)((i + s) % 10);
-            het_update u = {&oc, 0.05f, st[k], s + 1, NULL};
-            het_batch_result r;
-            CHECK(het_model_train_step(m[k], x, y, batch, 1.0f / batch, (uint64_t)s, &u, &r) ==
-                      HET_OK, "%s", het_error_msg());
-            loss[k] += r.loss_sum;
-            het_free(x);
-        }
-    }
+    size_t np = het_model_n_params(m[0]);
+    double loss[2] = {three_steps(m[0], in, batch, 21), three_steps(m[1], in, batch, 21)};
     CHECK(loss[0] == loss[1], "%s: losses %.17g vs %.17g", name, loss[0], loss[1]);
     CHECK(memcmp(het_model_params(m[0]), het_model_params(m[1]), np * sizeof(float)) == 0,
           "%s, %d workers: two bf16 runs with one seed differ", name, workers);
@@ -279,10 +289,7 @@ static void test_reproducible(const char *name, het_shape in, int batch, int wor
           "master weights fp32?", name, off_grid, np);
     printf("  %-10s %d worker%s: 3 bf16 steps bitwise reproducible, %zu of %zu master weights "
            "off the bf16 grid\n", name, workers, workers > 1 ? "s" : "", off_grid, np);
-    for (int k = 0; k < 2; k++) {
-        het_free(st[k]);
-        het_model_free(m[k]);
-    }
+    for (int k = 0; k < 2; k++) het_model_free(m[k]);
 }
 
 /* bf16 with the edges channel-blocked and ReLUs fused (where this CPU's oneDNN picks nChw16c)
@@ -324,6 +331,77 @@ static void test_layouts(const char *name, het_shape in, int batch, int workers)
     het_model_free(m[1]);
 }
 
+/* Activations that stay bf16 between convolutions (nn.h: het_model_lp_edges) against
+ * HET_BF16_ACTS=fp32: the producer rounds once what the consumer's reorder would have rounded
+ * (a ReLU commutes with rounding), so three training steps give the same losses, weights and
+ * eval logits bit for bit. On oneDNN's bf16 kernels cifar-cnn has two such edges (conv -> ReLU
+ * -> conv, twice); on the portable path none. */
+static void test_lp_edges(const char *name, het_shape in, int batch, int workers, int want) {
+    het_model *m[2];
+    setenv("HET_BF16_ACTS", "fp32", 1);
+    m[0] = build(name, in, batch, workers, HET_PREC_BF16);
+    unsetenv("HET_BF16_ACTS");
+    m[1] = build(name, in, batch, workers, HET_PREC_BF16);
+    if (!m[0] || !m[1]) return;
+    CHECK(het_model_lp_edges(m[0]) == 0 && het_model_lp_edges(m[1]) == want,
+          "%s: %d and %d bf16 edges, expected 0 and %d", name, het_model_lp_edges(m[0]),
+          het_model_lp_edges(m[1]), want);
+    size_t nx = het_shape_size(in) * (size_t)batch, np = het_model_n_params(m[0]);
+    double loss[2] = {three_steps(m[0], in, batch, 33), three_steps(m[1], in, batch, 33)};
+    float *x = rnd(nx);
+    size_t nl = (size_t)batch * 10;
+    float *l0 = het_alloc(sizeof(float) * nl);
+    memcpy(l0, het_model_forward(m[0], x, batch, 0, 0), sizeof(float) * nl);
+    const float *l1 = het_model_forward(m[1], x, batch, 0, 0);
+    CHECK(loss[0] == loss[1], "%s: losses %.17g (fp32 edges) vs %.17g (bf16 edges)", name,
+          loss[0], loss[1]);
+    CHECK(memcmp(het_model_params(m[0]), het_model_params(m[1]), np * sizeof(float)) == 0,
+          "%s, %d workers: bf16 edges trained other weights than fp32 edges", name, workers);
+    CHECK(memcmp(l0, l1, sizeof(float) * nl) == 0, "%s: eval logits differ", name);
+    printf("  %-10s %d worker%s: %d edges bf16, 3 steps and eval bitwise those of fp32 edges\n",
+           name, workers, workers > 1 ? "s" : "", want);
+    het_free(l0);
+    het_free(x);
+    for (int k = 0; k < 2; k++) het_model_free(m[k]);
+}
+
+/* A ReLU's backward whose output is bf16 bits (fused into a convolution that writes bf16):
+ * din = dout where the widened value > 0 (not for NaN, -0, +0), on the AVX-512 kernel and the
+ * portable loop, with a tail shorter than a vector. */
+static void test_relu_lp(void) {
+    enum { N = 16 * 3 + 5 };
+    uint16_t y[N];
+    float dout[N], want[N], got[N];
+    const uint16_t special[] = {0x0000, 0x8000, 0x7fc0, 0xffc0, 0x7f80, 0xff80, 0x0001, 0x8001,
+                                0x3f80, 0xbf80};
+    for (int i = 0; i < N; i++) {
+        y[i] = i < 10 ? special[i] : (uint16_t)(het_rng_u64(&rng) >> 48);
+        dout[i] = (float)(i + 1);
+        float v = from_bits((uint32_t)y[i] << 16);
+        want[i] = v > 0.0f ? dout[i] : 0.0f;
+    }
+    het_layer *l = het_relu_new();
+    het_layer_plan p;
+    CHECK(l && l->ops->plan(l, (het_shape){N, 1, 1}, &p) == HET_OK, "relu plan");
+    if (!l) return;
+    l->in = l->out = p.out;
+    l->in_lp = l->out_lp = 1;
+    het_exec ex = {0};
+    float yf[N / 2 + 1];
+    memcpy(yf, y, sizeof y);
+    const int levels[2] = {HET_SIMD_AVX512, HET_SIMD_PORTABLE};
+    for (int k = 0; k < 2; k++) {
+        if (levels[k] == HET_SIMD_AVX512 && !__builtin_cpu_supports("avx512f")) continue;
+        het_simd_force(levels[k]);
+        memset(got, 0xff, sizeof got);
+        l->ops->backward(l, &ex, yf, yf, dout, got, 1);
+        CHECK(memcmp(got, want, sizeof got) == 0, "relu backward on bf16 outputs (%s) is off",
+              k == 0 ? "AVX-512" : "portable");
+    }
+    het_simd_force(-1);
+    l->ops->destroy(l);
+}
+
 /* Every layer and model check, on the kernels het_dnnl_bf16_enabled selects now. */
 static void test_all(void) {
     const cshape shapes[] = {
@@ -347,6 +425,10 @@ static void test_all(void) {
     test_reproducible("resnet20", cf, 8, 2);
     test_layouts("cifar-cnn", cf, 8, 1);
     test_layouts("resnet20", cf, 8, 2);
+    const int lp = het_dnnl_bf16_enabled() && !getenv("HET_LAYOUT") ? 2 : 0;
+    test_lp_edges("cifar-cnn", cf, 8, 1, lp);
+    test_lp_edges("cifar-cnn", cf, 8, 2, lp);
+    test_lp_edges("resnet20", cf, 8, 1, 0); /* batch norm after every convolution */
 }
 
 /* --bf16-kernels: auto takes oneDNN's kernels where the bf16 dot product reaches 0.75x the fp32
@@ -388,6 +470,7 @@ static void test_kernel_choice(void) {
 int main(void) {
     het_rng_seed(&rng, 1);
     test_rounding();
+    test_relu_lp();
     test_kernel_choice();
     het_bf16_isa isa = het_bf16_cpu();
     char dn[160];

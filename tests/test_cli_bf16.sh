@@ -8,7 +8,8 @@
 # eval of a bf16 checkpoint, refusals; under mpirun: a 2-rank bf16 run within rounding of the
 # 1-rank run after 3 epochs (loss within 0.02, test accuracy within 0.03: the runs differ by
 # the bf16 wire's rounding of each step's gradient sum, which 48 steps carry on), its gradients on a
-# bf16 wire (half the bytes of the fp32 run's all-reduce).
+# bf16 wire (half the bytes of the fp32 run's all-reduce); on oneDNN's bf16 kernels, cifar-cnn's
+# activations between convolutions stay bf16, with the weights of fp32 edges.
 # Env: HETRAIN (the binary).
 set -u
 HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
@@ -40,6 +41,17 @@ if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && grep -q 'convolutions: oneD
     "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 --bf16-kernels onednn >on.out 2>&1
     grep -q "$ONL" on.out && grep -q -- '--bf16-kernels onednn)' on.out ||
         fail "--bf16-kernels onednn: $(grep '^precision' on.out)"
+    # cifar-cnn's conv -> ReLU -> conv edges stay bf16 on oneDNN's kernels; the weights are
+    # those of fp32 edges (HET_BF16_ACTS=fp32), bit for bit
+    CC=(--model cifar-cnn --data synthetic --train-limit 96 --test-limit 32 --batch 32 --seed 5
+        --progress off --epochs 1 --precision bf16 --bf16-kernels onednn)
+    "$HETRAIN" train "${CC[@]}" --export-safetensors lp.st >lp.out 2>&1 &&
+        HET_BF16_ACTS=fp32 "$HETRAIN" train "${CC[@]}" --export-safetensors lq.st >lq.out 2>&1 ||
+        fail "cifar-cnn on oneDNN's bf16 kernels: $(tail -2 lp.out lq.out)"
+    grep -q "activations stay bf16 on 2 edges between convolutions$" lp.out &&
+        grep -q "activations stay bf16 on 0 edges between convolutions$" lq.out ||
+        fail "the bf16 edges: $(grep -ho 'activations stay.*' lp.out lq.out)"
+    cmp -s lp.st lq.st || fail "bf16 activation edges trained other weights than fp32 edges"
     if grep -qw avx512_bf16 /proc/cpuinfo && ! grep -qw amx_bf16 /proc/cpuinfo; then
         HET_BF16_RATIO=2 "$HETRAIN" train "${COMMON[@]}" --epochs 1 --precision bf16 >r2.out 2>&1
         grep -q "$ONL" r2.out && grep -q 'runs at 2.00x the fp32 multiply rate, at least 0.75x' r2.out ||

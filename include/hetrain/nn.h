@@ -114,6 +114,10 @@ struct het_layer {
                                 meet at the layer through het_exec.team */
     int in_blk, out_blk;     /* the layouts of in and out: 1 channel-blocked, 0 plain; set by
                                 the model after plan() (0 for a layer used on its own) */
+    int in_lp, out_lp;       /* in bf16: in (out) holds bf16 bits, channel-blocked, in the first
+                                half of its float buffer (the activations between two
+                                convolutions on oneDNN's bf16 kernels, and the ReLU one of them
+                                applies); set by het_model_set_precision, 0 otherwise */
     int relu_out;            /* set by the model: apply the next layer's ReLU to the output */
     int fused_away;          /* set by the model: a ReLU the previous layer applies; its output
                                 is that layer's (the same buffer), forward does nothing */
@@ -183,6 +187,14 @@ const char *het_precision_name(het_precision p);
  * each worker's scratch. HET_EINVAL for an unknown value, HET_ENOMEM. */
 int het_model_set_precision(het_model *m, het_precision p);
 het_precision het_model_precision(const het_model *m);
+/* In bf16, the edges whose activations stay bf16 (het_layer.in_lp / out_lp): from a
+ * convolution, through a ReLU it applies, into the next convolution, both channel-blocked on
+ * oneDNN's bf16 kernels. The producer rounds its output once, to the bf16 values the consumer
+ * would have rounded it to (a ReLU and max commute with rounding), so the numbers are those of
+ * fp32 edges while a reorder pass is saved each way and the edge takes half the memory
+ * traffic. HET_BF16_ACTS=fp32 keeps every edge fp32. Returns how many edges are bf16 (0 in
+ * fp32). */
+int het_model_lp_edges(const het_model *m);
 
 /* PyTorch-default initialization of all parameters and state, from `seed` alone. */
 void het_model_init_params(het_model *m, uint64_t seed);

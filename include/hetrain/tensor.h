@@ -188,6 +188,13 @@ void het_dnnl_conv_work(const het_dnnl_conv *h, size_t *per_sample, size_t *fixe
  * (the reorders into the primitives' layouts round them to bf16, to nearest even, as
  * het_bf16_round) and y, dx, dw, db are fp32. A refusal is HET_ENOTSUP as above. */
 #define HET_DNNL_BF16 8 /* only where het_dnnl_conv_bf16 */
+/* With HET_DNNL_BF16 and a blocked side: activations that stay bf16 between two convolutions
+ * (nn.h: het_layer.in_lp / out_lp). X_BF16: x is nChw16c bf16 (uint16_t bits in the float
+ * array's first half), read by forward and the weight gradient; dx stays fp32. Y_BF16: forward
+ * writes y as nChw16c bf16 (its fp32 sum rounded to nearest even, after bias and ReLU: the
+ * values a later reorder would have rounded it to); dy stays fp32. */
+#define HET_DNNL_X_BF16 16
+#define HET_DNNL_Y_BF16 32
 /* *x_ok (*y_ok): 1 when the input (output) side may be passed blocked, and its primitives run
  * on nChw16c themselves, so a blocked operand needs no reorder: channels a multiple of 16 and
  * oneDNN picked that layout (its AVX-512 kernels do). */

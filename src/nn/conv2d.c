@@ -42,13 +42,16 @@
  * (het_dnnl_conv_bf16: AMX or AVX512-BF16), their reorders rounding input, weight and output
  * gradient to bf16; elsewhere every path above runs on the input and output gradient rounded
  * to bf16 into het_exec.lp (element-wise, so in either layout) and on the weight the model
- * rounded: fp32 sums of exact bf16 products either way. */
+ * rounded: fp32 sums of exact bf16 products either way. Between two convolutions on oneDNN's
+ * bf16 kernels the activations stay bf16 (in_lp / out_lp, model.c): forward writes its output
+ * rounded and the next one reads it as it is, in forward and in its weight gradient. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hetrain/nn.h"
 #include "hetrain/tensor.h"
+#include "nn/layer_kinds.h"
 #include "tensor/internal.h"
 
 /* Wide columns per GEMM call: a chunk of the column matrix (26 x 256 floats for LeNet's conv1)
@@ -415,11 +418,24 @@ static void conv_forward_own(conv2d *c, const het_exec *x, const float *in, floa
     }
 }
 
+static const het_layer_ops conv2d_ops;
+
 /* The layouts and fusion of this layer's oneDNN calls (a blocked or bf16 call that oneDNN
  * refuses leaves NaN outputs and a fault: this layer has no other path for it then). */
 static int conv_blk(const het_layer *l) {
     return (l->in_blk ? HET_DNNL_X_BLK : 0) | (l->out_blk ? HET_DNNL_Y_BLK : 0) |
-           (l->relu_out ? HET_DNNL_RELU : 0);
+           (l->relu_out ? HET_DNNL_RELU : 0) | (l->in_lp ? HET_DNNL_X_BF16 : 0) |
+           (l->out_lp ? HET_DNNL_Y_BF16 : 0);
+}
+
+/* oneDNN's bf16 kernels: the operands rounded by their reorders (or already bf16 on an edge
+ * that stays so: in_lp / out_lp, which only this path reads or writes). */
+static int on_dnnl_bf16(const het_layer *l, const conv2d *c, const het_exec *x) {
+    return (x->bf16 && het_dnnl_conv_bf16(c->dn)) || l->in_lp || l->out_lp;
+}
+
+int het_nn_conv_lp(const het_layer *l) {
+    return l->ops == &conv2d_ops && het_dnnl_conv_bf16(((const conv2d *)l)->dn);
 }
 
 /* Whether a oneDNN call's status leaves the work to this layer's own kernels: a refusal on
@@ -433,7 +449,7 @@ static int dnnl_fallback(const het_layer *l, int st) {
 
 static void conv_forward(het_layer *l, const het_exec *x, const float *in, float *out, int batch) {
     conv2d *c = (conv2d *)l;
-    if (x->bf16 && het_dnnl_conv_bf16(c->dn)) { /* oneDNN's bf16 kernels round the operands */
+    if (on_dnnl_bf16(l, c, x)) {
         het_dnnl_conv_forward(c->dn, batch, in, x->params, x->params + (size_t)c->oc * (size_t)c->ckk,
                               out, x->work, conv_blk(l) | HET_DNNL_BF16);
         return;
@@ -454,7 +470,7 @@ static void conv_backward(het_layer *l, const het_exec *x, const float *in, cons
                           const float *dout, float *din, int batch) {
     (void)out;
     conv2d *c = (conv2d *)l;
-    if (x->bf16 && het_dnnl_conv_bf16(c->dn)) { /* oneDNN's bf16 kernels round the operands */
+    if (on_dnnl_bf16(l, c, x)) {
         het_dnnl_conv_backward(c->dn, batch, in, x->params, dout, din, 0, x->grads,
                                x->grads + (size_t)c->oc * (size_t)c->ckk, x->work,
                                conv_blk(l) | HET_DNNL_BF16);

@@ -265,6 +265,27 @@ const char *het_precision_name(het_precision p) {
     return "unknown";
 }
 
+/* The edges whose activations stay bf16 (nn.h: het_model_lp_edges): a convolution's blocked
+ * output, through the ReLU it applies, into a convolution's blocked input, both on oneDNN's
+ * bf16 kernels. Only there: every other layer reads fp32, and a pooling or batch norm between
+ * two convolutions would not see the values rounding commutes with. */
+static void choose_lp_edges(het_model *m) {
+    const char *e = getenv("HET_BF16_ACTS");
+    const int allow = m->prec == HET_PREC_BF16 && !(e && strcmp(e, "fp32") == 0);
+    het_layer **L = m->layers;
+    m->lp_edges = 0;
+    for (int i = 0; i < m->n_layers; i++) L[i]->in_lp = L[i]->out_lp = 0;
+    for (int i = 0; allow && i < m->n_layers; i++) {
+        const int j = i + 1 + (L[i]->relu_out ? 1 : 0); /* the consumer, past a fused ReLU */
+        if (j >= m->n_layers || !L[i]->out_blk || !L[j]->in_blk || !het_nn_conv_lp(L[i]) ||
+            !het_nn_conv_lp(L[j]))
+            continue;
+        L[i]->out_lp = L[j]->in_lp = 1;
+        if (L[i]->relu_out) L[i + 1]->in_lp = L[i + 1]->out_lp = 1;
+        m->lp_edges++;
+    }
+}
+
 int het_model_set_precision(het_model *m, het_precision p) {
     if (p != HET_PREC_FP32 && p != HET_PREC_BF16)
         return het_error_set(HET_EINVAL, "precision %d: expected fp32 or bf16", (int)p);
@@ -284,8 +305,11 @@ int het_model_set_precision(het_model *m, het_precision p) {
         }
     }
     m->prec = p;
+    choose_lp_edges(m);
     return HET_OK;
 }
+
+int het_model_lp_edges(const het_model *m) { return m->lp_edges; }
 
 het_precision het_model_precision(const het_model *m) { return m->prec; }
 

@@ -50,6 +50,7 @@ struct het_model {
     int classes, max_batch, sub_max, workers, chunk;
     float *params, *grads, *state, *logits;
     het_precision prec;
+    int lp_edges;     /* bf16: the edges whose activations stay bf16 (het_model_lp_edges) */
     float *params_lp; /* bf16: the parameters as the layers read them (their lp ranges rounded,
                          the rest copied), made from params at every batch; else NULL */
     uint16_t *params_bits; /* bf16, where a layer's plan has lp_bits: the same as bf16 bits

@@ -35,6 +35,7 @@
  * since a layer's forward and backward cannot return a status. */
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,19 +284,27 @@ static prim_set *set_for(het_dnnl_conv *h, int n, int relu, int bf16) {
     return s;
 }
 
-/* The layouts of a call (0 plain, 1 blocked, per side) and the set of batch n; NULL with the
- * error set when oneDNN refuses (nothing written yet): plain fp32 operands are then
+/* The layouts of a call (0 plain, 1 blocked, per side; 2 blocked bf16 for x as forward and
+ * the weight gradient read it, *lyf for y as forward writes it) and the set of batch n; NULL
+ * with the error set when oneDNN refuses (nothing written yet): plain fp32 operands are then
  * HET_ENOTSUP, blocked or bf16 ones, which only oneDNN reads here, a failure (call_failed). */
-static prim_set *call_set(het_dnnl_conv *h, int n, int blk, int *lx, int *ly) {
+static prim_set *call_set(het_dnnl_conv *h, int n, int blk, int *lx, int *ly, int *lxs,
+                          int *lyf) {
     *lx = (blk & HET_DNNL_X_BLK) != 0;
     *ly = (blk & HET_DNNL_Y_BLK) != 0;
+    *lxs = (blk & HET_DNNL_X_BF16) ? 2 : *lx;
+    *lyf = (blk & HET_DNNL_Y_BF16) ? 2 : *ly;
     if ((*lx && !h->x_blk) || (*ly && !h->y_blk))
         return het_error_set(HET_EINVAL, "conv2d: oneDNN: a blocked operand with channels %d -> "
                              "%d", h->C, h->O), NULL;
-    if ((blk & HET_DNNL_BF16) && !h->bf16)
+    if ((blk & HET_DNNL_BF16) ? !h->bf16 : (blk & (HET_DNNL_X_BF16 | HET_DNNL_Y_BF16)) != 0)
         return het_error_set(HET_EINVAL, "conv2d: oneDNN: bf16 asked of a layer without bf16 "
                              "primitives"), NULL;
-    return set_for(h, n, (blk & HET_DNNL_RELU) != 0, (blk & HET_DNNL_BF16) != 0);
+    if ((*lxs == 2 && !*lx) || (*lyf == 2 && !*ly))
+        return het_error_set(HET_EINVAL, "conv2d: oneDNN: bf16 activations must be "
+                             "channel-blocked"), NULL;
+    const int bf16 = (blk & HET_DNNL_BF16) ? (*lyf == 2 ? 2 : 1) : 0;
+    return set_for(h, n, (blk & HET_DNNL_RELU) != 0, bf16);
 }
 
 /* Arguments and memories of one execution, freed by call_end; the outputs it fills with NaN
@@ -356,8 +365,10 @@ static int call_begin(call *c) {
 
 /* A call that failed (tensor.h): its outputs filled with NaN, the failure kept as the fault. */
 static int call_failed(call *c, int status) {
+    /* 0x7fc07fc0: a NaN read as one float or as two bf16 (a bf16 y) */
+    const union { uint32_t u; float f; } nan2 = {.u = 0x7fc07fc0u};
     for (int i = 0; i < 3; i++)
-        for (size_t j = 0; c->out[i] && j < c->out_n[i]; j++) c->out[i][j] = NAN;
+        for (size_t j = 0; c->out[i] && j < c->out_n[i]; j++) c->out[i][j] = nan2.f;
     return keep_fault(status, 0, "; the convolution's outputs are NaN");
 }
 
@@ -386,39 +397,40 @@ static int run(call *c, dnnl_primitive_t p, size_t scratch, int nargs, dnnl_exec
 
 int het_dnnl_conv_forward(het_dnnl_conv *h, int n, const float *x, const float *w,
                           const float *b, float *y, float *work, int blk) {
-    int lx, ly;
-    call c = {.out = {y}, .out_n = {(size_t)n * (size_t)h->O * (size_t)h->oh * (size_t)h->ow}};
-    prim_set *s = call_set(h, n, blk, &lx, &ly);
+    int lx, ly, lxs, lyf; /* a bf16 y is half the fp32 one: its NaN fill stays inside */
+    size_t ny = (size_t)n * (size_t)h->O * (size_t)h->oh * (size_t)h->ow;
+    call c = {.out = {y}, .out_n = {(blk & HET_DNNL_Y_BF16) ? (ny + 1) / 2 : ny}};
+    prim_set *s = call_set(h, n, blk, &lx, &ly, &lxs, &lyf);
     if (!s) /* a refusal */
         return lx || ly || (blk & HET_DNNL_BF16) ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP;
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
-    const reorder *yo = &s->f_dst_out[ly];
-    dnnl_memory_t src = operand(&c, &s->f_src_in[lx], &s->u_src[lx], &s->f_src, x, &act, 1, &rc);
-    dnnl_memory_t dst = operand(&c, yo, &s->u_dst[ly], &s->f_dst, y, &act, 0, &rc);
+    const reorder *yo = &s->f_dst_out[lyf];
+    dnnl_memory_t src = operand(&c, &s->f_src_in[lxs], &s->u_src[lxs], &s->f_src, x, &act, 1, &rc);
+    dnnl_memory_t dst = operand(&c, yo, &s->u_dst[lyf], &s->f_dst, y, &act, 0, &rc);
     dnnl_memory_t wm = operand(&c, &s->f_w_in, &s->u_w, &s->f_w, w, &fix, 1, &rc);
     dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst},
                             {DNNL_ARG_BIAS, h->bias ? wrap(&c, &s->u_b, b) : NULL}};
     if (rc == HET_OK) rc = run(&c, s->fwd, s->scr_f, h->bias ? 4 : 3, a);
-    if (rc == HET_OK && yo->p) rc = exec2(&c, yo, dst, wrap(&c, &s->u_dst[ly], y));
+    if (rc == HET_OK && yo->p) rc = exec2(&c, yo, dst, wrap(&c, &s->u_dst[lyf], y));
     return call_end(h, n, &c, rc);
 }
 
 int het_dnnl_conv_backward(het_dnnl_conv *h, int n, const float *x, const float *w,
                            const float *dy, float *dx, int dx_add, float *dw, float *db,
                            float *work, int blk) {
-    int lx, ly; /* out[1] (dw) tells call_end a backward */
+    int lx, ly, lxs, lyf; /* out[1] (dw) tells call_end a backward */
     call c = {.out = {h->bias ? db : NULL, dw, dx},
               .out_n = {(size_t)h->O, (size_t)h->O * (size_t)h->C * (size_t)h->k * (size_t)h->k,
                         (size_t)n * (size_t)h->C * (size_t)h->H * (size_t)h->W}};
-    prim_set *s = call_set(h, n, blk, &lx, &ly);
+    prim_set *s = call_set(h, n, blk & ~HET_DNNL_Y_BF16, &lx, &ly, &lxs, &lyf); /* dy: fp32 */
     if (!s) /* a refusal */
         return lx || ly || (blk & HET_DNNL_BF16) ? call_failed(&c, HET_ENOTSUP) : HET_ENOTSUP;
     int rc = call_begin(&c);
     float *act = work, *fix = work + h->per_sample * (size_t)n;
     const dnnl_memory_desc_t *ux = &s->u_src[lx], *uy = &s->u_dst[ly];
     /* weight gradient: into the primitive's layout, then added to dw (and db) */
-    dnnl_memory_t src = operand(&c, &s->w_src_in[lx], ux, &s->w_src, x, &act, 1, &rc);
+    dnnl_memory_t src = operand(&c, &s->w_src_in[lxs], &s->u_src[lxs], &s->w_src, x, &act, 1, &rc);
     dnnl_memory_t ddst_d = operand(&c, &s->d_ddst_in[ly], uy, &s->d_ddst, dy, &act, 1, &rc);
     dnnl_memory_t ddst_w = ddst_d;
     if (!s->ddst_shared)

@@ -109,6 +109,7 @@ void het_dnnl_set_free(prim_set *s) {
                          &s->d_dsrc_add[l], &s->w_src_in[l], &s->w_ddst_in[l]};
         for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) drop_reorder(ls[i]);
     }
+    drop_reorder(&s->f_src_in[2]), drop_reorder(&s->w_src_in[2]), drop_reorder(&s->f_dst_out[2]);
     free(s);
 }
 
@@ -147,6 +148,21 @@ static int side_reorders(prim_set *s, int l, int x_side, int y_side) {
     return HET_OK;
 }
 
+/* A bf16 set's reorders between the caller's channel-blocked bf16 activations ([2]) and the
+ * primitives' picks: none where oneDNN picked nChw16c bf16 itself. */
+static int lp_reorders(prim_set *s, int x_side, int y_side, const dnnl_dims_t ds,
+                       const dnnl_dims_t dd) {
+    int rc = HET_OK;
+    if (x_side && ((rc = md_type(&s->u_src[2], 4, ds, dnnl_bf16, dnnl_nChw16c)) ||
+                   (rc = make_reorder(&s->f_src_in[2], &s->u_src[2], &s->f_src, 0)) ||
+                   (rc = make_reorder(&s->w_src_in[2], &s->u_src[2], &s->w_src, 0))))
+        return rc;
+    if (y_side && ((rc = md_type(&s->u_dst[2], 4, dd, dnnl_bf16, dnnl_nChw16c)) ||
+                   (rc = make_reorder(&s->f_dst_out[2], &s->f_dst, &s->u_dst[2], 0))))
+        return rc;
+    return HET_OK;
+}
+
 /* The attributes of a forward: the caller's scratchpad, and a fused ReLU when relu. */
 static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
     *attr = NULL;
@@ -161,7 +177,7 @@ static dnnl_status_t relu_attr(int relu, dnnl_primitive_attr_t *attr) {
 }
 
 /* Builds the primitives and reorders of batch size n (forward with a ReLU when relu; bf16
- * operands when bf16); on failure the message names the step and oneDNN's status (reword adds
+ * operands when bf16, 2: and forward's output bf16 too); on failure the message names the step and oneDNN's status (reword adds
  * the shape). */
 int het_dnnl_set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_set *s) {
     if (het_dnnl_injected(HET_DNNL_INJECT_REFUSE))
@@ -171,9 +187,10 @@ int het_dnnl_set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_s
     dnnl_dims_t st = {h->stride, h->stride}, pl = {h->pad, h->pad};
     dnnl_dims_t pr = {(h->oh - 1) * h->stride + h->k - h->H - h->pad,
                       (h->ow - 1) * h->stride + h->k - h->W - h->pad};
-    /* what the primitives read (x, w, dy: bf16 or fp32) and write (y, dx, dw: fp32), each in
-     * the layout oneDNN picks */
+    /* what the primitives read (x, w, dy: bf16 or fp32) and write (dx, dw: fp32; y: fp32, or
+     * bf16 for a caller that keeps it so), each in the layout oneDNN picks */
     const dnnl_data_type_t lo = bf16 ? dnnl_bf16 : dnnl_f32;
+    const dnnl_data_type_t yt = bf16 == 2 ? dnnl_bf16 : dnnl_f32; /* 2: forward writes bf16 */
     dnnl_memory_desc_t a_src, a_w, a_dst, a_dsrc, a_ddst, a_dw;
     int rc = HET_OK;
     if ((rc = md_init(&s->u_src[0], 4, ds, dnnl_nchw)) ||
@@ -184,7 +201,7 @@ int het_dnnl_set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_s
         (rc = md_init(&s->u_b, 1, db, dnnl_x)) ||
         (rc = md_type(&a_src, 4, ds, lo, dnnl_format_tag_any)) ||
         (rc = md_type(&a_w, 4, dw, lo, dnnl_format_tag_any)) ||
-        (rc = md_init(&a_dst, 4, dd, dnnl_format_tag_any)) ||
+        (rc = md_type(&a_dst, 4, dd, yt, dnnl_format_tag_any)) ||
         (rc = md_init(&a_dsrc, 4, ds, dnnl_format_tag_any)) ||
         (rc = md_type(&a_ddst, 4, dd, lo, dnnl_format_tag_any)) ||
         (rc = md_init(&a_dw, 4, dw, dnnl_format_tag_any)))
@@ -230,6 +247,8 @@ int het_dnnl_set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_s
             !(rc = make_reorder(&s->w_dw_add, &s->w_dw, &s->u_w, 1)) &&
             !(rc = side_reorders(s, 0, 1, 1)))
             rc = side_reorders(s, 1, h->x_blk, h->y_blk);
+        if (rc == HET_OK && bf16) /* bf16 activations: x read by two primitives, y written */
+            rc = lp_reorders(s, h->x_blk, h->y_blk, ds, dd);
     }
     if (fpd) dnnl_primitive_desc_destroy(fpd);
     if (bpd) dnnl_primitive_desc_destroy(bpd);

@@ -18,24 +18,29 @@ typedef struct reorder {
     size_t scratch; /* bytes of scratchpad it needs (scratch_get) */
 } reorder;
 
-/* Everything one batch size needs. Activation sides come in the caller's two layouts, [0]
- * plain (nchw) and [1] channel-blocked (nChw16c, only where the channels are a multiple of
- * 16); each has its reorders to and from the layouts the primitives picked. */
+/* Everything one batch size needs. Activation sides come in the caller's layouts, [0] plain
+ * (nchw) and [1] channel-blocked (nChw16c, only where the channels are a multiple of 16), fp32;
+ * each has its reorders to and from the layouts the primitives picked. A bf16 set also has
+ * [2], channel-blocked bf16 (HET_DNNL_X_BF16 / Y_BF16: activations that stay bf16 between two
+ * convolutions), for the sides that read or write an activation: x into forward and the
+ * weight gradient, y out of forward (its gradients stay fp32). */
 typedef struct prim_set {
     int n, threads; /* oneDNN fixes a primitive's thread count when it makes it */
     int relu;       /* forward applies a ReLU to its result (a post-op) */
-    int bf16;       /* the primitives read x, w and dy as bf16 (HET_DNNL_BF16): the reorders
-                       from the caller's fp32 arrays round them; y, dx, dw and db stay fp32 */
-    dnnl_memory_desc_t u_src[2], u_dst[2], u_w, u_b;     /* the caller's: nchw / nChw16c, oihw, x */
+    int bf16;       /* 1: the primitives read x, w and dy as bf16 (HET_DNNL_BF16): the
+                       reorders from the caller's fp32 arrays round them; y, dx, dw and db stay
+                       fp32. 2: the same, and forward writes y as bf16 (HET_DNNL_Y_BF16) */
+    dnnl_memory_desc_t u_src[3], u_dst[3], u_w, u_b;     /* the caller's: nchw / nChw16c /
+                                                            nChw16c bf16, oihw, x */
     dnnl_memory_desc_t f_src, f_w, f_dst;                /* forward's layouts */
     dnnl_memory_desc_t d_dsrc, d_w, d_ddst;              /* input gradient's */
     dnnl_memory_desc_t w_src, w_dw, w_ddst;              /* weight gradient's */
     dnnl_primitive_t fwd, bwd_d, bwd_w;
     size_t scr_f, scr_d, scr_w;                          /* their scratchpads, bytes */
     reorder f_w_in, d_w_in, w_dw_add;                    /* weights: plain -> picked, back */
-    reorder f_src_in[2], f_dst_out[2];                   /* caller's -> forward's, back */
+    reorder f_src_in[3], f_dst_out[3];                   /* caller's -> forward's, back */
     reorder d_ddst_in[2], d_dsrc_out[2], d_dsrc_add[2];  /* _add: dst += reordered */
-    reorder w_src_in[2], w_ddst_in[2];
+    reorder w_src_in[3], w_ddst_in[2];
     int ddst_shared; /* the two gradients take dy in the same layout: one reorder serves both */
 } prim_set;
 
@@ -81,7 +86,7 @@ void *het_dnnl_scratch_get(size_t n);
 static inline size_t het_dnnl_fl(size_t bytes) { return ((bytes + 63) / 64) * 16; }
 
 /* Builds the primitives and reorders of batch size n (forward with a ReLU when relu; bf16
- * operands when bf16); on failure the message names the step and oneDNN's status. */
+ * operands when bf16 is 1, and forward's output in bf16 too when 2); on failure the message names the step and oneDNN's status. */
 int het_dnnl_set_build(const het_dnnl_conv *h, int n, int relu, int bf16, prim_set *s);
 void het_dnnl_set_free(prim_set *s);
 /* Work layout of a call (floats): per-sample part, then the fixed part. */

@@ -64,13 +64,14 @@ void het_trainer_print_config(const het_trainer *t) {
                           : isa == HET_BF16_ISA_AMX ? "this CPU has AMX"
                                                     : "this CPU has AVX512-BF16";
         char why[200];
-        const int on = het_dnnl_bf16_why(why, sizeof why);
+        const int on = het_dnnl_bf16_why(why, sizeof why), lp = het_model_lp_edges(m);
         if (on)
             het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
                     "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
                     "batch norm and loss); kernels: oneDNN's bf16 convolutions where oneDNN runs "
                     "a layer (%s: %s; %s) and its bf16 matmul for dense layers, the other layers "
-                    "portable (rounded operands into the fp32 kernels)\n", cpu, dn, why);
+                    "portable (rounded operands into the fp32 kernels); activations stay bf16 "
+                    "on %d edge%s between convolutions\n", cpu, dn, why, lp, lp == 1 ? "" : "s");
         else if (why[0]) /* the CPU has bf16 kernels; the choice passed them over */
             het_log(HET_LOG_INFO, "precision: bf16 (convolutions and dense layers on bf16 "
                     "operands with fp32 sums, gradients all-reduced as bf16; fp32 master weights, "
