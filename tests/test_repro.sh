@@ -5,8 +5,9 @@
 # - every strategy (allreduce, hgc, daso, asp, inhad, gpipe, 1f1b, qfb) on 4 ranks of 2 nodes at
 #   100 Mbit/s with SMPI's message-size factors, where messages share the receiver's way in,
 #   collectives queue behind a rank's messages and the ranks reach MPI in another order each run
-#   (hgc with its speeds given: its measurement of them on the virtual clock once differed in
-#   the 17th digit of the epoch's time between two runs, the weights equal);
+#   (hgc with its speeds given, and measured: with a cost table its calibration takes a fixed
+#   number of passes; a count set by the wall clock once moved the speeds in their last bits,
+#   which decided a tie in the batches' rounding, 18/18/9/19 or 19/18/9/18, from run to run);
 # - the parameter servers (asp, inhad) on 64 ranks of 8 nodes, where 63 workers' gradients share
 #   the server's link.
 # With HET_TEST_NO_TIMING (the sanitized and MPICH suites) only asp and inhad on 4 ranks: the rest
@@ -54,11 +55,12 @@ if [ -n "${HET_TEST_NO_TIMING:-}" ] && [ "$HET_TEST_NO_TIMING" != 0 ]; then
 else
     twice allreduce 4 "${S4[@]}"
     twice hgc 4 "${S4[@]}" --strategy hgc --speeds 2,2,1,1 --slowdown 1,1,2,2
+    twice hgc-auto 4 "${S4[@]}" --strategy hgc --slowdown 1,1,2,1
     twice daso 4 "${S4[@]}" --strategy daso --daso-warmup-epochs 0 --daso-cooldown-epochs 0
     twice gpipe 4 "${S4[@]}" --strategy gpipe --pipelines 2 --micro-batches 4
     twice 1f1b 4 "${S4[@]}" --strategy gpipe --pipe-schedule 1f1b --pipelines 2 --micro-batches 4
     twice qfb 4 "${S4[@]}" --strategy qfb --pipelines 2 --micro-batches 4
-    echo "test_repro: 4 ranks: virtual figures and weights bitwise equal run to run (8 strategies)"
+    echo "test_repro: 4 ranks: virtual figures and weights bitwise equal run to run (8 strategies, hgc twice)"
     S64=(--ranks-per-node 8 --train-limit 4096 --test-limit 64 --epochs 1 --batch 16)
     HET_MPI_TIMEOUT=300 twice asp64 64 "${S64[@]}" --strategy asp
     HET_MPI_TIMEOUT=300 twice inhad64 64 "${S64[@]}" --strategy inhad
