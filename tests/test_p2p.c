@@ -29,6 +29,10 @@
 #include "emul/emul.h"
 #include "test.h"
 
+/* The test's main lane: its comms charge it (het_comm_set_lane); het_clock_use below is
+ * followed by its reset to time 0. */
+static het_lane g_lane;
+
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "detect_leaks=0"; }
 
@@ -42,12 +46,14 @@ typedef struct env {
 /* A topology of ranks_per_node ranks per emulated node and a comm with model ne, on clock k. */
 static int env_open(env *e, int ranks_per_node, het_netem ne, het_clock_kind k) {
     het_clock_use(k);
+    g_lane = HET_LANE_START;
     e->c = NULL;
     if (het_topo_init(&e->t, MPI_COMM_WORLD, ranks_per_node) != HET_OK) return 0;
     if (het_comm_create(&e->c, &e->t, ne) != HET_OK) {
         het_topo_free(&e->t);
         return 0;
     }
+    het_comm_set_lane(e->c, &g_lane);
     return 1;
 }
 
@@ -66,6 +72,7 @@ static void env_close(env *e, const char *what) {
     het_comm_free(e->c);
     het_topo_free(&e->t);
     het_clock_use(HET_CLOCK_WALL);
+    g_lane = HET_LANE_START;
 }
 
 static void test_refusals(void) {
@@ -227,8 +234,8 @@ static void test_stream(void) {
             CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, buf[i], B, &m[i]) ==
                       HET_OK, "%s", het_error_msg());
         CHECK(het_comm_msg_waitall(e.c, M + L, m) == HET_OK, "%s", het_error_msg());
-        CHECK(fabs(het_clock_now() - (1e-3 + M * (B / 100e6))) < 1e-15,
-              "the receiver's clock at the stream's end: %.17g", het_clock_now());
+        CHECK(fabs(het_lane_now(&g_lane) - (1e-3 + M * (B / 100e6))) < 1e-15,
+              "the receiver's clock at the stream's end: %.17g", het_lane_now(&g_lane));
     }
     env_close(&e, "stream");
 }
@@ -244,18 +251,18 @@ static void test_virtual_receive(int one_node) {
     memset(out, g_rank + 1, sizeof out);
     int to = (g_rank + 1) % g_size, from = (g_rank - 1 + g_size) % g_size;
     double mine = 0.010 * (g_rank + 1), theirs = 0.010 * (from + 1);
-    het_clock_advance(mine);
+    het_lane_advance(&g_lane, mine);
     het_msg s, r;
     CHECK(het_comm_isend(e.c, HET_COMM_WORLD, to, HET_TAG_PARAMS, out, sizeof out, &s) ==
           HET_OK && het_comm_irecv(e.c, HET_COMM_WORLD, from, HET_TAG_PARAMS, in, sizeof in,
                                    &r) == HET_OK, "%s", het_error_msg());
-    CHECK(het_comm_msg_wait(e.c, &s) == HET_OK && het_clock_now() == mine, "rank %d: the send "
-          "moved V to %.9f", g_rank, het_clock_now());
+    CHECK(het_comm_msg_wait(e.c, &s) == HET_OK && het_lane_now(&g_lane) == mine, "rank %d: the send "
+          "moved V to %.9f", g_rank, het_lane_now(&g_lane));
     CHECK(het_comm_msg_wait(e.c, &r) == HET_OK, "%s", het_error_msg());
     double want = theirs + cost > mine ? theirs + cost : mine;
-    CHECK(het_clock_now() == want && r.deliver == theirs + cost && r.stamp == theirs,
+    CHECK(het_lane_now(&g_lane) == want && r.deliver == theirs + cost && r.stamp == theirs,
           "rank %d (%s): V %.17g, expected %.17g (deliver %.17g stamp %.17g)", g_rank,
-          one_node ? "node link" : "network", het_clock_now(), want, r.deliver, r.stamp);
+          one_node ? "node link" : "network", het_lane_now(&g_lane), want, r.deliver, r.stamp);
     CHECK(in[0] == from + 1 && in[3999] == from + 1, "payload %d", in[0]);
     het_comm_stats st = het_comm_get_stats(e.c);
     double wait = theirs > mine ? theirs - mine : 0.0, net = want - mine - wait;
@@ -286,7 +293,7 @@ static void test_order(void) {
         double at[3] = {0.010 * (g_size - g_rank), 0.040, 0.060};
         for (int k = 0; k < 3; k++) {
             int v[2] = {g_rank, k};
-            het_clock_advance_to(at[k]);
+            het_lane_advance_to(&g_lane, at[k]);
             CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, v, sizeof v, &m) ==
                   HET_OK && het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
             if (k == 0) continue; /* B and C each end a round */
@@ -357,9 +364,9 @@ static void test_order(void) {
                   "round %d message %d: from rank %d (%d, %d), expected rank %d message %d",
                   round, i, m.src, v[0], v[1], want_src, want_k);
             CHECK(fabs(m.deliver - deliver) <= 1e-15 * (1 << 10) &&
-                  fabs(het_clock_now() - v_now) <= 1e-15 * (1 << 10), "round %d message %d: "
+                  fabs(het_lane_now(&g_lane) - v_now) <= 1e-15 * (1 << 10), "round %d message %d: "
                   "deliver %.17g V %.17g, expected %.17g and %.17g", round, i, m.deliver,
-                  het_clock_now(), deliver, v_now);
+                  het_lane_now(&g_lane), deliver, v_now);
         }
     }
     env_close(&e, "order");
@@ -380,7 +387,7 @@ static void test_way_in(void) {
     het_msg m;
     if (g_rank == 1 || g_rank == 2) {
         size_t n = g_rank == 1 ? 200000 : 50000;
-        het_clock_advance_to(g_rank == 1 ? 0.0 : 1e-3);
+        het_lane_advance_to(&g_lane, g_rank == 1 ? 0.0 : 1e-3);
         CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, buf, n, &m) == HET_OK &&
               het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
     }
@@ -401,9 +408,9 @@ static void test_way_in(void) {
             continue;
         }
         CHECK(!m.done && m.src == want_src[i] && fabs(m.deliver - want_t[i]) < 1e-12 &&
-              fabs(het_clock_now() - want_t[i]) < 1e-12, "way in: message %d from rank %d in "
+              fabs(het_lane_now(&g_lane) - want_t[i]) < 1e-12, "way in: message %d from rank %d in "
               "at %.17g (V %.17g), expected rank %d at %.17g", i, m.src, m.deliver,
-              het_clock_now(), want_src[i], want_t[i]);
+              het_lane_now(&g_lane), want_src[i], want_t[i]);
     }
     env_close(&e, "way in");
 }
@@ -429,23 +436,23 @@ static void test_rendezvous(void) {
                                        &m[0]) == HET_OK &&
               het_comm_msg_waitall(e.c, 2, m) == HET_OK, "%s", het_error_msg());
     } else if (g_rank == 0) {
-        het_clock_advance_to(5e-3);
+        het_lane_advance_to(&g_lane, 5e-3);
         CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 1, HET_TAG_PARAMS, buf, sizeof buf, &m[0]) ==
               HET_OK && het_comm_irecv(e.c, HET_COMM_WORLD, 1, HET_TAG_USER, small,
                                        sizeof small, &m[1]) == HET_OK &&
               het_comm_msg_wait(e.c, &m[1]) == HET_OK, "%s", het_error_msg());
-        CHECK(fabs(m[1].deliver - 1.5e-3) < 1e-12 && fabs(het_clock_now() - 5e-3) < 1e-12,
+        CHECK(fabs(m[1].deliver - 1.5e-3) < 1e-12 && fabs(het_lane_now(&g_lane) - 5e-3) < 1e-12,
               "rendezvous: 50 kB in at %.17g (V %.17g), expected 1.5 ms (V 5 ms)", m[1].deliver,
-              het_clock_now());
+              het_lane_now(&g_lane));
         CHECK(het_comm_msg_wait(e.c, &m[0]) == HET_OK, "%s", het_error_msg());
-        CHECK(fabs(m[0].deliver - 7e-3) < 1e-12 && fabs(het_clock_now() - 7e-3) < 1e-12,
+        CHECK(fabs(m[0].deliver - 7e-3) < 1e-12 && fabs(het_lane_now(&g_lane) - 7e-3) < 1e-12,
               "rendezvous: 100 kB in at %.17g (V %.17g), expected 7 ms", m[0].deliver,
-              het_clock_now());
+              het_lane_now(&g_lane));
     }
     env_close(&e, "rendezvous, one sender");
     CHECK(env_open(&e, 1, ne, HET_CLOCK_VIRTUAL), "%s", het_error_msg()); /* queues empty */
     if (g_rank == 1 || g_rank == 2) {
-        het_clock_advance_to(g_rank == 1 ? 0.0 : 0.5e-3);
+        het_lane_advance_to(&g_lane, g_rank == 1 ? 0.0 : 0.5e-3);
         CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_GRADS, buf,
                              g_rank == 1 ? 200000 : 70000, &m[0]) == HET_OK &&
               het_comm_msg_wait(e.c, &m[0]) == HET_OK, "%s", het_error_msg());
@@ -490,9 +497,9 @@ static void test_collective_behind(void) {
     float x[4] = {1, 2, 3, 4};
     const double model = het_comm_allreduce_model(e.c, HET_COMM_WORLD, sizeof x, !het_stall_on());
     CHECK(het_comm_allreduce_sum(e.c, HET_COMM_WORLD, x, 4) == HET_OK, "%s", het_error_msg());
-    CHECK(model > 0.0 && fabs(het_clock_now() - (0.010 + model)) < 1e-12, "rank %d: the "
+    CHECK(model > 0.0 && fabs(het_lane_now(&g_lane) - (0.010 + model)) < 1e-12, "rank %d: the "
           "all-reduce ended at %.17g, expected 10 ms + %.17g (behind rank 0's message)", g_rank,
-          het_clock_now(), model);
+          het_lane_now(&g_lane), model);
     if (g_rank == 0) CHECK(het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
     if (g_rank == 1) {
         CHECK(het_comm_irecv(e.c, HET_COMM_WORLD, 0, HET_TAG_PARAMS, big, sizeof big, &m) ==
@@ -513,7 +520,7 @@ static void test_waitany(void) {
         het_msg m;
         int v = g_rank;
         het_sleep_s(0.02 * (g_size - g_rank)); /* the latest stamp first in real time */
-        het_clock_advance(0.010 * (g_size - g_rank));
+        het_lane_advance(&g_lane, 0.010 * (g_size - g_rank));
         CHECK(het_comm_isend(e.c, HET_COMM_WORLD, 0, HET_TAG_COUNT, &v, sizeof v, &m) ==
               HET_OK && het_comm_msg_wait(e.c, &m) == HET_OK, "%s", het_error_msg());
     } else {
@@ -528,8 +535,8 @@ static void test_waitany(void) {
             CHECK(idx == n - 1 - k && v[idx] == idx + 1, "waitany %d: index %d, expected %d",
                   k, idx, n - 1 - k);
         }
-        CHECK(het_clock_now() == 0.010 * (g_size - 1) + (1e-3 + 4.0 / 100e6), "V %.17g",
-              het_clock_now());
+        CHECK(het_lane_now(&g_lane) == 0.010 * (g_size - 1) + (1e-3 + 4.0 / 100e6), "V %.17g",
+              het_lane_now(&g_lane));
     }
     env_close(&e, "waitany");
 }
@@ -585,6 +592,7 @@ static void test_cancel(void) {
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
     het_comm *c = NULL;
     CHECK(het_comm_create(&c, &t, off) == HET_OK, "%s", het_error_msg());
+    het_comm_set_lane(c, &g_lane);
     int flag = 1;
     if (g_rank == 0)
         CHECK(het_comm_probe(c, HET_COMM_WORLD, HET_ANY_SOURCE, 9, &flag, NULL, NULL) ==
@@ -592,6 +600,7 @@ static void test_cancel(void) {
     het_comm_free(c); /* rank 0: its posted receives cancelled */
     barrier();
     CHECK(het_comm_create(&c, &t, off) == HET_OK, "%s", het_error_msg());
+    het_comm_set_lane(c, &g_lane);
     het_msg m;
     int v = -1;
     if (g_rank > 0) {
@@ -631,8 +640,8 @@ static void test_group(void) {
         CHECK(got == from && r.src == from, "group: got %d from %d, expected %d", got, r.src,
               from);
         double cost = 1e-3 + 4.0 / 100e6;
-        CHECK(het_clock_now() == cost && r.deliver == cost, "group: V %.17g, expected %.17g",
-              het_clock_now(), cost);
+        CHECK(het_lane_now(&g_lane) == cost && r.deliver == cost, "group: V %.17g, expected %.17g",
+              het_lane_now(&g_lane), cost);
         het_comm_stats st = het_comm_get_stats(e.c);
         CHECK(st.bytes_cross == 4 && st.calls_cross == 1 && st.bytes_node == 0, "group: cross "
               "%llu node %llu", (unsigned long long)st.bytes_cross,

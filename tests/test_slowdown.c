@@ -32,7 +32,8 @@ static double median5(double *a) {
 /* Wall seconds of 8 pieces of work, each paced with factor f. */
 static double run(double f, int n, double *raw, double *stretched) {
     het_pace p;
-    het_pace_init(&p, f);
+    het_lane lane = HET_LANE_START;
+    het_pace_init(&p, &lane, f);
     double t0 = het_now();
     *raw = 0;
     for (int k = 0; k < 8; k++) {
@@ -111,7 +112,8 @@ int main(void) {
           "unknown host size counts 1; unknown cores sleep");
     /* factor 1 never sleeps */
     het_pace p;
-    het_pace_init(&p, 1.0);
+    het_lane lane = HET_LANE_START;
+    het_pace_init(&p, &lane, 1.0);
     work(n / 4);
     het_pace_mark(&p);
     CHECK(p.slept_s == 0.0, "factor 1 slept %g s", p.slept_s);

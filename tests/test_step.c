@@ -69,11 +69,14 @@ static void fixture_init(fixture *f, het_comm *comm, MPI_Comm world) {
     c->world = world;
     c->rank = g_rank;
     c->size = g_size;
-    het_pace_init(&c->pace, 1.0);
+    c->lane = HET_LANE_START;
+    het_comm_set_lane(comm, &c->lane); /* as the trainer does */
+    het_pace_init(&c->pace, &c->lane, 1.0);
     c->rank_times = calloc(4 * (size_t)g_size, sizeof(double));
 }
 
 static void fixture_free(fixture *f) {
+    het_comm_set_lane(f->ctx.comm, NULL); /* the lane goes with the fixture */
     het_step_free(&f->ctx);
     free(f->ctx.rank_times);
     het_model_free(f->model);

@@ -1,5 +1,5 @@
 /* The virtual clock's arithmetic (emul/clock.c, comm/comm.c) against hand-derived numbers, with
- * synthetic compute: each rank advances its clock by fixed costs (het_clock_advance), as a
+ * synthetic compute: each rank advances its clock by fixed costs (het_lane_advance), as a
  * compute piece would, then communicates. Cases: a straggler (every rank ends at the slowest
  * start + the model; waiting and transfer booked apart), an alternating straggler (the sum of
  * the steps' maxima, where each rank's own start would undercount), a non-blocking all-reduce
@@ -16,6 +16,10 @@
 #include "comm/internal.h"
 #include "emul/emul.h"
 #include "test.h"
+
+/* The test's main lane: its comms charge it (het_comm_set_lane); het_clock_use below is
+ * followed by its reset to time 0. */
+static het_lane g_lane;
 
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "detect_leaks=0"; }
@@ -45,13 +49,14 @@ static void test_straggler(het_comm *c, het_netem ne) {
     size_t bytes = sizeof v;
     double M = model_blocking(ne, bytes);
     het_clock_use(HET_CLOCK_VIRTUAL);
+    g_lane = HET_LANE_START;
     het_comm_reset_stats(c);
     /* rank r computes 10 ms + r x 5 ms: everyone ends at the last start + M */
-    het_clock_advance(0.010 + 0.005 * g_rank);
+    het_lane_advance(&g_lane, 0.010 + 0.005 * g_rank);
     CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, v, 256) == HET_OK, "%s", het_error_msg());
     double last = 0.010 + 0.005 * (g_size - 1);
-    CHECK(NEAR(het_clock_now(), last + M), "rank %d: straggler: V %.9f, expected %.9f", g_rank,
-          het_clock_now(), last + M);
+    CHECK(NEAR(het_lane_now(&g_lane), last + M), "rank %d: straggler: V %.9f, expected %.9f", g_rank,
+          het_lane_now(&g_lane), last + M);
     het_comm_stats st = het_comm_get_stats(c);
     CHECK(NEAR(st.vwait_s, last - (0.010 + 0.005 * g_rank)) && NEAR(st.vnet_s, M),
           "rank %d: straggler booked wait %.9f net %.9f", g_rank, st.vwait_s, st.vnet_s);
@@ -60,16 +65,17 @@ static void test_straggler(het_comm *c, het_netem ne) {
     /* alternating straggler: step k's late rank is k mod P, 3 ms late; each step ends at its
      * own maximum + M, so the total is K (J + M) on every rank */
     het_clock_use(HET_CLOCK_VIRTUAL);
+    g_lane = HET_LANE_START;
     const int K = 6;
     const double J = 0.001, late = 0.003;
     for (int k = 0; k < K; k++) {
-        het_clock_advance(J + (k % g_size == g_rank && g_size > 1 ? late : 0.0));
+        het_lane_advance(&g_lane, J + (k % g_size == g_rank && g_size > 1 ? late : 0.0));
         CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, v, 256) == HET_OK, "%s",
               het_error_msg());
     }
     double want = K * (J + (g_size > 1 ? late : 0.0) + M);
-    CHECK(NEAR(het_clock_now(), want), "rank %d: alternating: V %.9f, expected %.9f", g_rank,
-          het_clock_now(), want);
+    CHECK(NEAR(het_lane_now(&g_lane), want), "rank %d: alternating: V %.9f, expected %.9f", g_rank,
+          het_lane_now(&g_lane), want);
 }
 
 static void test_overlap(het_comm *c, het_netem ne) {
@@ -94,8 +100,9 @@ static void test_overlap(het_comm *c, het_netem ne) {
      * a short rest (M / 2) leaves M / 2 + 1 ms to wait, a long one (2 M) hides it all */
     for (int longer = 0; longer < 2; longer++) {
         het_clock_use(HET_CLOCK_VIRTUAL);
+        g_lane = HET_LANE_START;
         het_comm_reset_stats(c);
-        het_clock_advance(1.0 + (g_rank == g_size - 1 ? 0.001 : 0.0));
+        het_lane_advance(&g_lane, 1.0 + (g_rank == g_size - 1 ? 0.001 : 0.0));
         het_req r;
         CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, g, 65536, &r) == HET_OK, "%s",
               het_error_msg());
@@ -104,16 +111,16 @@ static void test_overlap(het_comm *c, het_netem ne) {
             int done = 1;
             MPI_Barrier(MPI_COMM_WORLD); /* every rank has posted */
             for (int i = 0; i < 200; i++) CHECK(het_comm_test(c, &r, &done) == HET_OK, "test");
-            CHECK(!done, "rank %d: done at V %.6f before the end %.6f", g_rank, het_clock_now(),
+            CHECK(!done, "rank %d: done at V %.6f before the end %.6f", g_rank, het_lane_now(&g_lane),
                   end);
         }
         double rest = longer ? 2.0 * M + 0.002 : M / 2.0;
-        het_clock_advance(rest);
-        double before = het_clock_now();
+        het_lane_advance(&g_lane, rest);
+        double before = het_lane_now(&g_lane);
         CHECK(het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
         double want = before > end ? before : end;
-        CHECK(NEAR(het_clock_now(), want), "rank %d: overlap (rest %.6f): V %.9f, expected "
-              "%.9f", g_rank, rest, het_clock_now(), want);
+        CHECK(NEAR(het_lane_now(&g_lane), want), "rank %d: overlap (rest %.6f): V %.9f, expected "
+              "%.9f", g_rank, rest, het_lane_now(&g_lane), want);
         het_comm_stats st = het_comm_get_stats(c);
         CHECK(NEAR(st.vwait_s + st.vnet_s, want - before), "rank %d: booked %.9f, moved %.9f",
               g_rank, st.vwait_s + st.vnet_s, want - before);
@@ -123,19 +130,20 @@ static void test_overlap(het_comm *c, het_netem ne) {
     /* a sync posted at batch 0 and merged S = 3 batches of 1 ms later (daso's global sync):
      * ends at max(last post + M, 3 ms of compute) */
     het_clock_use(HET_CLOCK_VIRTUAL);
+    g_lane = HET_LANE_START;
     het_req r;
     CHECK(het_comm_iallreduce_sum(c, HET_COMM_WORLD, g, 65536, &r) == HET_OK, "%s",
           het_error_msg());
     for (int b = 0; b < 3; b++) {
-        het_clock_advance(0.001);
+        het_lane_advance(&g_lane, 0.001);
         int done = 0;
         CHECK(het_comm_test(c, &r, &done) == HET_OK, "test");
-        if (done) CHECK(het_clock_now() >= M - 1e-12, "done at V %.6f, end %.6f", het_clock_now(), M);
+        if (done) CHECK(het_lane_now(&g_lane) >= M - 1e-12, "done at V %.6f, end %.6f", het_lane_now(&g_lane), M);
     }
     CHECK(het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
     double want = M > 0.003 ? M : 0.003;
-    CHECK(NEAR(het_clock_now(), want), "rank %d: S-later sync: V %.9f, expected %.9f", g_rank,
-          het_clock_now(), want);
+    CHECK(NEAR(het_lane_now(&g_lane), want), "rank %d: S-later sync: V %.9f, expected %.9f", g_rank,
+          het_lane_now(&g_lane), want);
 }
 
 /* One node of every rank: the node link's ring, 2(P-1) (lat + bytes / P / bw). */
@@ -144,8 +152,10 @@ static void test_node_link(void) {
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, g_size) == HET_OK, "%s", het_error_msg());
     het_netem ne = {.node_lat_s = 2e-6, .node_bw_bytes_per_s = 1e9};
     het_clock_use(HET_CLOCK_VIRTUAL);
+    g_lane = HET_LANE_START;
     het_comm *c;
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
+    het_comm_set_lane(c, &g_lane);
     static float g[65536];
     het_req r;
     CHECK(het_comm_iallreduce_sum(c, HET_COMM_NODE, g, 65536, &r) == HET_OK &&
@@ -153,14 +163,15 @@ static void test_node_link(void) {
     double p = g_size, want = g_size > 1 ? 2.0 * (p - 1) * 2e-6 + 2.0 * (p - 1) / p * 262144 / 1e9
                                          : 0.0;
 #if defined(OPEN_MPI)
-    CHECK(NEAR(het_clock_now(), want), "rank %d: node ring V %.9f, by hand %.9f", g_rank,
-          het_clock_now(), want);
+    CHECK(NEAR(het_lane_now(&g_lane), want), "rank %d: node ring V %.9f, by hand %.9f", g_rank,
+          het_lane_now(&g_lane), want);
 #else
-    CHECK(het_clock_now() > 0.0 || g_size == 1, "node link free");
+    CHECK(het_lane_now(&g_lane) > 0.0 || g_size == 1, "node link free");
     (void)want;
 #endif
     /* the wall clock: no virtual bookings, node links free */
     het_clock_use(HET_CLOCK_WALL);
+    g_lane = HET_LANE_START;
     het_comm_reset_stats(c);
     CHECK(het_comm_allreduce_sum(c, HET_COMM_NODE, g, 16) == HET_OK, "%s", het_error_msg());
     het_comm_stats st = het_comm_get_stats(c);
@@ -178,20 +189,21 @@ static double fixed_cost(void *user, double measured) {
 /* A pace on the virtual clock charges cost x factor and sleeps nothing. */
 static void test_pace(void) {
     het_clock_use(HET_CLOCK_VIRTUAL);
+    g_lane = HET_LANE_START;
     het_pace p;
-    het_pace_init(&p, 3.0);
+    het_pace_init(&p, &g_lane, 3.0);
     double cost = 0.25;
     p.cost = fixed_cost;
     p.cost_user = &cost;
     double w0 = het_now();
     het_pace_begin(&p);
     double s = het_pace_mark(&p);
-    CHECK(NEAR(s, 0.75) && NEAR(het_clock_now(), 0.75) && NEAR(p.mid, 0.25) &&
-          NEAR(p.compute_s, 0.75), "pace: stretched %.6f V %.6f mid %.6f", s, het_clock_now(),
+    CHECK(NEAR(s, 0.75) && NEAR(het_lane_now(&g_lane), 0.75) && NEAR(p.mid, 0.25) &&
+          NEAR(p.compute_s, 0.75), "pace: stretched %.6f V %.6f mid %.6f", s, het_lane_now(&g_lane),
           p.mid);
     CHECK(het_now() - w0 < 0.2 && p.slept_s == 0.0, "the virtual pace slept");
     het_pace_skip(&p); /* communication: not charged */
-    CHECK(NEAR(het_clock_now(), 0.75), "skip moved the clock");
+    CHECK(NEAR(het_lane_now(&g_lane), 0.75), "skip moved the clock");
     /* measured: the CPU time of a busy loop, never less than 0, far below a sleep's wall */
     p.cost = NULL;
     het_pace_begin(&p);
@@ -200,6 +212,7 @@ static void test_pace(void) {
     double m = het_pace_mark(&p);
     CHECK(m > 0.0 && m < 10.0, "measured cost %.6f", m);
     het_clock_use(HET_CLOCK_WALL);
+    g_lane = HET_LANE_START;
 }
 
 int main(int argc, char **argv) {
@@ -211,8 +224,10 @@ int main(int argc, char **argv) {
     CHECK(het_topo_init(&t, MPI_COMM_WORLD, 1) == HET_OK, "%s", het_error_msg());
     het_netem ne = {.lat_s = 1e-3, .bw_bytes_per_s = 100e6}; /* 1 ms, 100 MB/s between nodes */
     het_clock_use(HET_CLOCK_VIRTUAL); /* before create: it gathers every rank's node */
+    g_lane = HET_LANE_START;
     het_comm *c = NULL;
     CHECK(het_comm_create(&c, &t, ne) == HET_OK, "%s", het_error_msg());
+    het_comm_set_lane(c, &g_lane);
     if (c) {
         test_straggler(c, ne);
         test_overlap(c, ne);

@@ -95,6 +95,13 @@ int  het_comm_create(het_comm **out, const het_topo *topo, het_netem ne);
 /* Frees the context, its groups (MPI_Comm_free), its reduction operators and scratch. Call it
  * before MPI_Finalize; NULL is a no-op. */
 void het_comm_free(het_comm *c);
+/* The lane (hetrain/emul.h) whose time the operations read and advance: the rank's main
+ * loop's, owned by its caller (the trainer's het_strategy_ctx.lane), which must outlive c or
+ * be replaced first; NULL: c's own, which it starts with (at time 0). A thread with a time of
+ * its own passes its lane to the calls made for it (het_comm_isend_at, het_comm_irecv_at,
+ * het_comm_lane_wait). */
+void het_comm_set_lane(het_comm *c, het_lane *lane);
+het_lane *het_comm_lane(het_comm *c);
 const het_topo *het_comm_topo(const het_comm *c);
 /* The node id of every world rank (topo's node_id of each, gathered once by het_comm_create):
  * world size entries, owned by c; NULL for a NULL comm. Local. */
@@ -272,7 +279,7 @@ typedef struct het_req {
     MPI_Request *reqs;  /* owned heap array when n_reqs > HET_REQ_INLINE, else NULL */
     int n_reqs;
     double t_start;     /* when it was started (het_now: the time in MPI calls) */
-    double t_clock;     /* when it was started on the chosen clock (het_clock_now) */
+    double t_clock;     /* when it was started, on the comm's lane (het_lane_now) */
     double t_model;     /* modeled network time (0 = none) */
     double link_wire, link_share; /* its occupancy of this rank's node link (comm/links.c) */
     int mpi_done;       /* all MPI requests completed */
@@ -411,7 +418,7 @@ typedef enum {
 
 /* What travels ahead of a payload (private to p2p.c; both ends run the same build). */
 typedef struct het_msg_hdr {
-    double stamp;     /* the sender's clock at the send (het_clock_now) */
+    double stamp;     /* the sender's time at the send (its lane's, het_lane_now) */
     double deliver;   /* when it arrives, on the same clock */
     double leave;     /* when its bytes leave (the stamp, or later behind the sender's queue) */
     uint64_t bytes;   /* payload bytes */
@@ -452,10 +459,13 @@ typedef struct het_msg {
  * after an MPI failure mid-way (wait for what was posted). */
 int het_comm_isend(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
                    size_t bytes, het_msg *m);
-/* As het_comm_isend, with the send's clock reading given (virtual clock; on the wall clock it
- * is het_comm_isend): for a sender that acts as a thread of its own beside the rank's main
- * loop (inhad's aggregator), whose messages leave at that thread's time. Such messages keep
- * their order per destination and tag in a lane of their own. HET_EINVAL for stamp < 0. */
+/* As het_comm_isend, with the send's time given (virtual clock; on the wall clock it is
+ * het_comm_isend): the time of another lane than the comm's (a thread of its own beside the
+ * rank's main loop: qfb's forward and backward threads, inhad's aggregator), for which the
+ * main thread makes the call, since MPI is called by it alone (MPI_THREAD_FUNNELED): the
+ * message leaves at that lane's time when it was made (a qfb piece's end, the aggregator's
+ * time after a pull). Such messages keep their order per destination and tag in a queue of
+ * their own. HET_EINVAL for stamp < 0. */
 int het_comm_isend_at(het_comm *c, het_comm_scope s, int dest, int tag, const void *buf,
                       size_t bytes, double stamp, het_msg *m);
 /* Starts a done message to dest: this rank sends dest nothing more of this tag and scope
@@ -471,8 +481,8 @@ int het_comm_p2p_done(het_comm *c, het_comm_scope s, int dest, int tag, het_msg 
  * HET_EMPI; m is inactive then. */
 int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
                    het_msg *m);
-/* As het_comm_irecv, for a lane with a clock of its own (a thread's, het_comm_isend_at's
- * counterpart): the receive counts as posted at `posted` on the virtual clock (a payload that
+/* As het_comm_irecv, for another lane than the comm's (het_comm_isend_at's counterpart): the
+ * receive counts as posted at `posted`, that lane's time, on the virtual clock (a payload that
  * waits for its receive, het_netem.rndv_bytes, moves from then); posted < 0: the payload
  * moves when it is sent, whatever its size. */
 int het_comm_irecv_at(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
@@ -496,15 +506,16 @@ int het_comm_msg_wait(het_comm *c, het_msg *m);
  * once every active receive among them has been matched (so the choice does not depend on
  * wall time). Completes it as het_comm_msg_wait and sets *index; -1 when none is active. */
 int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index);
-/* As het_comm_msg_wait, but the clock neither moves nor sleeps: m->deliver says when the
- * message arrives, and the caller decides what that time means (a thread of its own beside
- * the main loop; information the rank would hold locally on a real cluster). */
+/* As het_comm_msg_wait, but the comm's lane neither moves nor sleeps: m->deliver says when
+ * the message arrives, and the caller moves the lane it waits on (another lane's thread, for
+ * which the main thread makes the call; information the rank would hold locally on a real
+ * cluster). */
 int het_comm_msg_wait_untimed(het_comm *c, het_msg *m);
 /* As het_comm_msg_test, untimed in the same way: *done = 1 once MPI has delivered m, whatever
  * the clock reads (m->deliver says when it arrives, for the caller's own clock). */
 int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done);
-/* Moves the clock to t if it is behind (virtual: V = t, booked as waiting; wall: sleeps until
- * het_now() = t, booked as delay). */
+/* Moves the comm's lane to t if it is behind (virtual: V = t, booked as waiting; wall: sleeps
+ * until het_now() = t, booked as delay). */
 void het_comm_clock_wait(het_comm *c, double t);
 /* Waits for every one of msgs[0, n) in index order; returns the first failure's status. */
 int het_comm_msg_waitall(het_comm *c, int n, het_msg *msgs);

@@ -4,12 +4,13 @@
  *    ranks of one node (the node link, charged under the virtual clock);
  *  - the per-rank slowdown (slowdown.c): a compute piece of a rank with factor f costs f times
  *    its own time (on the wall clock by sleeping, on the virtual clock by charging);
- *  - the clock (clock.c): wall (CLOCK_MONOTONIC, the emulation sleeps) or virtual (each rank
- *    keeps a clock V in seconds that compute pieces and communications advance; nothing
- *    sleeps, so time figures do not depend on how many cores the host has).
+ *  - the clock (clock.c): wall (CLOCK_MONOTONIC, the emulation sleeps) or virtual (each lane,
+ *    a thread of a rank, keeps a time V in seconds that compute pieces and communications
+ *    advance; nothing sleeps, so time figures do not depend on how many cores the host has).
  * Below comm/ (which charges operations through the cost model and the clock) and beside it;
  * no MPI calls here (netem.c reads mpi.h only to know which library's algorithms to cost).
- * The clock is process-wide state, as MPI's is: one rank is one process. */
+ * The clock's kind is process-wide, as MPI's settings are (one rank is one process); its time
+ * is a value per thread (het_lane). */
 #ifndef HETRAIN_EMUL_H
 #define HETRAIN_EMUL_H
 
@@ -252,24 +253,38 @@ int  het_platform_write(const char *path, const char *hostfile, const char *comm
                         const int *node_of_rank, int n_ranks);
 
 /* ---- the clock (clock.c) ----
- * HET_CLOCK_WALL: het_clock_now() is het_now(); the emulation sleeps. HET_CLOCK_VIRTUAL: every
- * rank keeps V, seconds since het_clock_use; a compute piece adds its cost x the rank's slowdown,
- * an operation ends at (the latest participant's V when it posted) + the cost model's time, and
- * a wait sets V to max(V, that end). Virtual time never changes the arithmetic. */
+ * HET_CLOCK_WALL: every thread's time is het_now(); the emulation sleeps. HET_CLOCK_VIRTUAL:
+ * time is a value each lane carries (het_lane below), seconds since it started; a compute
+ * piece adds its cost x the rank's slowdown, an operation ends at (the latest participant's
+ * time when it posted) + the cost model's time, and a wait sets the time to max(time, that
+ * end). Virtual time never changes the arithmetic. Which of the two runs is a setting of the
+ * process, as MPI's thread level is; the time itself is no global. */
 typedef enum { HET_CLOCK_WALL = 0, HET_CLOCK_VIRTUAL = 1 } het_clock_kind;
-/* Selects the clock of this process and sets V to 0. */
+/* Selects the clock of this process (before any lane reads it). */
 void   het_clock_use(het_clock_kind k);
 /* 1 under the virtual clock. */
 int    het_clock_virtual(void);
-/* The chosen clock's time in seconds: het_now() on the wall clock, V on the virtual one. */
-double het_clock_now(void);
+
+/* A lane: a thread of a rank with a time of its own, passed to every call that reads or
+ * advances that time. The rank's main loop has one (het_strategy_ctx.lane: the trainer's, which
+ * its comm charges, het_comm_set_lane), so do each of qfb's forward and backward threads and
+ * inhad's aggregator; each is owned by whoever runs that thread, and nothing else writes it.
+ * `t` is the lane's virtual time V (starts at 0: HET_LANE_START); on the wall clock every
+ * lane reads het_now() and t stays unused. `tid` is the thread's row in a trace (HET_TID_*). */
+typedef struct het_lane {
+    double t;
+    int tid;
+} het_lane;
+#define HET_LANE_START ((het_lane){0.0, 0})
+/* The lane's time in seconds: het_now() on the wall clock, V on the virtual one. */
+double het_lane_now(const het_lane *l);
 /* Virtual clock: V += dt (dt > 0); nothing on the wall clock. */
-void   het_clock_advance(double dt);
+void   het_lane_advance(het_lane *l, double dt);
 /* Virtual clock: V = max(V, t); nothing on the wall clock. */
-void   het_clock_advance_to(double t);
+void   het_lane_advance_to(het_lane *l, double t);
 /* Virtual clock: V = t, also back in time: what ran since V was t is charged to no clock (the
  * test accuracy inside an epoch, --eval-every); nothing on the wall clock. */
-void   het_clock_rewind(double t);
+void   het_lane_rewind(het_lane *l, double t);
 
 #ifdef __cplusplus
 }

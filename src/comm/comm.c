@@ -47,13 +47,13 @@ int het_comm_mpi_error(int err, const char *what) {
  * this rank's clock moves there if it is behind, the move booked as waiting (up to `last`) and
  * transfer (the rest). */
 static void virtual_end(het_comm *c, double last, double model, double wire, double share) {
-    double v = het_clock_now(), end = last + model;
+    double v = het_lane_now(c->lane), end = last + model;
     het_comm_link_note(c, c->topo->node_id, c->topo->node_id, end - wire, end, share);
     if (!(end > v)) return;
     double w = last > v ? last - v : 0.0;
     c->st.vwait_s += w;
     c->st.vnet_s += (end - v) - w;
-    het_clock_advance_to(end);
+    het_lane_advance_to(c->lane, end);
 }
 
 /* Whether an operation exchanges its participants' starts: always on the virtual clock (a
@@ -93,7 +93,7 @@ void het_comm_queue_set(het_comm *c, het_comm_queue q) {
 int het_arrival_post(het_comm *c, het_comm_scope s, size_t bytes, int kind, MPI_Comm comm,
                         double model, het_arrival *a) {
     het_comm_link_model(c, s, bytes, kind, &a->wire, &a->share);
-    a->t = het_clock_now();
+    a->t = het_lane_now(c->lane);
     if (a->wire > 0.0 && het_p2p_out_free(c) > a->t) a->t = het_p2p_out_free(c); /* behind
                                                          * this rank's messages on the link */
     a->t = coll_behind(c, a->t, a->wire); /* and its earlier collectives */
@@ -146,6 +146,12 @@ int het_comm_smallest_node(const het_comm *c) {
     return least > 0 ? least : 1;
 }
 
+void het_comm_set_lane(het_comm *c, het_lane *lane) {
+    if (c) c->lane = lane ? lane : &c->own_lane;
+}
+
+het_lane *het_comm_lane(het_comm *c) { return c ? c->lane : NULL; }
+
 int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     if (!out) return het_error_set(HET_EINVAL, "comm: NULL output");
     *out = NULL;
@@ -162,6 +168,8 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     het_comm_prefer_nbc_ring();
     c->topo = topo;
     c->ne = ne;
+    c->own_lane = HET_LANE_START;
+    c->lane = &c->own_lane;
     c->host = MPI_COMM_NULL;
     c->chunk = HET_COMM_DEFAULT_CHUNK;
     for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)
@@ -284,12 +292,12 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
 }
 
 /* A request with nothing in flight, started now (internal.h). */
-void het_comm_req_begin(het_req *r) {
+void het_comm_req_begin(het_comm *c, het_req *r) {
     r->reqs = NULL;
     r->send = NULL;
     r->n_reqs = 0;
     r->t_start = het_now();
-    r->t_clock = het_clock_now();
+    r->t_clock = c ? het_lane_now(c->lane) : 0.0; /* a NULL c fails next */
     r->t_model = 0.0;
     r->link_wire = r->link_share = 0.0;
     r->mpi_done = 1;
@@ -330,13 +338,13 @@ static double req_end(const het_comm *c, const het_req *r) { return req_last(c, 
 
 int het_comm_req_clock(het_comm *c, MPI_Comm comm, het_req *r, double model) {
     r->t_model = model > 0.0 ? model : 0.0;
-    r->t_clock = het_clock_now();
+    r->t_clock = het_lane_now(c->lane);
     return req_arrival_post(c, comm, r);
 }
 
 int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
     if (!r) return het_error_set(HET_EINVAL, "all-reduce: NULL request");
-    het_comm_req_begin(r);
+    het_comm_req_begin(c, r);
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = het_comm_check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
@@ -415,7 +423,7 @@ static MPI_Request *req_array(het_req *r) {
 
 int het_comm_iallreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n, het_req *r) {
     if (!r) return het_error_set(HET_EINVAL, "non-blocking all-reduce: NULL request");
-    het_comm_req_begin(r);
+    het_comm_req_begin(c, r);
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = het_comm_check_op(c, s, buf, n, "non-blocking all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
@@ -498,7 +506,7 @@ int het_comm_test(het_comm *c, het_req *r, int *done) {
         int flag = 0, err = het_mpi_testall(1, &r->t_req, &flag);
         if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "MPI_Test(start times)");
     }
-    *done = r->mpi_done && r->t_req == MPI_REQUEST_NULL && het_clock_now() >= req_end(c, r);
+    *done = r->mpi_done && r->t_req == MPI_REQUEST_NULL && het_lane_now(c->lane) >= req_end(c, r);
     return HET_OK;
 }
 

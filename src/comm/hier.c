@@ -97,7 +97,7 @@ static void count_node(het_comm *c, uint64_t bytes) {
  * chunk, on the stage's own node group. */
 static int post_node(het_comm *c, het_hier *h, int stage) {
     het_req *r = &h->req;
-    het_comm_req_begin(r);
+    het_comm_req_begin(c, r);
     MPI_Comm comm = het_comm_mpi(c, stage == HET_HIER_REDUCE ? c->hier_reduce : c->hier_bcast);
     size_t n_chunks = h->n ? (h->n - 1) / c->chunk + 1 : 0;
     if (n_chunks == 0) return HET_OK;
@@ -163,7 +163,7 @@ static int post_stage(het_comm *c, het_hier *h, int s) {
     if (s == HET_HIER_CROSS)
         return het_comm_iallreduce_sum(c, c->hier_leaders, h->buf, h->n, &h->req);
     if (s == HET_HIER_DONE) {
-        het_comm_req_begin(&h->req);
+        het_comm_req_begin(c, &h->req);
         return HET_OK;
     }
     return post_node(c, h, s);
@@ -174,7 +174,7 @@ int het_hier_start(het_comm *c, het_hier *h, float *buf, size_t n) {
     h->buf = buf;
     h->n = n;
     h->stage = HET_HIER_IDLE;
-    het_comm_req_begin(&h->req);
+    het_comm_req_begin(c, &h->req);
     if (n > 0 && !buf)
         return het_error_set(HET_EINVAL, "two-level all-reduce: NULL buffer of %zu elements", n);
     if (!c->hier_ready)

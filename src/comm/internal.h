@@ -86,6 +86,9 @@ struct het_comm {
     int *world_node;                               /* node id of every world rank */
     MPI_Comm host;                                 /* this machine's ranks (aside.c), or NULL */
     het_link_log links;                            /* node link occupancy (links.c) */
+    het_lane *lane;                                /* the lane its operations charge: the
+                                                      rank's main lane (het_comm_set_lane) */
+    het_lane own_lane;                             /* until one is set */
     het_comm_queue coll; /* virtual clock: when this rank's last collective across nodes has
                             moved its bytes (its start + wire time), and the clock when that
                             was noted (comm.c: coll_behind) */
@@ -118,7 +121,7 @@ double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, i
  * all-reduce does, only when model > 0. */
 int het_comm_req_clock(het_comm *c, MPI_Comm comm, het_req *r, double model);
 /* Resets r to a request with nothing in flight, started now (comm.c; hier.c's stages too). */
-void het_comm_req_begin(het_req *r);
+void het_comm_req_begin(het_comm *c, het_req *r);
 
 /* Frees the groups of c (MPI_Comm_free); used by het_comm_free. */
 void het_comm_groups_free(het_comm *c);

@@ -156,7 +156,7 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
     double t0 = het_now(), *last = &st->last[pp->world[dest]];
     m->kind = M_SEND, m->state = S_XFER, m->scope = s, m->tag = tag, m->src = at.rank;
     m->dest = dest, m->bytes = bytes, m->done = done, m->peer_world = pp->world[dest];
-    m->stamp = het_clock_now();
+    m->stamp = het_lane_now(c->lane);
     if (m->stamp < st->last_stamp) { /* the clock was reset: earlier arrivals say nothing */
         memset(st->last, 0, (size_t)st->world_size * sizeof *st->last);
         memset(st->last_at, 0, (size_t)st->world_size * HET_P2P_TAGS * sizeof *st->last_at);
@@ -237,9 +237,9 @@ static int msg_progress(het_comm *c, het_msg *m, int *arrived) {
 }
 
 /* Whether the clock has reached a received message's arrival (a send: always). */
-static int clock_reached(const het_msg *m) {
+static int clock_reached(het_comm *c, const het_msg *m) {
     if (m->kind != M_RECV) return 1;
-    if (het_clock_virtual()) return het_clock_now() >= m->deliver;
+    if (het_clock_virtual()) return het_lane_now(c->lane) >= m->deliver;
     return !(m->deliver > m->stamp) || het_now() >= m->deliver; /* model off: no comparison */
 }
 
@@ -247,12 +247,12 @@ static int clock_reached(const het_msg *m) {
  * booked as waiting up to the stamp and transfer after; wall: the rest slept), scratch freed. */
 static int finish(het_comm *c, het_msg *m) {
     if (m->kind == M_RECV && het_clock_virtual()) {
-        double v = het_clock_now(), w = m->stamp > v ? m->stamp - v : 0.0;
+        double v = het_lane_now(c->lane), w = m->stamp > v ? m->stamp - v : 0.0;
         if (m->deliver > v) {
             if (w > m->deliver - v) w = m->deliver - v;
             c->st.vwait_s += w;
             c->st.vnet_s += (m->deliver - v) - w;
-            het_clock_advance_to(m->deliver);
+            het_lane_advance_to(c->lane, m->deliver);
         }
     } else if (m->kind == M_RECV && m->deliver > m->stamp) {
         c->st.delay_s += het_sleep_until(m->deliver);
@@ -277,7 +277,7 @@ int het_comm_msg_test(het_comm *c, het_msg *m, int *done) {
     double t0 = het_now();
     int rc = msg_progress(c, m, &arrived);
     c->st.comm_s += het_now() - t0;
-    if (rc != HET_OK || !arrived || !clock_reached(m)) return rc;
+    if (rc != HET_OK || !arrived || !clock_reached(c, m)) return rc;
     *done = 1;
     return finish(c, m);
 }
@@ -381,8 +381,8 @@ int het_comm_msg_wait_untimed(het_comm *c, het_msg *m) {
 void het_comm_clock_wait(het_comm *c, double t) {
     if (!c) return;
     if (het_clock_virtual()) {
-        double v = het_clock_now();
-        if (t > v) c->st.vwait_s += t - v, het_clock_advance_to(t);
+        double v = het_lane_now(c->lane);
+        if (t > v) c->st.vwait_s += t - v, het_lane_advance_to(c->lane, t);
     } else {
         c->st.delay_s += het_sleep_until(t);
     }

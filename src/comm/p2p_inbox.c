@@ -266,7 +266,7 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
                 b->state[k] = CH_IDLE;
             }
         m->src = HET_ANY_SOURCE, m->done = 1, m->bytes = 0;
-        m->stamp = last >= 0 ? b->hdr[last].stamp : het_clock_now();
+        m->stamp = last >= 0 ? b->hdr[last].stamp : het_lane_now(c->lane);
         m->deliver = last >= 0 ? b->hdr[last].deliver : m->stamp;
         m->peer_world = -1;
         return HET_OK;
@@ -332,7 +332,7 @@ int het_p2p_progress(het_comm *c, inbox *b) {
 
 int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
                    het_msg *m) {
-    return het_comm_irecv_at(c, s, src, tag, buf, cap, het_clock_virtual() ? het_clock_now()
+    return het_comm_irecv_at(c, s, src, tag, buf, cap, c && het_clock_virtual() ? het_lane_now(c->lane)
                                                                             : -1.0, m);
 }
 

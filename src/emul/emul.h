@@ -48,9 +48,9 @@ int het_emul_wait_auto(int host_ranks, int threads_per_rank, long cores);
  * last begin/mark (communication, not compute). On the wall clock t is the elapsed time and the
  * stretch a sleep; on the virtual clock t is the piece's cost (the CPU time of the threads that
  * did it: the calling thread's and, when set, the model's workers', the most of them; or the
- * `cost` hook's figure) and the stretch is charged to the clock (het_clock_advance), with no
+ * `cost` hook's figure) and the stretch is charged to the lane (het_lane_advance), with no
  * sleep. `compute_s` accumulates the stretched compute time, `slept_s` the sleeps alone;
- * `last` and `mid` are on the chosen clock (het_clock_now). */
+ * `last` and `mid` are on the lane's time (het_lane_now). */
 #define HET_PACE_MAX_THREADS 64
 
 /* ---- calibrated compute costs (cost.c) ----
@@ -141,8 +141,8 @@ int het_platform_host(const het_platform *p, const char *name);
 
 typedef struct het_pace {
     double factor;
-    double last;       /* start of the current interval (het_clock_now) */
-    double mid;        /* the last piece's end before its slowdown (het_clock_now) */
+    double last;       /* start of the current interval (het_lane_now) */
+    double mid;        /* the last piece's end before its slowdown (het_lane_now) */
     double compute_s;  /* stretched compute so far (caller may reset) */
     double slept_s;    /* emulation sleeps so far (caller may reset) */
     double debt_s;     /* sleep still owed (< 0: overslept), carried to the next piece */
@@ -164,13 +164,12 @@ typedef struct het_pace {
     double scale;       /* virtual clock: seconds charged per second of cost, before the
                            slowdown (a platform's hosts: the cost's reference rate over the
                            fastest host's speed); 0: 1 */
-    double *lane;       /* virtual clock: the time of a lane, a thread with a clock of its own
-                           (qfb's forward and backward threads), which begin and mark read and
-                           advance instead of the rank's (clock.c); NULL: the rank's. The wall
-                           clock is every thread's. */
+    het_lane *lane;     /* the lane whose compute it paces (the rank's main lane, a qfb
+                           thread's): begin and mark read and advance its time */
 } het_pace;
 
-void   het_pace_init(het_pace *p, double factor);
+/* A pace of `lane`'s compute with slowdown `factor`; its interval starts at the lane's time. */
+void   het_pace_init(het_pace *p, het_lane *lane, double factor);
 /* The CPU clocks (pthread_getcpuclockid) of the worker threads whose CPU time a piece costs
  * besides the calling thread's (at most HET_PACE_MAX_THREADS; n = 0: the calling thread alone). */
 void   het_pace_set_threads(het_pace *p, const clockid_t *clocks, int n);

@@ -132,10 +132,11 @@ double het_sleep_until(double until) {
     return now - t0;
 }
 
-void het_pace_init(het_pace *p, double factor) {
+void het_pace_init(het_pace *p, het_lane *lane, double factor) {
     memset(p, 0, sizeof *p);
+    p->lane = lane;
     p->factor = factor >= 1.0 ? factor : 1.0;
-    p->last = p->mid = het_clock_now();
+    p->last = p->mid = het_lane_now(lane);
 }
 
 void het_pace_set_threads(het_pace *p, const clockid_t *clocks, int n) {
@@ -171,14 +172,10 @@ double het_pace_cpu_take(het_pace *p) {
     return most > 0.0 ? most : 0.0;
 }
 
-/* The pace's time: its lane's on the virtual clock, else the chosen clock's. */
-static double pace_now(const het_pace *p) {
-    return p->lane && het_clock_virtual() ? *p->lane : het_clock_now();
-}
 
 void het_pace_begin(het_pace *p) {
     if (het_clock_virtual()) het_pace_cpu_start(p);
-    p->last = pace_now(p);
+    p->last = het_lane_now(p->lane);
 }
 
 void het_pace_skip(het_pace *p) { het_pace_begin(p); }
@@ -211,11 +208,10 @@ static double mark_virtual(het_pace *p) {
     p->piece_share = 0.0;
     if (!(t >= 0.0)) t = 0.0;
     if (p->scale > 0.0) t *= p->scale;
-    double start = pace_now(p);
+    double start = het_lane_now(p->lane);
     p->mid = start + t;
-    if (p->lane) *p->lane += t * p->factor;
-    else het_clock_advance(t * p->factor);
-    p->last = pace_now(p);
+    het_lane_advance(p->lane, t * p->factor);
+    p->last = het_lane_now(p->lane);
     double stretched = p->last - start;
     p->compute_s += stretched;
     return stretched;

@@ -52,7 +52,7 @@ static int ar_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st)
     float lr = 0.0f;
     het_sampler_set_epoch(ctx->sampler, epoch);
     for (int64_t pos = ctx->epoch_pos; pos < n; pos += B) {
-        double ts = het_clock_now();
+        double ts = het_lane_now(&ctx->lane);
         int64_t Bs = n - pos < B ? n - pos : B, lo, len;
         het_partition_even(Bs, ctx->size, ctx->rank, &lo, &len);
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);

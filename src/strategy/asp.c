@@ -89,7 +89,7 @@ static int worker_epoch(asp *a, het_strategy_ctx *ctx, int epoch, het_epoch_sums
     int rc = HET_OK;
     (void)epoch;
     while (len > 0 && !rc) {
-        double ts = het_clock_now();
+        double ts = het_lane_now(&ctx->lane);
         het_batch_result res;
         rc = het_step_grads(ctx, NULL, ctx->sampler->perm + pos, (int)len, 1.0f / (float)len,
                             het_step_seed(ctx, ctx->step), &res);
@@ -186,7 +186,7 @@ static int server_epoch(asp *a, het_strategy_ctx *ctx, int epoch) {
     memset(a->pushed, 0, (size_t)W * sizeof(int64_t));
     memset(a->held, 0, (size_t)W * sizeof(int));
     for (int w = 0; w < W; w++) finished[w] = (int64_t)w * B >= n; /* no first batch */
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&ctx->lane);
     size_t cap = het_ps_msg_bytes(ps, ps->shard, sizeof(het_ps_grad_hdr));
     int rc = HET_OK, changed = 0;
     for (;;) {
@@ -252,7 +252,7 @@ static int server_epoch(asp *a, het_strategy_ctx *ctx, int epoch) {
         memset(&a->rmsg[w], 0, sizeof a->rmsg[w]);
         if (!rc) rc = wrc;
     }
-    if (primary) ps->run.server_s = het_clock_now() - t0;
+    if (primary) ps->run.server_s = het_lane_now(&ctx->lane) - t0;
     if (!rc && primary && next < n && !ps->run.nonfinite)
         rc = het_error_set(HET_EINVAL, "asp: the epoch ended with %lld samples not handed out "
                            "(a strategy bug)", (long long)(n - next));

@@ -106,7 +106,8 @@ static int measure_segment(het_model *m, int a, int b, int count, double *t) {
     if (!x || !d || !v) st = het_error_set(HET_ENOMEM, "compute costs: out of memory timing "
                                            "layers [%d, %d)", a, b);
     het_pace pace;
-    het_pace_init(&pace, 1.0); /* the calling thread's CPU time alone */
+    het_lane none = HET_LANE_START; /* the measurement is charged to no lane */
+    het_pace_init(&pace, &none, 1.0); /* the calling thread's CPU time alone */
     if (!st) {
         het_rng g;
         het_rng_seed(&g, 1);

@@ -156,7 +156,7 @@ static void daso_progress(void *user, int layer) {
         }
         if (all) {
             y->done = 1;
-            y->t1 = het_clock_now();
+            y->t1 = het_lane_now(&ctx->lane);
         }
     }
 }
@@ -270,7 +270,7 @@ static int start_sync(het_strategy_ctx *ctx, daso *d, int64_t b, int mod, int bt
     y->from = b;
     y->wire = wire;
     y->done = !y->mine || d->N == 1;
-    y->t0 = y->t1 = het_clock_now();
+    y->t0 = y->t1 = het_lane_now(&ctx->lane);
     d->n_sync++;
     if (!y->mine) return HET_OK;
     const float *p = het_model_params(ctx->model);
@@ -295,12 +295,12 @@ static int merge(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
                              " at batch %lld, but %s", e->group, (long long)e->from,
                              (long long)e->batch, y ? "another is older" : "none is in flight");
     int st = d->hook_failed;
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&ctx->lane);
     if (y->mine && !st) {
         float *p = het_model_params(ctx->model);
         for (int c = 0; c < d->n_chunks && d->N > 1 && !st; c++)
             st = het_comm_wait(ctx->comm, &y->reqs[c]);
-        if (!y->done) y->t1 = het_clock_now();
+        if (!y->done) y->t1 = het_lane_now(&ctx->lane);
         het_trace_add(ctx->trace, "global sync (in flight)", HET_TID_COMM, y->mod, y->t0, y->t1);
         const double num = y->btw > 0 ? 2.0 * y->btw : 1.0, den = num + d->N;
         const float factor = (float)(num / den), fden = (float)den;
@@ -313,7 +313,7 @@ static int merge(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
             for (size_t i = 0; i < d->n && !st; i++) p[i] = p[i] * factor + y->buf[i] / fden;
         }
     }
-    het_trace_add(ctx->trace, "merge", HET_TID_COMPUTE, y->mod, t0, het_clock_now());
+    het_trace_add(ctx->trace, "merge", HET_TID_COMPUTE, y->mod, t0, het_lane_now(&ctx->lane));
     d->head = (d->head + 1) % d->cap;
     d->count--;
     d->n_merge++;
@@ -347,24 +347,24 @@ static int send_blocking(het_strategy_ctx *ctx, daso *d, const het_daso_event *e
 /* The blocking sync's receive: the group's parameters = the sum / N, the division rounded to
  * the wire type (HeAT divides the 16-bit sum in that type). */
 static int average(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&ctx->lane);
     if (d->local == e->group) {
         float *p = het_model_params(ctx->model);
         for (size_t i = 0; i < d->n; i++) p[i] = d->blk[i] / (float)d->N;
         wire_round((het_wire)e->wire, p, d->n);
     }
     het_trace_add(ctx->trace, "global average (blocking)", HET_TID_COMPUTE, e->group, t0,
-                  het_clock_now());
+                  het_lane_now(&ctx->lane));
     d->n_block++;
     return HET_OK;
 }
 
 static int node_bcast(het_strategy_ctx *ctx, daso *d, int root) {
     if (d->G == 1) return HET_OK;
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&ctx->lane);
     int st = het_comm_bcast(ctx->comm, HET_COMM_NODE, het_model_params(ctx->model),
                             d->n * sizeof(float), root);
-    het_trace_add(ctx->trace, "node broadcast", HET_TID_COMPUTE, root, t0, het_clock_now());
+    het_trace_add(ctx->trace, "node broadcast", HET_TID_COMPUTE, root, t0, het_lane_now(&ctx->lane));
     return st;
 }
 
@@ -445,7 +445,7 @@ static int daso_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *s
     emit(ctx, (het_daso_event){.kind = HET_DASO_EV_EPOCH, .gs = d->ran.gs, .ls = d->ran.ls,
                                .S = d->ran.S, .last = spe - 1});
     for (int64_t pos = 0, s = 0; pos < n; pos += B, s++) {
-        double ts = het_clock_now();
+        double ts = het_lane_now(&ctx->lane);
         het_batch_result mine;
         int64_t len;
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);

@@ -242,7 +242,7 @@ static int hgc_train_epoch(het_strategy_ctx *ctx, int epoch, het_epoch_stats *st
         if (h->rebalance && h->rebalance_steps > 0 && s > 0 && s % h->rebalance_steps == 0 &&
             (rc = rebalance(ctx, h)))
             return rc;
-        double ts = het_clock_now(), c0 = ctx->pace.compute_s;
+        double ts = het_lane_now(&ctx->lane), c0 = ctx->pace.compute_s;
         int64_t Bs = n - pos < B ? n - pos : B, lo, len;
         float scale;
         partition(ctx, h, Bs, &lo, &len, &scale);

@@ -155,7 +155,7 @@ static int keep(inhad *a, int64_t version, double deliver, const float *w) {
  * version <= exact when exact >= 0: that one, arrived or not), dropping older ones. */
 static void adopt(inhad *a, het_strategy_ctx *ctx, int64_t upto, int64_t exact) {
     pending *best = NULL;
-    double now = het_clock_now();
+    double now = het_lane_now(&ctx->lane);
     for (pending *p = a->pend; p; p = p->next)
         if (exact >= 0 ? p->version == exact : p->version <= upto && p->deliver <= now) best = p;
     if (!best) return;
@@ -189,13 +189,21 @@ static void drop_all(inhad *a) {
 
 /* ---------------------------------------------------------------- the aggregator */
 
+/* The lane the aggregator's time is on: its thread's, or with --inhad-aggregator loop the
+ * rank's main lane (it runs between the rank's batches). */
+static het_lane *agg_lane(inhad *a, het_strategy_ctx *ctx) {
+    return a->loop ? &ctx->lane : &a->agg;
+}
+
 /* A pull: the counted gradients of the node's workers, their sample-weighted mean to the
  * server at the thread's time. */
 static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const int32_t *cnt,
                       double at) {
     het_ps *ps = &a->ps;
     size_t n = ps->n;
-    double t = a->loop ? het_clock_now() : fmax(a->vthread, at);
+    het_lane *L = agg_lane(a, ctx);
+    if (!a->loop) het_lane_advance_to(L, at); /* the thread acts once the pull has arrived */
+    double t = het_lane_now(L);
     agg_hdr h = {0, 0, 0, 0};
     int rc = HET_OK;
     float *sum = (float *)(a->big + sizeof h);
@@ -229,7 +237,8 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
                 memcpy(&gh, a->gbuf, sizeof gh);
                 version = gh.version, count = gh.count;
                 if (a->loop) het_comm_clock_wait(ctx->comm, m.deliver); /* the rank waited */
-                t = a->loop ? het_clock_now() : fmax(t, m.deliver);
+                else het_lane_advance_to(L, m.deliver);
+                t = het_lane_now(L);
             }
             g = (const float *)(a->gbuf + sizeof(grad_hdr));
             double stale = (double)(c->version - version);
@@ -252,7 +261,6 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
         float inv = (float)(1.0 / total);
         for (size_t j = 0; j < n; j++) sum[j] = a->acc[j] * inv;
     }
-    a->vthread = t;
     return het_ps_out_send(ctx, &a->out, ps->shard_rank[0], HET_TAG_GRADS, &h, sizeof h, sum,
                     h.count > 0 ? n * sizeof(float) : 0, a->loop ? -1.0 : t);
 }
@@ -261,13 +269,13 @@ static int serve_pull(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, const 
 static int forward(inhad *a, het_strategy_ctx *ctx, const ctrl_msg *c, size_t bytes,
                    double at) {
     het_ps *ps = &a->ps;
-    a->vthread = fmax(a->vthread, at);
+    if (!a->loop) het_lane_advance_to(&a->agg, at);
     int rc = HET_OK;
     for (int i = 0; i < a->n_local && !rc; i++) {
         int w = a->local[i];
         if (ps->worker_rank[w] == ctx->rank) continue;
         rc = het_ps_out_send(ctx, &a->out, ps->worker_rank[w], HET_TAG_PARAMS, c, bytes, NULL, 0,
-                      a->loop ? -1.0 : a->vthread);
+                      a->loop ? -1.0 : het_lane_now(&a->agg));
     }
     if (!rc && c->kind == K_PUSH)
         rc = keep(a, c->version, at, (const float *)((const unsigned char *)c + sizeof *c));
@@ -327,10 +335,10 @@ static int worker_epoch(inhad *a, het_strategy_ctx *ctx, het_epoch_sums *sums) {
     int rc = HET_OK, end = 0;
     a->got = ctx->step;
     a->got_incl = a->iter = a->held_incl = 0;
-    a->vthread = het_clock_now();
+    a->agg = (het_lane){het_lane_now(&ctx->lane), HET_TID_COMM};
     a->mine_tail = &a->mine;
     while (len > 0 && !rc) {
-        double ts = het_clock_now();
+        double ts = het_lane_now(&ctx->lane);
         het_batch_result res;
         rc = het_step_grads(ctx, NULL, ctx->sampler->perm + pos, (int)len, 1.0f / (float)len,
                             het_step_seed(ctx, ctx->step), &res);

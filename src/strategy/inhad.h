@@ -62,7 +62,8 @@ typedef struct inhad {
     int64_t iter, held_incl; /* a worker: its gradients this epoch; those in its weights */
     int64_t *incl;        /* the server: per worker, its gradients in the updates (epoch) */
     own *mine, **mine_tail;
-    double vthread;       /* an aggregator: its thread's clock */
+    het_lane agg;         /* an aggregator: its thread's lane (with --inhad-aggregator loop
+                             the rank's main lane is used instead: agg_lane) */
     int loop;             /* --inhad-aggregator loop on the virtual clock: one thread a rank */
     /* the server */
     unsigned char **abuf; /* per node: its aggregate */

@@ -144,7 +144,7 @@ static int server_update(inhad *a, het_strategy_ctx *ctx, int epoch, int64_t spe
     ps->run.lr = lr;
     for (int w = 0; w < W; w++) a->incl[w] += a->counted[w];
     memset(a->counted, 0, (size_t)W * sizeof(int32_t));
-    a->push_t = het_clock_now();
+    a->push_t = het_lane_now(&ctx->lane);
     if ((rc = note_done(a, a->push_t))) return rc;
     a->push = (ctrl_msg){K_PUSH, 0, ctx->step, -1, -1, 0, lr};
     memcpy(a->big, het_model_params(ctx->model), n * sizeof(float)); /* weights, then incl */
@@ -186,7 +186,7 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
     memset(a->incl, 0, (size_t)W * sizeof(int64_t));
     memset(a->sent_incl, 0, (size_t)W * sizeof(int64_t));
     a->push_due = 0;
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&ctx->lane);
     float lr = 0.0f;
     while (!rc) {
         if ((rc = hear_from(a, ctx, ins, done, blocked, ranks, &changed))) break;
@@ -242,7 +242,7 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
     for (int k = 0; k < K && !rc; k++) rc = to_node(a, ctx, k, &end, NULL, 0);
     int wrc = rc ? HET_OK : het_ps_out_reap(ctx, &a->out, 1); /* a failure ends the job */
     if (!rc) rc = wrc;
-    ps->run.server_s = het_clock_now() - t0;
+    ps->run.server_s = het_lane_now(&ctx->lane) - t0;
     if (!rc && next < n && !ps->run.nonfinite)
         rc = het_error_set(HET_EINVAL, "inhad: the epoch ended with %lld samples not handed "
                            "out (a strategy bug)", (long long)(n - next));

@@ -225,9 +225,9 @@ int het_pipe_codecs(het_pipe *p, const char *name) {
     return ok ? HET_OK : het_error_set(HET_ENOMEM, "%s: out of memory for the codecs", name);
 }
 
-void het_pipe_epoch_begin(het_pipe *p) {
+void het_pipe_epoch_begin(het_pipe *p, const het_lane *lane) {
     p->bytes_fwd = p->bytes_bwd = p->raw_fwd = p->raw_bwd = p->busy_s = p->work_s = 0;
-    p->epoch_t0 = het_clock_now();
+    p->epoch_t0 = het_lane_now(lane);
 }
 
 int het_pipe_take_acts(het_pipe *p, int i, const het_msg *m) {
@@ -504,11 +504,11 @@ int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stat
     const int64_t n = ctx->n_train, B = ctx->cfg->batch, spe = (n + B - 1) / B;
     het_epoch_sums *sums = &ctx->esums; /* over the epoch's pieces */
     float lr = 0.0f;
-    if (ctx->epoch_pos == 0) het_pipe_epoch_begin(p);
+    if (ctx->epoch_pos == 0) het_pipe_epoch_begin(p, &ctx->lane);
     het_sampler_set_epoch(ctx->sampler, epoch);
     int rc = HET_OK, pause = 0;
     for (int64_t pos = ctx->epoch_pos; pos < n && !rc && !pause; pos += B) {
-        double ts = het_clock_now();
+        double ts = het_lane_now(&ctx->lane);
         lr = het_schedule_lr(ctx->sched, epoch, ctx->step, spe);
         rc = het_pipe_step_begin(p, ctx, pos);
         if (!rc) rc = run(user, ctx);
@@ -540,7 +540,7 @@ int het_pipe_epoch(het_pipe *p, het_strategy_ctx *ctx, int epoch, het_epoch_stat
 int het_pipe_gather(het_pipe *p, het_strategy_ctx *ctx) {
     het_model *m = ctx->model;
     int rc = HET_OK;
-    const double t_end = het_clock_now();
+    const double t_end = het_lane_now(&ctx->lane);
     float *state = het_model_state(m);
     if (p->R > 1 && p->s_hi > p->s_lo && ctx->comm) {
         rc = het_comm_allreduce_sum(ctx->comm, p->replicas, state + p->s_lo, p->s_hi - p->s_lo);

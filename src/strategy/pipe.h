@@ -63,7 +63,7 @@ typedef struct het_pipe {
     double busy_s;            /* time some thread of the stage computed (overlaps once) */
     double work_s;            /* the stage's pieces summed over its threads (qfb's forward and
                                  backward lanes: busy_s < work_s where they overlap) */
-    double epoch_t0;          /* the epoch's start on the chosen clock */
+    double epoch_t0;          /* the epoch's start on the main lane's time */
     size_t stash_bytes;       /* the tapes' */
     double stage_cost[HET_PIPE_MAX_STAGES]; /* measured at init (rank 0's figures, every rank) */
     double stage_fig[HET_PIPE_FIGS * HET_PIPE_MAX_STAGES]; /* per stage of pipeline 0, at the
@@ -102,7 +102,7 @@ int het_pipe_step_begin(het_pipe *p, het_strategy_ctx *ctx, int64_t pos);
  * buffers. */
 int het_pipe_codecs(het_pipe *p, const char *name);
 /* Resets the epoch's figures and notes its start. */
-void het_pipe_epoch_begin(het_pipe *p);
+void het_pipe_epoch_begin(het_pipe *p, const het_lane *lane);
 /* Message payloads (no MPI; any one thread per direction): the activations of micro-batch i
  * received in m into p->in[i]; its output `out` as the payload to send (*buf, *bytes); the
  * gradient received in m into p->dout[i]; the input gradient din as the payload to send.

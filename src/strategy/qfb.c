@@ -25,8 +25,9 @@
  * - MPI is called by the rank's main thread alone (MPI_THREAD_FUNNELED): it posts the step's
  *   receives, hands arrived messages to the threads, sends what they produced, and sleeps on a
  *   condition variable between polls (100 us while messages are outstanding).
- * - Time. Each thread is a lane with its own clock and its own het_pace (slowdown.c, the code
- *   every rank's compute is paced by, with pace.lane = the lane's time): on the wall clock
+ * - Time. Each thread is a lane (het_lane: its own time and trace row, which only it moves)
+ *   with its own het_pace (slowdown.c, the code every rank's compute is paced by, with
+ *   pace.lane = that lane): on the wall clock
  *   both are real time, a piece's slowdown is a sleep of the thread that computed it (with the
  *   shared code's correction of oversleeping); on the virtual clock a lane's time starts at the
  *   step's start, waits for its input's arrival (the message's delivery time) and advances by
@@ -54,8 +55,8 @@ typedef struct lane {
     qfb *q;
     int which;
     pthread_t th;
-    double t;          /* virtual clock: the lane's time */
-    het_pace pace;     /* its pieces' pace (slowdown.c), on the lane's time (pace.lane = &t) */
+    het_lane time;     /* the thread's lane: its time (virtual clock), its trace row */
+    het_pace pace;     /* its pieces' pace (slowdown.c), on that lane (pace.lane = &time) */
     double s[HET_PIPE_MAX_MICRO], e[HET_PIPE_MAX_MICRO]; /* its pieces this step (chosen clock) */
 } lane;
 
@@ -83,7 +84,7 @@ struct qfb {
 /* The lane waits for an input that arrives at `at` (chosen clock). */
 static void lane_arrive(lane *l, double at) {
     if (het_clock_virtual()) {
-        if (at > l->t) l->t = at;
+        het_lane_advance_to(&l->time, at);
     } else {
         het_sleep_until(at);
     }
@@ -107,8 +108,7 @@ static void lane_end(lane *l, int i, double start, const char *event) {
     het_pace_mark(&l->pace);
     l->s[i] = start;
     l->e[i] = l->pace.last;
-    het_trace_add(q->ctx->trace, event, l->which == LANE_F ? HET_TID_FORWARD : HET_TID_COMPUTE,
-                  i, start, l->e[i]);
+    het_trace_add(q->ctx->trace, event, l->time.tid, i, start, l->e[i]);
 }
 
 /* A thread's failure: the first is kept with its message (messages are per thread). */
@@ -219,8 +219,8 @@ static int run_step(qfb *q) {
     memset(q->g_ok, 0, sizeof q->g_ok);
     memset(q->f_done, 0, sizeof q->f_done);
     memset(q->b_done, 0, sizeof q->b_done);
-    q->t0 = het_clock_now();
-    q->lane[LANE_F].t = q->lane[LANE_B].t = q->t0;
+    q->t0 = het_lane_now(&ctx->lane);
+    q->lane[LANE_F].time.t = q->lane[LANE_B].time.t = q->t0;
     for (int i = 0; i < n && p->prev < 0; i++) q->in_ok[i] = 1; /* stage 0 gathers its own */
     q->gen++;
     pthread_cond_broadcast(&q->cv);
@@ -292,16 +292,16 @@ static int run_step(qfb *q) {
     if (rc) return rc;
     /* the step's end on the rank's clock: the later lane; compute is the busy union */
     const double busy = busy_union(q, n);
-    const double end = q->lane[LANE_F].t > q->lane[LANE_B].t ? q->lane[LANE_F].t
-                                                              : q->lane[LANE_B].t;
+    const double tf = q->lane[LANE_F].time.t, tb = q->lane[LANE_B].time.t;
+    const double end = tf > tb ? tf : tb;
     p->busy_s += busy;
     for (int w = 0; w < 2; w++) /* what the lanes computed, each on its own */
         for (int i = 0; i < n; i++) p->work_s += q->lane[w].e[i] - q->lane[w].s[i];
     ctx->pace.compute_s += busy;
     if (het_clock_virtual()) {
-        het_clock_advance(busy);
+        het_lane_advance(&ctx->lane, busy);
         if (ctx->comm) het_comm_clock_wait(ctx->comm, end);
-        else het_clock_advance_to(end);
+        else het_lane_advance_to(&ctx->lane, end);
     }
     het_pace_begin(&ctx->pace); /* the main thread's own piece starts here */
     return HET_OK;
@@ -332,10 +332,11 @@ static int qfb_init(het_strategy_ctx *ctx) {
     if (rc) return rc;
     for (int w = 0; w < 2; w++) { /* each lane paces its pieces on its own time */
         lane *l = &q->lane[w];
-        het_pace_init(&l->pace, q->factor);
+        l->time = (het_lane){het_lane_now(&ctx->lane), w == LANE_F ? HET_TID_FORWARD
+                                                                   : HET_TID_COMPUTE};
+        het_pace_init(&l->pace, &l->time, q->factor);
         l->pace.costs = ctx->pace.costs;
         l->pace.scale = ctx->pace.scale;
-        l->pace.lane = &l->t;
     }
     const het_train_config *c = ctx->cfg;
     het_pipe *p = &q->p;

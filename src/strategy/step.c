@@ -101,7 +101,7 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     if (st) r->hook_failed = st;
     /* MPI inside backward: posting buckets, progressing them, and completing the last one at
      * once (waiting for the other ranks): its own event, not hidden in forward+backward */
-    double t2 = het_clock_now();
+    double t2 = het_lane_now(&ctx->lane);
     if (t2 - t1 >= 10e-6)
         het_trace_add(ctx->trace, "all-reduce in backward", HET_TID_COMPUTE, layer, t1, t2);
     if (k >= 0) r->bucket_t0[k] = t1; /* hooks run backwards: the last one starts it */
@@ -230,9 +230,9 @@ int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_res
     double c_mine = ctx->pace.compute_s - ctx->compute_mark;
     ctx->compute_mark = ctx->pace.compute_s;
     if (!red || !red->buckets) return HET_OK;
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&ctx->lane);
     int st = het_buckets_wait(red->buckets);
-    double t1 = het_clock_now();
+    double t1 = het_lane_now(&ctx->lane);
     het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
     const char *ev = red->bucket_mb > 0 ? "bucket all-reduce" : "flat all-reduce";
     for (int k = 0; k < red->n_buckets; k++)
@@ -387,7 +387,7 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
 
 void het_step_check_fail(het_strategy_ctx *ctx) {
     if (ctx->fail && ((ctx->fail_step > 0 && ctx->step >= ctx->fail_step) ||
-                      (ctx->fail_time > 0 && het_clock_now() - ctx->fail_t0 >= ctx->fail_time)))
+                      (ctx->fail_time > 0 && het_lane_now(&ctx->lane) - ctx->fail_t0 >= ctx->fail_time)))
         ctx->fail(ctx); /* does not return */
 }
 
@@ -438,7 +438,7 @@ int het_step_record(het_strategy_ctx *ctx, het_epoch_sums *s, const het_step_rec
     const int64_t shown_n = rec->shown ? rec->shown_n : rec->count;
     if (!ctx->on_step || (rec->local && shown_n == 0)) return HET_OK;
     het_step_info info = {ctx->epoch + 1, ctx->step, shown->loss_sum, shown->correct,
-                          (int)shown_n, rec->local, lr, het_clock_now() - t0};
+                          (int)shown_n, rec->local, lr, het_lane_now(&ctx->lane) - t0};
     return ctx->on_step(ctx, &info);
 }
 
@@ -468,14 +468,14 @@ int het_step_sum_f64(het_strategy_ctx *ctx, double *v, size_t n) {
 }
 
 void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a) {
-    a->v = het_clock_now();
+    a->v = het_lane_now(&ctx->lane);
     if (ctx->comm) a->comm = het_comm_get_stats(ctx->comm);
     a->link_mark = het_comm_link_mark(ctx->comm);
     a->queue = het_comm_queue_get(ctx->comm);
 }
 
 void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a) {
-    het_clock_rewind(a->v);
+    het_lane_rewind(&ctx->lane, a->v);
     if (!ctx->comm) return;
     het_comm_link_rewind(ctx->comm, a->link_mark);
     het_comm_queue_set(ctx->comm, a->queue);

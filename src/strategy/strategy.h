@@ -107,7 +107,9 @@ struct het_strategy_ctx {
     het_comm *comm;             /* NULL: one process without MPI */
     MPI_Comm world;             /* MPI_COMM_NULL without MPI */
     int rank, size;
-    het_pace pace;              /* this rank's emulated slowdown */
+    het_lane lane;              /* the rank's main lane: its time (hetrain/emul.h), which its
+                                   comm, pace and trace events read and advance */
+    het_pace pace;              /* this rank's emulated slowdown (pace.lane = &lane) */
     het_trace *trace;           /* NULL: off */
     het_step_cb on_step;
     /* ---- the step machinery's (step.c) ---- */

@@ -143,8 +143,10 @@ int het_trainer_create_mpi(het_trainer *t) {
             return st;
         }
     }
-    het_clock_use((het_clock_kind)cfg->clock); /* before anything reads it: V = 0 */
-    het_pace_init(&t->ctx.pace, t->base_factor);
+    het_clock_use((het_clock_kind)cfg->clock); /* before any lane reads it */
+    t->ctx.lane = HET_LANE_START;               /* the rank's main lane: V = 0 */
+    t->ctx.lane.tid = HET_TID_COMPUTE;
+    het_pace_init(&t->ctx.pace, &t->ctx.lane, t->base_factor);
     if (cfg->slowdown_at[0]) {
         int n = het_slowdown_at_parse(cfg->slowdown_at, t->changes, HET_MAX_CHANGES);
         if (n < 0) return n;
@@ -174,6 +176,7 @@ int het_trainer_create_mpi(het_trainer *t) {
     t->have_topo = st == HET_OK;
     if ((st = het_trainer_agree(t, st))) return st;
     st = het_trainer_agree(t, het_comm_create(&t->comm, &t->topo, ne));
+    het_comm_set_lane(t->comm, &t->ctx.lane); /* the comm charges the main lane */
     t->ctx.world = het_comm_mpi(t->comm, HET_COMM_WORLD);
     return st;
 }

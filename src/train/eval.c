@@ -13,7 +13,7 @@ static int eval_put(het_strategy_ctx *c, void *user, const het_eval_rec *r);
 static int eval_range(het_trainer *t, int64_t lo, int64_t hi, int world, double *loss,
                       double *acc) {
     het_model *m = t->strat->model_for_eval(&t->ctx);
-    double t0 = het_clock_now(), sum[3];
+    double t0 = het_lane_now(&t->ctx.lane), sum[3];
     het_batch_result r;
     het_stall_where("evaluation", t->epoch, (long long)t->ctx.step);
     int st = het_batch_eval(m, &t->test, lo, hi, t->cfg.batch, t->x, t->y, t->idx, &r);
@@ -23,7 +23,7 @@ static int eval_range(het_trainer *t, int64_t lo, int64_t hi, int world, double 
     sum[1] = r.correct;
     sum[2] = r.count;
     if (world && (st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
-    het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
+    het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_lane_now(&t->ctx.lane));
     *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
     *acc = sum[2] > 0 ? sum[1] / sum[2] : 0.0;
     return HET_OK;

@@ -27,7 +27,7 @@
 static void fail_now(het_strategy_ctx *ctx) {
     fprintf(stderr, "hetrain: rank %d: injected failure (--fail-at / --fail-rate) at step %lld, "
             "%.3f s into this launch%s; ending with SIGKILL\n", ctx->rank,
-            (long long)ctx->step, het_clock_now() - ctx->fail_t0,
+            (long long)ctx->step, het_lane_now(&ctx->lane) - ctx->fail_t0,
             het_clock_virtual() ? " (virtual)" : "");
     fflush(stderr);
     fflush(stdout);
@@ -80,7 +80,7 @@ int het_trainer_faults(het_trainer *t) {
     }
     if (c->fail_step || c->fail_time > 0) {
         c->fail = fail_now;
-        c->fail_t0 = het_clock_now();
+        c->fail_t0 = het_lane_now(&c->lane);
     }
     return HET_OK;
 }

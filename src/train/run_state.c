@@ -137,7 +137,7 @@ static int save_file(het_trainer *t, const char *path) {
 }
 
 int het_trainer_save(het_trainer *t, const char *path) {
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&t->ctx.lane);
     if (t->rank == 0) het_interrupt_checkpoint(path, t->epoch, 0); /* once renamed */
     het_stall_where("checkpoint", t->epoch, (long long)t->ctx.step);
     int st = HET_OK;
@@ -148,7 +148,7 @@ int het_trainer_save(het_trainer *t, const char *path) {
         int s2 = t->strat->save_state(&t->ctx, NULL);
         if (!st) st = s2;
     }
-    het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_clock_now());
+    het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_lane_now(&t->ctx.lane));
     return het_trainer_agree(t, st);
 }
 

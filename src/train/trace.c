@@ -21,7 +21,7 @@ int het_trace_create_world(het_trace **out, het_comm *comm) {
     int st = het_trace_create(out);
     if (st || !comm) return st;
     if ((st = het_comm_barrier_aside(comm, HET_COMM_WORLD))) return st;
-    het_trace_set_origin(*out, het_clock_now());
+    het_trace_set_origin(*out, het_lane_now(het_comm_lane(comm)));
     return HET_OK;
 }
 

@@ -254,7 +254,7 @@ int het_trainer_create(het_trainer **out, const het_train_config *cfg) {
     if (st || (st = het_trainer_compare_strategy(t))) goto fail;
     if (cfg->trace[0] && (st = het_trace_create_world(&c->trace, c->comm))) goto fail;
     t->t_start = het_now();
-    t->v_start = het_clock_now();
+    t->v_start = het_lane_now(&t->ctx.lane);
     *out = t;
     return HET_OK;
 fail:
@@ -364,7 +364,7 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     t->bar_correct = t->bar_samples = 0;
     het_bar_begin(&t->bar, e + 1, t->cfg.epochs, t->n_train);
     if (c->epoch_pos == 0) memset(&c->esums, 0, sizeof c->esums); /* else a resumed piece */
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&t->ctx.lane);
     t->eval_wall_epoch = 0.0;
     int rc;
     for (;;) { /* the epoch's pieces: a checkpoint every --checkpoint-steps steps, a test
@@ -385,7 +385,7 @@ int het_trainer_train_epoch(het_trainer *t, het_epoch_stats *st) {
     }
     c->epoch_pos = 0;
     c->paused = 0;
-    double secs = het_clock_now() - t0;
+    double secs = het_lane_now(&t->ctx.lane) - t0;
     if (!het_clock_virtual()) secs -= t->eval_wall_epoch; /* virtual: rewound by eval_inside */
     het_bar_end(&t->bar);
     if (rc) return rc; /* strategies fail on every rank alike */
@@ -418,9 +418,9 @@ int het_trainer_write_costs(het_trainer *t, const char *path) {
 }
 
 int het_trainer_calibrate(het_trainer *t, double *speeds) {
-    double t0 = het_clock_now();
+    double t0 = het_lane_now(&t->ctx.lane);
     int st = het_step_calibrate(&t->ctx, speeds);
-    het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_clock_now());
+    het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_lane_now(&t->ctx.lane));
     return st;
 }
 
@@ -438,7 +438,7 @@ static int run_begin(het_trainer *t) {
     t->started = 1;
     het_bar_init(&t->bar, c->progress);
     t->t_start = het_now();
-    t->v_start = het_clock_now();
+    t->v_start = het_lane_now(&t->ctx.lane);
     int st = HET_OK;
     if (c->metrics[0] && t->rank == 0)
         st = het_metrics_open(&t->metrics, c->metrics, c->resume ? t->epoch : -1);
@@ -459,7 +459,7 @@ int het_trainer_run_epoch(het_trainer *t) {
                              isnan(isfinite(es.loss) ? es.test_loss : es.loss) ? "nan" : "inf",
                              es.epoch, (long long)t->ctx.step, diverged_hint());
     es.elapsed_s = het_now() - t->t_start - t->eval_wall;
-    es.vtime_s = het_clock_virtual() ? het_clock_now() - t->v_start : 0.0;
+    es.vtime_s = het_clock_virtual() ? het_lane_now(&t->ctx.lane) - t->v_start : 0.0;
     /* every epoch: whether rank 0 writes metrics is rank 0's business (consistency.c) */
     if ((st = het_trainer_memory(t, &es.peak_rss_max, &es.peak_rss_sum, &es.pss_sum)))
         return st;

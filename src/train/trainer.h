@@ -30,7 +30,7 @@ struct het_trainer {
     het_bar bar;
     int started;               /* run_begin done */
     double t_start;
-    double v_start; /* het_clock_now() when the run started */
+    double v_start; /* the main lane's time when the run started */
     double eval_wall;       /* wall seconds of the evaluations inside epochs (--eval-every), left
                                out of the run's wall times */
     double eval_wall_epoch; /* the same, this epoch */
