@@ -256,8 +256,8 @@ static void test_virtual_receive(int one_node) {
     CHECK(het_comm_isend(e.c, HET_COMM_WORLD, to, HET_TAG_PARAMS, out, sizeof out, &s) ==
           HET_OK && het_comm_irecv(e.c, HET_COMM_WORLD, from, HET_TAG_PARAMS, in, sizeof in,
                                    &r) == HET_OK, "%s", het_error_msg());
-    CHECK(het_comm_msg_wait(e.c, &s) == HET_OK && het_lane_now(&g_lane) == mine, "rank %d: the send "
-          "moved V to %.9f", g_rank, het_lane_now(&g_lane));
+    CHECK(het_comm_msg_wait(e.c, &s) == HET_OK && het_lane_now(&g_lane) == mine,
+          "rank %d: the send moved V to %.9f", g_rank, het_lane_now(&g_lane));
     CHECK(het_comm_msg_wait(e.c, &r) == HET_OK, "%s", het_error_msg());
     double want = theirs + cost > mine ? theirs + cost : mine;
     CHECK(het_lane_now(&g_lane) == want && r.deliver == theirs + cost && r.stamp == theirs,

@@ -55,8 +55,8 @@ static void test_straggler(het_comm *c, het_netem ne) {
     het_lane_advance(&g_lane, 0.010 + 0.005 * g_rank);
     CHECK(het_comm_allreduce_sum(c, HET_COMM_WORLD, v, 256) == HET_OK, "%s", het_error_msg());
     double last = 0.010 + 0.005 * (g_size - 1);
-    CHECK(NEAR(het_lane_now(&g_lane), last + M), "rank %d: straggler: V %.9f, expected %.9f", g_rank,
-          het_lane_now(&g_lane), last + M);
+    CHECK(NEAR(het_lane_now(&g_lane), last + M), "rank %d: straggler: V %.9f, expected %.9f",
+          g_rank, het_lane_now(&g_lane), last + M);
     het_comm_stats st = het_comm_get_stats(c);
     CHECK(NEAR(st.vwait_s, last - (0.010 + 0.005 * g_rank)) && NEAR(st.vnet_s, M),
           "rank %d: straggler booked wait %.9f net %.9f", g_rank, st.vwait_s, st.vnet_s);
@@ -111,8 +111,8 @@ static void test_overlap(het_comm *c, het_netem ne) {
             int done = 1;
             MPI_Barrier(MPI_COMM_WORLD); /* every rank has posted */
             for (int i = 0; i < 200; i++) CHECK(het_comm_test(c, &r, &done) == HET_OK, "test");
-            CHECK(!done, "rank %d: done at V %.6f before the end %.6f", g_rank, het_lane_now(&g_lane),
-                  end);
+            CHECK(!done, "rank %d: done at V %.6f before the end %.6f", g_rank,
+                  het_lane_now(&g_lane), end);
         }
         double rest = longer ? 2.0 * M + 0.002 : M / 2.0;
         het_lane_advance(&g_lane, rest);
@@ -138,7 +138,9 @@ static void test_overlap(het_comm *c, het_netem ne) {
         het_lane_advance(&g_lane, 0.001);
         int done = 0;
         CHECK(het_comm_test(c, &r, &done) == HET_OK, "test");
-        if (done) CHECK(het_lane_now(&g_lane) >= M - 1e-12, "done at V %.6f, end %.6f", het_lane_now(&g_lane), M);
+        if (done)
+            CHECK(het_lane_now(&g_lane) >= M - 1e-12, "done at V %.6f, end %.6f",
+                  het_lane_now(&g_lane), M);
     }
     CHECK(het_comm_wait(c, &r) == HET_OK, "%s", het_error_msg());
     double want = M > 0.003 ? M : 0.003;

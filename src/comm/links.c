@@ -149,7 +149,8 @@ int het_comm_links_epoch(het_comm *c, het_comm_links *out) {
     int n_all = 0, rc = gather_spans(c, &all, &n_all);
     if (!rc && c->topo->rank == 0) rc = sweep(all, n_all, N, v);
     free(all);
-    v[4 * N] = c->links.lost, v[4 * N + 1] = -c->links.t_begin, v[4 * N + 2] = het_lane_now(c->lane);
+    v[4 * N] = c->links.lost, v[4 * N + 1] = -c->links.t_begin;
+    v[4 * N + 2] = het_lane_now(c->lane);
     if (!rc) rc = het_comm_allreduce_aside(c, HET_COMM_WORLD, v, K, HET_T_DOUBLE, HET_OP_MAX);
     const double len = v[4 * N + 2] + v[4 * N + 1];
     for (int k = 0; k < 4 * N; k++) v[k] = len > 0.0 ? v[k] / len : 0.0;

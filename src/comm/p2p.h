@@ -38,8 +38,8 @@ struct het_p2p {
     double *last;             /* by world rank: the last arrival this rank gave it */
     double *last_at;          /* by world rank x tag: the same for sends with a stamp given
                                * (het_comm_isend_at: another lane, a thread's messages) */
-    double last_stamp;        /* this rank's clock at its last send: a lower one now means
-                               * het_clock_use reset the clock (last[] starts over) */
+    double last_stamp;        /* this rank's time at its last send: a lower one now means
+                               * its lane was started over (last[] starts over) */
     het_flows *in_net;        /* virtual clock: this rank's way in from other nodes, which the
                                * messages a receive from any sender takes share max-min fairly
                                * (senders into one receiver: p2p_inbox.c) */

@@ -332,8 +332,8 @@ int het_p2p_progress(het_comm *c, inbox *b) {
 
 int het_comm_irecv(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,
                    het_msg *m) {
-    return het_comm_irecv_at(c, s, src, tag, buf, cap, c && het_clock_virtual() ? het_lane_now(c->lane)
-                                                                            : -1.0, m);
+    const double posted = c && het_clock_virtual() ? het_lane_now(c->lane) : -1.0;
+    return het_comm_irecv_at(c, s, src, tag, buf, cap, posted, m);
 }
 
 int het_comm_irecv_at(het_comm *c, het_comm_scope s, int src, int tag, void *buf, size_t cap,

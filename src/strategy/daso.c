@@ -313,7 +313,7 @@ static int merge(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
             for (size_t i = 0; i < d->n && !st; i++) p[i] = p[i] * factor + y->buf[i] / fden;
         }
     }
-    het_trace_add(ctx->trace, "merge", HET_TID_COMPUTE, y->mod, t0, het_lane_now(&ctx->lane));
+    het_trace_add(ctx->trace, "merge", ctx->lane.tid, y->mod, t0, het_lane_now(&ctx->lane));
     d->head = (d->head + 1) % d->cap;
     d->count--;
     d->n_merge++;
@@ -353,7 +353,7 @@ static int average(het_strategy_ctx *ctx, daso *d, const het_daso_event *e) {
         for (size_t i = 0; i < d->n; i++) p[i] = d->blk[i] / (float)d->N;
         wire_round((het_wire)e->wire, p, d->n);
     }
-    het_trace_add(ctx->trace, "global average (blocking)", HET_TID_COMPUTE, e->group, t0,
+    het_trace_add(ctx->trace, "global average (blocking)", ctx->lane.tid, e->group, t0,
                   het_lane_now(&ctx->lane));
     d->n_block++;
     return HET_OK;
@@ -364,7 +364,7 @@ static int node_bcast(het_strategy_ctx *ctx, daso *d, int root) {
     double t0 = het_lane_now(&ctx->lane);
     int st = het_comm_bcast(ctx->comm, HET_COMM_NODE, het_model_params(ctx->model),
                             d->n * sizeof(float), root);
-    het_trace_add(ctx->trace, "node broadcast", HET_TID_COMPUTE, root, t0, het_lane_now(&ctx->lane));
+    het_trace_add(ctx->trace, "node broadcast", ctx->lane.tid, root, t0, het_lane_now(&ctx->lane));
     return st;
 }
 

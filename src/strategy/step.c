@@ -66,9 +66,9 @@ double het_step_region_begin(het_strategy_ctx *ctx) {
 
 void het_step_region_end(het_strategy_ctx *ctx, const char *event, int arg, double t0) {
     het_pace_mark(&ctx->pace);
-    het_trace_add(ctx->trace, event, HET_TID_COMPUTE, arg, t0, ctx->pace.mid);
+    het_trace_add(ctx->trace, event, ctx->lane.tid, arg, t0, ctx->pace.mid);
     if (ctx->pace.factor > 1.0)
-        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, arg, ctx->pace.mid,
+        het_trace_add(ctx->trace, "slowdown (emulated)", ctx->lane.tid, arg, ctx->pace.mid,
                       ctx->pace.last);
 }
 
@@ -84,7 +84,7 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
     het_pace_mark(&ctx->pace);
     double t1 = ctx->pace.last;
     if (ctx->pace.factor > 1.0)
-        het_trace_add(ctx->trace, "slowdown (emulated)", HET_TID_COMPUTE, layer, ctx->pace.mid,
+        het_trace_add(ctx->trace, "slowdown (emulated)", ctx->lane.tid, layer, ctx->pace.mid,
                       t1);
     int st = HET_OK;
     if ((r->flags & HET_REDUCE_FIGURES) && !r->figures_ready) { /* the batch's first hook */
@@ -103,7 +103,7 @@ static void reducer_grad_hook(void *user, int layer, size_t off, size_t count) {
      * once (waiting for the other ranks): its own event, not hidden in forward+backward */
     double t2 = het_lane_now(&ctx->lane);
     if (t2 - t1 >= 10e-6)
-        het_trace_add(ctx->trace, "all-reduce in backward", HET_TID_COMPUTE, layer, t1, t2);
+        het_trace_add(ctx->trace, "all-reduce in backward", ctx->lane.tid, layer, t1, t2);
     if (k >= 0) r->bucket_t0[k] = t1; /* hooks run backwards: the last one starts it */
     het_pace_skip(&ctx->pace); /* the time in MPI is not compute */
 }
@@ -233,7 +233,7 @@ int het_step_reduce(het_strategy_ctx *ctx, het_reducer *red, const het_batch_res
     double t0 = het_lane_now(&ctx->lane);
     int st = het_buckets_wait(red->buckets);
     double t1 = het_lane_now(&ctx->lane);
-    het_trace_add(ctx->trace, "wait for all-reduce", HET_TID_COMPUTE, (int)ctx->step, t0, t1);
+    het_trace_add(ctx->trace, "wait for all-reduce", ctx->lane.tid, (int)ctx->step, t0, t1);
     const char *ev = red->bucket_mb > 0 ? "bucket all-reduce" : "flat all-reduce";
     for (int k = 0; k < red->n_buckets; k++)
         het_trace_add(ctx->trace, ev, HET_TID_COMM, k, red->bucket_t0[k] > 0 ?
@@ -386,8 +386,10 @@ int het_step_epoch_end(het_strategy_ctx *ctx) {
 }
 
 void het_step_check_fail(het_strategy_ctx *ctx) {
-    if (ctx->fail && ((ctx->fail_step > 0 && ctx->step >= ctx->fail_step) ||
-                      (ctx->fail_time > 0 && het_lane_now(&ctx->lane) - ctx->fail_t0 >= ctx->fail_time)))
+    if (!ctx->fail) return;
+    const double ran = het_lane_now(&ctx->lane) - ctx->fail_t0;
+    if ((ctx->fail_step > 0 && ctx->step >= ctx->fail_step) ||
+        (ctx->fail_time > 0 && ran >= ctx->fail_time))
         ctx->fail(ctx); /* does not return */
 }
 

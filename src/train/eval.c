@@ -23,7 +23,8 @@ static int eval_range(het_trainer *t, int64_t lo, int64_t hi, int world, double 
     sum[1] = r.correct;
     sum[2] = r.count;
     if (world && (st = het_step_sum_f64(&t->ctx, sum, 3))) return st;
-    het_trace_add(t->ctx.trace, "evaluation", HET_TID_COMPUTE, t->epoch, t0, het_lane_now(&t->ctx.lane));
+    het_trace_add(t->ctx.trace, "evaluation", t->ctx.lane.tid, t->epoch, t0,
+                  het_lane_now(&t->ctx.lane));
     *loss = sum[2] > 0 ? sum[0] / sum[2] : 0.0;
     *acc = sum[2] > 0 ? sum[1] / sum[2] : 0.0;
     return HET_OK;

@@ -148,7 +148,8 @@ int het_trainer_save(het_trainer *t, const char *path) {
         int s2 = t->strat->save_state(&t->ctx, NULL);
         if (!st) st = s2;
     }
-    het_trace_add(t->ctx.trace, "checkpoint", HET_TID_COMPUTE, t->epoch, t0, het_lane_now(&t->ctx.lane));
+    het_trace_add(t->ctx.trace, "checkpoint", t->ctx.lane.tid, t->epoch, t0,
+                  het_lane_now(&t->ctx.lane));
     return het_trainer_agree(t, st);
 }
 

@@ -420,7 +420,8 @@ int het_trainer_write_costs(het_trainer *t, const char *path) {
 int het_trainer_calibrate(het_trainer *t, double *speeds) {
     double t0 = het_lane_now(&t->ctx.lane);
     int st = het_step_calibrate(&t->ctx, speeds);
-    het_trace_add(t->ctx.trace, "calibration", HET_TID_COMPUTE, 0, t0, het_lane_now(&t->ctx.lane));
+    het_trace_add(t->ctx.trace, "calibration", t->ctx.lane.tid, 0, t0,
+                  het_lane_now(&t->ctx.lane));
     return st;
 }
 
