@@ -292,17 +292,24 @@ static void test_reproducible(const char *name, het_shape in, int batch, int wor
     for (int k = 0; k < 2; k++) het_model_free(m[k]);
 }
 
+/* The same model twice in bf16: m[0] built with environment variable `var` set to `value`,
+ * m[1] without it. */
+static int build_pair(het_model *m[2], const char *name, het_shape in, int batch, int workers,
+                      const char *var, const char *value) {
+    setenv(var, value, 1);
+    m[0] = build(name, in, batch, workers, HET_PREC_BF16);
+    unsetenv(var);
+    m[1] = build(name, in, batch, workers, HET_PREC_BF16);
+    return m[0] && m[1];
+}
+
 /* bf16 with the edges channel-blocked and ReLUs fused (where this CPU's oneDNN picks nChw16c)
  * against HET_LAYOUT=plain: the same definition, so equal up to fp32 summation order, which
  * can move a value across a bf16 rounding boundary now and then (a 2^-8 step in that one
  * operand): loss within 1e-4 relative, gradients within 1 % relative L2. */
 static void test_layouts(const char *name, het_shape in, int batch, int workers) {
     het_model *m[2];
-    setenv("HET_LAYOUT", "plain", 1);
-    m[0] = build(name, in, batch, workers, HET_PREC_BF16);
-    unsetenv("HET_LAYOUT");
-    m[1] = build(name, in, batch, workers, HET_PREC_BF16);
-    if (!m[0] || !m[1]) return;
+    if (!build_pair(m, name, in, batch, workers, "HET_LAYOUT", "plain")) return;
     int blocked = 0, fused = 0;
     for (int i = 0; i < het_model_n_layers(m[1]); i++) {
         blocked += het_model_layer(m[1], i)->out_blk;
@@ -338,11 +345,7 @@ static void test_layouts(const char *name, het_shape in, int batch, int workers)
  * -> conv, twice); on the portable path none. */
 static void test_lp_edges(const char *name, het_shape in, int batch, int workers, int want) {
     het_model *m[2];
-    setenv("HET_BF16_ACTS", "fp32", 1);
-    m[0] = build(name, in, batch, workers, HET_PREC_BF16);
-    unsetenv("HET_BF16_ACTS");
-    m[1] = build(name, in, batch, workers, HET_PREC_BF16);
-    if (!m[0] || !m[1]) return;
+    if (!build_pair(m, name, in, batch, workers, "HET_BF16_ACTS", "fp32")) return;
     CHECK(het_model_lp_edges(m[0]) == 0 && het_model_lp_edges(m[1]) == want,
           "%s: %d and %d bf16 edges, expected 0 and %d", name, het_model_lp_edges(m[0]),
           het_model_lp_edges(m[1]), want);
