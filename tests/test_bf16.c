@@ -23,8 +23,9 @@
  *    CPU's oneDNN runs nChw16c) against HET_LAYOUT=plain in bf16; activations that stay bf16
  *    between convolutions (two edges of cifar-cnn on oneDNN's bf16 kernels, none on the
  *    portable path or in ResNet-20) against HET_BF16_ACTS=fp32: three steps and eval bitwise
- *    equal, 1 and 2 workers; the ReLU's backward on bf16 outputs (NaN, +-0, subnormals, a
- *    tail) on the AVX-512 kernel and the portable loop;
+ *    equal, 1 and 2 workers (on AMX, not yet run there, within test_layouts' bounds); the
+ *    ReLU's backward on bf16 outputs (NaN, +-0, subnormals, a tail) on the AVX-512 kernel and
+ *    the portable loop;
  *  - which kernels ran: the portable path everywhere (oneDNN's bf16 kernels turned off by
  *    het_dnnl_bf16_disable); where the CPU has AMX or AVX512-BF16 (het_dnnl_bf16_enabled) the
  *    whole test again on oneDNN's bf16 kernels, which must meet the same bounds, and each
@@ -356,13 +357,24 @@ static void test_lp_edges(const char *name, het_shape in, int batch, int workers
     float *l0 = het_alloc(sizeof(float) * nl);
     memcpy(l0, het_model_forward(m[0], x, batch, 0, 0), sizeof(float) * nl);
     const float *l1 = het_model_forward(m[1], x, batch, 0, 0);
-    CHECK(loss[0] == loss[1], "%s: losses %.17g (fp32 edges) vs %.17g (bf16 edges)", name,
-          loss[0], loss[1]);
-    CHECK(memcmp(het_model_params(m[0]), het_model_params(m[1]), np * sizeof(float)) == 0,
-          "%s, %d workers: bf16 edges trained other weights than fp32 edges", name, workers);
-    CHECK(memcmp(l0, l1, sizeof(float) * nl) == 0, "%s: eval logits differ", name);
-    printf("  %-10s %d worker%s: %d edges bf16, 3 steps and eval bitwise those of fp32 edges\n",
-           name, workers, workers > 1 ? "s" : "", want);
+    if (het_bf16_cpu() != HET_BF16_ISA_AMX) { /* jit_bf16 kernels: checked bitwise */
+        CHECK(loss[0] == loss[1], "%s: losses %.17g (fp32 edges) vs %.17g (bf16 edges)", name,
+              loss[0], loss[1]);
+        CHECK(memcmp(het_model_params(m[0]), het_model_params(m[1]), np * sizeof(float)) == 0,
+              "%s, %d workers: bf16 edges trained other weights than fp32 edges", name, workers);
+        CHECK(memcmp(l0, l1, sizeof(float) * nl) == 0, "%s: eval logits differ", name);
+    } else { /* AMX: oneDNN may pick another kernel for a bf16 output (not yet seen there):
+              * the same definition, so test_layouts' bounds */
+        int d;
+        double l = fabs(loss[1] - loss[0]) / fabs(loss[0]);
+        double w = rel_l2(het_model_params(m[1]), het_model_params(m[0]), np, &d);
+        double e = rel_l2(l1, l0, nl, &d);
+        CHECK(l <= 1e-4 && w <= 1e-3 && e <= 1e-3, "%s: bf16 vs fp32 edges: loss %.3g, weights "
+              "%.3g, logits %.3g relative", name, l, w, e);
+    }
+    printf("  %-10s %d worker%s: %d edges bf16, 3 steps and eval %s those of fp32 edges\n",
+           name, workers, workers > 1 ? "s" : "", want,
+           het_bf16_cpu() != HET_BF16_ISA_AMX ? "bitwise" : "within bounds of");
     het_free(l0);
     het_free(x);
     for (int k = 0; k < 2; k++) het_model_free(m[k]);
