@@ -14,8 +14,10 @@
  *   node's uplink, 2 T on 2 + 2 ranks from every root, 4 T on 4 + 4 from root 0;
  * - the k-nomial tree of radix 4: a rank's sends to all its children at once;
  * - SMPI's message-size factors: one message between 2 nodes is het_netem_p2p_s;
+ * - Open MPI's binary tree and split binary tree (their own cases below);
  * - the algorithm Open MPI 4.1 picks (binomial on 16-31 ranks from 4 KiB, linear on 4-7 ranks
- *   from 8 KiB, ...), or MPICH's. */
+ *   from 8 KiB, the binary tree on 2-3 ranks from 32 KiB, ... up to 4096 ranks and more), or
+ *   MPICH's. */
 #include <math.h>
 #include <mpi.h>
 #include <string.h>
@@ -160,6 +162,16 @@ static void test_algo(void) {
     CHECK(het_netem_mpi_bcast_algo(4, 1078952, 1) == HET_BC_CHAIN, "4 ranks, 1.08 MB: chain");
     CHECK(het_netem_mpi_bcast_algo(16, 1078952, 1) == HET_BC_SCATTER_ALLGATHER,
           "16 ranks, 1.08 MB: scatter + all-gather");
+    CHECK(het_netem_mpi_bcast_algo(3, 100000, 1) == HET_BC_BINTREE, "3 ranks, 100 kB");
+    CHECK(het_netem_mpi_bcast_algo(4, 1000, 1) == HET_BC_BINTREE, "4 ranks, 1 kB");
+    CHECK(het_netem_mpi_bcast_algo(100, 247000, 1) == HET_BC_KNOMIAL, "100 ranks");
+    CHECK(het_netem_mpi_bcast_algo(200, 20000, 1) == HET_BC_LINEAR, "200 ranks, 20 kB");
+    CHECK(het_netem_mpi_bcast_algo(200, 40000, 1) == HET_BC_BINTREE, "200 ranks, 40 kB");
+    CHECK(het_netem_mpi_bcast_algo(300, 20000, 1) == HET_BC_SPLIT_BINTREE, "300 ranks, 20 kB");
+    CHECK(het_netem_mpi_bcast_algo(1500, 600000, 1) == HET_BC_SCATTER_ALLGATHER, "1500 ranks");
+    CHECK(het_netem_mpi_bcast_algo(5000, 10000, 1) == HET_BC_BINTREE, "5000 ranks, 10 kB");
+    CHECK(het_netem_mpi_bcast_algo(5000, 300000, 1) == HET_BC_SCATTER_ALLGATHER,
+          "5000 ranks, 300 kB");
     /* MPI_Ibcast: libnbc's, by the communicator's size alone */
     CHECK(het_netem_mpi_bcast_algo(4, 1078952, 0) == HET_BC_LINEAR, "Ibcast, 4 ranks");
     CHECK(het_netem_mpi_bcast_algo(5, 100, 0) == HET_BC_NBC_BINOMIAL, "Ibcast, 5 ranks");
@@ -277,7 +289,70 @@ static void test_nbc_binomial(void) {
                 "coll/tuned binomial, 4 + 4");
 }
 
+/* Open MPI's binary tree (levels {0}, {1, 2}, {3 .. 6}; x on level l sends to x + 2^l and
+ * x + 2^(l+1) at once), 100 kB (T = 0.1 s across):
+ * - 2 + 2 ranks, root 0: 0 -> 1 inside (free), then 0 -> 2 and 1 -> 3 both leave node 0: 2 T
+ *   (the binomial tree: T, one message across);
+ * - 8 ranks on 4 nodes (2 each), root 0: 0 -> 2, 1 -> 3 and 1 -> 5 share node 0's uplink
+ *   (3 T), then 2 -> 4, 2 -> 6 and 3 -> 7 share node 1's (3 T more): 6 T. */
+static void test_bintree(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    CHECK_CLOSE(het_netem_bcast_bintree_s(ne, two_by_two, 4, 0, 100000, 0), 2 * T, 1e-12,
+                "binary tree, 2 + 2");
+    int eight[8];
+    for (int r = 0; r < 8; r++) eight[r] = r / 2;
+    CHECK_CLOSE(het_netem_bcast_bintree_s(ne, eight, 8, 0, 100000, 0), 6 * T, 1e-12,
+                "binary tree, 8 ranks on 4 nodes");
+    /* root 2 (relative ranks rotate): the same shape from ranks 2, 3, 0, 1 */
+    CHECK_CLOSE(het_netem_bcast_bintree_s(ne, two_by_two, 4, 2, 100000, 0), 2 * T, 1e-12,
+                "binary tree, 2 + 2, root 2");
+    CHECK(het_netem_bcast_bintree_s(ne, two_by_two, 1, 0, 100000, 0) == 0.0, "one rank");
+}
+
+/* The split binary tree, 200 kB (halves of 100 kB: T each across), a rank a node:
+ * - 4 ranks, root 0: the root sends half 0 to rank 1 (0 to T), then half 1 to rank 2 (T to
+ *   2T) while rank 1 passes half 0 to rank 3 (T to 2T); then 1 <-> 2 exchange their halves and
+ *   the root sends half 1 to rank 3 (the last rank of an even count), all on separate links:
+ *   3 T, where the chain takes 6 T and the binary tree 6 T;
+ * - 3 ranks: the root's two sends (2 T), then 1 <-> 2 exchange (the receive of rank 2 is
+ *   posted at 2T): 3 T;
+ * - latency 1 ms, 400 kB (halves of 2 T): in one segment the root's sends end at 2 L + 4 T (rank
+ *   1's to rank 3 too, from L + 2 T), the root's half to rank 3 at 3 L + 6 T; in segments of
+ *   100 kB the root sends 4 messages (4 L + 4 T), rank 1 passes each on behind it, and the
+ *   exchange ends at 5 L + 6 T;
+ * - 1 byte cannot be split, nor halves smaller than a segment: the chain's time. */
+static void test_split_bintree(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    const int four[4] = {0, 1, 2, 3};
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(ne, four, 4, 0, 200000, 0, 0), 3 * T, 1e-12,
+                "split binary tree, 4 nodes");
+    CHECK_CLOSE(het_netem_bcast_chain_s(ne, four, 4, 0, 200000, 0, 0), 6 * T, 1e-12,
+                "chain, 4 nodes, 200 kB");
+    CHECK_CLOSE(het_netem_bcast_bintree_s(ne, four, 4, 0, 200000, 0), 6 * T, 1e-12,
+                "binary tree, 4 nodes, 200 kB");
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(ne, four, 3, 0, 200000, 0, 0), 3 * T, 1e-12,
+                "split binary tree, 3 nodes");
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(ne, four, 4, 3, 200000, 0, 0), 3 * T, 1e-12,
+                "split binary tree, 4 nodes, root 3");
+    het_netem lat = {.lat_s = 1e-3, .bw_bytes_per_s = 1e6};
+    double L = 1e-3;
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(lat, four, 4, 0, 400000, 0, 0), 3 * L + 6 * T,
+                1e-12, "split binary tree, 400 kB in one segment a half");
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(lat, four, 4, 0, 400000, 0, 100000),
+                5 * L + 6 * T, 1e-12, "split binary tree, 400 kB in segments of 100 kB");
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(lat, four, 4, 0, 400000, 0, 300000),
+                het_netem_bcast_chain_s(lat, four, 4, 0, 400000, 0, 300000), 1e-15,
+                "split binary tree, a segment larger than a half: the chain");
+    CHECK_CLOSE(het_netem_bcast_split_bintree_s(lat, four, 3, 0, 1, 0, 0),
+                het_netem_bcast_chain_s(lat, four, 3, 0, 1, 0, 0), 1e-15,
+                "split binary tree of 1 byte: the chain");
+}
+
 int main(void) {
+    test_bintree();
+    test_split_bintree();
     test_chain();
     test_scatter_allgather();
     test_nbc_binomial();

@@ -195,6 +195,13 @@ double het_netem_bcast_scatter_allgather_s(het_netem ne, const int *node, int p,
                                            size_t bytes, int local_on);
 double het_netem_bcast_nbc_binomial_s(het_netem ne, const int *node, int p, int root,
                                       size_t bytes, int local_on);
+/* The same for Open MPI's binary tree (a rank's sends to both children posted at once) and its
+ * split binary tree (each half down one subtree in segments of `seg` bytes, 0: one, then an
+ * exchange of halves between pairs). */
+double het_netem_bcast_bintree_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                 int local_on);
+double het_netem_bcast_split_bintree_s(het_netem ne, const int *node, int p, int root,
+                                       size_t bytes, int local_on, size_t seg);
 /* Modeled time of one point-to-point message between nodes: lat + bytes/bw. */
 double het_netem_p2p_s(het_netem ne, size_t bytes);
 /* The time a message of `bytes` keeps the link busy: bytes / (bw x bw_factor); 0 with the model

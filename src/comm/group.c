@@ -89,9 +89,13 @@ double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, i
         t = het_netem_bcast_scatter_allgather_s(c->ne, node, p, root, bytes, local);
     } else if (a == HET_BC_NBC_BINOMIAL) {
         t = het_netem_bcast_nbc_binomial_s(c->ne, node, p, root, bytes, local);
+    } else if (a == HET_BC_BINTREE) {
+        t = het_netem_bcast_bintree_s(c->ne, node, p, root, bytes, local);
+    } else if (a == HET_BC_SPLIT_BINTREE) {
+        t = het_netem_bcast_split_bintree_s(c->ne, node, p, root, bytes, local, 0);
     }
     if (t >= 0.0) return t;
-    t = het_netem_bcast_s(c->ne, bytes, span); /* the split binary tree, the binary tree */
+    t = het_netem_bcast_s(c->ne, bytes, span); /* another scope, or out of memory */
     if (het_clock_virtual() && p > span) /* ranks sharing nodes: the node link's rounds too */
         t += het_netem_local_bcast_s(c->ne, bytes, (p + span - 1) / span);
     return t;

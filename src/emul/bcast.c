@@ -8,7 +8,9 @@
  * pipelined chain) for most sizes, k-nomial trees from 32 ranks; MPI_Ibcast is libnbc's, which
  * by default looks at the size of the communicator alone: the linear broadcast on up to 4
  * ranks, libnbc's binomial tree above. MPICH 4: a binomial tree below 12 KiB or on fewer than 8
- * ranks, scatter + all-gather above. The chain, scatter + all-gather and libnbc's tree run rank
+ * ranks, scatter + all-gather above. The rows go on to 4096 ranks and more (the binary tree,
+ * the split binary tree at 256-1023 ranks for 16-32 KiB, scatter + all-gather for large
+ * messages). The chain, scatter + all-gather, libnbc's tree and the two binary trees run rank
  * by rank (bcast_sched.c); the trees below are computed here.
  *
  * The binomial tree (het_netem_bcast_binomial_s), as the library runs it: ranks relative to the
@@ -40,6 +42,7 @@
  * other nodes share its uplink. The binomial tree is radix 2 (one blocking send after another)
  * and the linear fan radix p. SMPI's "ompi" selector runs MVAPICH2's intra-node k-nomial in
  * its place, which waits for each level's sends before the next: another schedule. */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,12 +85,28 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes, int blocking) {
     static const bc_rule lt32[] = {
         {4096, HET_BC_KNOMIAL}, {1048576, HET_BC_BINOMIAL}, {SIZE_MAX, HET_BC_SCATTER_ALLGATHER}};
     static const bc_rule lt64[] = {{2048, HET_BC_BINOMIAL}, {SIZE_MAX, HET_BC_KNOMIAL}};
-    if (p < 4) return bc_pick(lt4, bytes);
-    if (p < 8) return bc_pick(lt8, bytes);
-    if (p < 16) return bc_pick(lt16, bytes);
-    if (p < 32) return bc_pick(lt32, bytes);
-    if (p < 64) return bc_pick(lt64, bytes);
-    return HET_BC_KNOMIAL; /* 64-127; the larger communicators' rows are mostly k-nomial too */
+    static const bc_rule lt128[] = {{SIZE_MAX, HET_BC_KNOMIAL}};
+    static const bc_rule lt256[] = {
+        {2, HET_BC_BINOMIAL}, {16384, HET_BC_BINTREE}, {32768, HET_BC_LINEAR},
+        {65536, HET_BC_BINTREE}, {SIZE_MAX, HET_BC_KNOMIAL}};
+    static const bc_rule lt1024[] = {
+        {16384, HET_BC_KNOMIAL}, {32768, HET_BC_SPLIT_BINTREE}, {SIZE_MAX, HET_BC_KNOMIAL}};
+    static const bc_rule lt2048[] = {
+        {524288, HET_BC_KNOMIAL}, {SIZE_MAX, HET_BC_SCATTER_ALLGATHER}};
+    static const bc_rule lt4096[] = {
+        {262144, HET_BC_KNOMIAL}, {SIZE_MAX, HET_BC_SCATTER_ALLGATHER}};
+    static const bc_rule more[] = {
+        {8192, HET_BC_KNOMIAL}, {16384, HET_BC_BINTREE}, {262144, HET_BC_KNOMIAL},
+        {SIZE_MAX, HET_BC_SCATTER_ALLGATHER}};
+    static const struct {
+        int below;
+        const bc_rule *rules;
+    } rows[] = {{4, lt4},     {8, lt8},     {16, lt16},     {32, lt32},     {64, lt64},
+                {128, lt128}, {256, lt256}, {1024, lt1024}, {2048, lt2048}, {4096, lt4096},
+                {INT_MAX, more}};
+    int i = 0;
+    while (p >= rows[i].below) i++;
+    return bc_pick(rows[i].rules, bytes);
 #else
     (void)blocking;
     return bytes < 12288 || p < 8 ? HET_BC_BINOMIAL : HET_BC_SCATTER_ALLGATHER;

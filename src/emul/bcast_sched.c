@@ -30,7 +30,21 @@
  *   subtree, from ranks that have them.
  * - libnbc's binomial tree (MPI_Ibcast on more than 4 ranks): ranks 0 and root swap places; v
  *   receives from v - 2^floor(log2 v), then posts its sends to v + 2^r for every 2^r > v at
- *   once (the nearest first), so they share its node's uplink. */
+ *   once (the nearest first), so they share its node's uplink.
+ * - the binary tree (coll/base's bintree: the generic tree broadcast over topo_build_tree with
+ *   fanout 2): levels {0}, {1, 2}, {3 .. 6}, ...; x on level l has the children x + 2^l and
+ *   x + 2^(l+1); x receives from its parent, then posts its sends to both children at once
+ *   and waits for them (unsegmented: the fixed rules give no segment size).
+ * - the split binary tree (coll/base's split_bintree, on that tree): the root sends the first
+ *   half (ceil(bytes / 2)) down its left child's subtree (odd x) and the rest down its right
+ *   child's (even x), one blocking send after another, each rank passing its half to its
+ *   children the same way; then x exchanges halves with its pair in the other subtree (x + 1
+ *   for odd x, x - 1 for even x, a send-receive); on an even number of ranks the last rank
+ *   (odd, no pair) gets the second half from the root instead. With segments (Open MPI's
+ *   fixed rules give none; SMPI's copy takes 1 KiB below 370728 bytes, 8 KiB above) the root
+ *   sends segment k of each half in turn, and a rank receives segment k + 1 while it passes
+ *   segment k on; the exchange moves whole halves. A half empty or smaller than a segment:
+ *   the chain, as the library falls back to. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -362,6 +376,96 @@ static void nbc_binomial(writer *w, int v, size_t bytes, size_t seg) {
         if (v < r && v + r < p) isend(w, me, nbc_rank(v + r, root), (double)bytes);
     waitall(w, me);
     w->root = root;
+}
+
+/* Open MPI's tree of fanout 2 (topo_build_tree): x's level, parent and i-th child (or -1). */
+static int bt_level(int x) {
+    int level = 0;
+    for (long num = 0; num <= x; level++) num += 1L << level;
+    return level - 1;
+}
+
+static int bt_parent(int x) {
+    if (x < 2) return 0;
+    int l = bt_level(x), y = x;
+    while (y >= (1 << l) - 1) y -= 1 << (l - 1); /* back a level at a time */
+    return y;
+}
+
+static int bt_child(int x, int i, int p) {
+    int y = x + (1 << bt_level(x)) * (i + 1);
+    return y < p ? y : -1;
+}
+
+static void bintree(writer *w, int x, size_t bytes, size_t seg) {
+    (void)seg;
+    if (x > 0) recv(w, x, bt_parent(x));
+    for (int i = 0; i < 2; i++)
+        if (bt_child(x, i, w->p) >= 0) isend(w, x, bt_child(x, i, w->p), (double)bytes);
+    waitall(w, x);
+}
+
+/* The segments of one half: n of `size` bytes, the last `last`. */
+typedef struct {
+    size_t n;
+    double size, last;
+} segs;
+
+static segs segs_of(double half, size_t seg) {
+    if (seg == 0 || (double)seg >= half) return (segs){1, half, half};
+    size_t n = (size_t)ceil(half / (double)seg);
+    return (segs){n, (double)seg, half - (double)(n - 1) * (double)seg};
+}
+
+static void split_bintree(writer *w, int x, size_t bytes, size_t seg) {
+    const double half[2] = {(double)((bytes + 1) / 2), (double)(bytes / 2)};
+    if (half[1] < 1.0 || (double)seg > half[1]) { /* too small to split: the chain */
+        chain(w, x, bytes, seg);
+        return;
+    }
+    const segs sg[2] = {segs_of(half[0], seg), segs_of(half[1], seg)};
+    int p = w->p, lr = (x + 1) % 2; /* 0: the left subtree (odd x), 1: the right (the root) */
+    int kid[2] = {bt_child(x, 0, p), bt_child(x, 1, p)};
+    if (x == 0) { /* segment by segment, one blocking send a child */
+        for (size_t k = 0; k < sg[0].n; k++)
+            for (int i = 0; i < 2; i++)
+                if (kid[i] >= 0 && k < sg[i].n)
+                    send(w, x, kid[i], k + 1 == sg[i].n ? sg[i].last : sg[i].size);
+    } else if (kid[0] >= 0) { /* receive segment k + 1 while passing segment k on */
+        int r = irecv(w, x, bt_parent(x));
+        for (size_t k = 1; k < sg[lr].n; k++) {
+            int next = irecv(w, x, bt_parent(x));
+            wait1(w, x, r);
+            for (int i = 0; i < 2; i++)
+                if (kid[i] >= 0) send(w, x, kid[i], sg[lr].size);
+            r = next;
+        }
+        wait1(w, x, r);
+        for (int i = 0; i < 2; i++)
+            if (kid[i] >= 0) send(w, x, kid[i], sg[lr].last);
+    } else {
+        for (size_t k = 0; k < sg[lr].n; k++) recv(w, x, bt_parent(x));
+    }
+    int pair = lr == 0 ? (x + 1) % p : (x + p - 1) % p;
+    if (p % 2 == 0 && x == 0) {
+        send(w, x, p - 1, half[1]);
+    } else if (p % 2 == 0 && x == p - 1) {
+        recv(w, x, 0);
+    } else if (x != 0) { /* a send-receive with the pair: the whole halves */
+        int r = irecv(w, x, pair);
+        send(w, x, pair, half[lr]);
+        wait1(w, x, r);
+    }
+}
+
+double het_netem_bcast_bintree_s(het_netem ne, const int *node, int p, int root, size_t bytes,
+                                 int local_on) {
+    return sched_s(ne, node, p, root, bytes, local_on, bintree, 0);
+}
+
+double het_netem_bcast_split_bintree_s(het_netem ne, const int *node, int p, int root,
+                                       size_t bytes, int local_on, size_t seg) {
+    return sched_s(ne, node, p, root, bytes, local_on, split_bintree, seg);
 }
 
 double het_netem_bcast_chain_s(het_netem ne, const int *node, int p, int root, size_t bytes,
