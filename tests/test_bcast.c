@@ -289,6 +289,42 @@ static void test_nbc_binomial(void) {
                 "coll/tuned binomial, 4 + 4");
 }
 
+/* Open MPI's binomial tree (parent: x with its highest bit cleared; sends to x + 2^k for every
+ * 2^k > x posted at once), 100 kB (T = 0.1 s across):
+ * - 2 + 2 ranks, root 0: 0 -> 2 and 1 -> 3 (1 has the data at once, inside the node) leave node
+ *   0 together: 2 T (MPICH's tree: T, one message across);
+ * - 4 x 4 ranks, root 0: ranks 0-3 have the data at once and send 8 messages across together
+ *   (0 -> 4, 8; 1 -> 5, 9; 2 -> 6, 10; 3 -> 7, 11): 8 T; then 4-7 send to 12-15 from node 1: 4 T
+ *   more, 12 T in all (MPICH's tree: 2 T);
+ * - 8 ranks a node each: libnbc's tree from root 0 (the same tree), 6 T;
+ * - which the model charges: Open MPI's tree under Open MPI, MPICH's with --coll-model smpi. */
+static void test_ompi_binomial(void) {
+    het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
+    double T = 0.1;
+    CHECK_CLOSE(het_netem_bcast_ompi_binomial_s(ne, two_by_two, 4, 0, 100000, 0), 2 * T, 1e-12,
+                "Open MPI's binomial tree, 2 + 2");
+    int sixteen[16], eight[8];
+    for (int r = 0; r < 16; r++) sixteen[r] = r / 4;
+    for (int r = 0; r < 8; r++) eight[r] = r;
+    CHECK_CLOSE(het_netem_bcast_ompi_binomial_s(ne, sixteen, 16, 0, 100000, 0), 12 * T, 1e-12,
+                "Open MPI's binomial tree, 4 x 4");
+    CHECK_CLOSE(het_netem_bcast_binomial_s(ne, sixteen, 16, 0, 100000, 0), 2 * T, 1e-12,
+                "MPICH's binomial tree, 4 x 4");
+    CHECK_CLOSE(het_netem_bcast_ompi_binomial_s(ne, eight, 8, 0, 100000, 0),
+                het_netem_bcast_nbc_binomial_s(ne, eight, 8, 0, 100000, 0), 1e-15,
+                "Open MPI's binomial tree = libnbc's from root 0");
+    CHECK_CLOSE(het_netem_bcast_ompi_binomial_s(ne, eight, 8, 0, 100000, 0), 6 * T, 1e-12,
+                "Open MPI's binomial tree, 8 nodes");
+    het_netem smpi = ne;
+    smpi.coll_smpi = 1;
+    CHECK(!het_netem_bcast_ompi_tree(smpi), "--coll-model smpi: MPICH's tree, as SMPI runs it");
+#if defined(OPEN_MPI)
+    CHECK(het_netem_bcast_ompi_tree(ne), "Open MPI: its own tree");
+#else
+    CHECK(!het_netem_bcast_ompi_tree(ne), "MPICH: its tree");
+#endif
+}
+
 /* Open MPI's binary tree (levels {0}, {1, 2}, {3 .. 6}; x on level l sends to x + 2^l and
  * x + 2^(l+1) at once), 100 kB (T = 0.1 s across):
  * - 2 + 2 ranks, root 0: 0 -> 1 inside (free), then 0 -> 2 and 1 -> 3 both leave node 0: 2 T
@@ -351,6 +387,7 @@ static void test_split_bintree(void) {
 }
 
 int main(void) {
+    test_ompi_binomial();
     test_bintree();
     test_split_bintree();
     test_chain();

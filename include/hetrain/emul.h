@@ -195,6 +195,14 @@ double het_netem_bcast_scatter_allgather_s(het_netem ne, const int *node, int p,
                                            size_t bytes, int local_on);
 double het_netem_bcast_nbc_binomial_s(het_netem ne, const int *node, int p, int root,
                                       size_t bytes, int local_on);
+/* The same for Open MPI's binomial tree (topo_build_bmtree: x's parent is x with its highest
+ * bit cleared, its children x + 2^k for 2^k > x, all posted at once), which is not MPICH's
+ * (het_netem_bcast_binomial_s); het_netem_bcast_ompi_tree says which one the model charges. */
+double het_netem_bcast_ompi_binomial_s(het_netem ne, const int *node, int p, int root,
+                                       size_t bytes, int local_on);
+/* 1: a binomial broadcast is Open MPI's (built with Open MPI, ne.coll_smpi off); 0: MPICH's, as
+ * MPICH and SMPI 3.32 (for Open MPI's too) run it. */
+int het_netem_bcast_ompi_tree(het_netem ne);
 /* The same for Open MPI's binary tree (a rank's sends to both children posted at once) and its
  * split binary tree (each half down one subtree in segments of `seg` bytes, 0: one, then an
  * exchange of halves between pairs). */

@@ -80,7 +80,9 @@ double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, i
                         ? het_netem_bcast_algo(c->ne, p, bytes, !het_stall_on()) : HET_BC_N;
     const int *node = c->world_node, local = het_clock_virtual();
     double t = -1.0; /* its messages over the ranks, where the model has the algorithm */
-    if (a == HET_BC_BINOMIAL || a == HET_BC_LINEAR || a == HET_BC_KNOMIAL) {
+    if (a == HET_BC_BINOMIAL && het_netem_bcast_ompi_tree(c->ne)) {
+        t = het_netem_bcast_ompi_binomial_s(c->ne, node, p, root, bytes, local);
+    } else if (a == HET_BC_BINOMIAL || a == HET_BC_LINEAR || a == HET_BC_KNOMIAL) {
         int radix = a == HET_BC_BINOMIAL ? 2 : a == HET_BC_LINEAR ? p : BCAST_KNOMIAL_RADIX;
         t = het_netem_bcast_knomial_s(c->ne, node, p, root, bytes, local, radix);
     } else if (a == HET_BC_CHAIN || a == HET_BC_PIPELINE) { /* unsegmented: fixed rules */

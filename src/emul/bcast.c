@@ -13,9 +13,15 @@
  * messages). The chain, scatter + all-gather, libnbc's tree and the two binary trees run rank
  * by rank (bcast_sched.c); the trees below are computed here.
  *
- * The binomial tree (het_netem_bcast_binomial_s), as the library runs it: ranks relative to the
- * root, a rank receives from its parent (its relative rank less its lowest bit) and then sends
- * to its children, the farthest first, one blocking send after another. Each message between
+ * The binomial tree (het_netem_bcast_binomial_s), as MPICH runs it (and SMPI 3.32, also where
+ * Open MPI's rules choose Open MPI's binomial tree): ranks relative to the root, a rank receives
+ * from its parent (its relative rank less its lowest bit) and then sends to its children, the
+ * farthest first, one blocking send after another. Open MPI's own binomial tree is another
+ * tree run another way (its parent clears the highest bit, not the lowest, and a rank posts its
+ * sends to all children at once: het_netem_bcast_ompi_binomial_s, bcast_sched.c): on 4 + 4 +
+ * 4 + 4 ranks from rank 0 eight messages leave node 0 together where MPICH's tree sends two,
+ * one after the other; the model charges it where Open MPI runs it (het_netem_bcast_ompi_tree:
+ * not with --coll-model smpi, whose SMPI runs MPICH's). Each message between
  * nodes is a flow from the sender's node uplink to the receiver's node downlink (emul/flows.c:
  * max-min fair sharing, latency x lat_factor(bytes), bytes at bw x bw_factor(bytes); with
  * cross-traffic it also takes 5 % of its rate on the receiver's uplink and the sender's
@@ -110,6 +116,15 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes, int blocking) {
 #else
     (void)blocking;
     return bytes < 12288 || p < 8 ? HET_BC_BINOMIAL : HET_BC_SCATTER_ALLGATHER;
+#endif
+}
+
+int het_netem_bcast_ompi_tree(het_netem ne) {
+#if defined(OPEN_MPI)
+    return !ne.coll_smpi;
+#else
+    (void)ne;
+    return 0;
 #endif
 }
 

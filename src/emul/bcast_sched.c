@@ -31,6 +31,11 @@
  * - libnbc's binomial tree (MPI_Ibcast on more than 4 ranks): ranks 0 and root swap places; v
  *   receives from v - 2^floor(log2 v), then posts its sends to v + 2^r for every 2^r > v at
  *   once (the nearest first), so they share its node's uplink.
+ * - Open MPI's binomial tree (coll/base's binomial: the generic tree broadcast over
+ *   topo_build_bmtree): x receives from x with its highest bit cleared, then posts its sends to
+ *   x + 2^k for every 2^k > x at once and waits for them, libnbc's tree but rotated to the
+ *   root. (MPICH's binomial tree, which SMPI runs for Open MPI's: x receives from x less its
+ *   lowest bit and sends one blocking send after another; bcast.c.)
  * - the binary tree (coll/base's bintree: the generic tree broadcast over topo_build_tree with
  *   fanout 2): levels {0}, {1, 2}, {3 .. 6}, ...; x on level l has the children x + 2^l and
  *   x + 2^(l+1); x receives from its parent, then posts its sends to both children at once
@@ -456,6 +461,23 @@ static void split_bintree(writer *w, int x, size_t bytes, size_t seg) {
         send(w, x, pair, half[lr]);
         wait1(w, x, r);
     }
+}
+
+/* Open MPI's binomial tree (coll/base's topo_build_bmtree, run by the generic tree broadcast):
+ * x receives from x with its highest bit cleared and posts its sends to x + 2^k for every
+ * 2^k > x at once, the nearest first (libnbc's tree without the root swap). */
+static void ompi_binomial(writer *w, int x, size_t bytes, size_t seg) {
+    (void)seg;
+    int mask = 1;
+    while (mask <= x) mask <<= 1; /* the power of two above x */
+    if (x > 0) recv(w, x, x ^ (mask >> 1));
+    for (; mask < w->p; mask <<= 1) isend(w, x, x + mask, (double)bytes);
+    waitall(w, x);
+}
+
+double het_netem_bcast_ompi_binomial_s(het_netem ne, const int *node, int p, int root,
+                                       size_t bytes, int local_on) {
+    return sched_s(ne, node, p, root, bytes, local_on, ompi_binomial, 0);
 }
 
 double het_netem_bcast_bintree_s(het_netem ne, const int *node, int p, int root, size_t bytes,
