@@ -152,26 +152,34 @@ static void test_factors(void) {
 
 static void test_algo(void) {
 #if defined(OPEN_MPI)
-    CHECK(het_netem_mpi_bcast_algo(16, 247000, 1) == HET_BC_BINOMIAL, "16 ranks, 247 kB");
-    CHECK(het_netem_mpi_bcast_algo(16, 2000, 1) == HET_BC_KNOMIAL, "16 ranks, 2 kB");
-    CHECK(het_netem_mpi_bcast_algo(4, 247000, 1) == HET_BC_LINEAR, "4 ranks, 247 kB");
-    CHECK(het_netem_mpi_bcast_algo(4, 4000, 1) == HET_BC_BINOMIAL, "4 ranks, 4 kB");
-    CHECK(het_netem_mpi_bcast_algo(8, 247000, 1) == HET_BC_LINEAR, "8 ranks, 247 kB");
-    CHECK(het_netem_mpi_bcast_algo(64, 247000, 1) == HET_BC_KNOMIAL, "64 ranks");
-    CHECK(het_netem_mpi_bcast_algo(2, 600000, 1) == HET_BC_BINOMIAL, "2 ranks, 600 kB");
-    CHECK(het_netem_mpi_bcast_algo(4, 1078952, 1) == HET_BC_CHAIN, "4 ranks, 1.08 MB: chain");
-    CHECK(het_netem_mpi_bcast_algo(16, 1078952, 1) == HET_BC_SCATTER_ALLGATHER,
-          "16 ranks, 1.08 MB: scatter + all-gather");
-    CHECK(het_netem_mpi_bcast_algo(3, 100000, 1) == HET_BC_BINTREE, "3 ranks, 100 kB");
-    CHECK(het_netem_mpi_bcast_algo(4, 1000, 1) == HET_BC_BINTREE, "4 ranks, 1 kB");
-    CHECK(het_netem_mpi_bcast_algo(100, 247000, 1) == HET_BC_KNOMIAL, "100 ranks");
-    CHECK(het_netem_mpi_bcast_algo(200, 20000, 1) == HET_BC_LINEAR, "200 ranks, 20 kB");
-    CHECK(het_netem_mpi_bcast_algo(200, 40000, 1) == HET_BC_BINTREE, "200 ranks, 40 kB");
-    CHECK(het_netem_mpi_bcast_algo(300, 20000, 1) == HET_BC_SPLIT_BINTREE, "300 ranks, 20 kB");
-    CHECK(het_netem_mpi_bcast_algo(1500, 600000, 1) == HET_BC_SCATTER_ALLGATHER, "1500 ranks");
-    CHECK(het_netem_mpi_bcast_algo(5000, 10000, 1) == HET_BC_BINTREE, "5000 ranks, 10 kB");
-    CHECK(het_netem_mpi_bcast_algo(5000, 300000, 1) == HET_BC_SCATTER_ALLGATHER,
-          "5000 ranks, 300 kB");
+    static const struct {
+        int p;
+        size_t bytes;
+        het_bc_algo want;
+        const char *what;
+    } rule[] = {
+        {16, 247000, HET_BC_BINOMIAL, "16 ranks, 247 kB"},
+        {16, 2000, HET_BC_KNOMIAL, "16 ranks, 2 kB"},
+        {4, 247000, HET_BC_LINEAR, "4 ranks, 247 kB"},
+        {4, 4000, HET_BC_BINOMIAL, "4 ranks, 4 kB"},
+        {8, 247000, HET_BC_LINEAR, "8 ranks, 247 kB"},
+        {64, 247000, HET_BC_KNOMIAL, "64 ranks"},
+        {2, 600000, HET_BC_BINOMIAL, "2 ranks, 600 kB"},
+        {4, 1078952, HET_BC_CHAIN, "4 ranks, 1.08 MB: chain"},
+        {16, 1078952, HET_BC_SCATTER_ALLGATHER, "16 ranks, 1.08 MB: scatter + all-gather"},
+        {3, 100000, HET_BC_BINTREE, "3 ranks, 100 kB"},
+        {4, 1000, HET_BC_BINTREE, "4 ranks, 1 kB"},
+        {100, 247000, HET_BC_KNOMIAL, "100 ranks"},
+        {200, 20000, HET_BC_LINEAR, "200 ranks, 20 kB"},
+        {200, 40000, HET_BC_BINTREE, "200 ranks, 40 kB"},
+        {300, 20000, HET_BC_SPLIT_BINTREE, "300 ranks, 20 kB"},
+        {1500, 600000, HET_BC_SCATTER_ALLGATHER, "1500 ranks"},
+        {5000, 10000, HET_BC_BINTREE, "5000 ranks, 10 kB"},
+        {5000, 300000, HET_BC_SCATTER_ALLGATHER, "5000 ranks, 300 kB"},
+    };
+    for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++)
+        CHECK(het_netem_mpi_bcast_algo(rule[i].p, rule[i].bytes, 1) == rule[i].want, "%s",
+              rule[i].what);
     /* MPI_Ibcast: libnbc's, by the communicator's size alone */
     CHECK(het_netem_mpi_bcast_algo(4, 1078952, 0) == HET_BC_LINEAR, "Ibcast, 4 ranks");
     CHECK(het_netem_mpi_bcast_algo(5, 100, 0) == HET_BC_NBC_BINOMIAL, "Ibcast, 5 ranks");
