@@ -305,7 +305,8 @@ static void test_nbc_binomial(void) {
  *   (0 -> 4, 8; 1 -> 5, 9; 2 -> 6, 10; 3 -> 7, 11): 8 T; then 4-7 send to 12-15 from node 1: 4 T
  *   more, 12 T in all (MPICH's tree: 2 T);
  * - 8 ranks a node each: libnbc's tree from root 0 (the same tree), 6 T;
- * - which the model charges: Open MPI's tree under Open MPI, MPICH's with --coll-model smpi. */
+ * - which the model charges: Open MPI's tree under Open MPI's rules, MPICH's with --coll-model
+ *   smpi or --bcast-model binomial (SMPI's binomial_tree). */
 static void test_ompi_binomial(void) {
     het_netem ne = {.lat_s = 0.0, .bw_bytes_per_s = 1e6};
     double T = 0.1;
@@ -326,6 +327,9 @@ static void test_ompi_binomial(void) {
     het_netem smpi = ne;
     smpi.coll_smpi = 1;
     CHECK(!het_netem_bcast_ompi_tree(smpi), "--coll-model smpi: MPICH's tree, as SMPI runs it");
+    het_netem forced = ne;
+    forced.bcast = HET_NETEM_BCAST_BINOMIAL;
+    CHECK(!het_netem_bcast_ompi_tree(forced), "--bcast-model binomial: SMPI's binomial_tree");
 #if defined(OPEN_MPI)
     CHECK(het_netem_bcast_ompi_tree(ne), "Open MPI: its own tree");
 #else

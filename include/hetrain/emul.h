@@ -200,8 +200,9 @@ double het_netem_bcast_nbc_binomial_s(het_netem ne, const int *node, int p, int 
  * (het_netem_bcast_binomial_s); het_netem_bcast_ompi_tree says which one the model charges. */
 double het_netem_bcast_ompi_binomial_s(het_netem ne, const int *node, int p, int root,
                                        size_t bytes, int local_on);
-/* 1: a binomial broadcast is Open MPI's (built with Open MPI, ne.coll_smpi off); 0: MPICH's, as
- * MPICH and SMPI 3.32 (for Open MPI's too) run it. */
+/* 1: a binomial broadcast is Open MPI's (built with Open MPI, ne.coll_smpi off, ne.bcast the
+ * library's rules); 0: MPICH's, as MPICH and SMPI 3.32 (smpi/bcast:binomial_tree, and its "ompi"
+ * selector where Open MPI's rules say binomial) run it. */
 int het_netem_bcast_ompi_tree(het_netem ne);
 /* The same for Open MPI's binary tree (a rank's sends to both children posted at once) and its
  * split binary tree (each half down one subtree in segments of `seg` bytes, 0: one, then an

@@ -21,7 +21,8 @@
  * sends to all children at once: het_netem_bcast_ompi_binomial_s, bcast_sched.c): on 4 + 4 +
  * 4 + 4 ranks from rank 0 eight messages leave node 0 together where MPICH's tree sends two,
  * one after the other; the model charges it where Open MPI runs it (het_netem_bcast_ompi_tree:
- * not with --coll-model smpi, whose SMPI runs MPICH's). Each message between
+ * not with --coll-model smpi nor --bcast-model binomial, which stand for SMPI's runs, whose
+ * binomial tree is MPICH's). Each message between
  * nodes is a flow from the sender's node uplink to the receiver's node downlink (emul/flows.c:
  * max-min fair sharing, latency x lat_factor(bytes), bytes at bw x bw_factor(bytes); with
  * cross-traffic it also takes 5 % of its rate on the receiver's uplink and the sender's
@@ -121,7 +122,7 @@ het_bc_algo het_netem_mpi_bcast_algo(int p, size_t bytes, int blocking) {
 
 int het_netem_bcast_ompi_tree(het_netem ne) {
 #if defined(OPEN_MPI)
-    return !ne.coll_smpi;
+    return !ne.coll_smpi && ne.bcast == HET_NETEM_BCAST_RULES;
 #else
     (void)ne;
     return 0;
