@@ -304,7 +304,8 @@ static void test_nbc_binomial(void) {
  * - 4 x 4 ranks, root 0: ranks 0-3 have the data at once and send 8 messages across together
  *   (0 -> 4, 8; 1 -> 5, 9; 2 -> 6, 10; 3 -> 7, 11): 8 T; then 4-7 send to 12-15 from node 1: 4 T
  *   more, 12 T in all (MPICH's tree: 2 T);
- * - 8 ranks a node each: libnbc's tree from root 0 (the same tree), 6 T;
+ * - 8 ranks a node each: libnbc's tree from root 0 (the same tree), 6 T; 3 ranks: the root's
+ *   two sends share its uplink, 2 T (no child past the last rank);
  * - which the model charges: Open MPI's tree under Open MPI's rules, MPICH's with --coll-model
  *   smpi or --bcast-model binomial (SMPI's binomial_tree). */
 static void test_ompi_binomial(void) {
@@ -324,6 +325,9 @@ static void test_ompi_binomial(void) {
                 "Open MPI's binomial tree = libnbc's from root 0");
     CHECK_CLOSE(het_netem_bcast_ompi_binomial_s(ne, eight, 8, 0, 100000, 0), 6 * T, 1e-12,
                 "Open MPI's binomial tree, 8 nodes");
+    /* 3 ranks (not a power of two): the root's two sends, nothing from rank 1 (1 + 2 = p) */
+    CHECK_CLOSE(het_netem_bcast_ompi_binomial_s(ne, eight, 3, 0, 100000, 0), 2 * T, 1e-12,
+                "Open MPI's binomial tree, 3 nodes");
     het_netem smpi = ne;
     smpi.coll_smpi = 1;
     CHECK(!het_netem_bcast_ompi_tree(smpi), "--coll-model smpi: MPICH's tree, as SMPI runs it");

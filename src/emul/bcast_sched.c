@@ -367,20 +367,26 @@ static void scatter_allgather(writer *w, int x, size_t bytes, size_t seg) {
  * this builder maps its vranks itself (w->root = 0 and the swap below). */
 static int nbc_rank(int v, int root) { return v == 0 ? root : v == root ? 0 : v; }
 
+/* The binomial tree of Open MPI's bmtree and libnbc: v receives from v with its highest bit
+ * cleared, then posts its sends to v + 2^k for every 2^k > v (below p) at once, the nearest
+ * first. swap: libnbc's vranks (ranks 0 and root swap places), else relative ranks. */
+static void bmtree(writer *w, int v, size_t bytes, int swap) {
+    int p = w->p, root = w->root;
+    if (swap) w->root = 0; /* emit by real ranks */
+#define VR(u) (swap ? nbc_rank((u), root) : (u))
+    int hi = 1;
+    while (hi * 2 <= v) hi *= 2;
+    if (v != 0) recv(w, VR(v), VR(v - hi));
+    for (int r = 1; r < p; r *= 2)
+        if (v < r && v + r < p) isend(w, VR(v), VR(v + r), (double)bytes);
+    waitall(w, VR(v));
+#undef VR
+    w->root = root;
+}
+
 static void nbc_binomial(writer *w, int v, size_t bytes, size_t seg) {
     (void)seg;
-    int p = w->p, root = w->root;
-    w->root = 0; /* emit by real ranks */
-    int me = nbc_rank(v, root);
-    if (v != 0) {
-        int hi = 1;
-        while (hi * 2 <= v) hi *= 2;
-        recv(w, me, nbc_rank(v - hi, root));
-    }
-    for (int r = 1; r < p; r *= 2)
-        if (v < r && v + r < p) isend(w, me, nbc_rank(v + r, root), (double)bytes);
-    waitall(w, me);
-    w->root = root;
+    bmtree(w, v, bytes, 1);
 }
 
 /* Open MPI's tree of fanout 2 (topo_build_tree): x's level, parent and i-th child (or -1). */
@@ -468,11 +474,7 @@ static void split_bintree(writer *w, int x, size_t bytes, size_t seg) {
  * 2^k > x at once, the nearest first (libnbc's tree without the root swap). */
 static void ompi_binomial(writer *w, int x, size_t bytes, size_t seg) {
     (void)seg;
-    int mask = 1;
-    while (mask <= x) mask <<= 1; /* the power of two above x */
-    if (x > 0) recv(w, x, x ^ (mask >> 1));
-    for (; mask < w->p; mask <<= 1) isend(w, x, x + mask, (double)bytes);
-    waitall(w, x);
+    bmtree(w, x, bytes, 0);
 }
 
 double het_netem_bcast_ompi_binomial_s(het_netem ne, const int *node, int p, int root,
