@@ -90,9 +90,9 @@ int het_flows_add(het_flows *f, double start, double bytes, double latency, doub
     return het_flows_add_weighted(f, start, bytes, latency, rate_bound, 1.0, route, NULL, n_route);
 }
 
-int het_flows_add_weighted(het_flows *f, double start, double bytes, double latency,
-                           double rate_bound, double factor, const int *route,
-                           const double *weight, int n_route) {
+int het_flows_check(const het_flows *f, double start, double bytes, double latency,
+                    double rate_bound, double factor, const int *route, const double *weight,
+                    int n_route) {
     if (n_route < 1 || n_route > HET_FLOW_ROUTE_MAX || !route)
         return het_error_set(HET_EINVAL, "flows: a route of %d resources, expected 1..%d",
                              n_route, HET_FLOW_ROUTE_MAX);
@@ -115,6 +115,15 @@ int het_flows_add_weighted(het_flows *f, double start, double bytes, double late
     if (start < f->now)
         return het_error_set(HET_EINVAL, "flows: a flow starting at %.17g s, before the "
                              "network's time %.17g s", start, f->now);
+    return HET_OK;
+}
+
+int het_flows_add_weighted(het_flows *f, double start, double bytes, double latency,
+                           double rate_bound, double factor, const int *route,
+                           const double *weight, int n_route) {
+    int rc = het_flows_check(f, start, bytes, latency, rate_bound, factor, route, weight,
+                             n_route);
+    if (rc != HET_OK) return rc;
     if (f->n_fl == f->cap_fl) {
         int cap = f->cap_fl ? 2 * f->cap_fl : 64;
         flow *nf = realloc(f->fl, (size_t)cap * sizeof *nf);
@@ -153,7 +162,8 @@ static void solve(het_flows *f) {
         x->rate = -1.0; /* unfixed */
         if (x->state != F_ACTIVE) continue;
         unfixed++;
-        for (int k = 0; k < x->n_route; k++) f->cnt[x->route[k]] += x->weight[k], f->num[x->route[k]]++;
+        for (int k = 0; k < x->n_route; k++)
+            f->cnt[x->route[k]] += x->weight[k], f->num[x->route[k]]++;
     }
     while (unfixed > 0) {
         double share = INFINITY;

@@ -46,6 +46,12 @@ int het_flows_add_weighted(het_flows *f, double start, double bytes, double late
                            double rate_bound, double factor, const int *route,
                            const double *weight, int n_route);
 
+/* The checks of het_flows_add_weighted without adding: HET_OK, or HET_EINVAL saying what is
+ * wrong (a user that keeps flows before adding them, emul/arbiter.c, refuses them at once). */
+int het_flows_check(const het_flows *f, double start, double bytes, double latency,
+                    double rate_bound, double factor, const int *route, const double *weight,
+                    int n_route);
+
 /* Moves the network to time t (>= its present time), completing the flows that end by t. */
 void het_flows_advance(het_flows *f, double t);
 /* The earliest event among the flows known (a latency ending, a flow completing at its present

@@ -1,0 +1,290 @@
+/* The arbiter: flows posted by lanes at their own virtual times, completed in virtual-time
+ * order under a conservative rule (arbiter.h says what it models and why it is exact).
+ *
+ * State: every flow posted (its parameters until it enters the network, then its id there), the
+ * ids posted but not yet in the network (`posted`), those in the network not yet complete
+ * (`inflight`), and per lane its state (running, waiting, left), its clock and what it waits for.
+ * A settle is a loop over the next thing to commit: the network's next event (committed once
+ * every promise is at or past it: a flow started at that very time changes no rate before it)
+ * or the earliest posted start (admitted once every promise is past it, so that every flow of
+ * that start is there and they enter in the order (lane, the lane's count)). Promises are
+ * recomputed before each: a running lane's clock; a waiting lane's least end of what it waits
+ * for (a flow complete: its end; in the network: the network's next event, before which no
+ * flow ends; posted only: start + latency + bytes at the route's whole capacity), then relaxed
+ * over "waits for a message from" edges (the sender's promise + the lookahead; Bellman-Ford
+ * passes over the lanes, at most one per lane), never below the lane's own clock. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emul/arbiter.h"
+#include "hetrain/core.h"
+
+enum { L_RUN, L_WAIT, L_LEFT };
+
+typedef struct aflow {
+    double start, bytes, latency, factor;
+    double least;                      /* the earliest it can end: alone on its route */
+    double weight[HET_FLOW_ROUTE_MAX];
+    int route[HET_FLOW_ROUTE_MAX], n_route;
+    int lane, seq;                     /* the order among flows of one start */
+    int net;                           /* its id in the network, -1 while posted only */
+    double done;                       /* final completion, -1 until then */
+} aflow;
+
+typedef struct lane {
+    int state, seq;
+    double clock;
+    int *flows, n_flows, cap_flows;    /* waits: for one of these flows */
+    int *from, n_from, cap_from;       /* ... or a message from one of these lanes */
+    double *look;
+} lane;
+
+struct het_arbiter {
+    int n_lanes, n_res;
+    lane *ln;
+    double *prom, *cap;
+    het_flows *net;
+    aflow *fl;
+    int n_fl, cap_fl;
+    int *posted, n_posted;             /* ids posted, not in the network yet */
+    int *inflight, n_inflight;         /* ids in the network, not complete */
+};
+
+het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity) {
+    if (n_lanes < 1) {
+        het_error_set(HET_EINVAL, "arbiter: %d lanes, expected at least 1", n_lanes);
+        return NULL;
+    }
+    het_flows *net = het_flows_new(n_res, capacity);
+    if (!net) return NULL;
+    het_arbiter *a = calloc(1, sizeof *a);
+    if (!a || !(a->ln = calloc((size_t)n_lanes, sizeof *a->ln)) ||
+        !(a->prom = calloc((size_t)n_lanes, sizeof *a->prom)) ||
+        !(a->cap = malloc((size_t)n_res * sizeof *a->cap))) {
+        if (a) free(a->ln), free(a->prom);
+        free(a);
+        het_flows_free(net);
+        het_error_set(HET_ENOMEM, "arbiter: out of memory for %d lanes", n_lanes);
+        return NULL;
+    }
+    memcpy(a->cap, capacity, (size_t)n_res * sizeof *a->cap);
+    a->n_lanes = n_lanes, a->n_res = n_res, a->net = net;
+    return a;
+}
+
+void het_arbiter_free(het_arbiter *a) {
+    if (!a) return;
+    for (int i = 0; i < a->n_lanes; i++)
+        free(a->ln[i].flows), free(a->ln[i].from), free(a->ln[i].look);
+    free(a->ln);
+    free(a->prom);
+    free(a->cap);
+    free(a->fl);
+    free(a->posted);
+    free(a->inflight);
+    het_flows_free(a->net);
+    free(a);
+}
+
+/* The lane `lane` if it may report at t (not before its promise); NULL with the error set. */
+static lane *lane_at(het_arbiter *a, int id, double t, const char *op) {
+    if (!a || id < 0 || id >= a->n_lanes) {
+        het_error_set(HET_EINVAL, "arbiter %s: lane %d outside [0, %d)", op, id,
+                      a ? a->n_lanes : 0);
+        return NULL;
+    }
+    lane *l = &a->ln[id];
+    if (l->state == L_LEFT) {
+        het_error_set(HET_EINVAL, "arbiter %s: lane %d has left", op, id);
+        return NULL;
+    }
+    if (!(t >= l->clock) || !isfinite(t)) {
+        het_error_set(HET_EINVAL, "arbiter %s: lane %d at %.17g s, before its promise %.17g s",
+                      op, id, t, l->clock);
+        return NULL;
+    }
+    return l;
+}
+
+int het_arbiter_post(het_arbiter *a, int id, double start, double bytes, double latency,
+                     double factor, const int *route, const double *weight, int n_route) {
+    lane *l = lane_at(a, id, start, "post");
+    if (!l) return HET_EINVAL;
+    int rc = het_flows_check(a->net, start, bytes, latency, 0.0, factor, route, weight, n_route);
+    if (rc != HET_OK) return rc;
+    if (a->n_fl == a->cap_fl) {
+        int cap = a->cap_fl ? 2 * a->cap_fl : 64;
+        aflow *nf = realloc(a->fl, (size_t)cap * sizeof *nf);
+        if (nf) a->fl = nf;
+        int *np = nf ? realloc(a->posted, (size_t)cap * sizeof *np) : NULL;
+        if (np) a->posted = np;
+        int *ni = np ? realloc(a->inflight, (size_t)cap * sizeof *ni) : NULL;
+        if (!ni) return het_error_set(HET_ENOMEM, "arbiter: out of memory for %d flows", cap);
+        a->inflight = ni, a->cap_fl = cap;
+    }
+    aflow *x = &a->fl[a->n_fl];
+    memset(x, 0, sizeof *x);
+    x->start = start, x->bytes = bytes, x->latency = latency, x->factor = factor;
+    x->n_route = n_route, x->lane = id, x->seq = l->seq++, x->net = -1, x->done = -1.0;
+    double rate = INFINITY; /* the most the route lets it move */
+    for (int k = 0; k < n_route; k++) {
+        x->route[k] = route[k];
+        x->weight[k] = weight ? weight[k] : 1.0;
+        if (a->cap[route[k]] / x->weight[k] < rate) rate = a->cap[route[k]] / x->weight[k];
+    }
+    x->least = start + latency + bytes / (rate * factor);
+    if (bytes == 0.0) x->done = start + latency; /* no bandwidth: it ends whatever else runs */
+    else a->posted[a->n_posted++] = a->n_fl;
+    l->state = L_RUN, l->clock = start;
+    return a->n_fl++;
+}
+
+int het_arbiter_run(het_arbiter *a, int id, double t) {
+    lane *l = lane_at(a, id, t, "run");
+    if (!l) return HET_EINVAL;
+    l->state = L_RUN, l->clock = t;
+    return HET_OK;
+}
+
+/* Makes room for n ints (and doubles when look) in a wait list. */
+static int wait_room(int **v, double **look, int *cap, int n) {
+    if (n <= *cap) return HET_OK;
+    int *nv = realloc(*v, (size_t)n * sizeof *nv);
+    if (nv) *v = nv;
+    double *nl = nv && look ? realloc(*look, (size_t)n * sizeof *nl) : NULL;
+    if (nl) *look = nl;
+    if (!nv || (look && !nl)) return het_error_set(HET_ENOMEM, "arbiter: out of memory");
+    *cap = n;
+    return HET_OK;
+}
+
+int het_arbiter_wait(het_arbiter *a, int id, double t, const int *flows, int n_flows,
+                     const int *from, const double *lookahead, int n_from) {
+    lane *l = lane_at(a, id, t, "wait");
+    if (!l) return HET_EINVAL;
+    if (n_flows < 0 || n_from < 0 || (n_flows && !flows) || (n_from && (!from || !lookahead)))
+        return het_error_set(HET_EINVAL, "arbiter wait: %d flows, %d lanes", n_flows, n_from);
+    for (int i = 0; i < n_flows; i++)
+        if (flows[i] < 0 || flows[i] >= a->n_fl)
+            return het_error_set(HET_EINVAL, "arbiter wait: flow %d was not posted", flows[i]);
+    for (int i = 0; i < n_from; i++)
+        if (from[i] < 0 || from[i] >= a->n_lanes || from[i] == id || !(lookahead[i] >= 0.0) ||
+            !isfinite(lookahead[i]))
+            return het_error_set(HET_EINVAL, "arbiter wait: lane %d waits for lane %d with a "
+                                 "lookahead of %g s", id, from[i], lookahead[i]);
+    int rc = wait_room(&l->flows, NULL, &l->cap_flows, n_flows);
+    if (rc == HET_OK) rc = wait_room(&l->from, &l->look, &l->cap_from, n_from);
+    if (rc != HET_OK) return rc;
+    if (n_flows) memcpy(l->flows, flows, (size_t)n_flows * sizeof *flows);
+    if (n_from) memcpy(l->from, from, (size_t)n_from * sizeof *from);
+    if (n_from) memcpy(l->look, lookahead, (size_t)n_from * sizeof *lookahead);
+    l->n_flows = n_flows, l->n_from = n_from, l->state = L_WAIT, l->clock = t;
+    return HET_OK;
+}
+
+int het_arbiter_leave(het_arbiter *a, int id) {
+    if (!a || id < 0 || id >= a->n_lanes)
+        return het_error_set(HET_EINVAL, "arbiter leave: lane %d outside [0, %d)", id,
+                             a ? a->n_lanes : 0);
+    a->ln[id].state = L_LEFT;
+    return HET_OK;
+}
+
+/* Every lane's promise, the network's next event at en. */
+static void promises(het_arbiter *a, double en) {
+    for (int i = 0; i < a->n_lanes; i++) {
+        const lane *l = &a->ln[i];
+        double p = l->state == L_RUN ? l->clock : INFINITY;
+        for (int k = 0; l->state == L_WAIT && k < l->n_flows; k++) {
+            const aflow *x = &a->fl[l->flows[k]];
+            double end = x->done >= 0.0 ? x->done : x->net < 0 ? x->least : en;
+            if (end < p) p = end;
+        }
+        a->prom[i] = l->state == L_WAIT && p < l->clock ? l->clock : p;
+    }
+    for (int pass = 0; pass < a->n_lanes; pass++) { /* shortest paths: n - 1 edges at most */
+        int changed = 0;
+        for (int i = 0; i < a->n_lanes; i++) {
+            const lane *l = &a->ln[i];
+            for (int k = 0; l->state == L_WAIT && k < l->n_from; k++) {
+                double p = a->prom[l->from[k]] + l->look[k];
+                if (p < l->clock) p = l->clock;
+                if (p < a->prom[i]) a->prom[i] = p, changed = 1;
+            }
+        }
+        if (!changed) break;
+    }
+}
+
+/* Adds the posted flows that start at s to the network, in (lane, count) order. */
+static int admit(het_arbiter *a, double s) {
+    for (;;) {
+        int best = -1, bi = -1;
+        for (int i = 0; i < a->n_posted; i++) {
+            int id = a->posted[i];
+            if (id < 0 || a->fl[id].start != s) continue;
+            const aflow *x = &a->fl[id];
+            if (best < 0 || x->lane < a->fl[best].lane ||
+                (x->lane == a->fl[best].lane && x->seq < a->fl[best].seq))
+                best = id, bi = i;
+        }
+        if (best < 0) break;
+        aflow *x = &a->fl[best];
+        x->net = het_flows_add_weighted(a->net, x->start, x->bytes, x->latency, 0.0, x->factor,
+                                        x->route, x->weight, x->n_route);
+        if (x->net < 0) return x->net;
+        a->inflight[a->n_inflight++] = best;
+        a->posted[bi] = -1;
+    }
+    int w = 0;
+    for (int i = 0; i < a->n_posted; i++)
+        if (a->posted[i] >= 0) a->posted[w++] = a->posted[i];
+    a->n_posted = w;
+    return HET_OK;
+}
+
+/* Records the completions the network made final. */
+static void collect(het_arbiter *a) {
+    int w = 0;
+    for (int i = 0; i < a->n_inflight; i++) {
+        aflow *x = &a->fl[a->inflight[i]];
+        double d = het_flows_done(a->net, x->net);
+        if (d >= 0.0) x->done = d;
+        else a->inflight[w++] = a->inflight[i];
+    }
+    a->n_inflight = w;
+}
+
+double het_arbiter_settle(het_arbiter *a) {
+    if (!a) return 0.0;
+    for (;;) {
+        double en = het_flows_next(a->net), es = INFINITY;
+        for (int i = 0; i < a->n_posted; i++)
+            if (a->fl[a->posted[i]].start < es) es = a->fl[a->posted[i]].start;
+        promises(a, en);
+        double h = INFINITY;
+        for (int i = 0; i < a->n_lanes; i++)
+            if (a->prom[i] < h) h = a->prom[i];
+        if (en <= es && isfinite(en)) {
+            if (!(h >= en)) break;
+            het_flows_advance(a->net, en);
+            collect(a);
+        } else if (isfinite(es)) {
+            if (!(h > es) || admit(a, es) != HET_OK) break;
+        } else {
+            break;
+        }
+    }
+    return het_flows_now(a->net);
+}
+
+double het_arbiter_done(const het_arbiter *a, int id) {
+    return a && id >= 0 && id < a->n_fl ? a->fl[id].done : -1.0;
+}
+
+double het_arbiter_promise(const het_arbiter *a, int id) {
+    return a && id >= 0 && id < a->n_lanes ? a->prom[id] : -1.0;
+}
+
+const het_flows *het_arbiter_flows(const het_arbiter *a) { return a ? a->net : NULL; }

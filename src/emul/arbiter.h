@@ -1,0 +1,61 @@
+/* The arbiter (emul/arbiter.c): flows that ranks start at their own virtual times, completed in
+ * virtual-time order once no rank can still start one that would change them (issue #36).
+ *
+ * A flow's completion depends on the flows other ranks start in the same span of virtual time,
+ * while each rank's clock runs on its own. The arbiter holds every flow of a network (emul/flows.c:
+ * max-min sharing) and the promise of every lane (a rank, or a thread with a clock of its own):
+ * - a lane that runs at clock t starts no flow before t (het_arbiter_run; a post is at its clock);
+ * - a lane that waits starts nothing until what it waits for ends: a flow it knows (a message
+ *   posted), or a message from another lane not posted yet, which ends no earlier than that
+ *   lane's promise plus a lookahead (the message's latency and least transfer time);
+ * - a lane that left starts nothing more.
+ * A waiting lane's promise follows the lanes it waits for (a shortest path over "waits for",
+ * weighted by lookaheads); lanes that wait for each other with nothing posted never start a flow
+ * again (a cycle, as in a program that deadlocks) and hold nothing back. het_arbiter_settle
+ * commits the network's next event while every lane's promise is at or past it, and adds a
+ * posted flow to the network once every promise is past its start (Chandy-Misra-Bryant with
+ * lookahead, the network the one logical process that all lanes feed).
+ *
+ * Exact and reproducible: a flow enters the network only when every flow that starts earlier or
+ * at the same time has been posted, in the order (start, lane, the lane's own count), and the
+ * network moves only from event to event, so the completions do not depend on the order in
+ * which lanes report (how ranks interleave in wall time): the same bits as adding every flow
+ * offline in that order (test_arbiter). A flow of 0 bytes takes no bandwidth and ends at start +
+ * latency when posted. */
+#ifndef HET_EMUL_ARBITER_H
+#define HET_EMUL_ARBITER_H
+
+#include "emul/flows.h"
+
+typedef struct het_arbiter het_arbiter;
+
+/* n_lanes lanes, each running at clock 0; a network of n_res resources (capacities bytes/s,
+ * copied). NULL on failure (the message says why). */
+het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity);
+void het_arbiter_free(het_arbiter *a);
+
+/* Lane `lane` starts a flow at `start` (its clock: not before its promise), as
+ * het_flows_add_weighted (weight NULL: all 1). Returns the flow's id (0, 1, ... in posting
+ * order) or a negative status. The lane runs at `start` afterwards. */
+int het_arbiter_post(het_arbiter *a, int lane, double start, double bytes, double latency,
+                     double factor, const int *route, const double *weight, int n_route);
+/* The lane runs with its clock at t (not before its last promise): it starts no flow before t. */
+int het_arbiter_run(het_arbiter *a, int lane, double t);
+/* The lane, its clock at t, waits until one of flows[0, n_flows) completes or a message comes
+ * from one of the lanes from[0, n_from) (not posted yet; it takes at least lookahead[i] seconds
+ * from its start to its end). Replaces the lane's previous wait. */
+int het_arbiter_wait(het_arbiter *a, int lane, double t, const int *flows, int n_flows,
+                     const int *from, const double *lookahead, int n_from);
+/* The lane starts no more flows. */
+int het_arbiter_leave(het_arbiter *a, int lane);
+
+/* Commits every event that no lane can change any more; returns the network's time. */
+double het_arbiter_settle(het_arbiter *a);
+/* Completion time of flow id, or a negative number while it is not final. */
+double het_arbiter_done(const het_arbiter *a, int id);
+/* Lane's promise as the last settle computed it (INFINITY: it starts no flow again). */
+double het_arbiter_promise(const het_arbiter *a, int lane);
+/* The network (counters: bytes and busy time per resource). */
+const het_flows *het_arbiter_flows(const het_arbiter *a);
+
+#endif

@@ -1,0 +1,320 @@
+/* The arbiter (emul/arbiter.c): flows posted by lanes at their own times, completed under a
+ * conservative rule; hand-derived times, capacities in bytes/s:
+ * - held back: a flow is not final while another lane runs at an earlier clock (it could still
+ *   start a flow that shares the link); a later flow from that lane then shares the link and
+ *   both end together (A: 10 bytes from 0, B: 5 from 0.5 at 10 bytes/s: 1.5 s each), the same
+ *   bits as the two added offline;
+ * - a wait for a message not posted yet holds back what could change after its sender's promise
+ *   plus the lookahead, and no earlier; promises along a chain of waits add lookaheads;
+ * - lanes that wait for each other with nothing posted (a deadlock of the program) hold nothing
+ *   back;
+ * - 4 senders into one receiver's NIC each get a quarter (4 s for 10 bytes each at 10 bytes/s);
+ * - flows of one start enter the network in lane order whatever the order of their posts (the
+ *   sum of weights 0.1, 0.2, 0.3 rounds differently the other way);
+ * - reproducible: a neighbour exchange over 4 lanes with background flows on a shared backbone
+ *   and cross-traffic (weights 0.05, whose sums round in the order they are taken),
+ *   run under three random interleavings of the lanes' reports and settles: every flow's end the
+ *   same bits in all three, and the same bits as adding every flow offline in (start, lane,
+ *   count) order;
+ * - refusals: a post or a run before the lane's promise, a lane out of range or left, a wait
+ *   for a flow not posted or for itself, a bad route. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "emul/arbiter.h"
+#include "hetrain/core.h"
+#include "test.h"
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(b) > 1 ? fabs(b) : 1); }
+
+static void test_hold_and_share(void) {
+    double cap[1] = {10.0};
+    int r0[1] = {0};
+    het_arbiter *a = het_arbiter_new(2, 1, cap);
+    int A = het_arbiter_post(a, 0, 0.0, 10.0, 0.0, 1.0, r0, NULL, 1);
+    CHECK(A == 0, "first flow id %d", A);
+    CHECK(het_arbiter_wait(a, 0, 0.0, &A, 1, NULL, NULL, 0) == HET_OK, "wait");
+    het_arbiter_settle(a);
+    CHECK(het_arbiter_done(a, A) < 0, "A final at %g while lane 1 runs at 0",
+          het_arbiter_done(a, A));
+    het_arbiter_run(a, 1, 0.5);
+    het_arbiter_settle(a);
+    CHECK(het_arbiter_done(a, A) < 0, "A (alone: 1.0 s) final at %g while lane 1 runs at 0.5",
+          het_arbiter_done(a, A));
+    int B = het_arbiter_post(a, 1, 0.5, 5.0, 0.0, 1.0, r0, NULL, 1);
+    het_arbiter_wait(a, 1, 0.5, &B, 1, NULL, NULL, 0);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, A), 1.5), "A done at %.17g, expected 1.5",
+          het_arbiter_done(a, A));
+    CHECK(near(het_arbiter_done(a, B), 1.5), "B done at %.17g, expected 1.5",
+          het_arbiter_done(a, B));
+    het_flows *off = het_flows_new(1, cap);
+    int oa = het_flows_add(off, 0.0, 10.0, 0.0, 0, r0, 1);
+    int ob = het_flows_add(off, 0.5, 5.0, 0.0, 0, r0, 1);
+    het_flows_run(off);
+    CHECK(het_flows_done(off, oa) == het_arbiter_done(a, A) &&
+          het_flows_done(off, ob) == het_arbiter_done(a, B),
+          "offline %.17g %.17g, arbiter %.17g %.17g", het_flows_done(off, oa),
+          het_flows_done(off, ob), het_arbiter_done(a, A), het_arbiter_done(a, B));
+    het_flows_free(off);
+    het_arbiter_free(a);
+}
+
+static void test_lookahead(void) {
+    double cap[1] = {10.0};
+    int r0[1] = {0}, from0 = 0, from2 = 2;
+    double look5 = 0.5, look1 = 0.1;
+    het_arbiter *a = het_arbiter_new(3, 1, cap);
+    int C = het_arbiter_post(a, 2, 0.0, 6.0, 0.0, 1.0, r0, NULL, 1);
+    het_arbiter_wait(a, 2, 0.0, &C, 1, NULL, NULL, 0);
+    het_arbiter_wait(a, 1, 0.0, NULL, 0, &from0, &look5, 1);
+    het_arbiter_run(a, 0, 0.2);
+    het_arbiter_settle(a);
+    CHECK(het_arbiter_done(a, C) < 0, "C final at %g with lane 0 at 0.2",
+          het_arbiter_done(a, C));
+    CHECK(near(het_arbiter_promise(a, 1), 0.7), "lane 1 promises %.17g, expected 0.2 + 0.5",
+          het_arbiter_promise(a, 1));
+    het_arbiter_run(a, 0, 0.55);
+    het_arbiter_settle(a);
+    CHECK(het_arbiter_done(a, C) < 0, "C (0.6) final with lane 0 at 0.55");
+    het_arbiter_run(a, 0, 0.6);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, C), 0.6), "C done at %.17g, expected 0.6",
+          het_arbiter_done(a, C));
+    /* a chain: lane 1 waits for lane 0, which waits for lane 2, which runs at 0.6 */
+    het_arbiter_wait(a, 0, 0.6, NULL, 0, &from2, &look1, 1);
+    het_arbiter_run(a, 2, 0.6);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_promise(a, 0), 0.7) && near(het_arbiter_promise(a, 1), 1.2),
+          "promises %.17g %.17g, expected 0.7 and 1.2", het_arbiter_promise(a, 0),
+          het_arbiter_promise(a, 1));
+    het_arbiter_free(a);
+}
+
+static void test_cycle(void) {
+    double cap[1] = {10.0}, look = 0.1;
+    int r0[1] = {0}, l0 = 0, l1 = 1;
+    het_arbiter *a = het_arbiter_new(3, 1, cap);
+    het_arbiter_wait(a, 0, 0.0, NULL, 0, &l1, &look, 1);
+    het_arbiter_wait(a, 1, 0.0, NULL, 0, &l0, &look, 1);
+    int D = het_arbiter_post(a, 2, 0.0, 20.0, 0.0, 1.0, r0, NULL, 1);
+    het_arbiter_wait(a, 2, 0.0, &D, 1, NULL, NULL, 0);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, D), 2.0), "D done at %g beside a cycle, expected 2",
+          het_arbiter_done(a, D));
+    CHECK(isinf(het_arbiter_promise(a, 0)) && isinf(het_arbiter_promise(a, 1)),
+          "a cycle promises %g %g, expected never", het_arbiter_promise(a, 0),
+          het_arbiter_promise(a, 1));
+    het_arbiter_free(a);
+}
+
+static void test_incast(void) {
+    double cap[5] = {10, 10, 10, 10, 10}; /* NICs out 0-3, the receiver's way in 4 */
+    het_arbiter *a = het_arbiter_new(5, 5, cap);
+    int id[4];
+    het_arbiter_run(a, 4, 0.0);
+    for (int i = 0; i < 4; i++) {
+        int route[2] = {i, 4};
+        id[i] = het_arbiter_post(a, i, 0.0, 10.0, 0.0, 1.0, route, NULL, 2);
+        het_arbiter_wait(a, i, 0.0, &id[i], 1, NULL, NULL, 0);
+    }
+    het_arbiter_wait(a, 4, 0.0, id, 4, NULL, NULL, 0);
+    het_arbiter_settle(a);
+    for (int i = 0; i < 4; i++)
+        CHECK(near(het_arbiter_done(a, id[i]), 4.0), "sender %d done at %g, expected 4", i,
+              het_arbiter_done(a, id[i]));
+    het_arbiter_free(a);
+}
+
+/* Flows of one start enter in lane order whatever the order of the posts: weights 0.1, 0.2, 0.3
+ * on one link sum to 0.6000000000000001 in that order and to 0.6 the other way, so the three
+ * flows' ends (bytes x the sum, at capacity 1) show the order. Lane 1 posts before lane 2, lane
+ * 0 last, after a settle in which it still ran at 0. */
+static void test_order(void) {
+    double cap[1] = {1.0}, wt[3] = {0.1, 0.2, 0.3}, sum_fwd = -1, sum_rev = -1;
+    int r0[1] = {0}, id[3];
+    for (int rev = 0; rev < 2; rev++) {
+        het_flows *off = het_flows_new(1, cap);
+        for (int k = 0; k < 3; k++) {
+            int i = rev ? 2 - k : k;
+            het_flows_add_weighted(off, 0.0, 1.0, 0.0, 0, 1.0, r0, &wt[i], 1);
+        }
+        het_flows_run(off);
+        *(rev ? &sum_rev : &sum_fwd) = het_flows_done(off, 0);
+        het_flows_free(off);
+    }
+    CHECK(sum_fwd != sum_rev, "the sums round alike in both orders (%.17g): the test shows nothing",
+          sum_fwd);
+    het_arbiter *a = het_arbiter_new(3, 1, cap);
+    int order[3] = {1, 2, 0};
+    for (int k = 0; k < 3; k++) {
+        int i = order[k];
+        id[i] = het_arbiter_post(a, i, 0.0, 1.0, 0.0, 1.0, r0, &wt[i], 1);
+        het_arbiter_wait(a, i, 0.0, &id[i], 1, NULL, NULL, 0);
+        het_arbiter_settle(a);
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK(het_arbiter_done(a, id[i]) == sum_fwd, "lane %d's flow ends at %.17g, expected "
+              "%.17g (lane order; the posting order gives %.17g)", i, het_arbiter_done(a, id[i]),
+              sum_fwd, sum_rev);
+    het_arbiter_free(a);
+}
+
+/* ---- reproducible under any interleaving ---- */
+
+enum { NL = 4, ROUNDS = 6, PER_ROUND = 3, NF = NL * ROUNDS * PER_ROUND };
+static const double LAT = 0.001;
+
+typedef struct rec { double start, bytes; int route[5], lane, seq; } rec;
+
+/* SimGrid's cross-traffic: the back route at 0.05 (sums of weights that round). */
+static const double WEIGHT[5] = {1.0, 1.0, 1.0, 0.05, 0.05};
+
+typedef struct world {
+    het_arbiter *a;
+    int msg[ROUNDS][NL][2];  /* round, receiver, from the left / right neighbour: flow id */
+    int round[NL], left[NL], seq[NL];
+    double clock[NL];
+    double end[NL][ROUNDS * PER_ROUND]; /* by lane and its own count */
+    int arb_id[NL][ROUNDS * PER_ROUND];
+    rec log[NF];
+    int n_log;
+} world;
+
+static uint64_t rnd(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* Resources: 0-3 NIC out, 4-7 NIC in, 8 a backbone; the back route: the receiver's NIC out and
+ * the sender's NIC in. */
+static int post(world *w, int lane, int to, double t, double bytes) {
+    int route[5] = {lane, 4 + to, 8, to, 4 + lane};
+    int id = het_arbiter_post(w->a, lane, t, bytes, LAT, 1.0, route, WEIGHT, 5);
+    rec *r = &w->log[w->n_log++];
+    *r = (rec){t, bytes, {route[0], route[1], route[2], route[3], route[4]}, lane, w->seq[lane]};
+    w->arb_id[lane][w->seq[lane]++] = id;
+    return id;
+}
+
+/* One report of lane i: posts its round's messages, or waits, or resumes. 1 if it did a thing. */
+static int step(world *w, int i) {
+    if (w->left[i]) return 0;
+    int k = w->round[i], l = (i + NL - 1) % NL, r = (i + 1) % NL;
+    if (k > 0) { /* round k - 1's messages from both neighbours must have ended */
+        int *m = w->msg[k - 1][i];
+        double d0 = m[0] >= 0 ? het_arbiter_done(w->a, m[0]) : -1,
+               d1 = m[1] >= 0 ? het_arbiter_done(w->a, m[1]) : -1;
+        if (d0 < 0 || d1 < 0) {
+            int flows[2], n = 0, from[2], nf = 0;
+            double look[2] = {LAT, LAT};
+            if (m[0] >= 0 && d0 < 0) flows[n++] = m[0];
+            if (m[0] < 0) from[nf++] = l;
+            if (m[1] >= 0 && d1 < 0) flows[n++] = m[1];
+            if (m[1] < 0) from[nf++] = r;
+            het_arbiter_wait(w->a, i, w->clock[i], flows, n, from, look, nf);
+            return 0;
+        }
+        double t = fmax(w->clock[i], fmax(d0, d1));
+        w->clock[i] = t + 0.002 * (i + 1); /* compute, then the next round */
+    }
+    if (k == ROUNDS) {
+        het_arbiter_leave(w->a, i);
+        w->left[i] = 1;
+        return 1;
+    }
+    double t = w->clock[i];
+    w->msg[k][r][0] = post(w, i, r, t, 400.0 + 50.0 * i);
+    w->msg[k][l][1] = post(w, i, l, t, 300.0);
+    post(w, i, (i + 2) % NL, t, 1000.0); /* background: nobody waits for it */
+    w->round[i]++;
+    return 1;
+}
+
+static void run_world(world *w, uint64_t seed) {
+    memset(w, 0, sizeof *w);
+    memset(w->msg, -1, sizeof w->msg);
+    double cap[9] = {1e5, 1e5, 1e5, 1e5, 1e5, 1e5, 1e5, 1e5, 1.5e5};
+    w->a = het_arbiter_new(NL, 9, cap);
+    int idle = 0;
+    for (int it = 0; it < 200000 && idle < 1000; it++) {
+        int i = (int)(rnd(&seed) % NL), did = step(w, i);
+        if (rnd(&seed) % 3 == 0) het_arbiter_settle(w->a);
+        int all = 1;
+        for (int j = 0; j < NL; j++) all &= w->left[j];
+        if (all) break;
+        idle = did ? 0 : idle + 1;
+    }
+    het_arbiter_settle(w->a);
+    for (int i = 0; i < NL; i++)
+        for (int j = 0; j < w->seq[i]; j++) w->end[i][j] = het_arbiter_done(w->a, w->arb_id[i][j]);
+    het_arbiter_free(w->a);
+    w->a = NULL;
+}
+
+static int rec_cmp(const void *pa, const void *pb) {
+    const rec *x = pa, *y = pb;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->lane != y->lane) return x->lane - y->lane;
+    return x->seq - y->seq;
+}
+
+static void test_reproducible(void) {
+    static world w[3];
+    uint64_t seeds[3] = {0x9e3779b97f4a7c15u, 12345u, 0xdeadbeefu};
+    for (int s = 0; s < 3; s++) run_world(&w[s], seeds[s]);
+    int complete = w[0].n_log == NF;
+    for (int i = 0; i < NL; i++)
+        for (int j = 0; j < w[0].seq[i]; j++) complete &= w[0].end[i][j] > 0.0;
+    CHECK(complete, "the exchange did not run to its end: %d of %d flows", w[0].n_log, NF);
+    for (int s = 1; s < 3; s++)
+        CHECK(memcmp(w[0].end, w[s].end, sizeof w[0].end) == 0 && w[s].n_log == NF,
+              "interleaving %d gives other ends than interleaving 0", s);
+    /* offline: every flow of interleaving 0, added in (start, lane, count) order */
+    qsort(w[0].log, (size_t)w[0].n_log, sizeof *w[0].log, rec_cmp);
+    double cap[9] = {1e5, 1e5, 1e5, 1e5, 1e5, 1e5, 1e5, 1e5, 1.5e5};
+    het_flows *off = het_flows_new(9, cap);
+    int ids[NF];
+    for (int k = 0; k < w[0].n_log; k++)
+        ids[k] = het_flows_add_weighted(off, w[0].log[k].start, w[0].log[k].bytes, LAT, 0, 1.0,
+                                        w[0].log[k].route, WEIGHT, 5);
+    het_flows_run(off);
+    int same = 1;
+    for (int k = 0; k < w[0].n_log; k++)
+        same &= het_flows_done(off, ids[k]) == w[0].end[w[0].log[k].lane][w[0].log[k].seq];
+    CHECK(same, "the arbiter's ends differ from the same flows added offline");
+    het_flows_free(off);
+}
+
+static void test_refusals(void) {
+    double cap[1] = {10.0};
+    int r0[1] = {0}, bad[1] = {3}, self = 1;
+    double look = 0.1;
+    het_arbiter *a = het_arbiter_new(2, 1, cap);
+    het_arbiter_run(a, 0, 1.0);
+    CHECK(het_arbiter_post(a, 0, 0.5, 1.0, 0.0, 1.0, r0, NULL, 1) == HET_EINVAL,
+          "post before the promise");
+    CHECK(het_arbiter_run(a, 0, 0.9) == HET_EINVAL, "run back");
+    CHECK(het_arbiter_run(a, 2, 1.0) == HET_EINVAL, "lane out of range");
+    CHECK(het_arbiter_post(a, 1, 0.0, 1.0, 0.0, 1.0, bad, NULL, 1) == HET_EINVAL, "bad route");
+    CHECK(het_arbiter_wait(a, 1, 0.0, r0, 1, NULL, NULL, 0) == HET_EINVAL,
+          "wait for flow 0 not posted");
+    CHECK(het_arbiter_wait(a, 1, 0.0, NULL, 0, &self, &look, 1) == HET_EINVAL, "wait for itself");
+    het_arbiter_leave(a, 1);
+    CHECK(het_arbiter_run(a, 1, 2.0) == HET_EINVAL, "a lane that left");
+    CHECK(het_arbiter_new(0, 1, cap) == NULL, "no lanes");
+    het_arbiter_free(a);
+}
+
+int main(void) {
+    test_hold_and_share();
+    test_lookahead();
+    test_cycle();
+    test_incast();
+    test_order();
+    test_reproducible();
+    test_refusals();
+    return het_test_finish("test_arbiter");
+}
