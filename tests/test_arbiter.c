@@ -8,6 +8,8 @@
  *   plus the lookahead, and no earlier; promises along a chain of waits add lookaheads;
  * - lanes that wait for each other with nothing posted (a deadlock of the program) hold nothing
  *   back;
+ * - a lane inside a collective promises no less than its latest member (one that waits for a
+ *   flow does not hold that flow back); a flow found by its lane and count;
  * - 4 senders into one receiver's NIC each get a quarter (4 s for 10 bytes each at 10 bytes/s);
  * - flows of one start enter the network in lane order whatever the order of their posts (the
  *   sum of weights 0.1, 0.2, 0.3 rounds differently the other way);
@@ -106,6 +108,41 @@ static void test_cycle(void) {
           het_arbiter_done(a, D));
     CHECK(isinf(het_arbiter_promise(a, 0)) && isinf(het_arbiter_promise(a, 1)),
           "a cycle promises %g %g, expected never", het_arbiter_promise(a, 0),
+          het_arbiter_promise(a, 1));
+    het_arbiter_free(a);
+}
+
+/* Collectives: lane 0 inside one with lane 1 from 5 s resumes no earlier than lane 1, which
+ * waits for a flow that ends at 7 s: the flow is final (were lane 0 taken as running at 5 s,
+ * it would wait for lane 1 forever); once both are in, both promise 7 s; a member inside
+ * another collective gives its own promise (9 s: its other member runs there). */
+static void test_group(void) {
+    double cap[1] = {10.0};
+    int r0[1] = {0}, g01[2] = {0, 1}, g12[2] = {1, 2};
+    het_arbiter *a = het_arbiter_new(3, 1, cap);
+    CHECK(het_arbiter_wait_group(a, 0, 5.0, 7, g01, 2) == HET_OK, "wait in a group");
+    int F = het_arbiter_post(a, 2, 0.0, 70.0, 0.0, 1.0, r0, NULL, 1);
+    CHECK(het_arbiter_find(a, 2, 0) == F && het_arbiter_find(a, 2, 1) == -1 &&
+          het_arbiter_find(a, 1, 0) == -1, "find: %d %d %d", het_arbiter_find(a, 2, 0),
+          het_arbiter_find(a, 2, 1), het_arbiter_find(a, 1, 0));
+    het_arbiter_leave(a, 2);
+    het_arbiter_wait(a, 1, 0.0, &F, 1, NULL, NULL, 0);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, F), 7.0), "F done at %g, expected 7", het_arbiter_done(a, F));
+    het_arbiter_wait_group(a, 1, 7.0, 7, g01, 2);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_promise(a, 0), 7.0) && near(het_arbiter_promise(a, 1), 7.0),
+          "both inside: promises %g %g, expected 7", het_arbiter_promise(a, 0),
+          het_arbiter_promise(a, 1));
+    het_arbiter_free(a);
+
+    a = het_arbiter_new(3, 1, cap);
+    het_arbiter_wait_group(a, 0, 5.0, 7, g01, 2);
+    het_arbiter_wait_group(a, 1, 6.0, 8, g12, 2);
+    het_arbiter_run(a, 2, 9.0);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_promise(a, 1), 9.0) && near(het_arbiter_promise(a, 0), 9.0),
+          "another collective: promises %g %g, expected 9", het_arbiter_promise(a, 0),
           het_arbiter_promise(a, 1));
     het_arbiter_free(a);
 }
@@ -312,6 +349,7 @@ int main(void) {
     test_hold_and_share();
     test_lookahead();
     test_cycle();
+    test_group();
     test_incast();
     test_order();
     test_reproducible();

@@ -3,16 +3,18 @@
  *
  * State: every flow posted (its parameters until it enters the network, then its id there), the
  * ids posted but not yet in the network (`posted`), those in the network not yet complete
- * (`inflight`), and per lane its state (running, waiting, left), its clock and what it waits for.
- * A settle is a loop over the next thing to commit: the network's next event (committed once
- * every promise is at or past it: a flow started at that very time changes no rate before it)
- * or the earliest posted start (admitted once every promise is past it, so that every flow of
- * that start is there and they enter in the order (lane, the lane's count)). Promises are
- * recomputed before each: a running lane's clock; a waiting lane's least end of what it waits
- * for (a flow complete: its end; in the network: the network's next event, before which no
- * flow ends; posted only: start + latency + bytes at the route's whole capacity), then relaxed
- * over "waits for a message from" edges (the sender's promise + the lookahead; Bellman-Ford
- * passes over the lanes, at most one per lane), never below the lane's own clock. */
+ * (`inflight`), and per lane its state (running, waiting, inside a collective, left), its clock,
+ * what it waits for, and its flows by its own count (het_arbiter_find: the key a message's
+ * header can carry). A settle is a loop over the next thing to commit: the network's next event
+ * (committed once every promise is at or past it: a flow started at that very time changes no
+ * rate before it) or the earliest posted start (admitted once every promise is past it, so that
+ * every flow of that start is there and they enter in the order (lane, the lane's count)).
+ * Promises are recomputed before each: a running lane's clock; a waiting lane's least end of
+ * what it waits for (a flow complete: its end; in the network: the network's next event, before
+ * which no flow ends; posted only: start + latency + bytes at the route's whole capacity; a
+ * message not posted: its sender's promise + the lookahead); a lane in a collective the latest
+ * of its members' (a member inside: its clock there); never below the lane's own clock. These
+ * are the greatest fixed point of those rules, iterated down from "never". */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "emul/arbiter.h"
 #include "hetrain/core.h"
 
-enum { L_RUN, L_WAIT, L_LEFT };
+enum { L_RUN, L_WAIT, L_GROUP, L_LEFT };
 
 typedef struct aflow {
     double start, bytes, latency, factor;
@@ -35,9 +37,12 @@ typedef struct aflow {
 typedef struct lane {
     int state, seq;
     double clock;
-    int *flows, n_flows, cap_flows;    /* waits: for one of these flows */
-    int *from, n_from, cap_from;       /* ... or a message from one of these lanes */
+    int *flows, n_flows, cap_flows;    /* L_WAIT: for one of these flows */
+    int *from, n_from, cap_from;       /* ... or a message from one of these lanes; L_GROUP:
+                                        * the other members of its collective */
     double *look;
+    long long group;                   /* L_GROUP: the collective's key */
+    int *ids, n_ids, cap_ids;          /* its flows by its own count */
 } lane;
 
 struct het_arbiter {
@@ -76,7 +81,7 @@ het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity) {
 void het_arbiter_free(het_arbiter *a) {
     if (!a) return;
     for (int i = 0; i < a->n_lanes; i++)
-        free(a->ln[i].flows), free(a->ln[i].from), free(a->ln[i].look);
+        free(a->ln[i].flows), free(a->ln[i].from), free(a->ln[i].look), free(a->ln[i].ids);
     free(a->ln);
     free(a->prom);
     free(a->cap);
@@ -123,6 +128,13 @@ int het_arbiter_post(het_arbiter *a, int id, double start, double bytes, double 
         if (!ni) return het_error_set(HET_ENOMEM, "arbiter: out of memory for %d flows", cap);
         a->inflight = ni, a->cap_fl = cap;
     }
+    if (l->n_ids == l->cap_ids) {
+        int cap = l->cap_ids ? 2 * l->cap_ids : 16;
+        int *ni = realloc(l->ids, (size_t)cap * sizeof *ni);
+        if (!ni) return het_error_set(HET_ENOMEM, "arbiter: out of memory for %d flows", cap);
+        l->ids = ni, l->cap_ids = cap;
+    }
+    l->ids[l->n_ids++] = a->n_fl;
     aflow *x = &a->fl[a->n_fl];
     memset(x, 0, sizeof *x);
     x->start = start, x->bytes = bytes, x->latency = latency, x->factor = factor;
@@ -191,29 +203,69 @@ int het_arbiter_leave(het_arbiter *a, int id) {
     return HET_OK;
 }
 
-/* Every lane's promise, the network's next event at en. */
-static void promises(het_arbiter *a, double en) {
-    for (int i = 0; i < a->n_lanes; i++) {
-        const lane *l = &a->ln[i];
-        double p = l->state == L_RUN ? l->clock : INFINITY;
-        for (int k = 0; l->state == L_WAIT && k < l->n_flows; k++) {
+int het_arbiter_wait_group(het_arbiter *a, int id, double t, long long group,
+                           const int *members, int n) {
+    lane *l = lane_at(a, id, t, "wait in a group");
+    if (!l) return HET_EINVAL;
+    if (n < 0 || (n && !members))
+        return het_error_set(HET_EINVAL, "arbiter wait in a group: %d members", n);
+    for (int i = 0; i < n; i++)
+        if (members[i] < 0 || members[i] >= a->n_lanes)
+            return het_error_set(HET_EINVAL, "arbiter wait in a group: member %d outside "
+                                 "[0, %d)", members[i], a->n_lanes);
+    int rc = wait_room(&l->from, &l->look, &l->cap_from, n);
+    if (rc != HET_OK) return rc;
+    l->n_from = 0;
+    for (int i = 0; i < n; i++)
+        if (members[i] != id) l->from[l->n_from++] = members[i];
+    l->n_flows = 0, l->group = group, l->state = L_GROUP, l->clock = t;
+    return HET_OK;
+}
+
+int het_arbiter_find(const het_arbiter *a, int id, int seq) {
+    if (!a || id < 0 || id >= a->n_lanes || seq < 0 || seq >= a->ln[id].n_ids) return -1;
+    return a->ln[id].ids[seq];
+}
+
+/* Lane i's promise from the others' (prom) and the network's next event en. */
+static double promise_of(const het_arbiter *a, int i, double en) {
+    const lane *l = &a->ln[i];
+    double p = INFINITY;
+    switch (l->state) {
+    case L_RUN: return l->clock;
+    case L_LEFT: return INFINITY;
+    case L_GROUP: /* it resumes once the last member is in: no earlier than any member's */
+        p = l->clock;
+        for (int k = 0; k < l->n_from; k++) {
+            const lane *m = &a->ln[l->from[k]];
+            double q = m->state == L_GROUP && m->group == l->group ? m->clock
+                                                                    : a->prom[l->from[k]];
+            if (q > p) p = q;
+        }
+        return p;
+    default: /* L_WAIT: the least end of what it waits for */
+        for (int k = 0; k < l->n_flows; k++) {
             const aflow *x = &a->fl[l->flows[k]];
             double end = x->done >= 0.0 ? x->done : x->net < 0 ? x->least : en;
             if (end < p) p = end;
         }
-        a->prom[i] = l->state == L_WAIT && p < l->clock ? l->clock : p;
+        for (int k = 0; k < l->n_from; k++)
+            if (a->prom[l->from[k]] + l->look[k] < p) p = a->prom[l->from[k]] + l->look[k];
+        return p < l->clock ? l->clock : p;
     }
-    for (int pass = 0; pass < a->n_lanes; pass++) { /* shortest paths: n - 1 edges at most */
-        int changed = 0;
+}
+
+/* Every lane's promise, the network's next event at en: the greatest fixed point of
+ * promise_of, from "never" down (lanes that wait for each other with nothing to end it keep
+ * "never"; every step only lowers a promise, so the loop ends). */
+static void promises(het_arbiter *a, double en) {
+    for (int i = 0; i < a->n_lanes; i++) a->prom[i] = INFINITY;
+    for (int changed = 1; changed;) {
+        changed = 0;
         for (int i = 0; i < a->n_lanes; i++) {
-            const lane *l = &a->ln[i];
-            for (int k = 0; l->state == L_WAIT && k < l->n_from; k++) {
-                double p = a->prom[l->from[k]] + l->look[k];
-                if (p < l->clock) p = l->clock;
-                if (p < a->prom[i]) a->prom[i] = p, changed = 1;
-            }
+            double p = promise_of(a, i, en);
+            if (p < a->prom[i]) a->prom[i] = p, changed = 1;
         }
-        if (!changed) break;
     }
 }
 

@@ -8,10 +8,13 @@
  * - a lane that waits starts nothing until what it waits for ends: a flow it knows (a message
  *   posted), or a message from another lane not posted yet, which ends no earlier than that
  *   lane's promise plus a lookahead (the message's latency and least transfer time);
+ * - a lane inside a collective resumes once every member is in: no earlier than the latest
+ *   member's promise;
  * - a lane that left starts nothing more.
  * A waiting lane's promise follows the lanes it waits for (a shortest path over "waits for",
- * weighted by lookaheads); lanes that wait for each other with nothing posted never start a flow
- * again (a cycle, as in a program that deadlocks) and hold nothing back. het_arbiter_settle
+ * weighted by lookaheads; the latest member's for a collective); lanes that wait for each other
+ * with nothing posted never start a flow again (a cycle, as in a program that deadlocks) and
+ * hold nothing back. het_arbiter_settle
  * commits the network's next event while every lane's promise is at or past it, and adds a
  * posted flow to the network once every promise is past its start (Chandy-Misra-Bryant with
  * lookahead, the network the one logical process that all lanes feed).
@@ -46,6 +49,13 @@ int het_arbiter_run(het_arbiter *a, int lane, double t);
  * from its start to its end). Replaces the lane's previous wait. */
 int het_arbiter_wait(het_arbiter *a, int lane, double t, const int *flows, int n_flows,
                      const int *from, const double *lookahead, int n_from);
+/* The lane, its clock at t, is inside a collective with the lanes members[0, n) (itself among
+ * them or not), keyed `group` (the same key on every member): it resumes once every member is
+ * in, so no earlier than any member's promise, or its clock there. */
+int het_arbiter_wait_group(het_arbiter *a, int lane, double t, long long group,
+                           const int *members, int n);
+/* The id of lane's flow number seq (its own count from 0), or -1 if not posted yet. */
+int het_arbiter_find(const het_arbiter *a, int lane, int seq);
 /* The lane starts no more flows. */
 int het_arbiter_leave(het_arbiter *a, int lane);
 
