@@ -1,0 +1,429 @@
+/* The arbiter service: world rank 0 holds the arbiter of the messages between nodes, the ranks
+ * report to it (arb_svc.h says what it models).
+ *
+ * DESIGN. Reports go to rank 0 as one message each (tag REPORT on a dup of the world: a header,
+ * then its ints), posted non-blocking (the buffers are kept until their sends complete), so a
+ * rank never blocks on rank 0 to report; MPI keeps one rank's reports in order, so a flow's
+ * post comes before any wait of its sender. Rank 0's own reports are applied at once. Rank 0
+ * serves when any of its service calls runs: it takes every report that came, applies it to the
+ * arbiter (a wait by names: the flows posted by then, and for a name not posted yet its sender
+ * with the lookahead; the wait is given again when a named flow is posted), settles, and sends
+ * each waiting rank ONE answer with every flow of its wait that became final (its name and
+ * end). One answer per settle matters: the arbiter makes ends final in time order, so the
+ * first answer a wait gets holds its earliest end whatever wall time the messages take; the
+ * waiting rank takes the smallest (end, sender, count) of it, the same in every run. Names told
+ * but not taken stay known to the rank (a later wait for them returns at once). Leaving: a
+ * rank reports it and takes answers until rank 0's goodbye, which comes after every answer to
+ * it; rank 0 serves until every rank has left. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/arb_svc.h"
+#include "emul/arbiter.h"
+#include "hetrain/core.h"
+
+enum { TAG_REPORT = 1, TAG_ANSWER = 2 };
+enum { K_POST = 1, K_RUN, K_WAIT, K_GROUP, K_LEAVE, K_DONE, K_BYE };
+
+typedef struct report {
+    int kind, n;      /* n: the ints after it (WAIT: pairs (sender, count); GROUP: members);
+                       * DONE: the ends (n doubles, then n pairs) */
+    int dest, seq;    /* POST: the receiver, the flow's count */
+    double t, bytes;  /* POST: start, bytes; RUN, WAIT, GROUP: the clock */
+    double look;      /* WAIT: the lookahead */
+    long long group;  /* GROUP: the collective's key */
+} report;
+
+typedef struct pending { MPI_Request req; void *buf; } pending;
+
+typedef struct waiting { /* rank 0: a rank's wait by names */
+    int active, n, cap;
+    int *key;                /* pairs (sender, count) */
+    unsigned char *told;
+    double t, look;
+} waiting;
+
+typedef struct known { int src, seq; double end; } known;
+
+struct het_arb_svc {
+    MPI_Comm comm;
+    int rank, size, seq, n_nodes, bye, dup;
+    het_netem ne;
+    int *node;
+    het_arbiter *arb;        /* rank 0 */
+    waiting *w;              /* rank 0: per rank */
+    int n_left;              /* rank 0 */
+    pending *out;
+    int n_out, cap_out;
+    known *ans;              /* answers not taken yet */
+    int n_ans, cap_ans;
+};
+
+static void *grow(void *p, int *cap, int need, size_t size) {
+    if (need <= *cap) return p;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(p, (size_t)c * size);
+    if (q) *cap = c;
+    return q;
+}
+
+static int learn(het_arb_svc *s, int src, int seq, double end) {
+    known *a = grow(s->ans, &s->cap_ans, s->n_ans + 1, sizeof *a);
+    if (!a) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for answers");
+    s->ans = a;
+    s->ans[s->n_ans++] = (known){src, seq, end};
+    return HET_OK;
+}
+
+/* Posts buf (bytes, malloc'd; taken over) to `to` with tag; kept until sent. */
+static int send_buf(het_arb_svc *s, void *buf, size_t bytes, int to, int tag) {
+    pending *o = grow(s->out, &s->cap_out, s->n_out + 1, sizeof *o);
+    if (!o) {
+        free(buf);
+        return het_error_set(HET_ENOMEM, "arbiter service: out of memory for sends");
+    }
+    s->out = o;
+    int err = MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, s->comm, &s->out[s->n_out].req);
+    if (err != MPI_SUCCESS) {
+        free(buf);
+        return het_error_set(HET_EMPI, "arbiter service: MPI_Isend to rank %d failed", to);
+    }
+    s->out[s->n_out++].buf = buf;
+    return HET_OK;
+}
+
+/* ---- rank 0 ---- */
+
+/* Gives the arbiter rank r's wait by names again (the flows posted by now). */
+static int give_wait(het_arb_svc *s, int r) {
+    waiting *w = &s->w[r];
+    int *flows = malloc((size_t)(w->n + 1) * sizeof *flows);
+    int *from = malloc((size_t)(w->n + 1) * sizeof *from);
+    double *look = malloc((size_t)(w->n + 1) * sizeof *look);
+    int nf = 0, nm = 0, rc = HET_OK;
+    if (!flows || !from || !look) rc = het_error_set(HET_ENOMEM, "arbiter service: wait");
+    for (int i = 0; rc == HET_OK && i < w->n; i++) {
+        int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
+        if (id >= 0) flows[nf++] = id;
+        else from[nm] = w->key[2 * i], look[nm++] = w->look;
+    }
+    if (rc == HET_OK) rc = het_arbiter_wait(s->arb, r, w->t, flows, nf, from, look, nm);
+    free(flows), free(from), free(look);
+    return rc;
+}
+
+static int apply_post(het_arb_svc *s, int r, const report *m) {
+    if (m->dest < 0 || m->dest >= s->size || s->node[m->dest] == s->node[r])
+        return het_error_set(HET_EINVAL, "arbiter service: rank %d posts a message to rank %d, "
+                             "expected a rank on another node", r, m->dest);
+    int a = s->node[r], b = s->node[m->dest];
+    const int route[4] = {2 * a, 2 * b + 1, 2 * b, 2 * a + 1};
+    const double weight[4] = {1.0, 1.0, HET_NETEM_BACK, HET_NETEM_BACK};
+    double lat = (s->ne.lat_s > 0.0 ? s->ne.lat_s : 0.0) * het_netem_pw_at(&s->ne.lat_factor,
+                                                                          m->bytes);
+    int id = het_arbiter_post(s->arb, r, m->t, m->bytes, lat,
+                              het_netem_pw_at(&s->ne.bw_factor, m->bytes), route, weight,
+                              s->ne.crosstraffic ? 4 : 2);
+    if (id < 0) return id;
+    if (het_arbiter_find(s->arb, r, m->seq) != id)
+        return het_error_set(HET_EINVAL, "arbiter service: rank %d's flow %d came out of order",
+                             r, m->seq);
+    for (int x = 0; x < s->size; x++) { /* waits that name it now see it posted */
+        const waiting *w = &s->w[x];
+        for (int i = 0; w->active && i < w->n; i++)
+            if (w->key[2 * i] == r && w->key[2 * i + 1] == m->seq) {
+                int rc = give_wait(s, x);
+                if (rc != HET_OK) return rc;
+                break;
+            }
+    }
+    return HET_OK;
+}
+
+static int apply(het_arb_svc *s, int r, const report *m, const int *ints) {
+    waiting *w = &s->w[r];
+    w->active = 0; /* a report says the rank goes on: its wait is over (K_WAIT gives a new one) */
+    switch (m->kind) {
+    case K_POST: return apply_post(s, r, m);
+    case K_RUN: return het_arbiter_run(s->arb, r, m->t);
+    case K_GROUP: return het_arbiter_wait_group(s->arb, r, m->t, m->group, ints, m->n);
+    case K_LEAVE:
+        s->n_left++;
+        if (r != 0) { /* its goodbye, after every answer to it */
+            report *b = calloc(1, sizeof *b);
+            if (!b) return het_error_set(HET_ENOMEM, "arbiter service: goodbye");
+            b->kind = K_BYE;
+            int rc = send_buf(s, b, sizeof *b, r, TAG_ANSWER);
+            if (rc != HET_OK) return rc;
+        }
+        return het_arbiter_leave(s->arb, r);
+    case K_WAIT: {
+        int *k = grow(w->key, &w->cap, 2 * m->n, sizeof *k);
+        if (k) w->key = k;
+        unsigned char *t = k ? realloc(w->told, (size_t)m->n + 1) : NULL;
+        if (!t) return het_error_set(HET_ENOMEM, "arbiter service: a wait for %d", m->n);
+        w->told = t;
+        memcpy(w->key, ints, (size_t)m->n * 2 * sizeof *ints);
+        memset(w->told, 0, (size_t)m->n);
+        w->n = m->n, w->t = m->t, w->look = m->look, w->active = 1;
+        return give_wait(s, r);
+    }
+    default:
+        return het_error_set(HET_EINVAL, "arbiter service: rank %d sent report kind %d", r,
+                             m->kind);
+    }
+}
+
+/* One answer to each waiting rank with the flows of its wait that are final now. */
+static int answer(het_arb_svc *s) {
+    for (int r = 0; r < s->size; r++) {
+        waiting *w = &s->w[r];
+        int n = 0;
+        for (int i = 0; w->active && i < w->n; i++) {
+            int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
+            n += !w->told[i] && id >= 0 && het_arbiter_done(s->arb, id) >= 0.0;
+        }
+        if (n == 0) continue;
+        size_t bytes = sizeof(report) + (size_t)n * (sizeof(double) + 2 * sizeof(int));
+        report *m = r ? calloc(1, bytes) : NULL;
+        if (r && !m) return het_error_set(HET_ENOMEM, "arbiter service: an answer");
+        double *end = m ? (double *)(m + 1) : NULL;
+        int *key = m ? (int *)(end + n) : NULL, j = 0;
+        for (int i = 0; i < w->n; i++) {
+            int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
+            double d = id >= 0 ? het_arbiter_done(s->arb, id) : -1.0;
+            if (w->told[i] || d < 0.0) continue;
+            w->told[i] = 1;
+            if (!m) { /* rank 0 answers itself */
+                int rc = learn(s, w->key[2 * i], w->key[2 * i + 1], d);
+                if (rc != HET_OK) return rc;
+                continue;
+            }
+            end[j] = d, key[2 * j] = w->key[2 * i], key[2 * j + 1] = w->key[2 * i + 1], j++;
+        }
+        if (m) {
+            m->kind = K_DONE, m->n = n;
+            int rc = send_buf(s, m, bytes, r, TAG_ANSWER);
+            if (rc != HET_OK) return rc;
+        }
+    }
+    return HET_OK;
+}
+
+/* ---- every rank ---- */
+
+static int report_to_0(het_arb_svc *s, const report *m, const int *ints) {
+    if (s->rank == 0) {
+        int rc = apply(s, 0, m, ints);
+        return rc != HET_OK ? rc : het_arb_svc_serve(s);
+    }
+    size_t bytes = sizeof *m + (size_t)(m->kind == K_POST ? 0 : m->n) * sizeof(int) *
+                                   (m->kind == K_WAIT ? 2 : 1);
+    report *b = malloc(bytes);
+    if (!b) return het_error_set(HET_ENOMEM, "arbiter service: a report");
+    memcpy(b, m, sizeof *m);
+    if (bytes > sizeof *m && ints) memcpy(b + 1, ints, bytes - sizeof *m);
+    return send_buf(s, b, bytes, 0, TAG_REPORT);
+}
+
+/* Takes one message of tag from `from` if there is one: *got, into a malloc'd *buf. */
+static int take(het_arb_svc *s, int from, int tag, int *got, void **buf, int *src) {
+    MPI_Status st;
+    int flag = 0, count = 0;
+    *got = 0;
+    if (MPI_Iprobe(from, tag, s->comm, &flag, &st) != MPI_SUCCESS)
+        return het_error_set(HET_EMPI, "arbiter service: MPI_Iprobe failed");
+    if (!flag) return HET_OK;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    if (count < (int)sizeof(report))
+        return het_error_set(HET_EINVAL, "arbiter service: a message of %d bytes from rank %d, "
+                             "expected at least %zu", count, st.MPI_SOURCE, sizeof(report));
+    if (!(*buf = malloc((size_t)count)))
+        return het_error_set(HET_ENOMEM, "arbiter service: a message of %d bytes", count);
+    if (MPI_Recv(*buf, count, MPI_BYTE, st.MPI_SOURCE, tag, s->comm, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS) {
+        free(*buf);
+        return het_error_set(HET_EMPI, "arbiter service: MPI_Recv failed");
+    }
+    *got = 1, *src = st.MPI_SOURCE;
+    return HET_OK;
+}
+
+int het_arb_svc_serve(het_arb_svc *s) {
+    if (!s) return HET_EINVAL;
+    int w = 0, rc = HET_OK;
+    for (int i = 0; i < s->n_out; i++) { /* sends done: their buffers go */
+        int flag = 0;
+        MPI_Test(&s->out[i].req, &flag, MPI_STATUS_IGNORE);
+        if (flag) free(s->out[i].buf);
+        else s->out[w++] = s->out[i];
+    }
+    s->n_out = w;
+    for (int got = 1; got && rc == HET_OK;) {
+        void *buf = NULL;
+        int src = 0;
+        rc = take(s, s->rank == 0 ? MPI_ANY_SOURCE : 0, s->rank == 0 ? TAG_REPORT : TAG_ANSWER,
+                  &got, &buf, &src);
+        if (rc != HET_OK || !got) break;
+        const report *m = buf;
+        if (s->rank == 0) {
+            rc = apply(s, src, m, (const int *)(m + 1));
+        } else if (m->kind == K_BYE) {
+            s->bye = 1;
+        } else {
+            const double *end = (const double *)(m + 1);
+            const int *key = (const int *)(end + m->n);
+            for (int i = 0; i < m->n && rc == HET_OK; i++)
+                rc = learn(s, key[2 * i], key[2 * i + 1], end[i]);
+        }
+        free(buf);
+    }
+    if (rc == HET_OK && s->rank == 0) {
+        het_arbiter_settle(s->arb);
+        rc = answer(s);
+    }
+    return rc;
+}
+
+/* A short pause between polls: yield, then nap 20 us. */
+static void pause_poll(int round) {
+    if (round < 100) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+}
+
+het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne) {
+    het_arb_svc *s = calloc(1, sizeof *s);
+    int ok = s != NULL, all = 0;
+    if (ok) {
+        MPI_Comm_rank(world, &s->rank);
+        MPI_Comm_size(world, &s->size);
+        s->ne = ne;
+        ok = (s->node = malloc((size_t)s->size * sizeof *s->node)) != NULL;
+    }
+    if (ok) {
+        memcpy(s->node, node, (size_t)s->size * sizeof *node);
+        for (int r = 0; r < s->size; r++)
+            if (node[r] + 1 > s->n_nodes) s->n_nodes = node[r] + 1;
+        ok = s->dup = ne.bw_bytes_per_s > 0.0 && MPI_Comm_dup(world, &s->comm) == MPI_SUCCESS;
+    }
+    if (ok && s->rank == 0) {
+        double *cap = malloc((size_t)2 * (size_t)s->n_nodes * sizeof *cap);
+        for (int i = 0; cap && i < 2 * s->n_nodes; i++) cap[i] = ne.bw_bytes_per_s;
+        s->arb = cap ? het_arbiter_new(s->size, 2 * s->n_nodes, cap) : NULL;
+        s->w = calloc((size_t)s->size, sizeof *s->w);
+        free(cap);
+        ok = s->arb && s->w;
+    }
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+    if (all) return s;
+    if (s && s->dup) MPI_Comm_free(&s->comm);
+    if (s) {
+        het_arbiter_free(s->arb);
+        for (int r = 0; s->w && r < s->size; r++) free(s->w[r].key), free(s->w[r].told);
+        free(s->w), free(s->node);
+    }
+    free(s);
+    het_error_set(ne.bw_bytes_per_s > 0.0 ? HET_ENOMEM : HET_EINVAL, "arbiter service: %s",
+                  ne.bw_bytes_per_s > 0.0 ? "could not start (out of memory, or on another "
+                  "rank)" : "the network between nodes has no bandwidth (infinite)");
+    return NULL;
+}
+
+int het_arb_svc_close(het_arb_svc *s) {
+    if (!s) return HET_EINVAL;
+    report m = {.kind = K_LEAVE};
+    int rc = report_to_0(s, &m, NULL);
+    for (int round = 0; rc == HET_OK; round++) {
+        if (s->rank == 0 ? s->n_left == s->size : s->bye) break;
+        rc = het_arb_svc_serve(s);
+        pause_poll(round);
+    }
+    for (int i = 0; i < s->n_out; i++) {
+        if (rc == HET_OK) MPI_Wait(&s->out[i].req, MPI_STATUS_IGNORE);
+        else MPI_Request_free(&s->out[i].req);
+        free(s->out[i].buf);
+    }
+    MPI_Comm_free(&s->comm);
+    het_arbiter_free(s->arb);
+    for (int r = 0; s->w && r < s->size; r++) free(s->w[r].key), free(s->w[r].told);
+    free(s->w), free(s->node), free(s->out), free(s->ans);
+    free(s);
+    return rc;
+}
+
+int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int *seq) {
+    if (!s || !seq) return het_error_set(HET_EINVAL, "arbiter service post: NULL argument");
+    report m = {.kind = K_POST, .dest = dest, .seq = s->seq, .t = start, .bytes = (double)bytes};
+    int rc = report_to_0(s, &m, NULL);
+    if (rc == HET_OK) *seq = s->seq++;
+    return rc;
+}
+
+int het_arb_svc_run(het_arb_svc *s, double t) {
+    if (!s) return het_error_set(HET_EINVAL, "arbiter service run: NULL");
+    report m = {.kind = K_RUN, .t = t};
+    return report_to_0(s, &m, NULL);
+}
+
+int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const int *members) {
+    if (!s || n < 0 || (n && !members))
+        return het_error_set(HET_EINVAL, "arbiter service group: %d members", n);
+    report m = {.kind = K_GROUP, .n = n, .t = t, .group = group};
+    return report_to_0(s, &m, members);
+}
+
+/* The smallest (end, sender, count) among the answers for the names: its index, or -1. */
+static int first_known(const het_arb_svc *s, int n, const int *src, const int *seq, int *at) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < s->n_ans; k++) {
+            const known *a = &s->ans[k];
+            if (a->src != src[i] || a->seq != seq[i]) continue;
+            const known *b = best >= 0 ? &s->ans[*at] : NULL;
+            int before = !b || a->end < b->end ||
+                         (a->end == b->end && (a->src < b->src ||
+                                               (a->src == b->src && a->seq < b->seq)));
+            if (before) best = i, *at = k;
+        }
+    return best;
+}
+
+int het_arb_svc_wait(het_arb_svc *s, double t, int n, const int *src, const int *seq,
+                     double look, int *which, double *end) {
+    if (!s || n < 1 || !src || !seq || !which || !end)
+        return het_error_set(HET_EINVAL, "arbiter service wait: %d names", n);
+    int at = -1, i = first_known(s, n, src, seq, &at), rc = HET_OK;
+    if (i < 0) {
+        int *ints = malloc((size_t)n * 2 * sizeof *ints);
+        if (!ints) return het_error_set(HET_ENOMEM, "arbiter service wait: %d names", n);
+        for (int k = 0; k < n; k++) ints[2 * k] = src[k], ints[2 * k + 1] = seq[k];
+        report m = {.kind = K_WAIT, .n = n, .t = t, .look = look};
+        rc = report_to_0(s, &m, ints);
+        free(ints);
+        for (int round = 0; rc == HET_OK && (i = first_known(s, n, src, seq, &at)) < 0; round++) {
+            rc = het_arb_svc_serve(s);
+            pause_poll(round);
+        }
+    }
+    if (rc != HET_OK) return rc;
+    *which = i, *end = s->ans[at].end;
+    s->ans[at] = s->ans[--s->n_ans]; /* taken */
+    return HET_OK;
+}
+
+double het_arb_svc_min_latency(const het_arb_svc *s) {
+    if (!s || !(s->ne.lat_s > 0.0)) return 0.0;
+    double f = het_netem_pw_identity(&s->ne.lat_factor) ? 1.0 : INFINITY;
+    for (int i = 0; i < s->ne.lat_factor.n; i++)
+        if (s->ne.lat_factor.val[i] < f) f = s->ne.lat_factor.val[i];
+    return s->ne.lat_s * (isfinite(f) ? f : 1.0);
+}

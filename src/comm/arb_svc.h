@@ -1,0 +1,50 @@
+/* The arbiter service (comm/arb_svc.c): world rank 0 holds the arbiter (emul/arbiter.c) of the
+ * messages between nodes; every rank reports to it over a dup of the world, and learns from it
+ * when the messages it waits for end (issue #36).
+ *
+ * Each rank is one lane. A message between nodes is a flow over the sender's node's way out
+ * and the receiver's node's way in (with network/crosstraffic: HET_NETEM_BACK of its rate on
+ * the back route too), of the model's latency and bandwidth factors for its size; a flow is
+ * named by its sender's world rank and the sender's own count (`seq`), which the message's
+ * header can carry. A rank reports when it posts a flow, runs at a clock, waits (for flows by
+ * name: not posted yet, the wait holds back no more than their sender's promise plus the
+ * lookahead) or waits inside a collective, and leaves; rank 0 settles the arbiter whenever it
+ * serves and tells each waiting rank the ends of the flows it waits for once they are final.
+ * Rank 0 serves from het_arb_svc_serve, which every wait of the service calls while it polls;
+ * a rank that waits elsewhere must call it too (on rank 0 nothing moves otherwise). */
+#ifndef HET_COMM_ARB_SVC_H
+#define HET_COMM_ARB_SVC_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "hetrain/emul.h"
+
+typedef struct het_arb_svc het_arb_svc;
+
+/* Collective over world: node[r] is world rank r's node; ne the network between nodes (its
+ * bandwidth the capacity of each node's way out and way in; 0: refused). Every rank runs at 0.
+ * NULL on failure (the message says why; the others fail too). */
+het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne);
+/* Collective: this rank leaves; rank 0 serves until every rank has left. Frees s. */
+int het_arb_svc_close(het_arb_svc *s);
+
+/* This rank starts a message of `bytes` to world rank dest (on another node) at `start` (its
+ * clock, not before what it reported last); *seq its name with this rank. */
+int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int *seq);
+/* This rank runs at clock t: it starts no message before t. */
+int het_arb_svc_run(het_arb_svc *s, double t);
+/* This rank, its clock at t, waits until one of the messages (src[i], seq[i]), i < n, ends:
+ * *which and *end (final). `look`: the least time from a message's start to its end, for the
+ * ones not posted yet. Serves while it polls. */
+int het_arb_svc_wait(het_arb_svc *s, double t, int n, const int *src, const int *seq,
+                     double look, int *which, double *end);
+/* This rank, its clock at t, enters collective `group` (a key every member gives) of the world
+ * ranks members[0, n); it reports only: the caller waits for the collective, serving. */
+int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const int *members);
+/* Progress: rank 0 takes the reports that came, settles, answers; the others take answers. */
+int het_arb_svc_serve(het_arb_svc *s);
+/* The least latency of a message between nodes (a lookahead for het_arb_svc_wait). */
+double het_arb_svc_min_latency(const het_arb_svc *s);
+
+#endif
