@@ -9,7 +9,8 @@
  *   takes 0.05 of the other's way: both end at 1.05 s + L;
  * - 4 nodes of 1 rank: ranks 1, 2, 3 send to rank 0 at once: its way in at a third each, all end
  *   at 3 s + L; rank 0's first wait returns rank 1's (the smallest (end, sender, count)), the
- *   next rank 2's, then rank 3's.
+ *   next rank 2's, then rank 3's;
+ * - time limits (limits(), below).
  * As a singleton (ctest's run): the service starts and stops on one rank, a message to its own
  * node is refused, a network without bandwidth is refused. */
 #include <math.h>
@@ -39,7 +40,8 @@ static void nap_ms(int ms) {
 static void wait_one(het_arb_svc *s, double t, int src, int seq, double want, const char *what) {
     int which = -1;
     double end = -1;
-    int rc = het_arb_svc_wait(s, t, 1, &src, &seq, L, &which, &end);
+    int rc = het_arb_svc_wait(s, t, 1, &src, &seq, L, INFINITY, NULL, NULL, &which,
+                               &end);
     CHECK(rc == HET_OK && which == 0 && near(end, want), "%s: rc %d, end %.12g, expected %.12g",
           what, rc, end, want);
 }
@@ -90,11 +92,56 @@ static void incast(int rank) {
         for (int k = 0; k < 3; k++) {
             int which = -1;
             double end = -1;
-            int rc = het_arb_svc_wait(s, 0.0, 3 - k, src + k, zero, L, &which, &end);
+            int rc = het_arb_svc_wait(s, 0.0, 3 - k, src + k, zero, L, INFINITY, NULL, NULL, &which,
+                               &end);
             CHECK(rc == HET_OK && which == 0 && near(end, 3.0 + L),
                   "incast wait %d: rc %d, which %d (expected 0: rank %d), end %.12g", k, rc,
                   which, src[k], end);
         }
+    }
+    CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
+}
+
+/* Time limits (a message inside the node would arrive then), 2 nodes of 2 ranks: rank 2 waits
+ * for rank 0's 1 MB (ends at 1 s + L) until 0.5 s: the limit (-1, 0.5 s); then until 2 s: the
+ * message. Rank 1 waits for a message of rank 3 not posted yet until 0.7 s; rank 3 posts 1 kB
+ * at 0.2 s after a wall-clock pause of 50 ms: the message (0.201 s + L), not the limit. Rank 1
+ * then waits for any message of rank 3 not posted until 0.9 s; rank 3 runs at 1 s: the limit.
+ * A poll that stops the wait: -2. */
+static int stop_now(void *arg, int *stop) {
+    (void)arg;
+    *stop = 1;
+    return HET_OK;
+}
+
+static void limits(int rank) {
+    const int node[4] = {0, 0, 1, 1};
+    het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(0));
+    if (!s) return;
+    int seq = -1, which = -9, r0 = 0, r3 = 3, q0 = 0, any = -1;
+    double end = -1;
+    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, &seq);
+    if (rank == 2) {
+        het_arb_svc_wait(s, 0.0, 1, &r0, &q0, L, 0.5, NULL, NULL, &which, &end);
+        CHECK(which == -1 && end == 0.5, "limit 0.5 s first: which %d, end %g", which, end);
+        het_arb_svc_wait(s, 0.5, 1, &r0, &q0, L, 2.0, NULL, NULL, &which, &end);
+        CHECK(which == 0 && near(end, 1.0 + L), "then the message: which %d, end %.12g", which,
+              end);
+    }
+    if (rank == 3) {
+        nap_ms(50);
+        het_arb_svc_post(s, 0.2, 1000, 1, &seq);
+        het_arb_svc_run(s, 1.0);
+    }
+    if (rank == 1) {
+        int rc = het_arb_svc_wait(s, 0.0, 1, &r3, &q0, L, 0.7, stop_now, NULL, &which, &end);
+        CHECK(rc == HET_OK && which == -2, "a poll stops the wait: rc %d, which %d", rc, which);
+        het_arb_svc_wait(s, 0.0, 1, &r3, &q0, L, 0.7, NULL, NULL, &which, &end);
+        CHECK(which == 0 && near(end, 0.201 + L), "the message before the limit 0.7 s: which "
+              "%d, end %.12g", which, end);
+        het_arb_svc_wait(s, end, 1, &r3, &any, L, 0.9, NULL, NULL, &which, &end);
+        CHECK(which == -1 && end == 0.9, "any message of rank 3, limit 0.9 s: which %d, end %g",
+              which, end);
     }
     CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
 }
@@ -125,6 +172,7 @@ int main(int argc, char **argv) {
         two_nodes(rank);
         cross_traffic(rank);
         incast(rank);
+        limits(rank);
     } else {
         CHECK(0, "run on 1 or 4 ranks, not %d", size);
     }

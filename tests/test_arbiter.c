@@ -10,6 +10,8 @@
  *   back;
  * - a lane inside a collective promises no less than its latest member (one that waits for a
  *   flow does not hold that flow back); a flow found by its lane and count;
+ * - a wait with a time limit: a flow that ends past it is not final and its least end shows it;
+ *   one that ends before it is final;
  * - 4 senders into one receiver's NIC each get a quarter (4 s for 10 bytes each at 10 bytes/s);
  * - flows of one start enter the network in lane order whatever the order of their posts (the
  *   sum of weights 0.1, 0.2, 0.3 rounds differently the other way);
@@ -144,6 +146,37 @@ static void test_group(void) {
     CHECK(near(het_arbiter_promise(a, 1), 9.0) && near(het_arbiter_promise(a, 0), 9.0),
           "another collective: promises %g %g, expected 9", het_arbiter_promise(a, 0),
           het_arbiter_promise(a, 1));
+    het_arbiter_free(a);
+}
+
+/* A wait with a time limit (a message inside the node arrives then): a flow that ends after it
+ * is not final while the lane may resume first, and its least end (2 s) is past the limit
+ * (1.5 s), so the limit wins; a flow that ends before it (1 s) is final. */
+static void test_until(void) {
+    double cap[1] = {10.0};
+    int r0[1] = {0};
+    for (int k = 0; k < 2; k++) {
+        double bytes = k ? 10.0 : 20.0;
+        het_arbiter *a = het_arbiter_new(2, 1, cap);
+        int F = het_arbiter_post(a, 1, 0.0, bytes, 0.0, 1.0, r0, NULL, 1);
+        het_arbiter_leave(a, 1);
+        CHECK(het_arbiter_wait_until(a, 0, 0.0, 1.5, &F, 1, NULL, NULL, 0) == HET_OK, "wait");
+        het_arbiter_settle(a);
+        double d = het_arbiter_done(a, F), b = het_arbiter_wait_bound(a, 0);
+        if (k == 0) {
+            CHECK(d < 0 && near(b, 2.0), "ends at 2 s, limit 1.5 s: done %g, bound %g", d, b);
+            het_arbiter_run(a, 0, 1.5);
+            het_arbiter_wait(a, 0, 1.5, &F, 1, NULL, NULL, 0);
+            het_arbiter_settle(a);
+            CHECK(near(het_arbiter_done(a, F), 2.0), "then done at %g", het_arbiter_done(a, F));
+        } else {
+            CHECK(near(d, 1.0) && isinf(b), "ends at 1 s, limit 1.5 s: done %g, bound %g", d, b);
+        }
+        het_arbiter_free(a);
+    }
+    het_arbiter *a = het_arbiter_new(1, 1, cap);
+    CHECK(het_arbiter_wait_until(a, 0, 1.0, 0.5, NULL, 0, NULL, NULL, 0) == HET_EINVAL,
+          "a limit before the clock");
     het_arbiter_free(a);
 }
 
@@ -350,6 +383,7 @@ int main(void) {
     test_lookahead();
     test_cycle();
     test_group();
+    test_until();
     test_incast();
     test_order();
     test_reproducible();

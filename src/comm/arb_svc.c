@@ -35,16 +35,17 @@ typedef struct report {
     int dest, seq;    /* POST: the receiver, the flow's count */
     double t, bytes;  /* POST: start, bytes; RUN, WAIT, GROUP: the clock */
     double look;      /* WAIT: the lookahead */
+    double until;     /* WAIT: the time limit (INFINITY: none); `seq` the wait's number */
     long long group;  /* GROUP: the collective's key */
 } report;
 
 typedef struct pending { MPI_Request req; void *buf; } pending;
 
 typedef struct waiting { /* rank 0: a rank's wait by names */
-    int active, n, cap;
-    int *key;                /* pairs (sender, count) */
+    int active, n, cap, number, timer_told;
+    int *key;                /* pairs (sender, count); count < 0: any flow of the sender */
     unsigned char *told;
-    double t, look;
+    double t, look, until;
 } waiting;
 
 typedef struct known { int src, seq; double end; } known;
@@ -52,6 +53,7 @@ typedef struct known { int src, seq; double end; } known;
 struct het_arb_svc {
     MPI_Comm comm;
     int rank, size, seq, n_nodes, bye, dup;
+    int n_waits;             /* this rank's waits so far (a time limit's answer names one) */
     het_netem ne;
     int *node;
     het_arbiter *arb;        /* rank 0 */
@@ -112,7 +114,8 @@ static int give_wait(het_arb_svc *s, int r) {
         if (id >= 0) flows[nf++] = id;
         else from[nm] = w->key[2 * i], look[nm++] = w->look;
     }
-    if (rc == HET_OK) rc = het_arbiter_wait(s->arb, r, w->t, flows, nf, from, look, nm);
+    if (rc == HET_OK)
+        rc = het_arbiter_wait_until(s->arb, r, w->t, w->until, flows, nf, from, look, nm);
     free(flows), free(from), free(look);
     return rc;
 }
@@ -171,6 +174,7 @@ static int apply(het_arb_svc *s, int r, const report *m, const int *ints) {
         memcpy(w->key, ints, (size_t)m->n * 2 * sizeof *ints);
         memset(w->told, 0, (size_t)m->n);
         w->n = m->n, w->t = m->t, w->look = m->look, w->active = 1;
+        w->until = m->until, w->number = m->seq, w->timer_told = 0;
         return give_wait(s, r);
     }
     default:
@@ -188,6 +192,10 @@ static int answer(het_arb_svc *s) {
             int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
             n += !w->told[i] && id >= 0 && het_arbiter_done(s->arb, id) >= 0.0;
         }
+        /* the time limit, once nothing of the wait can end by then: (-1, its number) */
+        int timer = w->active && !w->timer_told && isfinite(w->until) &&
+                    het_arbiter_wait_bound(s->arb, r) > w->until;
+        n += timer;
         if (n == 0) continue;
         size_t bytes = sizeof(report) + (size_t)n * (sizeof(double) + 2 * sizeof(int));
         report *m = r ? calloc(1, bytes) : NULL;
@@ -205,6 +213,14 @@ static int answer(het_arb_svc *s) {
                 continue;
             }
             end[j] = d, key[2 * j] = w->key[2 * i], key[2 * j + 1] = w->key[2 * i + 1], j++;
+        }
+        if (timer) {
+            w->timer_told = 1;
+            if (m) end[j] = w->until, key[2 * j] = -1, key[2 * j + 1] = w->number;
+            else {
+                int rc = learn(s, -1, w->number, w->until);
+                if (rc != HET_OK) return rc;
+            }
         }
         if (m) {
             m->kind = K_DONE, m->n = n;
@@ -381,41 +397,54 @@ int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const in
     return report_to_0(s, &m, members);
 }
 
-/* The smallest (end, sender, count) among the answers for the names: its index, or -1. */
-static int first_known(const het_arb_svc *s, int n, const int *src, const int *seq, int *at) {
+/* The smallest (end, sender, count) among the answers for the names and, with a time limit,
+ * for the wait's own (-1, number): the name's index (n: the time limit), or -1. */
+static int first_known(const het_arb_svc *s, int n, const int *src, const int *seq, int timer,
+                       int number, int *at) {
     int best = -1;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i <= n; i++) {
+        int ks = i < n ? src[i] : -1, kq = i < n ? seq[i] : number;
+        if (i == n && !timer) break;
         for (int k = 0; k < s->n_ans; k++) {
             const known *a = &s->ans[k];
-            if (a->src != src[i] || a->seq != seq[i]) continue;
+            if (a->src != ks || a->seq != kq) continue;
             const known *b = best >= 0 ? &s->ans[*at] : NULL;
             int before = !b || a->end < b->end ||
                          (a->end == b->end && (a->src < b->src ||
                                                (a->src == b->src && a->seq < b->seq)));
             if (before) best = i, *at = k;
         }
+    }
     return best;
 }
 
 int het_arb_svc_wait(het_arb_svc *s, double t, int n, const int *src, const int *seq,
-                     double look, int *which, double *end) {
-    if (!s || n < 1 || !src || !seq || !which || !end)
+                     double look, double until, het_arb_poll poll, void *arg, int *which,
+                     double *end) {
+    if (!s || n < 0 || (n && (!src || !seq)) || !which || !end || (n == 0 && !isfinite(until)))
         return het_error_set(HET_EINVAL, "arbiter service wait: %d names", n);
-    int at = -1, i = first_known(s, n, src, seq, &at), rc = HET_OK;
+    int timer = isfinite(until), number = timer ? s->n_waits++ : -1, at = -1, rc = HET_OK;
+    int i = first_known(s, n, src, seq, timer, number, &at);
     if (i < 0) {
-        int *ints = malloc((size_t)n * 2 * sizeof *ints);
+        int *ints = malloc((size_t)(n + 1) * 2 * sizeof *ints);
         if (!ints) return het_error_set(HET_ENOMEM, "arbiter service wait: %d names", n);
         for (int k = 0; k < n; k++) ints[2 * k] = src[k], ints[2 * k + 1] = seq[k];
-        report m = {.kind = K_WAIT, .n = n, .t = t, .look = look};
+        report m = {.kind = K_WAIT, .n = n, .seq = number, .t = t, .look = look, .until = until};
         rc = report_to_0(s, &m, ints);
         free(ints);
-        for (int round = 0; rc == HET_OK && (i = first_known(s, n, src, seq, &at)) < 0; round++) {
+        for (int round = 0, stop = 0; rc == HET_OK; round++) {
+            if ((i = first_known(s, n, src, seq, timer, number, &at)) >= 0) break;
             rc = het_arb_svc_serve(s);
+            if (rc == HET_OK && poll) rc = poll(arg, &stop);
+            if (stop) {
+                *which = -2, *end = -1.0;
+                return rc;
+            }
             pause_poll(round);
         }
     }
     if (rc != HET_OK) return rc;
-    *which = i, *end = s->ans[at].end;
+    *which = i < n ? i : -1, *end = s->ans[at].end;
     s->ans[at] = s->ans[--s->n_ans]; /* taken */
     return HET_OK;
 }

@@ -21,6 +21,9 @@
 #include "hetrain/emul.h"
 
 typedef struct het_arb_svc het_arb_svc;
+/* What else a wait polls (a header that came names a message to wait for): *stop = 1 ends the
+ * wait (its answers come later); HET_OK or an error that ends it too. */
+typedef int (*het_arb_poll)(void *arg, int *stop);
 
 /* Collective over world: node[r] is world rank r's node; ne the network between nodes (its
  * bandwidth the capacity of each node's way out and way in; 0: refused). Every rank runs at 0.
@@ -34,11 +37,17 @@ int het_arb_svc_close(het_arb_svc *s);
 int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int *seq);
 /* This rank runs at clock t: it starts no message before t. */
 int het_arb_svc_run(het_arb_svc *s, double t);
-/* This rank, its clock at t, waits until one of the messages (src[i], seq[i]), i < n, ends:
- * *which and *end (final). `look`: the least time from a message's start to its end, for the
- * ones not posted yet. Serves while it polls. */
+/* This rank, its clock at t, waits until one of the messages (src[i], seq[i]), i < n, ends,
+ * or until `until` (INFINITY: no limit; a message inside the node arrives then): *which (-1:
+ * the limit came first: nothing named can end by then) and *end, final. seq[i] < 0 names any
+ * message of src[i] not posted yet (it is never answered; it holds the answers back as a name
+ * not posted does). `look`: the least time from a message's start to its end, for the ones not
+ * posted yet. Serves while it polls, and calls poll(arg) (NULL: none) between: stopped, *which
+ * is -2. Of answers that come together it takes the smallest (end, sender, count), the limit
+ * before a message that ends at the same time. */
 int het_arb_svc_wait(het_arb_svc *s, double t, int n, const int *src, const int *seq,
-                     double look, int *which, double *end);
+                     double look, double until, het_arb_poll poll, void *arg, int *which,
+                     double *end);
 /* This rank, its clock at t, enters collective `group` (a key every member gives) of the world
  * ranks members[0, n); it reports only: the caller waits for the collective, serving. */
 int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const int *members);

@@ -41,6 +41,8 @@ typedef struct lane {
     int *from, n_from, cap_from;       /* ... or a message from one of these lanes; L_GROUP:
                                         * the other members of its collective */
     double *look;
+    double until;                      /* L_WAIT: it resumes by then at the latest (a message
+                                        * the arbiter does not carry), or INFINITY */
     long long group;                   /* L_GROUP: the collective's key */
     int *ids, n_ids, cap_ids;          /* its flows by its own count */
 } lane;
@@ -173,8 +175,16 @@ static int wait_room(int **v, double **look, int *cap, int n) {
 
 int het_arbiter_wait(het_arbiter *a, int id, double t, const int *flows, int n_flows,
                      const int *from, const double *lookahead, int n_from) {
+    return het_arbiter_wait_until(a, id, t, INFINITY, flows, n_flows, from, lookahead, n_from);
+}
+
+int het_arbiter_wait_until(het_arbiter *a, int id, double t, double until, const int *flows,
+                           int n_flows, const int *from, const double *lookahead, int n_from) {
     lane *l = lane_at(a, id, t, "wait");
     if (!l) return HET_EINVAL;
+    if (!(until >= t))
+        return het_error_set(HET_EINVAL, "arbiter wait: lane %d at %.17g s waits until %.17g s",
+                             id, t, until);
     if (n_flows < 0 || n_from < 0 || (n_flows && !flows) || (n_from && (!from || !lookahead)))
         return het_error_set(HET_EINVAL, "arbiter wait: %d flows, %d lanes", n_flows, n_from);
     for (int i = 0; i < n_flows; i++)
@@ -191,7 +201,7 @@ int het_arbiter_wait(het_arbiter *a, int id, double t, const int *flows, int n_f
     if (n_flows) memcpy(l->flows, flows, (size_t)n_flows * sizeof *flows);
     if (n_from) memcpy(l->from, from, (size_t)n_from * sizeof *from);
     if (n_from) memcpy(l->look, lookahead, (size_t)n_from * sizeof *lookahead);
-    l->n_flows = n_flows, l->n_from = n_from, l->state = L_WAIT, l->clock = t;
+    l->n_flows = n_flows, l->n_from = n_from, l->state = L_WAIT, l->clock = t, l->until = until;
     return HET_OK;
 }
 
@@ -227,6 +237,20 @@ int het_arbiter_find(const het_arbiter *a, int id, int seq) {
     return a->ln[id].ids[seq];
 }
 
+double het_arbiter_wait_bound(het_arbiter *a, int id) {
+    if (!a || id < 0 || id >= a->n_lanes || a->ln[id].state != L_WAIT) return INFINITY;
+    const lane *l = &a->ln[id];
+    double en = het_flows_next(a->net), b = INFINITY;
+    for (int k = 0; k < l->n_flows; k++) {
+        const aflow *x = &a->fl[l->flows[k]];
+        double end = x->done >= 0.0 ? INFINITY : x->net < 0 ? x->least : en;
+        if (end < b) b = end;
+    }
+    for (int k = 0; k < l->n_from; k++)
+        if (a->prom[l->from[k]] + l->look[k] < b) b = a->prom[l->from[k]] + l->look[k];
+    return b;
+}
+
 /* Lane i's promise from the others' (prom) and the network's next event en. */
 static double promise_of(const het_arbiter *a, int i, double en) {
     const lane *l = &a->ln[i];
@@ -243,7 +267,8 @@ static double promise_of(const het_arbiter *a, int i, double en) {
             if (q > p) p = q;
         }
         return p;
-    default: /* L_WAIT: the least end of what it waits for */
+    default: /* L_WAIT: the least end of what it waits for, or its time limit */
+        p = l->until;
         for (int k = 0; k < l->n_flows; k++) {
             const aflow *x = &a->fl[l->flows[k]];
             double end = x->done >= 0.0 ? x->done : x->net < 0 ? x->least : en;

@@ -49,6 +49,15 @@ int het_arbiter_run(het_arbiter *a, int lane, double t);
  * from its start to its end). Replaces the lane's previous wait. */
 int het_arbiter_wait(het_arbiter *a, int lane, double t, const int *flows, int n_flows,
                      const int *from, const double *lookahead, int n_from);
+/* The same, and the lane resumes at `until` at the latest (>= t): a message the arbiter does not
+ * carry (inside a node) arrives then. */
+int het_arbiter_wait_until(het_arbiter *a, int lane, double t, double until, const int *flows,
+                           int n_flows, const int *from, const double *lookahead, int n_from);
+/* The least end still possible for what waiting lane `lane` waits for and is not final (a
+ * flow's bound as in its promise; a message not posted: its sender's promise at the last settle
+ * + the lookahead), INFINITY if none: once above its `until`, nothing of its wait can end by
+ * then. */
+double het_arbiter_wait_bound(het_arbiter *a, int lane);
 /* The lane, its clock at t, is inside a collective with the lanes members[0, n) (itself among
  * them or not), keyed `group` (the same key on every member): it resumes once every member is
  * in, so no earlier than any member's promise, or its clock there. */
