@@ -10,7 +10,7 @@
  * - 4 nodes of 1 rank: ranks 1, 2, 3 send to rank 0 at once: its way in at a third each, all end
  *   at 3 s + L; rank 0's first wait returns rank 1's (the smallest (end, sender, count)), the
  *   next rank 2's, then rank 3's;
- * - time limits (limits(), below).
+ * - time limits and a receive from any sender (limits(), any_source(), below).
  * As a singleton (ctest's run): the service starts and stops on one rank, a message to its own
  * node is refused, a network without bandwidth is refused. */
 #include <math.h>
@@ -37,11 +37,11 @@ static void nap_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static void wait_one(het_arb_svc *s, double t, int src, int seq, double want, const char *what) {
+static void wait_one(het_arb_svc *s, double t, int src, int k, double want, const char *what) {
     int which = -1;
     double end = -1;
-    int rc = het_arb_svc_wait(s, t, 1, &src, &seq, L, INFINITY, NULL, NULL, &which,
-                               &end);
+    het_arb_name nm = {src, 0, k};
+    int rc = het_arb_svc_wait(s, t, 1, &nm, L, INFINITY, NULL, NULL, &which, &end);
     CHECK(rc == HET_OK && which == 0 && near(end, want), "%s: rc %d, end %.12g, expected %.12g",
           what, rc, end, want);
 }
@@ -54,15 +54,15 @@ static void two_nodes(int rank) {
     int seq = -1;
     double e0 = 1.5 + L;
     if (rank == 0) {
-        CHECK(het_arb_svc_post(s, 0.0, (size_t)MB, 2, &seq) == HET_OK && seq == 0, "post");
+        CHECK(het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, &seq) == HET_OK && seq == 0, "post");
         wait_one(s, 0.0, 2, 0, 2.5 + 2 * L, "rank 2's answer at rank 0");
     } else if (rank == 1) {
         nap_ms(100);
         het_arb_svc_run(s, 0.4);
-        CHECK(het_arb_svc_post(s, 0.5, (size_t)MB, 3, &seq) == HET_OK, "post at 0.5");
+        CHECK(het_arb_svc_post(s, 0.5, (size_t)MB, 3, 0, &seq) == HET_OK, "post at 0.5");
     } else if (rank == 2) {
         wait_one(s, 0.0, 0, 0, e0, "rank 0's message at rank 2 (shared way out)");
-        CHECK(het_arb_svc_post(s, e0, (size_t)MB, 0, &seq) == HET_OK, "the answer");
+        CHECK(het_arb_svc_post(s, e0, (size_t)MB, 0, 0, &seq) == HET_OK, "the answer");
     } else if (rank == 3) {
         wait_one(s, 0.0, 1, 0, 2.0 + L, "rank 1's message at rank 3");
     }
@@ -74,8 +74,8 @@ static void cross_traffic(int rank) {
     het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(1));
     if (!s) return;
     int seq = -1;
-    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, &seq);
-    if (rank == 3) het_arb_svc_post(s, 0.0, (size_t)MB, 1, &seq);
+    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, &seq);
+    if (rank == 3) het_arb_svc_post(s, 0.0, (size_t)MB, 1, 0, &seq);
     if (rank == 2) wait_one(s, 0.0, 0, 0, 1.05 + L, "rank 0 to 2 beside 3 to 1");
     if (rank == 1) wait_one(s, 0.0, 3, 0, 1.05 + L, "rank 3 to 1 beside 0 to 2");
     CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
@@ -86,27 +86,55 @@ static void incast(int rank) {
     het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(0));
     if (!s) return;
     int seq = -1;
-    if (rank > 0) het_arb_svc_post(s, 0.0, (size_t)MB, 0, &seq);
+    if (rank > 0) het_arb_svc_post(s, 0.0, (size_t)MB, 0, 0, &seq);
     if (rank == 0) {
-        int src[3] = {1, 2, 3}, zero[3] = {0, 0, 0};
+        het_arb_name nm[3] = {{1, 0, 0}, {2, 0, 0}, {3, 0, 0}};
         for (int k = 0; k < 3; k++) {
             int which = -1;
             double end = -1;
-            int rc = het_arb_svc_wait(s, 0.0, 3 - k, src + k, zero, L, INFINITY, NULL, NULL, &which,
-                               &end);
+            int rc = het_arb_svc_wait(s, 0.0, 3 - k, nm + k, L, INFINITY, NULL, NULL, &which,
+                                      &end);
             CHECK(rc == HET_OK && which == 0 && near(end, 3.0 + L),
                   "incast wait %d: rc %d, which %d (expected 0: rank %d), end %.12g", k, rc,
-                  which, src[k], end);
+                  which, nm[k].src, end);
         }
+    }
+    CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
+}
+
+/* A receive from any sender names each one's next message before either is sent: rank 0 waits
+ * for ranks 2 and 3 (node 1); rank 2 sends 1 MB at 0.3 s at once, rank 3 1 MB at 0 s but
+ * reports 100 ms later in wall time. Rank 3's runs alone until 0.3 s + L, then both share node
+ * 1's way out: rank 3's ends first (1.7 s + L), rank 2's at 2 s + L. */
+static void any_source(int rank) {
+    const int node[4] = {0, 0, 1, 1};
+    het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(0));
+    if (!s) return;
+    int k = -1;
+    if (rank == 2) het_arb_svc_post(s, 0.3, (size_t)MB, 0, 3, &k);
+    if (rank == 3) {
+        nap_ms(100);
+        het_arb_svc_post(s, 0.0, (size_t)MB, 0, 3, &k);
+    }
+    if (rank == 0) {
+        het_arb_name nm[2] = {{2, 3, 0}, {3, 3, 0}};
+        int which = -9;
+        double end = -1;
+        het_arb_svc_wait(s, 0.0, 2, nm, L, INFINITY, NULL, NULL, &which, &end);
+        CHECK(which == 1 && near(end, 1.7 + L), "first of any: which %d (expected 1: rank 3), "
+              "end %.12g", which, end);
+        het_arb_svc_wait(s, end, 1, nm, L, INFINITY, NULL, NULL, &which, &end);
+        CHECK(which == 0 && near(end, 2.0 + L), "then rank 2's: which %d, end %.12g", which, end);
     }
     CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
 }
 
 /* Time limits (a message inside the node would arrive then), 2 nodes of 2 ranks: rank 2 waits
  * for rank 0's 1 MB (ends at 1 s + L) until 0.5 s: the limit (-1, 0.5 s); then until 2 s: the
- * message. Rank 1 waits for a message of rank 3 not posted yet until 0.7 s; rank 3 posts 1 kB
- * at 0.2 s after a wall-clock pause of 50 ms: the message (0.201 s + L), not the limit. Rank 1
- * then waits for any message of rank 3 not posted until 0.9 s; rank 3 runs at 1 s: the limit.
+ * message. Rank 1 waits for rank 3's first message on stream 5, not posted yet, until 0.7 s;
+ * rank 3 posts 1 kB there at 0.2 s after a wall-clock pause of 50 ms: the message (0.201 s +
+ * L), not the limit. Rank 1 then holds for a message of rank 3 inside the node (k < 0) until
+ * 0.9 s; rank 3 runs at 1 s: the limit.
  * A poll that stops the wait: -2. */
 static int stop_now(void *arg, int *stop) {
     (void)arg;
@@ -118,28 +146,29 @@ static void limits(int rank) {
     const int node[4] = {0, 0, 1, 1};
     het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(0));
     if (!s) return;
-    int seq = -1, which = -9, r0 = 0, r3 = 3, q0 = 0, any = -1;
+    int seq = -1, which = -9;
+    het_arb_name from0 = {0, 0, 0}, from3 = {3, 5, 0}, hold3 = {3, 0, -1};
     double end = -1;
-    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, &seq);
+    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, &seq);
     if (rank == 2) {
-        het_arb_svc_wait(s, 0.0, 1, &r0, &q0, L, 0.5, NULL, NULL, &which, &end);
+        het_arb_svc_wait(s, 0.0, 1, &from0, L, 0.5, NULL, NULL, &which, &end);
         CHECK(which == -1 && end == 0.5, "limit 0.5 s first: which %d, end %g", which, end);
-        het_arb_svc_wait(s, 0.5, 1, &r0, &q0, L, 2.0, NULL, NULL, &which, &end);
+        het_arb_svc_wait(s, 0.5, 1, &from0, L, 2.0, NULL, NULL, &which, &end);
         CHECK(which == 0 && near(end, 1.0 + L), "then the message: which %d, end %.12g", which,
               end);
     }
     if (rank == 3) {
         nap_ms(50);
-        het_arb_svc_post(s, 0.2, 1000, 1, &seq);
+        het_arb_svc_post(s, 0.2, 1000, 1, 5, &seq);
         het_arb_svc_run(s, 1.0);
     }
     if (rank == 1) {
-        int rc = het_arb_svc_wait(s, 0.0, 1, &r3, &q0, L, 0.7, stop_now, NULL, &which, &end);
+        int rc = het_arb_svc_wait(s, 0.0, 1, &from3, L, 0.7, stop_now, NULL, &which, &end);
         CHECK(rc == HET_OK && which == -2, "a poll stops the wait: rc %d, which %d", rc, which);
-        het_arb_svc_wait(s, 0.0, 1, &r3, &q0, L, 0.7, NULL, NULL, &which, &end);
+        het_arb_svc_wait(s, 0.0, 1, &from3, L, 0.7, NULL, NULL, &which, &end);
         CHECK(which == 0 && near(end, 0.201 + L), "the message before the limit 0.7 s: which "
               "%d, end %.12g", which, end);
-        het_arb_svc_wait(s, end, 1, &r3, &any, L, 0.9, NULL, NULL, &which, &end);
+        het_arb_svc_wait(s, end, 1, &hold3, L, 0.9, NULL, NULL, &which, &end);
         CHECK(which == -1 && end == 0.9, "any message of rank 3, limit 0.9 s: which %d, end %g",
               which, end);
     }
@@ -152,7 +181,7 @@ static void singleton(void) {
     CHECK(s != NULL, "open on one rank: %s", het_error_msg());
     if (!s) return;
     int seq = -1;
-    CHECK(het_arb_svc_post(s, 0.0, 100, 0, &seq) == HET_EINVAL, "a message to its own node");
+    CHECK(het_arb_svc_post(s, 0.0, 100, 0, 0, &seq) == HET_EINVAL, "a message to its own node");
     CHECK(het_arb_svc_close(s) == HET_OK, "close");
     het_netem none = net(0);
     none.bw_bytes_per_s = 0.0;
@@ -173,6 +202,7 @@ int main(int argc, char **argv) {
         cross_traffic(rank);
         incast(rank);
         limits(rank);
+        any_source(rank);
     } else {
         CHECK(0, "run on 1 or 4 ranks, not %d", size);
     }

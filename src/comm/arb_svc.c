@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "comm/arb_svc.h"
+#include "core/map64.h"
 #include "emul/arbiter.h"
 #include "hetrain/core.h"
 
@@ -30,12 +31,13 @@ enum { TAG_REPORT = 1, TAG_ANSWER = 2 };
 enum { K_POST = 1, K_RUN, K_WAIT, K_GROUP, K_LEAVE, K_DONE, K_BYE };
 
 typedef struct report {
-    int kind, n;      /* n: the ints after it (WAIT: pairs (sender, count); GROUP: members);
-                       * DONE: the ends (n doubles, then n pairs) */
-    int dest, seq;    /* POST: the receiver, the flow's count */
+    int kind, n;      /* n: WAIT: names (src, stream, k) after it; GROUP: members after it;
+                       * DONE: answers (n doubles, then n names) */
+    int dest, stream; /* POST: the receiver and its stream */
+    int k, seq;       /* POST: its index on the stream, the sender's count; WAIT: its number */
     double t, bytes;  /* POST: start, bytes; RUN, WAIT, GROUP: the clock */
     double look;      /* WAIT: the lookahead */
-    double until;     /* WAIT: the time limit (INFINITY: none); `seq` the wait's number */
+    double until;     /* WAIT: the time limit (INFINITY: none) */
     long long group;  /* GROUP: the collective's key */
 } report;
 
@@ -43,17 +45,23 @@ typedef struct pending { MPI_Request req; void *buf; } pending;
 
 typedef struct waiting { /* rank 0: a rank's wait by names */
     int active, n, cap, number, timer_told;
-    int *key;                /* pairs (sender, count); count < 0: any flow of the sender */
+    het_arb_name *name;
     unsigned char *told;
     double t, look, until;
 } waiting;
 
-typedef struct known { int src, seq; double end; } known;
+typedef struct known { het_arb_name name; double end; } known;
+
+typedef struct flows_of { int *id, n, cap; } flows_of; /* rank 0: a stream's flows by index */
 
 struct het_arb_svc {
     MPI_Comm comm;
     int rank, size, seq, n_nodes, bye, dup;
     int n_waits;             /* this rank's waits so far (a time limit's answer names one) */
+    het_map64 next;          /* (dest, stream) -> the index of this rank's next message there */
+    het_map64 by_name;       /* rank 0: (src, dest, stream) -> its entry in streams */
+    flows_of *streams;       /* rank 0 */
+    int n_streams, cap_streams;
     het_netem ne;
     int *node;
     het_arbiter *arb;        /* rank 0 */
@@ -74,12 +82,23 @@ static void *grow(void *p, int *cap, int need, size_t size) {
     return q;
 }
 
-static int learn(het_arb_svc *s, int src, int seq, double end) {
+static int learn(het_arb_svc *s, het_arb_name name, double end) {
     known *a = grow(s->ans, &s->cap_ans, s->n_ans + 1, sizeof *a);
     if (!a) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for answers");
     s->ans = a;
-    s->ans[s->n_ans++] = (known){src, seq, end};
+    s->ans[s->n_ans++] = (known){name, end};
     return HET_OK;
+}
+
+static uint64_t stream_key(int src, int dest, int stream) {
+    return (uint64_t)(uint32_t)src << 40 | (uint64_t)(uint32_t)dest << 16 | (uint32_t)stream;
+}
+
+/* Rank 0: the flow id of name as rank `dest` gives it, or -1 while not posted. */
+static int flow_of(const het_arb_svc *s, int dest, het_arb_name nm) {
+    if (nm.k < 0) return -1;
+    int e = het_map64_get(&s->by_name, stream_key(nm.src, dest, nm.stream), -1);
+    return e >= 0 && nm.k < s->streams[e].n ? s->streams[e].id[nm.k] : -1;
 }
 
 /* Posts buf (bytes, malloc'd; taken over) to `to` with tag; kept until sent. */
@@ -101,7 +120,8 @@ static int send_buf(het_arb_svc *s, void *buf, size_t bytes, int to, int tag) {
 
 /* ---- rank 0 ---- */
 
-/* Gives the arbiter rank r's wait by names again (the flows posted by now). */
+/* Gives the arbiter rank r's wait by names again (the flows posted by now; a name not posted:
+ * its sender, with the lookahead). */
 static int give_wait(het_arb_svc *s, int r) {
     waiting *w = &s->w[r];
     int *flows = malloc((size_t)(w->n + 1) * sizeof *flows);
@@ -110,9 +130,9 @@ static int give_wait(het_arb_svc *s, int r) {
     int nf = 0, nm = 0, rc = HET_OK;
     if (!flows || !from || !look) rc = het_error_set(HET_ENOMEM, "arbiter service: wait");
     for (int i = 0; rc == HET_OK && i < w->n; i++) {
-        int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
+        int id = flow_of(s, r, w->name[i]);
         if (id >= 0) flows[nf++] = id;
-        else from[nm] = w->key[2 * i], look[nm++] = w->look;
+        else from[nm] = w->name[i].src, look[nm++] = w->look;
     }
     if (rc == HET_OK)
         rc = het_arbiter_wait_until(s->arb, r, w->t, w->until, flows, nf, from, look, nm);
@@ -136,19 +156,33 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     if (het_arbiter_find(s->arb, r, m->seq) != id)
         return het_error_set(HET_EINVAL, "arbiter service: rank %d's flow %d came out of order",
                              r, m->seq);
-    for (int x = 0; x < s->size; x++) { /* waits that name it now see it posted */
-        const waiting *w = &s->w[x];
-        for (int i = 0; w->active && i < w->n; i++)
-            if (w->key[2 * i] == r && w->key[2 * i + 1] == m->seq) {
-                int rc = give_wait(s, x);
-                if (rc != HET_OK) return rc;
-                break;
-            }
+    uint64_t key = stream_key(r, m->dest, m->stream);
+    int e = het_map64_get(&s->by_name, key, -1);
+    if (e < 0) {
+        flows_of *st = grow(s->streams, &s->cap_streams, s->n_streams + 1, sizeof *st);
+        if (!st) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for streams");
+        s->streams = st;
+        s->streams[e = s->n_streams] = (flows_of){0};
+        int rc = het_map64_put(&s->by_name, key, e);
+        if (rc != HET_OK) return rc;
+        s->n_streams++;
     }
+    flows_of *st = &s->streams[e];
+    if (m->k != st->n)
+        return het_error_set(HET_EINVAL, "arbiter service: rank %d's message %d to rank %d on "
+                             "stream %d came as number %d", r, m->k, m->dest, m->stream, st->n);
+    int *ids = grow(st->id, &st->cap, st->n + 1, sizeof *ids);
+    if (!ids) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
+    st->id = ids;
+    st->id[st->n++] = id;
+    const waiting *w = &s->w[m->dest]; /* its receiver's wait may name it: given again */
+    for (int i = 0; w->active && i < w->n; i++)
+        if (w->name[i].src == r && w->name[i].stream == m->stream && w->name[i].k == m->k)
+            return give_wait(s, m->dest);
     return HET_OK;
 }
 
-static int apply(het_arb_svc *s, int r, const report *m, const int *ints) {
+static int apply(het_arb_svc *s, int r, const report *m, const void *ints) {
     waiting *w = &s->w[r];
     w->active = 0; /* a report says the rank goes on: its wait is over (K_WAIT gives a new one) */
     switch (m->kind) {
@@ -166,12 +200,12 @@ static int apply(het_arb_svc *s, int r, const report *m, const int *ints) {
         }
         return het_arbiter_leave(s->arb, r);
     case K_WAIT: {
-        int *k = grow(w->key, &w->cap, 2 * m->n, sizeof *k);
-        if (k) w->key = k;
-        unsigned char *t = k ? realloc(w->told, (size_t)m->n + 1) : NULL;
+        het_arb_name *nm = grow(w->name, &w->cap, m->n, sizeof *nm);
+        if (nm) w->name = nm;
+        unsigned char *t = nm ? realloc(w->told, (size_t)m->n + 1) : NULL;
         if (!t) return het_error_set(HET_ENOMEM, "arbiter service: a wait for %d", m->n);
         w->told = t;
-        memcpy(w->key, ints, (size_t)m->n * 2 * sizeof *ints);
+        if (m->n) memcpy(w->name, ints, (size_t)m->n * sizeof *w->name);
         memset(w->told, 0, (size_t)m->n);
         w->n = m->n, w->t = m->t, w->look = m->look, w->active = 1;
         w->until = m->until, w->number = m->seq, w->timer_told = 0;
@@ -183,63 +217,58 @@ static int apply(het_arb_svc *s, int r, const report *m, const int *ints) {
     }
 }
 
-/* One answer to each waiting rank with the flows of its wait that are final now. */
+/* One answer to each waiting rank with the flows of its wait that are final now, and its time
+ * limit once nothing it names can end by then (named (-1, -1, the wait's number)). */
 static int answer(het_arb_svc *s) {
     for (int r = 0; r < s->size; r++) {
         waiting *w = &s->w[r];
         int n = 0;
         for (int i = 0; w->active && i < w->n; i++) {
-            int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
+            int id = flow_of(s, r, w->name[i]);
             n += !w->told[i] && id >= 0 && het_arbiter_done(s->arb, id) >= 0.0;
         }
-        /* the time limit, once nothing of the wait can end by then: (-1, its number) */
         int timer = w->active && !w->timer_told && isfinite(w->until) &&
                     het_arbiter_wait_bound(s->arb, r) > w->until;
         n += timer;
         if (n == 0) continue;
-        size_t bytes = sizeof(report) + (size_t)n * (sizeof(double) + 2 * sizeof(int));
+        size_t bytes = sizeof(report) + (size_t)n * (sizeof(double) + sizeof(het_arb_name));
         report *m = r ? calloc(1, bytes) : NULL;
         if (r && !m) return het_error_set(HET_ENOMEM, "arbiter service: an answer");
         double *end = m ? (double *)(m + 1) : NULL;
-        int *key = m ? (int *)(end + n) : NULL, j = 0;
-        for (int i = 0; i < w->n; i++) {
-            int id = het_arbiter_find(s->arb, w->key[2 * i], w->key[2 * i + 1]);
+        het_arb_name *name = m ? (het_arb_name *)(end + n) : NULL;
+        int j = 0, rc = HET_OK;
+        for (int i = 0; i < w->n && rc == HET_OK; i++) {
+            int id = flow_of(s, r, w->name[i]);
             double d = id >= 0 ? het_arbiter_done(s->arb, id) : -1.0;
             if (w->told[i] || d < 0.0) continue;
             w->told[i] = 1;
-            if (!m) { /* rank 0 answers itself */
-                int rc = learn(s, w->key[2 * i], w->key[2 * i + 1], d);
-                if (rc != HET_OK) return rc;
-                continue;
-            }
-            end[j] = d, key[2 * j] = w->key[2 * i], key[2 * j + 1] = w->key[2 * i + 1], j++;
+            if (m) end[j] = d, name[j++] = w->name[i];
+            else rc = learn(s, w->name[i], d); /* rank 0 answers itself */
         }
         if (timer) {
+            het_arb_name t = {-1, -1, w->number};
             w->timer_told = 1;
-            if (m) end[j] = w->until, key[2 * j] = -1, key[2 * j + 1] = w->number;
-            else {
-                int rc = learn(s, -1, w->number, w->until);
-                if (rc != HET_OK) return rc;
-            }
+            if (m) end[j] = w->until, name[j++] = t;
+            else if (rc == HET_OK) rc = learn(s, t, w->until);
         }
-        if (m) {
+        if (m && rc == HET_OK) {
             m->kind = K_DONE, m->n = n;
-            int rc = send_buf(s, m, bytes, r, TAG_ANSWER);
-            if (rc != HET_OK) return rc;
+            rc = send_buf(s, m, bytes, r, TAG_ANSWER);
         }
+        if (rc != HET_OK) return rc;
     }
     return HET_OK;
 }
 
 /* ---- every rank ---- */
 
-static int report_to_0(het_arb_svc *s, const report *m, const int *ints) {
+static int report_to_0(het_arb_svc *s, const report *m, const void *ints) {
     if (s->rank == 0) {
         int rc = apply(s, 0, m, ints);
         return rc != HET_OK ? rc : het_arb_svc_serve(s);
     }
-    size_t bytes = sizeof *m + (size_t)(m->kind == K_POST ? 0 : m->n) * sizeof(int) *
-                                   (m->kind == K_WAIT ? 2 : 1);
+    size_t bytes = sizeof *m + (size_t)m->n * (m->kind == K_WAIT ? sizeof(het_arb_name)
+                                               : m->kind == K_GROUP ? sizeof(int) : 0);
     report *b = malloc(bytes);
     if (!b) return het_error_set(HET_ENOMEM, "arbiter service: a report");
     memcpy(b, m, sizeof *m);
@@ -288,14 +317,13 @@ int het_arb_svc_serve(het_arb_svc *s) {
         if (rc != HET_OK || !got) break;
         const report *m = buf;
         if (s->rank == 0) {
-            rc = apply(s, src, m, (const int *)(m + 1));
+            rc = apply(s, src, m, m + 1);
         } else if (m->kind == K_BYE) {
             s->bye = 1;
         } else {
             const double *end = (const double *)(m + 1);
-            const int *key = (const int *)(end + m->n);
-            for (int i = 0; i < m->n && rc == HET_OK; i++)
-                rc = learn(s, key[2 * i], key[2 * i + 1], end[i]);
+            const het_arb_name *name = (const het_arb_name *)(end + m->n);
+            for (int i = 0; i < m->n && rc == HET_OK; i++) rc = learn(s, name[i], end[i]);
         }
         free(buf);
     }
@@ -344,7 +372,7 @@ het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne) {
     if (s && s->dup) MPI_Comm_free(&s->comm);
     if (s) {
         het_arbiter_free(s->arb);
-        for (int r = 0; s->w && r < s->size; r++) free(s->w[r].key), free(s->w[r].told);
+        for (int r = 0; s->w && r < s->size; r++) free(s->w[r].name), free(s->w[r].told);
         free(s->w), free(s->node);
     }
     free(s);
@@ -370,17 +398,26 @@ int het_arb_svc_close(het_arb_svc *s) {
     }
     MPI_Comm_free(&s->comm);
     het_arbiter_free(s->arb);
-    for (int r = 0; s->w && r < s->size; r++) free(s->w[r].key), free(s->w[r].told);
-    free(s->w), free(s->node), free(s->out), free(s->ans);
+    for (int r = 0; s->w && r < s->size; r++) free(s->w[r].name), free(s->w[r].told);
+    for (int e = 0; e < s->n_streams; e++) free(s->streams[e].id);
+    free(s->w), free(s->node), free(s->out), free(s->ans), free(s->streams);
+    het_map64_free(&s->next), het_map64_free(&s->by_name);
     free(s);
     return rc;
 }
 
-int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int *seq) {
-    if (!s || !seq) return het_error_set(HET_EINVAL, "arbiter service post: NULL argument");
-    report m = {.kind = K_POST, .dest = dest, .seq = s->seq, .t = start, .bytes = (double)bytes};
+int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
+                     int *k) {
+    if (!s || !k || stream < 0 || stream >= 1 << 16 || dest < 0 || dest >= s->size)
+        return het_error_set(HET_EINVAL, "arbiter service post: dest %d, stream %d", dest,
+                             stream);
+    uint64_t key = (uint64_t)(uint32_t)dest << 32 | (uint32_t)stream;
+    int next = het_map64_get(&s->next, key, 0);
+    report m = {.kind = K_POST, .dest = dest, .stream = stream, .k = next, .seq = s->seq,
+                .t = start, .bytes = (double)bytes};
     int rc = report_to_0(s, &m, NULL);
-    if (rc == HET_OK) *seq = s->seq++;
+    if (rc == HET_OK) rc = het_map64_put(&s->next, key, next + 1);
+    if (rc == HET_OK) *k = next, s->seq++;
     return rc;
 }
 
@@ -397,43 +434,44 @@ int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const in
     return report_to_0(s, &m, members);
 }
 
-/* The smallest (end, sender, count) among the answers for the names and, with a time limit,
- * for the wait's own (-1, number): the name's index (n: the time limit), or -1. */
-static int first_known(const het_arb_svc *s, int n, const int *src, const int *seq, int timer,
+static int same_name(het_arb_name a, het_arb_name b) {
+    return a.src == b.src && a.stream == b.stream && a.k == b.k;
+}
+
+static int name_before(het_arb_name a, het_arb_name b) {
+    return a.src != b.src ? a.src < b.src : a.stream != b.stream ? a.stream < b.stream : a.k < b.k;
+}
+
+/* The smallest (end, name) among the answers for the names and, with a time limit, for the
+ * wait's own (-1, -1, number): the name's index (n: the time limit), or -1. */
+static int first_known(const het_arb_svc *s, int n, const het_arb_name *name, int timer,
                        int number, int *at) {
     int best = -1;
-    for (int i = 0; i <= n; i++) {
-        int ks = i < n ? src[i] : -1, kq = i < n ? seq[i] : number;
-        if (i == n && !timer) break;
+    for (int i = 0; i < n + timer; i++) {
+        het_arb_name want = i < n ? name[i] : (het_arb_name){-1, -1, number};
+        if (want.k < 0) continue; /* a hold, never answered */
         for (int k = 0; k < s->n_ans; k++) {
             const known *a = &s->ans[k];
-            if (a->src != ks || a->seq != kq) continue;
+            if (!same_name(a->name, want)) continue;
             const known *b = best >= 0 ? &s->ans[*at] : NULL;
-            int before = !b || a->end < b->end ||
-                         (a->end == b->end && (a->src < b->src ||
-                                               (a->src == b->src && a->seq < b->seq)));
-            if (before) best = i, *at = k;
+            if (!b || a->end < b->end || (a->end == b->end && name_before(a->name, b->name)))
+                best = i, *at = k;
         }
     }
     return best;
 }
 
-int het_arb_svc_wait(het_arb_svc *s, double t, int n, const int *src, const int *seq,
-                     double look, double until, het_arb_poll poll, void *arg, int *which,
-                     double *end) {
-    if (!s || n < 0 || (n && (!src || !seq)) || !which || !end || (n == 0 && !isfinite(until)))
+int het_arb_svc_wait(het_arb_svc *s, double t, int n, const het_arb_name *name, double look,
+                     double until, het_arb_poll poll, void *arg, int *which, double *end) {
+    if (!s || n < 0 || (n && !name) || !which || !end || (n == 0 && !isfinite(until)))
         return het_error_set(HET_EINVAL, "arbiter service wait: %d names", n);
     int timer = isfinite(until), number = timer ? s->n_waits++ : -1, at = -1, rc = HET_OK;
-    int i = first_known(s, n, src, seq, timer, number, &at);
+    int i = first_known(s, n, name, timer, number, &at);
     if (i < 0) {
-        int *ints = malloc((size_t)(n + 1) * 2 * sizeof *ints);
-        if (!ints) return het_error_set(HET_ENOMEM, "arbiter service wait: %d names", n);
-        for (int k = 0; k < n; k++) ints[2 * k] = src[k], ints[2 * k + 1] = seq[k];
         report m = {.kind = K_WAIT, .n = n, .seq = number, .t = t, .look = look, .until = until};
-        rc = report_to_0(s, &m, ints);
-        free(ints);
+        rc = report_to_0(s, &m, name);
         for (int round = 0, stop = 0; rc == HET_OK; round++) {
-            if ((i = first_known(s, n, src, seq, timer, number, &at)) >= 0) break;
+            if ((i = first_known(s, n, name, timer, number, &at)) >= 0) break;
             rc = het_arb_svc_serve(s);
             if (rc == HET_OK && poll) rc = poll(arg, &stop);
             if (stop) {

@@ -21,6 +21,10 @@
 #include "hetrain/emul.h"
 
 typedef struct het_arb_svc het_arb_svc;
+/* A message as its receiver names it: its sender (world rank), stream, index (from 0; < 0: any
+ * message of the sender that the arbiter does not carry, inside the node: a hold, never
+ * answered). */
+typedef struct het_arb_name { int src, stream, k; } het_arb_name;
 /* What else a wait polls (a header that came names a message to wait for): *stop = 1 ends the
  * wait (its answers come later); HET_OK or an error that ends it too. */
 typedef int (*het_arb_poll)(void *arg, int *stop);
@@ -32,22 +36,19 @@ het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne);
 /* Collective: this rank leaves; rank 0 serves until every rank has left. Frees s. */
 int het_arb_svc_close(het_arb_svc *s);
 
-/* This rank starts a message of `bytes` to world rank dest (on another node) at `start` (its
- * clock, not before what it reported last); *seq its name with this rank. */
-int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int *seq);
+/* This rank starts a message of `bytes` to world rank dest (on another node) on `stream` (0 ..
+ * 65535) at `start` (its clock, not before what it reported last); *k its index there. */
+int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream, int *k);
 /* This rank runs at clock t: it starts no message before t. */
 int het_arb_svc_run(het_arb_svc *s, double t);
-/* This rank, its clock at t, waits until one of the messages (src[i], seq[i]), i < n, ends,
- * or until `until` (INFINITY: no limit; a message inside the node arrives then): *which (-1:
- * the limit came first: nothing named can end by then) and *end, final. seq[i] < 0 names any
- * message of src[i] not posted yet (it is never answered; it holds the answers back as a name
- * not posted does). `look`: the least time from a message's start to its end, for the ones not
- * posted yet. Serves while it polls, and calls poll(arg) (NULL: none) between: stopped, *which
- * is -2. Of answers that come together it takes the smallest (end, sender, count), the limit
- * before a message that ends at the same time. */
-int het_arb_svc_wait(het_arb_svc *s, double t, int n, const int *src, const int *seq,
-                     double look, double until, het_arb_poll poll, void *arg, int *which,
-                     double *end);
+/* This rank, its clock at t, waits until one of the messages name[0, n) to it ends, or until
+ * `until` (INFINITY: no limit; a message inside the node arrives then): *which (-1: the limit
+ * came first, nothing named can end by then) and *end, final. `look`: the least time from a
+ * message's start to its end, for the ones not posted yet. Serves while it polls, and calls
+ * poll(arg) (NULL: none) between: stopped, *which is -2. Of answers that come together it
+ * takes the smallest (end, name), the limit before a message that ends at the same time. */
+int het_arb_svc_wait(het_arb_svc *s, double t, int n, const het_arb_name *name, double look,
+                     double until, het_arb_poll poll, void *arg, int *which, double *end);
 /* This rank, its clock at t, enters collective `group` (a key every member gives) of the world
  * ranks members[0, n); it reports only: the caller waits for the collective, serving. */
 int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const int *members);
