@@ -132,7 +132,9 @@ static int give_wait(het_arb_svc *s, int r) {
     for (int i = 0; rc == HET_OK && i < w->n; i++) {
         int id = flow_of(s, r, w->name[i]);
         if (id >= 0) flows[nf++] = id;
-        else from[nm] = w->name[i].src, look[nm++] = w->look;
+        else /* not posted: its sender's promise + the lookahead (none for a hold: a message
+              * inside the node takes less than one between nodes) */
+            from[nm] = w->name[i].src, look[nm++] = w->name[i].k < 0 ? 0.0 : w->look;
     }
     if (rc == HET_OK)
         rc = het_arbiter_wait_until(s->arb, r, w->t, w->until, flows, nf, from, look, nm);
