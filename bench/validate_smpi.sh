@@ -39,7 +39,8 @@
 #
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
-#      FACTORS (default | 1), BCAST_FIX (1 | 0), BCAST (auto | linear | binomial), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors), OUT (a folder for the runs' files and the table; default: a
+#      FACTORS (default | 1), BCAST_FIX (1 | 0), BCAST (auto | linear | binomial), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors),
+#      P2P (local | arbiter: hetrain's --p2p-model; arbiter needs EAGER=1 COLL=nonblocking), EAGER (0 | 1: every message eager on both sides), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}
@@ -128,10 +129,15 @@ for model in "${models[@]}"; do
                     --net-lat 50e-6 --net-factors "$netf" --host-speed shipped --model "$model" --data synthetic \
                     --synthetic-shape "$shape" --out "$cell/plat.xml" --hostfile "$cell/hosts" \
                     >"$cell/plat.out" 2>&1 || { echo "platform failed: $(cat "$cell/plat.out")"; continue; }
+                # EAGER=1: no message waits for its receive, on both sides (SMPI's
+                # async-small-thresh and send-is-detached-thresh in the platform's config, which
+                # hetrain reads too): what --p2p-model arbiter carries
+                [ "${EAGER:-0}" = 1 ] && sed -i 's|<config>|<config>\n    <prop id="smpi/async-small-thresh" value="1000000000"/>\n    <prop id="smpi/send-is-detached-thresh" value="1000000000"/>|' "$cell/plat.xml"
                 common=(train --model "$model" "${data[@]}" "${more[@]}" --train-limit $((8 * per * P)) --test-limit 64 --batch $((per * P))
                         --epochs 1 --lr 0.02 --momentum 0.9 --seed 1 --progress off
                         --compute-cost shipped)
                 vonly=("${bcast_het[@]}")
+                [ -n "${P2P:-}" ] && vonly+=(--p2p-model "$P2P")
                 [ "${COLL_FIX:-1}" = 1 ] && vonly+=(--coll-model smpi)
                 [ "${COLL:-blocking}" = blocking ] && common+=(--bucket-mb 0) && vonly+=(--stall-warn 0)
                 declare -A th ts

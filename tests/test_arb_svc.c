@@ -54,15 +54,15 @@ static void two_nodes(int rank) {
     int seq = -1;
     double e0 = 1.5 + L;
     if (rank == 0) {
-        CHECK(het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, &seq) == HET_OK && seq == 0, "post");
+        CHECK(het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, -1.0, &seq) == HET_OK && seq == 0, "post");
         wait_one(s, 0.0, 2, 0, 2.5 + 2 * L, "rank 2's answer at rank 0");
     } else if (rank == 1) {
         nap_ms(100);
         het_arb_svc_run(s, 0.4);
-        CHECK(het_arb_svc_post(s, 0.5, (size_t)MB, 3, 0, &seq) == HET_OK, "post at 0.5");
+        CHECK(het_arb_svc_post(s, 0.5, (size_t)MB, 3, 0, -1.0, &seq) == HET_OK, "post at 0.5");
     } else if (rank == 2) {
         wait_one(s, 0.0, 0, 0, e0, "rank 0's message at rank 2 (shared way out)");
-        CHECK(het_arb_svc_post(s, e0, (size_t)MB, 0, 0, &seq) == HET_OK, "the answer");
+        CHECK(het_arb_svc_post(s, e0, (size_t)MB, 0, 0, -1.0, &seq) == HET_OK, "the answer");
     } else if (rank == 3) {
         wait_one(s, 0.0, 1, 0, 2.0 + L, "rank 1's message at rank 3");
     }
@@ -74,8 +74,8 @@ static void cross_traffic(int rank) {
     het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(1));
     if (!s) return;
     int seq = -1;
-    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, &seq);
-    if (rank == 3) het_arb_svc_post(s, 0.0, (size_t)MB, 1, 0, &seq);
+    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, -1.0, &seq);
+    if (rank == 3) het_arb_svc_post(s, 0.0, (size_t)MB, 1, 0, -1.0, &seq);
     if (rank == 2) wait_one(s, 0.0, 0, 0, 1.05 + L, "rank 0 to 2 beside 3 to 1");
     if (rank == 1) wait_one(s, 0.0, 3, 0, 1.05 + L, "rank 3 to 1 beside 0 to 2");
     CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
@@ -86,7 +86,7 @@ static void incast(int rank) {
     het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(0));
     if (!s) return;
     int seq = -1;
-    if (rank > 0) het_arb_svc_post(s, 0.0, (size_t)MB, 0, 0, &seq);
+    if (rank > 0) het_arb_svc_post(s, 0.0, (size_t)MB, 0, 0, -1.0, &seq);
     if (rank == 0) {
         het_arb_name nm[3] = {{1, 0, 0}, {2, 0, 0}, {3, 0, 0}};
         for (int k = 0; k < 3; k++) {
@@ -111,10 +111,10 @@ static void any_source(int rank) {
     het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, net(0));
     if (!s) return;
     int k = -1;
-    if (rank == 2) het_arb_svc_post(s, 0.3, (size_t)MB, 0, 3, &k);
+    if (rank == 2) het_arb_svc_post(s, 0.3, (size_t)MB, 0, 3, -1.0, &k);
     if (rank == 3) {
         nap_ms(100);
-        het_arb_svc_post(s, 0.0, (size_t)MB, 0, 3, &k);
+        het_arb_svc_post(s, 0.0, (size_t)MB, 0, 3, -1.0, &k);
     }
     if (rank == 0) {
         het_arb_name nm[2] = {{2, 3, 0}, {3, 3, 0}};
@@ -149,7 +149,7 @@ static void limits(int rank) {
     int seq = -1, which = -9;
     het_arb_name from0 = {0, 0, 0}, from3 = {3, 5, 0}, hold3 = {3, 0, -1};
     double end = -1;
-    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, &seq);
+    if (rank == 0) het_arb_svc_post(s, 0.0, (size_t)MB, 2, 0, -1.0, &seq);
     if (rank == 2) {
         het_arb_svc_wait(s, 0.0, 1, &from0, L, 0.5, NULL, NULL, &which, &end);
         CHECK(which == -1 && end == 0.5, "limit 0.5 s first: which %d, end %g", which, end);
@@ -159,7 +159,7 @@ static void limits(int rank) {
     }
     if (rank == 3) {
         nap_ms(50);
-        het_arb_svc_post(s, 0.2, 1000, 1, 5, &seq);
+        het_arb_svc_post(s, 0.2, 1000, 1, 5, -1.0, &seq);
         het_arb_svc_run(s, 1.0);
     }
     if (rank == 1) {
@@ -181,7 +181,8 @@ static void singleton(void) {
     CHECK(s != NULL, "open on one rank: %s", het_error_msg());
     if (!s) return;
     int seq = -1;
-    CHECK(het_arb_svc_post(s, 0.0, 100, 0, 0, &seq) == HET_EINVAL, "a message to its own node");
+    CHECK(het_arb_svc_post(s, 0.0, 100, 0, 0, -1.0, &seq) == HET_EINVAL,
+          "a message to its own node");
     CHECK(het_arb_svc_close(s) == HET_OK, "close");
     het_netem none = net(0);
     none.bw_bytes_per_s = 0.0;

@@ -8,8 +8,10 @@
  *   plus the lookahead, and no earlier; promises along a chain of waits add lookaheads;
  * - lanes that wait for each other with nothing posted (a deadlock of the program) hold nothing
  *   back;
- * - a lane inside a collective promises no less than its latest member (one that waits for a
- *   flow does not hold that flow back); a flow found by its lane and count;
+ * - a lane inside a collective promises no less than the latest entry of its members, nor than
+ *   the promise of a member not in yet (one that waits for a flow does not hold that flow
+ *   back), but a member that entered and runs on counts with its entry; a flow found by its
+ *   lane and count;
  * - a wait with a time limit: a flow that ends past it is not final and its least end shows it;
  *   one that ends before it is final;
  * - 4 senders into one receiver's NIC each get a quarter (4 s for 10 bytes each at 10 bytes/s);
@@ -114,15 +116,18 @@ static void test_cycle(void) {
     het_arbiter_free(a);
 }
 
-/* Collectives: lane 0 inside one with lane 1 from 5 s resumes no earlier than lane 1, which
- * waits for a flow that ends at 7 s: the flow is final (were lane 0 taken as running at 5 s,
- * it would wait for lane 1 forever); once both are in, both promise 7 s; a member inside
- * another collective gives its own promise (9 s: its other member runs there). */
+/* Collectives: lane 0 waits in one with lane 1 from 5 s; lane 1, not in yet, waits for a flow
+ * that ends at 7 s: lane 0 resumes no earlier than lane 1's promise, so the flow is final
+ * (were lane 0 taken as running at 5 s, it would wait for lane 1 forever); once both are in,
+ * both promise 7 s. A member in another collective (of the other communicator) gives its own
+ * promise (9 s: the member it waits for runs there). A member that entered (posted) at 5 s and
+ * runs on at 20 s counts with its entry: 6 s, its own clock, not 20; one past the collective by
+ * more than the entries kept counts as in (its entry unknown): the waiting lane's clock. */
 static void test_group(void) {
     double cap[1] = {10.0};
     int r0[1] = {0}, g01[2] = {0, 1}, g12[2] = {1, 2};
     het_arbiter *a = het_arbiter_new(3, 1, cap);
-    CHECK(het_arbiter_wait_group(a, 0, 5.0, 7, g01, 2) == HET_OK, "wait in a group");
+    CHECK(het_arbiter_wait_group(a, 0, 5.0, 100, 1, g01, 2) == HET_OK, "wait in a group");
     int F = het_arbiter_post(a, 2, 0.0, 70.0, 0.0, 1.0, r0, NULL, 1);
     CHECK(het_arbiter_find(a, 2, 0) == F && het_arbiter_find(a, 2, 1) == -1 &&
           het_arbiter_find(a, 1, 0) == -1, "find: %d %d %d", het_arbiter_find(a, 2, 0),
@@ -131,7 +136,7 @@ static void test_group(void) {
     het_arbiter_wait(a, 1, 0.0, &F, 1, NULL, NULL, 0);
     het_arbiter_settle(a);
     CHECK(near(het_arbiter_done(a, F), 7.0), "F done at %g, expected 7", het_arbiter_done(a, F));
-    het_arbiter_wait_group(a, 1, 7.0, 7, g01, 2);
+    het_arbiter_wait_group(a, 1, 7.0, 100, 1, g01, 2);
     het_arbiter_settle(a);
     CHECK(near(het_arbiter_promise(a, 0), 7.0) && near(het_arbiter_promise(a, 1), 7.0),
           "both inside: promises %g %g, expected 7", het_arbiter_promise(a, 0),
@@ -139,13 +144,27 @@ static void test_group(void) {
     het_arbiter_free(a);
 
     a = het_arbiter_new(3, 1, cap);
-    het_arbiter_wait_group(a, 0, 5.0, 7, g01, 2);
-    het_arbiter_wait_group(a, 1, 6.0, 8, g12, 2);
+    het_arbiter_wait_group(a, 0, 5.0, 100, 1, g01, 2);
+    het_arbiter_wait_group(a, 1, 6.0, 200, 1, g12, 2);
     het_arbiter_run(a, 2, 9.0);
     het_arbiter_settle(a);
     CHECK(near(het_arbiter_promise(a, 1), 9.0) && near(het_arbiter_promise(a, 0), 9.0),
           "another collective: promises %g %g, expected 9", het_arbiter_promise(a, 0),
           het_arbiter_promise(a, 1));
+    het_arbiter_free(a);
+
+    a = het_arbiter_new(2, 1, cap);
+    CHECK(het_arbiter_enter(a, 1, 5.0, 100, 1) == HET_OK, "enter");
+    het_arbiter_run(a, 1, 20.0);
+    het_arbiter_wait_group(a, 0, 6.0, 100, 1, g01, 2);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_promise(a, 0), 6.0), "a member in and on: promise %g, expected 6",
+          het_arbiter_promise(a, 0));
+    for (int k = 2; k <= 100; k++) het_arbiter_enter(a, 1, 20.0 + k, 100, k);
+    het_arbiter_wait_group(a, 0, 6.5, 100, 2, g01, 2);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_promise(a, 0), 6.5), "a member long past: promise %g, expected 6.5",
+          het_arbiter_promise(a, 0));
     het_arbiter_free(a);
 }
 

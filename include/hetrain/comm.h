@@ -108,6 +108,8 @@ const het_topo *het_comm_topo(const het_comm *c);
 const int *het_comm_world_nodes(const het_comm *c);
 /* The number of ranks on the node that has fewest (1 for a NULL comm). Local. */
 int het_comm_smallest_node(const het_comm *c);
+/* 1 when the arbiter carries the point-to-point messages between nodes (--p2p-model arbiter). */
+int het_comm_arbiter(const het_comm *c);
 /* The MPI communicator of a scope (a group's too); MPI_COMM_NULL for HET_COMM_NONE, an
  * unknown scope or a NULL comm. Owned by the topology or the comm: do not free it. */
 MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s);
@@ -424,7 +426,8 @@ typedef struct het_msg_hdr {
     uint64_t bytes;   /* payload bytes */
     uint64_t chunk;   /* payload bytes per MPI message (the last may be shorter) */
     int32_t done;     /* 1: a done message (no payload) */
-    int32_t reserved;
+    int32_t arb_k;    /* its index on its stream at the arbiter (--p2p-model arbiter: its
+                       * arrival comes from there), or -1 */
 } het_msg_hdr;
 
 #define HET_MSG_INLINE 4
@@ -445,6 +448,9 @@ typedef struct het_msg {
     void *buf;
     size_t cap;
     unsigned char *scratch;  /* a payload larger than cap lands here (then an error) */
+    void *copy;              /* arbiter: a send's payload, copied (its wait returns at once) */
+    int arb_next;            /* arbiter: a receive's message index on its stream + 1 while
+                              * its arrival is not known yet, else 0 */
     het_msg_hdr hdr;         /* a send's header */
     MPI_Request *reqs;       /* heap when n_reqs > HET_MSG_INLINE, else inline_reqs */
     int n_reqs;

@@ -86,6 +86,7 @@ typedef struct het_train_config {
                                    SMPI's default factors of its size (het_netem_pw) */
     int coll_model;             /* 0 mpi, 1 smpi: het_netem.coll_smpi */
     int bcast_model;            /* 0 mpi, 1 linear, 2 binomial: het_netem.bcast */
+    int p2p_model;              /* 0 local, 1 arbiter: het_netem.arbiter */
     char platform[HET_PATH_LEN]; /* "" or a SimGrid platform file: hosts (nodes, speeds) and
                                    links in place of the options above (emul/platform.c) */
     char hostfile[HET_PATH_LEN]; /* "" or ranks on the platform's hosts, one name a line */

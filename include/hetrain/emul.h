@@ -76,8 +76,13 @@ typedef struct het_netem {
      * of its rate on the way back (SimGrid's network/crosstraffic, on in SMPI's default model:
      * TCP's acknowledgements), so an exchange in both directions at once runs 1 / 1.05 of the
      * link each way; 0 off. On with --net-factors smpi; a platform file's network/crosstraffic
-     * (absent: on where the model has SMPI's factors). Point-to-point messages: not yet. */
+     * (absent: on where the model has SMPI's factors). Point-to-point messages: with the
+     * arbiter. */
     int crosstraffic;
+    /* virtual clock: 1 has the arbiter (emul/arbiter.c, served by world rank 0:
+     * comm/arb_svc.c) carry the point-to-point messages between nodes as flows that share the
+     * nodes' links with every rank's (--p2p-model arbiter); 0 (default) the local rules. */
+    int arbiter;
 } het_netem;
 /* Sets ne to SMPI's default network model: its factors (het_netem_smpi_lat_factor,
  * _bw_factor) and cross-traffic. */

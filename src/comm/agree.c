@@ -56,27 +56,35 @@ int het_comm_compare(MPI_Comm world, const uint64_t *values, int n, het_comm_dif
     MPI_Comm_rank(world, &rank);
     MPI_Comm_size(world, &size);
     for (int i = 0; i < n; i++) mm[i] = values[i], mm[n + i] = ~values[i];
-    err = MPI_Allreduce(MPI_IN_PLACE, mm, 2 * n, MPI_UINT64_T, MPI_MIN, world);
-    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Allreduce");
+    MPI_Request q;
+    err = MPI_Iallreduce(MPI_IN_PLACE, mm, 2 * n, MPI_UINT64_T, MPI_MIN, world, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(world, "compare", &q);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Iallreduce");
     int same = 1;
     for (int i = 0; i < n; i++) same &= mm[i] == ~mm[n + i];
     if (same) return HET_OK; /* the same on every rank: all take this branch or none */
     memcpy(v0, values, (size_t)n * sizeof *v0);
-    err = MPI_Bcast(v0, n, MPI_UINT64_T, 0, world);
+    err = MPI_Ibcast(v0, n, MPI_UINT64_T, 0, world, &q);
+    if (err == MPI_SUCCESS) err = het_stall_collective(world, "compare", &q);
     int first = -1;
     for (int i = 0; i < n && first < 0; i++)
         if (values[i] != v0[i]) first = i;
     struct { int key, index; } loc = {first >= 0 ? rank : size, first >= 0 ? first : 0};
     int count = first >= 0;
-    if (err == MPI_SUCCESS)
-        err = MPI_Allreduce(MPI_IN_PLACE, &loc, 1, MPI_2INT, MPI_MINLOC, world);
-    if (err == MPI_SUCCESS)
-        err = MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_SUM, world);
-    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Allreduce");
+    if (err == MPI_SUCCESS &&
+        (err = MPI_Iallreduce(MPI_IN_PLACE, &loc, 1, MPI_2INT, MPI_MINLOC, world, &q)) ==
+            MPI_SUCCESS)
+        err = het_stall_collective(world, "compare", &q);
+    if (err == MPI_SUCCESS &&
+        (err = MPI_Iallreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_SUM, world, &q)) ==
+            MPI_SUCCESS)
+        err = het_stall_collective(world, "compare", &q);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Iallreduce");
     if (loc.key >= size) return HET_OK; /* cannot happen: min != max means someone differs */
     uint64_t theirs = first >= 0 ? values[first] : 0;
-    if ((err = MPI_Bcast(&theirs, 1, MPI_UINT64_T, loc.key, world)) != MPI_SUCCESS)
-        return het_comm_mpi_error(err, "compare: MPI_Bcast");
+    if ((err = MPI_Ibcast(&theirs, 1, MPI_UINT64_T, loc.key, world, &q)) == MPI_SUCCESS)
+        err = het_stall_collective(world, "compare", &q);
+    if (err != MPI_SUCCESS) return het_comm_mpi_error(err, "compare: MPI_Ibcast");
     *d = (het_comm_diff){loc.key, loc.index, count, v0[loc.index], theirs};
     return HET_OK;
 }

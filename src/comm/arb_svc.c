@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,17 +29,20 @@
 #include "hetrain/core.h"
 
 enum { TAG_REPORT = 1, TAG_ANSWER = 2 };
-enum { K_POST = 1, K_RUN, K_WAIT, K_GROUP, K_LEAVE, K_DONE, K_BYE };
+enum { K_POST = 1, K_RUN, K_WAIT, K_GROUP, K_LEAVE, K_DONE, K_BYE, K_ENTER };
 
 typedef struct report {
     int kind, n;      /* n: WAIT: names (src, stream, k) after it; GROUP: members after it;
                        * DONE: answers (n doubles, then n names) */
     int dest, stream; /* POST: the receiver and its stream */
+    double fixed;     /* POST: >= 0: a message the arbiter does not carry (inside the node, no
+                       * payload), in that many seconds from its start; < 0: a flow */
     int k, seq;       /* POST: its index on the stream, the sender's count; WAIT: its number */
     double t, bytes;  /* POST: start, bytes; RUN, WAIT, GROUP: the clock */
     double look;      /* WAIT: the lookahead */
     double until;     /* WAIT: the time limit (INFINITY: none) */
-    long long group;  /* GROUP: the collective's key */
+    long long group;  /* ENTER, GROUP: the collective's communicator (a key) */
+    long long gseq;   /* ENTER, GROUP: its number there */
 } report;
 
 typedef struct pending { MPI_Request req; void *buf; } pending;
@@ -143,17 +147,19 @@ static int give_wait(het_arb_svc *s, int r) {
 }
 
 static int apply_post(het_arb_svc *s, int r, const report *m) {
-    if (m->dest < 0 || m->dest >= s->size || s->node[m->dest] == s->node[r])
+    int fixed = m->fixed >= 0.0;
+    if (m->dest < 0 || m->dest >= s->size || (!fixed && s->node[m->dest] == s->node[r]))
         return het_error_set(HET_EINVAL, "arbiter service: rank %d posts a message to rank %d, "
                              "expected a rank on another node", r, m->dest);
     int a = s->node[r], b = s->node[m->dest];
     const int route[4] = {2 * a, 2 * b + 1, 2 * b, 2 * a + 1};
     const double weight[4] = {1.0, 1.0, HET_NETEM_BACK, HET_NETEM_BACK};
-    double lat = (s->ne.lat_s > 0.0 ? s->ne.lat_s : 0.0) * het_netem_pw_at(&s->ne.lat_factor,
-                                                                          m->bytes);
-    int id = het_arbiter_post(s->arb, r, m->t, m->bytes, lat,
-                              het_netem_pw_at(&s->ne.bw_factor, m->bytes), route, weight,
-                              s->ne.crosstraffic ? 4 : 2);
+    double lat = fixed ? m->fixed
+                       : (s->ne.lat_s > 0.0 ? s->ne.lat_s : 0.0) *
+                             het_netem_pw_at(&s->ne.lat_factor, m->bytes);
+    int id = het_arbiter_post(s->arb, r, m->t, fixed ? 0.0 : m->bytes, lat,
+                              fixed ? 1.0 : het_netem_pw_at(&s->ne.bw_factor, m->bytes), route,
+                              weight, s->ne.crosstraffic && !fixed ? 4 : 2);
     if (id < 0) return id;
     if (het_arbiter_find(s->arb, r, m->seq) != id)
         return het_error_set(HET_EINVAL, "arbiter service: rank %d's flow %d came out of order",
@@ -186,11 +192,21 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
 
 static int apply(het_arb_svc *s, int r, const report *m, const void *ints) {
     waiting *w = &s->w[r];
+    if (getenv("HET_ARB_DEBUG")) { /* every report, as rank 0 takes it */
+        fprintf(stderr, "ARB r%d kind %d t %.9g n %d dest %d stream %d k %d fixed %g bytes %g |",
+                r, m->kind, m->t, m->n, m->dest, m->stream, m->k, m->fixed, m->bytes);
+        const het_arb_name *nm = ints;
+        for (int i = 0; m->kind == K_WAIT && i < m->n; i++)
+            fprintf(stderr, " (%d,%d,%d)", nm[i].src, nm[i].stream, nm[i].k);
+        fprintf(stderr, "\n");
+    }
     w->active = 0; /* a report says the rank goes on: its wait is over (K_WAIT gives a new one) */
     switch (m->kind) {
     case K_POST: return apply_post(s, r, m);
     case K_RUN: return het_arbiter_run(s->arb, r, m->t);
-    case K_GROUP: return het_arbiter_wait_group(s->arb, r, m->t, m->group, ints, m->n);
+    case K_GROUP:
+        return het_arbiter_wait_group(s->arb, r, m->t, m->group, m->gseq, ints, m->n);
+    case K_ENTER: return het_arbiter_enter(s->arb, r, m->t, m->group, m->gseq);
     case K_LEAVE:
         s->n_left++;
         if (r != 0) { /* its goodbye, after every answer to it */
@@ -225,12 +241,15 @@ static int answer(het_arb_svc *s) {
     for (int r = 0; r < s->size; r++) {
         waiting *w = &s->w[r];
         int n = 0;
+        /* a flow is told once it is done and nothing else of the wait can end before it (a
+         * message the arbiter does not carry is done when posted) */
+        double bound = w->active ? het_arbiter_wait_bound(s->arb, r) : 0.0;
         for (int i = 0; w->active && i < w->n; i++) {
             int id = flow_of(s, r, w->name[i]);
-            n += !w->told[i] && id >= 0 && het_arbiter_done(s->arb, id) >= 0.0;
+            double d = id >= 0 ? het_arbiter_done(s->arb, id) : -1.0;
+            n += !w->told[i] && d >= 0.0 && d <= bound;
         }
-        int timer = w->active && !w->timer_told && isfinite(w->until) &&
-                    het_arbiter_wait_bound(s->arb, r) > w->until;
+        int timer = w->active && !w->timer_told && isfinite(w->until) && bound > w->until;
         n += timer;
         if (n == 0) continue;
         size_t bytes = sizeof(report) + (size_t)n * (sizeof(double) + sizeof(het_arb_name));
@@ -242,7 +261,7 @@ static int answer(het_arb_svc *s) {
         for (int i = 0; i < w->n && rc == HET_OK; i++) {
             int id = flow_of(s, r, w->name[i]);
             double d = id >= 0 ? het_arbiter_done(s->arb, id) : -1.0;
-            if (w->told[i] || d < 0.0) continue;
+            if (w->told[i] || d < 0.0 || d > bound) continue;
             w->told[i] = 1;
             if (m) end[j] = d, name[j++] = w->name[i];
             else rc = learn(s, w->name[i], d); /* rank 0 answers itself */
@@ -264,9 +283,19 @@ static int answer(het_arb_svc *s) {
 
 /* ---- every rank ---- */
 
+/* A failure of the service leaves ranks waiting for answers that never come: it ends the job
+ * (every rank exits). */
+static int fatal(het_arb_svc *s, int rc) {
+    if (rc == HET_OK) return rc;
+    fprintf(stderr, "hetrain: rank %d: arbiter service: %s\n", s->rank, het_error_msg());
+    fflush(stderr);
+    MPI_Abort(s->comm, 1);
+    return rc;
+}
+
 static int report_to_0(het_arb_svc *s, const report *m, const void *ints) {
     if (s->rank == 0) {
-        int rc = apply(s, 0, m, ints);
+        int rc = fatal(s, apply(s, 0, m, ints));
         return rc != HET_OK ? rc : het_arb_svc_serve(s);
     }
     size_t bytes = sizeof *m + (size_t)m->n * (m->kind == K_WAIT ? sizeof(het_arb_name)
@@ -301,8 +330,11 @@ static int take(het_arb_svc *s, int from, int tag, int *got, void **buf, int *sr
     return HET_OK;
 }
 
-int het_arb_svc_serve(het_arb_svc *s) {
-    if (!s) return HET_EINVAL;
+static int serve(het_arb_svc *s);
+
+int het_arb_svc_serve(het_arb_svc *s) { return s ? fatal(s, serve(s)) : HET_EINVAL; }
+
+static int serve(het_arb_svc *s) {
     int w = 0, rc = HET_OK;
     for (int i = 0; i < s->n_out; i++) { /* sends done: their buffers go */
         int flag = 0;
@@ -330,7 +362,19 @@ int het_arb_svc_serve(het_arb_svc *s) {
         free(buf);
     }
     if (rc == HET_OK && s->rank == 0) {
-        het_arbiter_settle(s->arb);
+        double now = het_arbiter_settle(s->arb);
+        if (getenv("HET_ARB_DEBUG")) { /* the settle, when it changed: what holds it back */
+            static char last[512];
+            char buf[512];
+            int o = snprintf(buf, sizeof buf, "SETTLE now %.9g promises", now);
+            for (int r = 0; r < s->size && o < 400; r++)
+                o += snprintf(buf + o, sizeof buf - (size_t)o, " %.9g",
+                              het_arbiter_promise(s->arb, r));
+            if (strcmp(buf, last)) {
+                fprintf(stderr, "%s\n", buf);
+                snprintf(last, sizeof last, "%s", buf);
+            }
+        }
         rc = answer(s);
     }
     return rc;
@@ -409,14 +453,15 @@ int het_arb_svc_close(het_arb_svc *s) {
 }
 
 int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
-                     int *k) {
-    if (!s || !k || stream < 0 || stream >= 1 << 16 || dest < 0 || dest >= s->size)
-        return het_error_set(HET_EINVAL, "arbiter service post: dest %d, stream %d", dest,
-                             stream);
+                     double fixed, int *k) {
+    if (!s || !k || stream < 0 || stream >= 1 << 16 || dest < 0 || dest >= s->size ||
+        (fixed < 0.0 && s->node[dest] == s->node[s->rank]) || dest == s->rank)
+        return het_error_set(HET_EINVAL, "arbiter service post: rank %d to rank %d (stream %d), "
+                             "expected a rank on another node", s->rank, dest, stream);
     uint64_t key = (uint64_t)(uint32_t)dest << 32 | (uint32_t)stream;
     int next = het_map64_get(&s->next, key, 0);
-    report m = {.kind = K_POST, .dest = dest, .stream = stream, .k = next, .seq = s->seq,
-                .t = start, .bytes = (double)bytes};
+    report m = {.kind = K_POST, .dest = dest, .stream = stream, .fixed = fixed, .k = next,
+                .seq = s->seq, .t = start, .bytes = (double)bytes};
     int rc = report_to_0(s, &m, NULL);
     if (rc == HET_OK) rc = het_map64_put(&s->next, key, next + 1);
     if (rc == HET_OK) *k = next, s->seq++;
@@ -429,10 +474,17 @@ int het_arb_svc_run(het_arb_svc *s, double t) {
     return report_to_0(s, &m, NULL);
 }
 
-int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const int *members) {
+int het_arb_svc_enter(het_arb_svc *s, double t, long long comm, long long seq) {
+    if (!s) return het_error_set(HET_EINVAL, "arbiter service enter: NULL");
+    report m = {.kind = K_ENTER, .t = t, .group = comm, .gseq = seq};
+    return report_to_0(s, &m, NULL);
+}
+
+int het_arb_svc_group(het_arb_svc *s, double t, long long comm, long long seq, int n,
+                      const int *members) {
     if (!s || n < 0 || (n && !members))
         return het_error_set(HET_EINVAL, "arbiter service group: %d members", n);
-    report m = {.kind = K_GROUP, .n = n, .t = t, .group = group};
+    report m = {.kind = K_GROUP, .n = n, .t = t, .group = comm, .gseq = seq};
     return report_to_0(s, &m, members);
 }
 
@@ -445,16 +497,16 @@ static int name_before(het_arb_name a, het_arb_name b) {
 }
 
 /* The smallest (end, name) among the answers for the names and, with a time limit, for the
- * wait's own (-1, -1, number): the name's index (n: the time limit), or -1. */
-static int first_known(const het_arb_svc *s, int n, const het_arb_name *name, int timer,
+ * wait's own (-1, -1, number), none past the limit: the name's index (n: the limit), or -1. */
+static int first_known(const het_arb_svc *s, int n, const het_arb_name *name, double until,
                        int number, int *at) {
-    int best = -1;
+    int best = -1, timer = isfinite(until) && number >= 0;
     for (int i = 0; i < n + timer; i++) {
         het_arb_name want = i < n ? name[i] : (het_arb_name){-1, -1, number};
         if (want.k < 0) continue; /* a hold, never answered */
         for (int k = 0; k < s->n_ans; k++) {
             const known *a = &s->ans[k];
-            if (!same_name(a->name, want)) continue;
+            if (!same_name(a->name, want) || a->end > until) continue;
             const known *b = best >= 0 ? &s->ans[*at] : NULL;
             if (!b || a->end < b->end || (a->end == b->end && name_before(a->name, b->name)))
                 best = i, *at = k;
@@ -463,30 +515,40 @@ static int first_known(const het_arb_svc *s, int n, const het_arb_name *name, in
     return best;
 }
 
-int het_arb_svc_wait(het_arb_svc *s, double t, int n, const het_arb_name *name, double look,
-                     double until, het_arb_poll poll, void *arg, int *which, double *end) {
-    if (!s || n < 0 || (n && !name) || !which || !end || (n == 0 && !isfinite(until)))
+int het_arb_svc_wait_post(het_arb_svc *s, double t, int n, const het_arb_name *name,
+                          double look, double until, int *number) {
+    if (!s || n < 0 || (n && !name) || !number || (n == 0 && !isfinite(until)))
         return het_error_set(HET_EINVAL, "arbiter service wait: %d names", n);
-    int timer = isfinite(until), number = timer ? s->n_waits++ : -1, at = -1, rc = HET_OK;
-    int i = first_known(s, n, name, timer, number, &at);
-    if (i < 0) {
-        report m = {.kind = K_WAIT, .n = n, .seq = number, .t = t, .look = look, .until = until};
-        rc = report_to_0(s, &m, name);
-        for (int round = 0, stop = 0; rc == HET_OK; round++) {
-            if ((i = first_known(s, n, name, timer, number, &at)) >= 0) break;
-            rc = het_arb_svc_serve(s);
-            if (rc == HET_OK && poll) rc = poll(arg, &stop);
-            if (stop) {
-                *which = -2, *end = -1.0;
-                return rc;
-            }
-            pause_poll(round);
-        }
-    }
-    if (rc != HET_OK) return rc;
+    *number = isfinite(until) ? s->n_waits++ : -1;
+    report m = {.kind = K_WAIT, .n = n, .seq = *number, .t = t, .look = look, .until = until};
+    return report_to_0(s, &m, name);
+}
+
+int het_arb_svc_wait_test(het_arb_svc *s, int n, const het_arb_name *name, double until,
+                          int number, int *which, double *end) {
+    int at = -1, i = s ? first_known(s, n, name, until, number, &at) : -1;
+    if (i < 0) return 0;
     *which = i < n ? i : -1, *end = s->ans[at].end;
     s->ans[at] = s->ans[--s->n_ans]; /* taken */
-    return HET_OK;
+    return 1;
+}
+
+int het_arb_svc_wait(het_arb_svc *s, double t, int n, const het_arb_name *name, double look,
+                     double until, het_arb_poll poll, void *arg, int *which, double *end) {
+    if (!s || !which || !end) return het_error_set(HET_EINVAL, "arbiter service wait: NULL");
+    if (het_arb_svc_wait_test(s, n, name, until, -1, which, end) && *which >= 0) return HET_OK;
+    int number = -1, rc = het_arb_svc_wait_post(s, t, n, name, look, until, &number);
+    for (int round = 0, stop = 0; rc == HET_OK; round++) {
+        if (het_arb_svc_wait_test(s, n, name, until, number, which, end)) return HET_OK;
+        rc = het_arb_svc_serve(s);
+        if (rc == HET_OK && poll) rc = poll(arg, &stop);
+        if (stop) {
+            *which = -2, *end = -1.0;
+            return rc;
+        }
+        pause_poll(round);
+    }
+    return rc;
 }
 
 double het_arb_svc_min_latency(const het_arb_svc *s) {

@@ -37,8 +37,12 @@ het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne);
 int het_arb_svc_close(het_arb_svc *s);
 
 /* This rank starts a message of `bytes` to world rank dest (on another node) on `stream` (0 ..
- * 65535) at `start` (its clock, not before what it reported last); *k its index there. */
-int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream, int *k);
+ * 65535) at `start` (its clock, not before what it reported last); *k its index there. fixed >=
+ * 0: a message the arbiter does not carry (inside the node, or without a payload), which
+ * arrives `fixed` seconds after its start whatever else moves; it is named and waited for like
+ * the others, so a receiver names every message it may get (dest then on any node). */
+int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
+                     double fixed, int *k);
 /* This rank runs at clock t: it starts no message before t. */
 int het_arb_svc_run(het_arb_svc *s, double t);
 /* This rank, its clock at t, waits until one of the messages name[0, n) to it ends, or until
@@ -49,9 +53,21 @@ int het_arb_svc_run(het_arb_svc *s, double t);
  * takes the smallest (end, name), the limit before a message that ends at the same time. */
 int het_arb_svc_wait(het_arb_svc *s, double t, int n, const het_arb_name *name, double look,
                      double until, het_arb_poll poll, void *arg, int *which, double *end);
-/* This rank, its clock at t, enters collective `group` (a key every member gives) of the world
- * ranks members[0, n); it reports only: the caller waits for the collective, serving. */
-int het_arb_svc_group(het_arb_svc *s, double t, long long group, int n, const int *members);
+/* The two halves of a wait, for a caller that polls itself: the report (*number names its time
+ * limit's answer; every call reports, replacing this rank's previous wait), and a look at the
+ * answers that came (het_arb_svc_serve takes them): 1 and *which, *end (taken) as above, or 0.
+ * An answer told to an earlier wait of the same names counts (its end is final), unless it is
+ * past `until`. */
+int het_arb_svc_wait_post(het_arb_svc *s, double t, int n, const het_arb_name *name,
+                          double look, double until, int *number);
+int het_arb_svc_wait_test(het_arb_svc *s, int n, const het_arb_name *name, double until,
+                          int number, int *which, double *end);
+/* This rank posts collective number `seq` of communicator `comm` (a key its members give
+ * alike) at its clock t; and waits in it (members: the world ranks of the communicator's
+ * members); both report only: the caller waits for the collective, serving. */
+int het_arb_svc_enter(het_arb_svc *s, double t, long long comm, long long seq);
+int het_arb_svc_group(het_arb_svc *s, double t, long long comm, long long seq, int n,
+                      const int *members);
 /* Progress: rank 0 takes the reports that came, settles, answers; the others take answers. */
 int het_arb_svc_serve(het_arb_svc *s);
 /* The least latency of a message between nodes (a lookahead for het_arb_svc_wait). */

@@ -27,8 +27,10 @@
  * the cross-node or node-local pair chosen by the span of its scope. The wire-type and double
  * all-reduces are in typed.c. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "comm/arb_svc.h"
 #include "comm/internal.h"
 #include "emul/emul.h"
 
@@ -146,6 +148,8 @@ int het_comm_smallest_node(const het_comm *c) {
     return least > 0 ? least : 1;
 }
 
+int het_comm_arbiter(const het_comm *c) { return c && c->arb; }
+
 void het_comm_set_lane(het_comm *c, het_lane *lane) {
     if (c) c->lane = lane ? lane : &c->own_lane;
 }
@@ -188,12 +192,28 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
         free(c);
         return rc;
     }
+    if (ne.arbiter && het_clock_virtual() && topo->size > 1) { /* collective over the world */
+        if (!(c->arb = het_arb_svc_open(topo->world, c->world_node, ne))) {
+            free(c->world_node);
+            free(c);
+            return HET_EINVAL; /* the message says why */
+        }
+        het_stall_use_arbiter(c);
+    }
     *out = c;
     return HET_OK;
 }
 
 void het_comm_free(het_comm *c) {
     if (!c) return;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (c->arb) { /* collective: every rank leaves, rank 0 serves until they have */
+        het_stall_use_arbiter(NULL);
+        if (!done && het_arb_svc_close(c->arb) != HET_OK)
+            fprintf(stderr, "hetrain: %s\n", het_error_msg());
+        c->arb = NULL;
+    }
     het_p2p_free(c); /* its receives are on the groups' communicators too */
     het_comm_groups_free(c);
     int finalized = 0;

@@ -83,6 +83,8 @@ struct het_comm {
     double arrive[HET_ARRIVE_SLOTS];               /* last start of emulated requests (MAX) */
     int arrive_next;                               /* the slot the next one takes */
     struct het_p2p *p2p;                           /* point-to-point state (p2p.c), or NULL */
+    struct het_arb_svc *arb;                       /* the arbiter service (arb_svc.c) with
+                                                      --p2p-model arbiter, or NULL */
     int *world_node;                               /* node id of every world rank */
     MPI_Comm host;                                 /* this machine's ranks (aside.c), or NULL */
     het_link_log links;                            /* node link occupancy (links.c) */
@@ -175,6 +177,19 @@ typedef struct het_stall_poll {
 /* Runs the poll loop of het_stall_wait on p until fn reports done (returns HET_OK) or fails
  * (returns its status). Never returns when --stall-abort ends the job. */
 int het_stall_wait_poll(const het_stall_poll *p);
+/* The world ranks of comm's members into out (size entries); 0 on failure (the stall
+ * inspector not started). */
+int het_stall_members(MPI_Comm comm, int size, int *out);
+/* The arbiter's side of the stall inspector (stall_arb.c): the comm whose arbiter service
+ * (c->arb) every wait serves and reports to, or NULL; whether there is one; a hash of a
+ * communicator's members (0: unknown); a collective (the arbiter's key of its communicator, its
+ * number) posted, waited for; one round of the service. Failures end the job. */
+void het_stall_use_arbiter(het_comm *c);
+int  het_stall_arb_on(void);
+long long het_stall_arb_hash(MPI_Comm comm);
+void het_stall_arb_enter(long long key, long long seq);
+void het_stall_arb_wait(long long key, long long seq, MPI_Comm comm);
+void het_stall_arb_serve(void);
 
 /* Point-to-point state of a comm (p2p.c), made on first use; freed by het_comm_free: posted
  * receives are cancelled. */

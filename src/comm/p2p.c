@@ -27,9 +27,11 @@
  * the peer of a matched receive or of a send. */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/arb_svc.h"
 #include "comm/p2p.h"
 #include "emul/emul.h"
 
@@ -169,15 +171,47 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
         last = &st->last_at[(size_t)pp->world[dest] * HET_P2P_TAGS + (size_t)tag];
     }
     double leave = m->stamp; /* a message between nodes waits for the ones before it */
-    if (!pp->same[dest]) { /* the rank's own queue, or its tag's for stamped sends */
+    int arb_k = -1;
+    if (c->arb && bytes > 0 && (rc = het_p2p_arb_copy(m, buf, bytes, op)) == HET_OK)
+        buf = m->copy; /* its wait returns at once (p2p_arb.c) */
+    if (c->arb && rc == HET_OK) { /* every message is named at the arbiter; those between
+                                   * nodes with a payload are flows that share the way out */
+        int flow = !pp->same[dest] && !done && bytes > 0;
+        if (c->ne.rndv_bytes > 0.0 && (double)bytes >= c->ne.rndv_bytes && !done) {
+            /* the others would wait for it at the arbiter: the job ends */
+            fprintf(stderr, "hetrain: %s: a message of %zu bytes waits for its receive (the "
+                    "platform's smpi/async-small-thresh: from %.0f bytes), which --p2p-model "
+                    "arbiter does not carry yet; raise the threshold above the largest message\n",
+                    op, bytes, c->ne.rndv_bytes);
+            MPI_Abort(c->topo->world, 1);
+        }
+        rc = stamp >= 0.0 && m->stamp < het_lane_now(c->lane)
+                 ? het_error_set(HET_EINVAL, "%s: a message at %.9g s, before this rank's clock "
+                                 "(another lane's: not with --p2p-model arbiter yet)", op,
+                                 m->stamp)
+                 : het_arb_svc_post(c->arb, leave, bytes, pp->world[dest],
+                                    het_p2p_stream(s, tag),
+                                    flow ? -1.0 : het_p2p_msg_cost(c, pp->same[dest], bytes),
+                                    &arb_k);
+        if (rc != HET_OK) { /* its receiver would wait for it at the arbiter: the job ends */
+            fprintf(stderr, "hetrain: %s\n", het_error_msg());
+            MPI_Abort(c->topo->world, 1);
+        }
+    }
+    if (rc != HET_OK) {
+        free(m->copy), m->copy = NULL;
+        het_p2p_reqs_release(m), m->kind = M_NONE;
+        return rc;
+    }
+    if (!pp->same[dest] && !c->arb) { /* the rank's own queue, or its tag's for stamped sends */
         double *q = stamp >= 0.0 && het_clock_virtual() ? &st->nic_free_at[tag] : &st->nic_free;
         if (*q > leave) leave = *q;
         *q = leave + het_netem_wire_s(c->ne, bytes);
     }
-    m->deliver = leave + het_p2p_msg_cost(c, pp->same[dest], bytes);
-    if (m->deliver < *last) m->deliver = *last; /* not before an earlier message */
-    *last = m->deliver;
-    m->hdr = (het_msg_hdr){m->stamp, m->deliver, leave, bytes, chunk, done, 0};
+    m->deliver = leave + het_p2p_msg_cost(c, pp->same[dest], bytes); /* arbiter: alone */
+    if (!c->arb && m->deliver < *last) m->deliver = *last; /* not before an earlier one */
+    if (!c->arb) *last = m->deliver;
+    m->hdr = (het_msg_hdr){m->stamp, m->deliver, leave, bytes, chunk, done, arb_k};
     int err = MPI_Isend(&m->hdr, (int)sizeof m->hdr, MPI_BYTE, dest, hdr_tag(tag), at.comm,
                         &m->reqs[0]);
     m->n_reqs = err == MPI_SUCCESS;
@@ -272,10 +306,13 @@ int het_comm_msg_test(het_comm *c, het_msg *m, int *done) {
     if (!c || !m || !done) return het_error_set(HET_EINVAL, "p2p test: NULL argument");
     *done = 1;
     if (!active(m)) return HET_OK;
+    if (c->arb && m->kind == M_SEND) return het_comm_msg_wait(c, m);
     *done = 0;
-    int arrived = 0;
+    int arrived = 0, ready = 1;
     double t0 = het_now();
     int rc = msg_progress(c, m, &arrived);
+    if (rc == HET_OK && arrived && c->arb) rc = het_p2p_arb_test(c, m, &ready);
+    arrived &= ready;
     c->st.comm_s += het_now() - t0;
     if (rc != HET_OK || !arrived || !clock_reached(c, m)) return rc;
     *done = 1;
@@ -312,11 +349,14 @@ static int poll_msgs(void *arg, int *done) {
     int n_peers = 0, unmatched = 0, cap = c->p2p->world_size;
     double best = 0.0;
     a->pick = -1;
+    if (c->arb) het_p2p_arb_reap(c, 0);
     for (int i = 0; i < a->n; i++) {
         het_msg *m = &a->msgs[i];
         if (!active(m)) continue;
-        int arrived = 0, rc = msg_progress(c, m, &arrived);
+        int arrived = 0, ready = 1, rc = msg_progress(c, m, &arrived);
+        if (rc == HET_OK && c->arb && a->n == 1) rc = het_p2p_arb_poll(c, m, &ready);
         if (rc != HET_OK) return rc;
+        arrived &= ready;
         if (m->state == S_QUEUED) unmatched++;
         if (!arrived) n_peers = add_peers(c, m, c->p2p->wait_peers, n_peers, cap);
         double t = m->kind == M_SEND ? m->stamp : m->deliver;
@@ -342,6 +382,10 @@ static int poll_wait(het_comm *c, het_msg *msgs, int n, int any, const char *op,
 int het_comm_msg_wait(het_comm *c, het_msg *m) {
     if (!c || !m) return het_error_set(HET_EINVAL, "p2p wait: NULL argument");
     if (!active(m)) return HET_OK;
+    if (c->arb && m->kind == M_SEND) { /* it never waits for its receiver (p2p_arb.c) */
+        int rc = het_p2p_arb_detach(c, m);
+        return rc != HET_OK ? rc : finish(c, m);
+    }
     poll_arg a;
     int rc = poll_wait(c, m, 1, 0, m->kind == M_SEND ? "send" : "recv", &a);
     return rc != HET_OK ? rc : finish(c, m);
@@ -351,10 +395,13 @@ int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done) {
     if (!c || !m || !done) return het_error_set(HET_EINVAL, "p2p test untimed: NULL argument");
     *done = 1;
     if (!active(m)) return HET_OK;
+    if (c->arb && m->kind == M_SEND) return het_comm_msg_wait(c, m);
     *done = 0;
-    int arrived = 0;
+    int arrived = 0, ready = 1;
     double t0 = het_now();
     int rc = msg_progress(c, m, &arrived);
+    if (rc == HET_OK && arrived && c->arb) rc = het_p2p_arb_test(c, m, &ready);
+    arrived &= ready;
     c->st.comm_s += het_now() - t0;
     if (rc != HET_OK || !arrived) return rc;
     *done = 1;
@@ -368,6 +415,7 @@ int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done) {
 int het_comm_msg_wait_untimed(het_comm *c, het_msg *m) {
     if (!c || !m) return het_error_set(HET_EINVAL, "p2p wait untimed: NULL argument");
     if (!active(m)) return HET_OK;
+    if (c->arb && m->kind == M_SEND) return het_comm_msg_wait(c, m);
     poll_arg a;
     int rc = poll_wait(c, m, 1, 0, m->kind == M_SEND ? "send" : "recv", &a);
     if (rc != HET_OK) return rc;
@@ -395,6 +443,8 @@ int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index) {
     int any_active = 0;
     for (int i = 0; i < n; i++) any_active |= active(&msgs[i]);
     if (!any_active) return HET_OK;
+    if (c->arb)
+        return het_error_set(HET_EINVAL, "p2p waitany: not with --p2p-model arbiter yet");
     poll_arg a;
     int rc = poll_wait(c, msgs, n, 1, "waitany", &a);
     if (rc != HET_OK) return rc;

@@ -23,6 +23,10 @@ typedef struct inbox {
     unsigned char *in_set;    /* per sender: one a receive from any sender waits for */
     int *flow;                /* per sender: its HELD header's flow on the way in (in_net), or
                                * -1 (none yet, a node-local sender, no bytes, the wall clock) */
+    int *next_k;              /* arbiter: per sender, the index of its next message here */
+    int decided;              /* arbiter: the sender a receive from any sender takes (the
+                               * arbiter said so), or -1 */
+    double decided_end;       /* its message's arrival */
     het_msg *head, *tail;     /* receives waiting, in posting order */
 } inbox;
 
@@ -56,6 +60,7 @@ struct het_p2p {
                                * their queue does not depend on how threads interleave */
     int *wait_peers;          /* the world ranks a wait names (world size entries) */
     int world_size;
+    struct arb_side *arb;     /* the arbiter's side (p2p_arb.c), or NULL */
 };
 
 static inline int hdr_tag(int tag) { return HET_P2P_MPI_TAG_BASE + 2 * tag; }
@@ -81,5 +86,26 @@ void het_p2p_reqs_release(het_msg *m);
 double het_p2p_msg_cost(const het_comm *c, int same, size_t bytes);
 /* Takes the headers that have arrived at inbox b and matches its waiting receives in order. */
 int  het_p2p_progress(het_comm *c, inbox *b);
+
+/* ---- the arbiter's side (p2p_arb.c; c->arb: --p2p-model arbiter) ---- */
+/* A message's stream at the arbiter: its scope and tag. */
+static inline int het_p2p_stream(int scope, int tag) { return scope * HET_P2P_TAGS + tag; }
+/* A send's payload copied (m->copy) so that its wait returns at once: a send never waits for
+ * its receiver under the arbiter (its receiver may wait for this rank's promise). */
+int  het_p2p_arb_copy(het_msg *m, const void *buf, size_t bytes, const char *op);
+/* A send's wait: its requests go on in the background (reaped by het_p2p_arb_reap). */
+int  het_p2p_arb_detach(het_comm *c, het_msg *m);
+/* Completes what the background holds; at_exit: frees what can be, leaves the rest to MPI. */
+void het_p2p_arb_reap(het_comm *c, int at_exit);
+/* One poll of a receive's wait: reports what it waits for to the arbiter when that changed,
+ * takes the arbiter's answer (*ready: its arrival known, or a receive from any sender
+ * decided). */
+int  het_p2p_arb_poll(het_comm *c, het_msg *m, int *ready);
+/* A receive that tests: its arrival if an answer is there (no report), *ready. */
+int  het_p2p_arb_test(het_comm *c, het_msg *m, int *ready);
+/* choose() for a receive from any sender: the sender decided, NOT_YET, or (every sender there
+ * with a message the arbiter does not carry) the earliest of them. */
+int  het_p2p_arb_choose(het_comm *c, inbox *b);
+void het_p2p_arb_free(het_comm *c);
 
 #endif

@@ -58,6 +58,7 @@ static void inbox_free(inbox *b) {
     free(b->idx);
     free(b->in_set);
     free(b->flow);
+    free(b->next_k);
     free(b);
 }
 
@@ -71,11 +72,13 @@ static int inbox_get(het_comm *c, het_comm_scope s, int tag, const where *at, in
     size_t n = (size_t)size;
     if (!b || !(b->hdr = calloc(n, sizeof *b->hdr)) || !(b->req = malloc(n * sizeof *b->req)) ||
         !(b->state = calloc(n, sizeof *b->state)) || !(b->idx = malloc(n * sizeof *b->idx)) ||
-        !(b->in_set = malloc(n)) || !(b->flow = malloc(n * sizeof *b->flow))) {
+        !(b->in_set = malloc(n)) || !(b->flow = malloc(n * sizeof *b->flow)) ||
+        !(b->next_k = calloc(n, sizeof *b->next_k))) {
         inbox_free(b);
         return het_error_set(HET_ENOMEM, "p2p: out of memory for an inbox of %d senders", size);
     }
     b->comm = at->comm, b->size = size, b->rank = at->rank, b->tag = tag, b->scope = (int)s;
+    b->decided = -1;
     for (int j = 0; j < size; j++)
         b->req[j] = MPI_REQUEST_NULL, b->in_set[j] = j != at->rank, b->flow[j] = -1;
     *out = *slot = b;
@@ -243,6 +246,7 @@ static int choose(het_comm *c, inbox *b, int want, double posted, int *rc) {
         else if (best < 0) best = j;
     }
     if (best < 0) return open ? NOT_YET : ALL_DONE;
+    if (c->arb && het_clock_virtual()) return het_p2p_arb_choose(c, b); /* p2p_arb.c */
     if (het_clock_virtual()) { /* every sender there or done, the way in settled (no flows on
                                 * the wall clock: the sender's arrival) */
         if (open) return NOT_YET;
@@ -264,6 +268,7 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
             if (b->in_set[k] && b->state[k] == CH_DONE) {
                 if (last < 0 || b->hdr[k].deliver > b->hdr[last].deliver) last = k;
                 b->state[k] = CH_IDLE;
+                if (b->hdr[k].arb_k >= 0) b->next_k[k] = b->hdr[k].arb_k + 1;
             }
         m->src = HET_ANY_SOURCE, m->done = 1, m->bytes = 0;
         m->stamp = last >= 0 ? b->hdr[last].stamp : het_lane_now(c->lane);
@@ -281,11 +286,19 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
     b->state[j] = CH_IDLE, b->flow[j] = -1;
     m->src = j, m->done = h.done != 0, m->stamp = h.stamp, m->deliver = h.deliver + shift;
     m->peer_world = c->p2p->peer[m->scope].world[j];
+    if (h.arb_k >= 0) { /* the arbiter's: its arrival comes from there (p2p_arb.c) */
+        b->next_k[j] = h.arb_k + 1;
+        m->arb_next = h.arb_k + 1;
+    }
+    if (b->decided == j && m->want < 0) { /* a receive from any sender the arbiter decided */
+        m->deliver = b->decided_end, m->arb_next = 0;
+        b->decided = -1;
+    }
     double in = flow >= 0 ? het_flows_done(c->p2p->in_net, flow) : -1.0;
     if (in > m->deliver) m->deliver = in; /* its flow on the way in (a receive from one sender
                                            * taking it before: the sender's arrival) */
-    if (flow < 0 && !m->done && h.bytes > 0 && !c->p2p->peer[m->scope].same[j]) /* the links
-                                                        * it took, when its bytes moved */
+    if (flow < 0 && !m->done && h.bytes > 0 && !c->p2p->peer[m->scope].same[j] &&
+        h.arb_k < 0) /* the links it took, when its bytes moved (the arbiter's: its own) */
         het_comm_link_note(c, c->world_node[m->peer_world], c->topo->node_id,
                            m->deliver - het_netem_wire_s(c->ne, (size_t)h.bytes), m->deliver, 1.0);
     if (m->done || h.bytes == 0) return HET_OK;
@@ -437,6 +450,7 @@ void het_p2p_free(het_comm *c) {
         free(st->peer[s].world);
         free(st->peer[s].same);
     }
+    het_p2p_arb_free(c);
     het_flows_free(st->in_net);
     free(st->in_live);
     free(st->in_node);

@@ -103,7 +103,8 @@ static struct {
     MPI_Comm world, side;
     int rank, size;
     double warn_s, abort_s, report_s;
-    struct { MPI_Comm comm; long long seq; } comms[MAX_COMMS];
+    struct { MPI_Comm comm; long long seq, hash, key; } comms[MAX_COMMS]; /* hash of its
+                               * members, key: the arbiter's (comm_key) */
     int n_comms;
     const char *what;
     int epoch;
@@ -236,10 +237,16 @@ static int forget(MPI_Comm comm, int keyval, void *attr, void *extra) {
     return MPI_SUCCESS;
 }
 
+static long long comm_key(int i);
+
 long long het_stall_post(MPI_Comm comm) {
     static int keyval = MPI_KEYVAL_INVALID;
     for (int i = 0; i < S.n_comms; i++)
-        if (S.comms[i].comm == comm) return ++S.comms[i].seq;
+        if (S.comms[i].comm == comm) {
+            ++S.comms[i].seq;
+            if (het_stall_arb_on()) het_stall_arb_enter(comm_key(i), S.comms[i].seq);
+            return S.comms[i].seq;
+        }
     if (S.n_comms == MAX_COMMS) return 0; /* unnumbered */
     /* an attribute whose deletion tells when comm is freed (dups do not copy it) */
     if (keyval == MPI_KEYVAL_INVALID &&
@@ -248,11 +255,14 @@ long long het_stall_post(MPI_Comm comm) {
     if (keyval != MPI_KEYVAL_INVALID) MPI_Comm_set_attr(comm, keyval, NULL);
     S.comms[S.n_comms].comm = comm;
     S.comms[S.n_comms].seq = 1;
+    S.comms[S.n_comms].key = 0;
+    S.comms[S.n_comms].hash = S.world != MPI_COMM_NULL ? het_stall_arb_hash(comm) : 0;
+    if (het_stall_arb_on()) het_stall_arb_enter(comm_key(S.n_comms), 1);
     return S.comms[S.n_comms++].seq;
 }
 
 /* The world ranks of comm's members into out (size entries); 0 on failure. */
-static int members(MPI_Comm comm, int size, int *out) {
+int het_stall_members(MPI_Comm comm, int size, int *out) {
     MPI_Group g, gw;
     if (MPI_Comm_group(comm, &g) != MPI_SUCCESS) return 0;
     if (MPI_Comm_group(S.world, &gw) != MPI_SUCCESS) {
@@ -289,7 +299,7 @@ static int wait_size(const stall_wait *w) {
 
 /* Their world ranks into out (size entries, wait_size); 0 on failure. */
 static int wait_members(const stall_wait *w, int size, int *out) {
-    if (!w->p2p) return members(w->comm, size, out);
+    if (!w->p2p) return het_stall_members(w->comm, size, out);
     if (size > 0) memcpy(out, w->p2p->peers, (size_t)size * sizeof *out);
     return 1;
 }
@@ -500,14 +510,44 @@ static void stall_abort(const stall_wait *w, double waited) {
     MPI_Abort(S.world, 1);
 }
 
-/* The poll loop of wait w: test(arg, &done) until done or a non-zero status (returned). */
+
+/* The arbiter's key of the communicator in slot i: its members' hash and how many numbered
+ * communicators with the same members came before it (the world, a dup of it, a group of all:
+ * each its own), which every member counts alike as they number them in one program order. A
+ * key two communicators share would make a member count as in a collective it is not in yet.
+ * 0 when the members are unknown. */
+static long long comm_key(int i) {
+    if (S.comms[i].key) return S.comms[i].key;
+    if (!S.comms[i].hash) S.comms[i].hash = het_stall_arb_hash(S.comms[i].comm);
+    if (!S.comms[i].hash) return 0;
+    long long dup = 0;
+    for (int j = 0; j < i; j++) dup += S.comms[j].hash == S.comms[i].hash;
+    unsigned long long k = (unsigned long long)S.comms[i].hash ^ (unsigned long long)dup *
+                                                                 0x9e3779b97f4a7c15ULL;
+    return S.comms[i].key = (long long)((k >> 1) | 1);
+}
+
+/* A collective's wait, to the arbiter (stall_arb.c). */
+static void arb_report_group(const stall_wait *w) {
+    long long key = 0;
+    for (int i = 0; i < S.n_comms; i++)
+        if (S.comms[i].comm == w->comm) key = comm_key(i);
+    if (!key) key = het_stall_arb_hash(w->comm); /* not numbered (the table is full) */
+    het_stall_arb_wait(key, w->seq, w->comm);
+}
+
+/* The poll loop of wait w: test(arg, &done) until done or a non-zero status (returned). With the
+ * arbiter, a collective that does not end at its first test is reported as one, and every round
+ * serves it (rank 0: the reports; the others: their answers). */
 static int wait_loop(const stall_wait *w, int (*test)(void *arg, int *done), void *arg) {
     int flag = 0;
     int err = test(arg, &flag);
     if (err != 0 || flag) return err;
+    if (het_stall_arb_on() && !w->p2p) arb_report_group(w);
     double t0 = het_now(), next_warn = S.warn_s;
     int reported = 0;
     for (;;) {
+        het_stall_arb_serve(); /* with the arbiter; its failures abort */
         err = test(arg, &flag);
         if (err != 0 || flag) break;
         double waited = het_now() - t0;

@@ -23,6 +23,7 @@
 #include "hetrain/core.h"
 
 enum { L_RUN, L_WAIT, L_GROUP, L_LEFT };
+enum { ENTRIES = 64 };
 
 typedef struct aflow {
     double start, bytes, latency, factor;
@@ -43,7 +44,12 @@ typedef struct lane {
     double *look;
     double until;                      /* L_WAIT: it resumes by then at the latest (a message
                                         * the arbiter does not carry), or INFINITY */
-    long long group;                   /* L_GROUP: the collective's key */
+    long long g_comm, g_seq;           /* L_GROUP: the collective (communicator, number) */
+    struct entry { long long comm, seq; double t; } ent[ENTRIES]; /* the collectives it entered
+                                        * last (a ring) and when, */
+    int n_ent;
+    struct { long long comm, seq; } *most; /* and per communicator the latest number */
+    int n_most, cap_most;
     int *ids, n_ids, cap_ids;          /* its flows by its own count */
 } lane;
 
@@ -83,7 +89,8 @@ het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity) {
 void het_arbiter_free(het_arbiter *a) {
     if (!a) return;
     for (int i = 0; i < a->n_lanes; i++)
-        free(a->ln[i].flows), free(a->ln[i].from), free(a->ln[i].look), free(a->ln[i].ids);
+        free(a->ln[i].flows), free(a->ln[i].from), free(a->ln[i].look), free(a->ln[i].ids),
+            free(a->ln[i].most);
     free(a->ln);
     free(a->prom);
     free(a->cap);
@@ -213,23 +220,63 @@ int het_arbiter_leave(het_arbiter *a, int id) {
     return HET_OK;
 }
 
-int het_arbiter_wait_group(het_arbiter *a, int id, double t, long long group,
+/* Notes that lane l entered collective (comm, seq) at t. */
+static int note_entry(lane *l, long long comm, long long seq, double t) {
+    l->ent[l->n_ent++ % ENTRIES] = (struct entry){comm, seq, t};
+    for (int i = 0; i < l->n_most; i++)
+        if (l->most[i].comm == comm) {
+            if (seq > l->most[i].seq) l->most[i].seq = seq;
+            return HET_OK;
+        }
+    if (l->n_most == l->cap_most) {
+        int cap = l->cap_most ? 2 * l->cap_most : 4;
+        void *m = realloc(l->most, (size_t)cap * sizeof *l->most);
+        if (!m) return het_error_set(HET_ENOMEM, "arbiter: out of memory for collectives");
+        l->most = m, l->cap_most = cap;
+    }
+    l->most[l->n_most].comm = comm, l->most[l->n_most++].seq = seq;
+    return HET_OK;
+}
+
+int het_arbiter_enter(het_arbiter *a, int id, double t, long long comm, long long seq) {
+    lane *l = lane_at(a, id, t, "enter a collective");
+    return l ? note_entry(l, comm, seq, t) : HET_EINVAL;
+}
+
+int het_arbiter_wait_group(het_arbiter *a, int id, double t, long long comm, long long seq,
                            const int *members, int n) {
-    lane *l = lane_at(a, id, t, "wait in a group");
+    lane *l = lane_at(a, id, t, "wait in a collective");
     if (!l) return HET_EINVAL;
     if (n < 0 || (n && !members))
-        return het_error_set(HET_EINVAL, "arbiter wait in a group: %d members", n);
+        return het_error_set(HET_EINVAL, "arbiter wait in a collective: %d members", n);
     for (int i = 0; i < n; i++)
         if (members[i] < 0 || members[i] >= a->n_lanes)
-            return het_error_set(HET_EINVAL, "arbiter wait in a group: member %d outside "
+            return het_error_set(HET_EINVAL, "arbiter wait in a collective: member %d outside "
                                  "[0, %d)", members[i], a->n_lanes);
     int rc = wait_room(&l->from, &l->look, &l->cap_from, n);
     if (rc != HET_OK) return rc;
     l->n_from = 0;
     for (int i = 0; i < n; i++)
         if (members[i] != id) l->from[l->n_from++] = members[i];
-    l->n_flows = 0, l->group = group, l->state = L_GROUP, l->clock = t;
+    int entered = 0; /* a wait after its post: the post's time stays its entry */
+    for (int i = 0; i < ENTRIES && i < l->n_ent; i++)
+        entered |= l->ent[i].comm == comm && l->ent[i].seq == seq;
+    if (!entered && (rc = note_entry(l, comm, seq, t)) != HET_OK) return rc;
+    l->n_flows = 0, l->g_comm = comm, l->g_seq = seq, l->state = L_GROUP, l->clock = t;
     return HET_OK;
+}
+
+/* When lane m entered collective (comm, seq): its time (1), entered at a time no longer kept
+ * (0: it is past), or not yet (-1). */
+static int entered(const lane *m, long long comm, long long seq, double *t) {
+    for (int i = 0; i < ENTRIES && i < m->n_ent; i++)
+        if (m->ent[i].comm == comm && m->ent[i].seq == seq) {
+            *t = m->ent[i].t;
+            return 1;
+        }
+    for (int i = 0; i < m->n_most; i++)
+        if (m->most[i].comm == comm) return m->most[i].seq >= seq ? 0 : -1;
+    return -1;
 }
 
 int het_arbiter_find(const het_arbiter *a, int id, int seq) {
@@ -258,12 +305,13 @@ static double promise_of(const het_arbiter *a, int i, double en) {
     switch (l->state) {
     case L_RUN: return l->clock;
     case L_LEFT: return INFINITY;
-    case L_GROUP: /* it resumes once the last member is in: no earlier than any member's */
+    case L_GROUP: /* it resumes once the last member is in: no earlier than any member's
+                   * entry, or the promise of one not in yet */
         p = l->clock;
         for (int k = 0; k < l->n_from; k++) {
-            const lane *m = &a->ln[l->from[k]];
-            double q = m->state == L_GROUP && m->group == l->group ? m->clock
-                                                                    : a->prom[l->from[k]];
+            double q = -INFINITY;
+            int in = entered(&a->ln[l->from[k]], l->g_comm, l->g_seq, &q);
+            if (in < 0) q = a->prom[l->from[k]];
             if (q > p) p = q;
         }
         return p;

@@ -58,10 +58,15 @@ int het_arbiter_wait_until(het_arbiter *a, int lane, double t, double until, con
  * + the lookahead), INFINITY if none: once above its `until`, nothing of its wait can end by
  * then. */
 double het_arbiter_wait_bound(het_arbiter *a, int lane);
-/* The lane, its clock at t, is inside a collective with the lanes members[0, n) (itself among
- * them or not), keyed `group` (the same key on every member): it resumes once every member is
- * in, so no earlier than any member's promise, or its clock there. */
-int het_arbiter_wait_group(het_arbiter *a, int lane, double t, long long group,
+/* The lane enters collective `seq` (its number, from 1) of communicator `comm` (a key every
+ * member gives alike) at t: it posted it. Kept for the last 64 collectives a lane entered, and
+ * per communicator the latest number (a member past it entered it, when is no longer known). */
+int het_arbiter_enter(het_arbiter *a, int lane, double t, long long comm, long long seq);
+/* The lane, its clock at t, waits in that collective with the lanes members[0, n) (itself among
+ * them or not; entering it then if it did not post it): it resumes once every member is in, so
+ * no earlier than any member's entry, nor than the promise of a member not in yet. Keys that
+ * two communicators share make a member count as in (a lower promise: safe). */
+int het_arbiter_wait_group(het_arbiter *a, int lane, double t, long long comm, long long seq,
                            const int *members, int n);
 /* The id of lane's flow number seq (its own count from 0), or -1 if not posted yet. */
 int het_arbiter_find(const het_arbiter *a, int lane, int seq);

@@ -99,6 +99,10 @@ static int inhad_init(het_strategy_ctx *ctx) {
     int W = ps->n_workers, n = (int)het_strategy_opt_value(ctx->cfg, "soft-sync");
     a->T = (int)het_strategy_opt_value(ctx->cfg, "inhad-threshold");
     a->loop = het_clock_virtual() && het_strategy_opt_value(ctx->cfg, "inhad-aggregator") == 1;
+    if (het_comm_arbiter(ctx->comm) && !a->loop)
+        return het_error_set(HET_EINVAL, "p2p-model: arbiter carries one lane per rank; inhad's "
+                             "aggregator thread sends at its own times (not yet): add "
+                             "--inhad-aggregator loop");
     if (a->T <= 0) a->T = W / n > 0 ? W / n : 1;
     a->cbytes = sizeof(ctrl_msg) + nbytes(a) + (size_t)W * sizeof(int64_t);
     if (ps->max_staleness >= 0 && (int64_t)a->T > (int64_t)W * (ps->max_staleness + 1))

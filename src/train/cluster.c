@@ -130,7 +130,8 @@ int het_trainer_create_mpi(het_trainer *t) {
     t->base_factor = nf > 0 ? factors[t->rank] : 1.0;
     het_netem ne = {.lat_s = cfg->net_lat, .bw_bytes_per_s = cfg->net_bw,
                     .node_lat_s = cfg->node_lat, .node_bw_bytes_per_s = cfg->node_bw,
-                    .coll_smpi = cfg->coll_model == 1, .bcast = cfg->bcast_model};
+                    .coll_smpi = cfg->coll_model == 1, .bcast = cfg->bcast_model,
+                    .arbiter = cfg->p2p_model == 1};
     int *host_of = NULL, st = HET_OK;
     if (cfg->net_factors == 1) het_netem_use_smpi_factors(&ne);
     if (cfg->platform[0]) {

@@ -56,15 +56,16 @@ static const char *const bf16k_words[] = {"auto", "onednn", "portable", NULL}; /
 static const char *const factor_words[] = {"none", "smpi", NULL};
 static const char *const nbc_words[] = {"mpi", "smpi", NULL};
 static const char *const bcast_words[] = {"mpi", "linear", "binomial", NULL};
+static const char *const p2p_words[] = {"local", "arbiter", NULL};
 /* The lists by name (key_def.lo of a K_WORD key), so that a list removed or added moves no
  * key onto another's words. */
 enum { W_NAN, W_ALGO, W_PLACEMENT, W_CLOCK, W_RESIZE, W_PRECISION, W_FACTORS, W_NBC, W_BCAST,
-       W_BF16K };
+       W_BF16K, W_P2P };
 static const char *const *const word_lists[] = {
     [W_NAN] = nan_words,       [W_ALGO] = algo_words,     [W_PLACEMENT] = placement_words,
     [W_CLOCK] = clock_words,   [W_RESIZE] = resize_words, [W_PRECISION] = precision_words,
     [W_FACTORS] = factor_words, [W_NBC] = nbc_words,
-    [W_BCAST] = bcast_words,   [W_BF16K] = bf16k_words,
+    [W_BCAST] = bcast_words,   [W_BF16K] = bf16k_words,   [W_P2P] = p2p_words,
 };
 #define WORDS(k) word_lists[(int)(k)->lo]
 
@@ -203,6 +204,12 @@ static const key_def keys[] = {
       "every rank) / the binomial tree for every size, as SimGrid SMPI runs under "
       "smpi/bcast:flattree / binomial_tree, to compare with it; the calls are the same"},
      K_WORD, OFF(bcast_model), W_BCAST, 0, 0},
+    {{"p2p-model", "local|arbiter", "virtual clock: point-to-point messages between nodes "
+      "charged by local rules (local, default: a sender's messages leave one after another, "
+      "senders into one receiver share its way in) or as flows that share every node link with "
+      "every rank's (arbiter: world rank 0 completes them in virtual-time order; eager messages, "
+      "the stall inspector on, not with qfb nor inhad's aggregator thread)"},
+     K_WORD, OFF(p2p_model), W_P2P, 0, 0},
     {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
       "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},
      K_STR, OFF(platform), 0, 0, 0},
@@ -277,6 +284,7 @@ void het_train_config_for_eval(het_train_config *c) {
     c->net_factors = d.net_factors;
     c->coll_model = d.coll_model;
     c->bcast_model = d.bcast_model;
+    c->p2p_model = d.p2p_model;
     memcpy(c->platform, d.platform, sizeof c->platform);
     memcpy(c->hostfile, d.hostfile, sizeof c->hostfile);
     c->clock = d.clock;

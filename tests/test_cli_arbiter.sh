@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# --p2p-model arbiter end to end (the point-to-point messages between nodes as flows that world
+# rank 0 completes in virtual-time order: comm/p2p_arb.c), under real mpirun:
+# - refused with one line where it cannot run: the wall clock, --stall-warn 0 (blocking
+#   collectives: rank 0 must serve while it waits), qfb (its stage threads), inhad's
+#   aggregator thread (all 4 ranks exit), a platform whose messages wait for their receive
+#   (smpi/async-small-thresh absent: the job ends at the first such message, every rank);
+# - asp, inhad (--inhad-aggregator loop) and gpipe on 2 x 2 ranks at 100 Mbit/s with SMPI's
+#   factors and cross-traffic: two runs give the same weights and metrics bit for bit; daso's
+#   collectives beside it run too;
+# - gpipe's 4 stages on 2 nodes: its activations and gradients cross the link at once, each
+#   taking 0.05 of the other's way (cross-traffic), which the local rules do not see: the
+#   arbiter's epoch is longer than theirs, by less than 5 %.
+# Under MPICH (busy-polling ranks: no more than the cores) the multi-rank parts are skipped.
+# Env: HETRAIN (the binary).
+set -u
+HETRAIN=${HETRAIN:?set HETRAIN to the hetrain binary}
+. "$(dirname "$0")/no_leaks.sh"
+. "$(dirname "$0")/mpi.sh"
+het_mpi_found || { echo "FAIL: $HET_MPIEXEC not found" >&2; exit 1; }
+T=$(mktemp -d /tmp/het_arb_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+mpi() { local P=$1; shift; het_mpirun "$P" "$HETRAIN" "$@"; }
+stable() { sed -e 's/"samples_per_s":[^,]*,//' -e 's/"elapsed_s":[^,]*,//' \
+               -e 's/"peak_rss[a-z_]*":[0-9]*,//g' -e 's/"pss_sum":[-0-9]*,//' "$1"; }
+ep_val() { grep '"type":"epoch"' "$1" | tail -1 | sed -n "s/.*\"$2\":\\([-0-9.e+]*\\).*/\\1/p"; }
+C=(--model lenet5 --data synthetic --train-limit 512 --test-limit 64 --seed 3 --progress off
+   --batch 32 --lr 0.02 --epochs 1 --compute-cost shipped)
+V=(--clock virtual --ranks-per-node 2 --net-bw 12.5M --net-lat 50e-6 --net-factors smpi
+   --p2p-model arbiter)
+
+# ---- refusals, one line each ----
+refused() { # what expected-text args...
+    local what=$1 want=$2; shift 2
+    out=$("$@" 2>&1); rc=$?
+    [ $rc -ne 0 ] && grep -q -- "$want" <<<"$out" ||
+        fail "$what: exit $rc, expected a refusal saying '$want': $(tail -2 <<<"$out")"
+}
+refused "wall clock" "add --clock virtual" "$HETRAIN" train "${C[@]}" --p2p-model arbiter
+refused "--stall-warn 0" "stall-warn must be > 0" \
+    "$HETRAIN" train "${C[@]}" "${V[@]}" --stall-warn 0
+refused "qfb" "qfb's stage threads" "$HETRAIN" train "${C[@]}" "${V[@]}" --strategy qfb
+refused "a bad word" "p2p-model" "$HETRAIN" train "${C[@]}" --clock virtual --p2p-model flows
+
+if het_mpi_np_ok 4; then
+refused "inhad's thread" "inhad-aggregator loop" mpi 4 train "${C[@]}" "${V[@]}" --strategy inhad
+"$HETRAIN" platform --ranks 4 --ranks-per-node 2 --net-bw 12.5M --net-lat 50e-6 \
+    --host-speed shipped --model lenet5 --data synthetic --out plat.xml --hostfile hosts \
+    >plat.out 2>&1 || fail "platform: $(tail -2 plat.out)"
+refused "rendezvous" "waits for its receive" mpi 4 train "${C[@]}" --strategy asp \
+    --clock virtual --p2p-model arbiter --platform plat.xml --hostfile hosts
+echo "test_cli_arbiter: refusals"
+
+# ---- reproducible, bit for bit ----
+for s in asp "inhad --inhad-aggregator loop" gpipe daso; do
+    n=${s%% *}
+    for i in 1 2; do
+        mpi 4 train "${C[@]}" "${V[@]}" --strategy $s --metrics "$n.$i.jsonl" \
+            --export-safetensors "$n.$i.st" >"$n.$i.out" 2>&1 ||
+            fail "$n run $i exited $?: $(tail -3 "$n.$i.out")"
+    done
+    cmp -s "$n.1.st" "$n.2.st" || fail "$n: the weights differ between two runs"
+    [ "$(stable "$n.1.jsonl")" = "$(stable "$n.2.jsonl")" ] || fail "$n: the metrics differ"
+done
+echo "test_cli_arbiter: asp, inhad, gpipe, daso reproducible"
+
+# ---- the arbiter decides: a pipeline's activations and gradients cross one link ----
+# gpipe, 4 stages on 2 nodes: the activations forward and the gradients back cross the nodes'
+# link at once; with cross-traffic each takes 0.05 of the other's way, which the local rules
+# do not see: the arbiter's epoch is longer, by less than the 5 % the messages could lose
+cp gpipe.1.jsonl gp.arbiter.jsonl
+mpi 4 train "${C[@]}" "${V[@]}" --p2p-model local --strategy gpipe --metrics gp.local.jsonl \
+    >gp.local.out 2>&1 || fail "gpipe, local rules, exited $?: $(tail -3 gp.local.out)"
+el=$(ep_val gp.local.jsonl epoch_s) ea=$(ep_val gp.arbiter.jsonl epoch_s)
+awk -v l="${el:-0}" -v a="${ea:-0}" 'BEGIN { exit !(l > 0 && a > l && a < 1.05 * l) }' ||
+    fail "gpipe: epoch $ea s with the arbiter, $el s with the local rules (expected the arbiter's longer, by less than 5 %)"
+echo "test_cli_arbiter: gpipe's epoch $el s (local rules), $ea s (arbiter)"
+else
+    echo "test_cli_arbiter: the multi-rank parts skipped: more ranks than cores ($het_mpi_flavor busy-polls)"
+fi
+[ $failures -eq 0 ] || exit 1
+echo "test_cli_arbiter: passed"
