@@ -8,6 +8,9 @@
 # - asp, inhad (--inhad-aggregator loop) and gpipe on 2 x 2 ranks at 100 Mbit/s with SMPI's
 #   factors and cross-traffic: two runs give the same weights and metrics bit for bit; daso's
 #   collectives beside it run too;
+# - asp with --eval-every (evaluations charged to no clock, after which the clock goes back:
+#   the arbiter is told none of it) over 2 epochs; resume from its checkpoint equals the
+#   uninterrupted run, bit for bit;
 # - gpipe's 4 stages on 2 nodes: its activations and gradients cross the link at once, each
 #   taking 0.05 of the other's way (cross-traffic), which the local rules do not see: the
 #   arbiter's epoch is longer than theirs, by less than 5 %.
@@ -66,6 +69,17 @@ for s in asp "inhad --inhad-aggregator loop" gpipe daso; do
     [ "$(stable "$n.1.jsonl")" = "$(stable "$n.2.jsonl")" ] || fail "$n: the metrics differ"
 done
 echo "test_cli_arbiter: asp, inhad, gpipe, daso reproducible"
+
+# ---- work charged to no clock (--eval-every: the clock goes back after it), resume ----
+E=(--strategy asp --eval-every 4)
+mpi 4 train "${C[@]}" "${V[@]}" "${E[@]}" --epochs 2 --export-safetensors full.st >full.out 2>&1 ||
+    fail "asp with --eval-every exited $?: $(tail -3 full.out)"
+mpi 4 train "${C[@]}" "${V[@]}" "${E[@]}" --epochs 1 --checkpoint r.bin >r1.out 2>&1 ||
+    fail "resume, first part exited $?: $(tail -3 r1.out)"
+mpi 4 train "${C[@]}" "${V[@]}" "${E[@]}" --epochs 2 --checkpoint r.bin --resume \
+    --export-safetensors res.st >r2.out 2>&1 || fail "resume exited $?: $(tail -3 r2.out)"
+cmp -s full.st res.st || fail "asp: resume differs from 2 epochs straight"
+echo "test_cli_arbiter: evaluations inside epochs; resume equals an uninterrupted run"
 
 # ---- the arbiter decides: a pipeline's activations and gradients cross one link ----
 # gpipe, 4 stages on 2 nodes: the activations forward and the gradients back cross the nodes'

@@ -110,6 +110,11 @@ const int *het_comm_world_nodes(const het_comm *c);
 int het_comm_smallest_node(const het_comm *c);
 /* 1 when the arbiter carries the point-to-point messages between nodes (--p2p-model arbiter). */
 int het_comm_arbiter(const het_comm *c);
+/* Work charged to no clock (het_step_aside: the lane's clock moves, then goes back to t): the
+ * arbiter is told t for all of it (hold), then the lane's own time again (t < 0: release). */
+void het_comm_arbiter_hold(het_comm *c, double t);
+/* The time this rank tells the arbiter now: its lane's, or the hold's. */
+double het_comm_arbiter_now(const het_comm *c);
 /* The MPI communicator of a scope (a group's too); MPI_COMM_NULL for HET_COMM_NONE, an
  * unknown scope or a NULL comm. Owned by the topology or the comm: do not free it. */
 MPI_Comm het_comm_mpi(const het_comm *c, het_comm_scope s);

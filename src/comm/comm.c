@@ -150,6 +150,15 @@ int het_comm_smallest_node(const het_comm *c) {
 
 int het_comm_arbiter(const het_comm *c) { return c && c->arb; }
 
+void het_comm_arbiter_hold(het_comm *c, double t) {
+    if (c) c->arb_hold = t;
+}
+
+double het_comm_arbiter_now(const het_comm *c) {
+    double v = het_lane_now(c->lane);
+    return c->arb_hold >= 0.0 && c->arb_hold < v ? c->arb_hold : v;
+}
+
 void het_comm_set_lane(het_comm *c, het_lane *lane) {
     if (c) c->lane = lane ? lane : &c->own_lane;
 }
@@ -174,6 +183,7 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     c->ne = ne;
     c->own_lane = HET_LANE_START;
     c->lane = &c->own_lane;
+    c->arb_hold = -1.0;
     c->host = MPI_COMM_NULL;
     c->chunk = HET_COMM_DEFAULT_CHUNK;
     for (size_t i = 0; i < sizeof c->wire_op / sizeof c->wire_op[0]; i++)

@@ -85,6 +85,9 @@ struct het_comm {
     struct het_p2p *p2p;                           /* point-to-point state (p2p.c), or NULL */
     struct het_arb_svc *arb;                       /* the arbiter service (arb_svc.c) with
                                                       --p2p-model arbiter, or NULL */
+    double arb_hold;                               /* >= 0: inside work charged to no clock
+                                                      (het_comm_arbiter_hold): the time told
+                                                      the arbiter, which the clock returns to */
     int *world_node;                               /* node id of every world rank */
     MPI_Comm host;                                 /* this machine's ranks (aside.c), or NULL */
     het_link_log links;                            /* node link occupancy (links.c) */

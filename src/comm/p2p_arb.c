@@ -176,7 +176,7 @@ static int report(het_comm *c, struct arb_side *a, int n) {
     if (n) memcpy(a->rep, a->nm, (size_t)n * sizeof *a->rep);
     if (n) memcpy(a->owner, a->own, (size_t)n * sizeof *a->owner);
     a->n_rep = n, a->valid = 1;
-    return het_arb_svc_wait_post(c->arb, het_lane_now(c->lane), n, a->rep,
+    return het_arb_svc_wait_post(c->arb, het_comm_arbiter_now(c), n, a->rep,
                                  het_arb_svc_min_latency(c->arb), INFINITY, &a->number);
 }
 

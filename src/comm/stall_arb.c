@@ -40,7 +40,7 @@ static void fail(void) {
 
 void het_stall_arb_enter(long long key, long long seq) {
     if (!arb_comm) return;
-    if (!key || het_arb_svc_enter(arb_comm->arb, het_lane_now(arb_comm->lane), key, seq) !=
+    if (!key || het_arb_svc_enter(arb_comm->arb, het_comm_arbiter_now(arb_comm), key, seq) !=
                     HET_OK)
         fail();
 }
@@ -51,7 +51,7 @@ void het_stall_arb_wait(long long key, long long seq, MPI_Comm comm) {
     MPI_Comm_size(comm, &size);
     int *mem = size > 0 ? malloc((size_t)size * sizeof *mem) : NULL;
     int ok = mem && key && het_stall_members(comm, size, mem) &&
-             het_arb_svc_group(arb_comm->arb, het_lane_now(arb_comm->lane), key, seq, size,
+             het_arb_svc_group(arb_comm->arb, het_comm_arbiter_now(arb_comm), key, seq, size,
                                mem) == HET_OK;
     free(mem);
     if (!ok) fail();

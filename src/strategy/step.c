@@ -474,11 +474,13 @@ void het_step_aside_begin(het_strategy_ctx *ctx, het_step_aside *a) {
     if (ctx->comm) a->comm = het_comm_get_stats(ctx->comm);
     a->link_mark = het_comm_link_mark(ctx->comm);
     a->queue = het_comm_queue_get(ctx->comm);
+    het_comm_arbiter_hold(ctx->comm, a->v); /* the arbiter sees none of it */
 }
 
 void het_step_aside_end(het_strategy_ctx *ctx, const het_step_aside *a) {
     het_lane_rewind(&ctx->lane, a->v);
     if (!ctx->comm) return;
+    het_comm_arbiter_hold(ctx->comm, -1.0);
     het_comm_link_rewind(ctx->comm, a->link_mark);
     het_comm_queue_set(ctx->comm, a->queue);
     het_comm_stats now = het_comm_get_stats(ctx->comm), *z = &ctx->epoch_comm0;
