@@ -23,6 +23,7 @@
  * (rendezvous), lanes other than the rank's main one (qfb's threads, inhad's aggregator
  * thread), waitany; they are refused. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,12 @@ void het_p2p_arb_free(het_comm *c) {
     if (!a) return;
     int finalized = 0;
     MPI_Finalized(&finalized);
+    /* a receiver may still be taking the last messages: up to 10 s for them, then MPI keeps
+     * what is left (and its copy: MPI may still read it) */
+    for (double t0 = het_now(); !finalized && a->n_bg > 0 && het_now() - t0 < 10.0;) {
+        het_p2p_arb_reap(c, 0);
+        if (a->n_bg > 0) sched_yield();
+    }
     if (!finalized) het_p2p_arb_reap(c, 1);
     free(a->bg), free(a->rep), free(a->owner), free(a->nm), free(a->own);
     free(a);
