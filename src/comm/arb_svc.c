@@ -62,6 +62,7 @@ struct het_arb_svc {
     MPI_Comm comm;
     int rank, size, seq, n_nodes, bye, dup;
     int n_waits;             /* this rank's waits so far (a time limit's answer names one) */
+    int debug;               /* HET_ARB_DEBUG set: rank 0 prints reports and settles */
     het_map64 next;          /* (dest, stream) -> the index of this rank's next message there */
     het_map64 by_name;       /* rank 0: (src, dest, stream) -> its entry in streams */
     flows_of *streams;       /* rank 0 */
@@ -192,7 +193,7 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
 
 static int apply(het_arb_svc *s, int r, const report *m, const void *ints) {
     waiting *w = &s->w[r];
-    if (getenv("HET_ARB_DEBUG")) { /* every report, as rank 0 takes it */
+    if (s->debug) { /* every report, as rank 0 takes it */
         fprintf(stderr, "ARB r%d kind %d t %.9g n %d dest %d stream %d k %d fixed %g bytes %g |",
                 r, m->kind, m->t, m->n, m->dest, m->stream, m->k, m->fixed, m->bytes);
         const het_arb_name *nm = ints;
@@ -363,7 +364,7 @@ static int serve(het_arb_svc *s) {
     }
     if (rc == HET_OK && s->rank == 0) {
         double now = het_arbiter_settle(s->arb);
-        if (getenv("HET_ARB_DEBUG")) { /* the settle, when it changed: what holds it back */
+        if (s->debug) { /* the settle, when it changed: what holds it back */
             static char last[512];
             char buf[512];
             int o = snprintf(buf, sizeof buf, "SETTLE now %.9g promises", now);
@@ -397,6 +398,7 @@ het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne) {
         MPI_Comm_rank(world, &s->rank);
         MPI_Comm_size(world, &s->size);
         s->ne = ne;
+        s->debug = getenv("HET_ARB_DEBUG") != NULL; /* read once: serve runs every poll */
         ok = (s->node = malloc((size_t)s->size * sizeof *s->node)) != NULL;
     }
     if (ok) {
