@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # --p2p-model arbiter end to end (the point-to-point messages between nodes as flows that world
 # rank 0 completes in virtual-time order: comm/p2p_arb.c), under real mpirun:
-# - refused with one line where it cannot run: the wall clock, --stall-warn 0 (blocking
-#   collectives: rank 0 must serve while it waits), qfb (its stage threads), inhad's
+# - refused with one line where it cannot run: the wall clock, qfb (its stage threads), inhad's
 #   aggregator thread (all 4 ranks exit), a platform whose messages wait for their receive
 #   (smpi/async-small-thresh absent: the job ends at the first such message, every rank);
+# - --stall-warn 0 (the blocking collectives' models; the inspector runs silent, polling them, so
+#   that rank 0 serves inside them): allreduce on 4 nodes charges what the local rules charge
+#   with --stall-warn 0 (to the last digit printed), and asp runs;
 # - asp, inhad (--inhad-aggregator loop) and gpipe on 2 x 2 ranks at 100 Mbit/s with SMPI's
 #   factors and cross-traffic: two runs give the same weights and metrics bit for bit; daso's
 #   collectives beside it run too;
@@ -43,8 +45,6 @@ refused() { # what expected-text args...
         fail "$what: exit $rc, expected a refusal saying '$want': $(tail -2 <<<"$out")"
 }
 refused "wall clock" "add --clock virtual" "$HETRAIN" train "${C[@]}" --p2p-model arbiter
-refused "--stall-warn 0" "stall-warn must be > 0" \
-    "$HETRAIN" train "${C[@]}" "${V[@]}" --stall-warn 0
 refused "qfb" "qfb's stage threads" "$HETRAIN" train "${C[@]}" "${V[@]}" --strategy qfb
 refused "a bad word" "p2p-model" "$HETRAIN" train "${C[@]}" --clock virtual --p2p-model flows
 
@@ -56,6 +56,20 @@ refused "inhad's thread" "inhad-aggregator loop" mpi 4 train "${C[@]}" "${V[@]}"
 refused "rendezvous" "waits for its receive" mpi 4 train "${C[@]}" --strategy asp \
     --clock virtual --p2p-model arbiter --platform plat.xml --hostfile hosts
 echo "test_cli_arbiter: refusals"
+
+# ---- --stall-warn 0: the blocking calls' models ----
+W=(--clock virtual --ranks-per-node 1 --net-bw 12.5M --net-lat 50e-6 --net-factors smpi
+   --strategy allreduce --bucket-mb 0 --stall-warn 0)
+for m in local arbiter; do
+    mpi 4 train "${C[@]}" "${W[@]}" --p2p-model $m --metrics "w.$m.jsonl" >"w.$m.out" 2>&1 ||
+        fail "allreduce --stall-warn 0 --p2p-model $m exited $?: $(tail -3 "w.$m.out")"
+done
+a=$(ep_val w.arbiter.jsonl epoch_s) l=$(ep_val w.local.jsonl epoch_s)
+[ -n "$a" ] && [ "$a" = "$l" ] ||
+    fail "allreduce --stall-warn 0: the arbiter's epoch '$a' s, the local rules' '$l' s"
+mpi 4 train "${C[@]}" "${V[@]}" --strategy asp --stall-warn 0 >w.asp.out 2>&1 ||
+    fail "asp --stall-warn 0 exited $?: $(tail -3 w.asp.out)"
+echo "test_cli_arbiter: --stall-warn 0"
 
 # ---- reproducible, bit for bit ----
 for s in asp "inhad --inhad-aggregator loop" gpipe daso; do

@@ -558,11 +558,19 @@ int het_comm_p2p_pending(het_comm *c);
 /* Starts the inspector on `world` (collective: MPI_Comm_dup). warn_s = abort_s = 0, or one
  * rank: off (nothing is dup'ed). HET_EINVAL for negative values, HET_ENOMEM, HET_EMPI. */
 int  het_stall_start(MPI_Comm world, double warn_s, double abort_s);
+/* Starts it silent (warn_s = abort_s = 0 and more than one rank): no reports and no lines,
+ * but every collective still posted non-blocking and polled, so world rank 0 can serve the
+ * arbiter inside them (--p2p-model arbiter with --stall-warn 0); the collectives' models stay
+ * those of the blocking calls that --stall-warn 0 means (het_stall_blocking_model). */
+int  het_stall_start_silent(MPI_Comm world);
 /* Stops it and frees the side channel; a no-op when it is off. Call before MPI_Finalize. */
 void het_stall_stop(void);
 /* 1 while the inspector runs. When it is off, the float all-reduces (plain and wire type)
  * call the blocking MPI_Allreduce, a few microseconds faster for small messages (stall.c). */
 int  het_stall_on(void);
+/* 1 when the collectives are charged as the blocking calls' algorithms (the library's rules for
+ * MPI_Allreduce and MPI_Bcast): the inspector off, or started silent. */
+int  het_stall_blocking_model(void);
 /* What the process is doing, for the stall line: a static label ("gradients"), the 1-based
  * epoch (0: none) and the step. Three stores: cheap enough for every step. */
 void het_stall_where(const char *what, int epoch, long long step);

@@ -311,9 +311,9 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = het_comm_check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
-    double model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
+    double model = het_comm_allreduce_model(c, s, n * sizeof(float), het_stall_blocking_model());
     het_arrival a;
-    if ((rc = het_arrival_post(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
+    if ((rc = het_arrival_post(c, s, n * sizeof(float), het_stall_blocking_model() ? HET_LINK_BLOCKING
                            : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
         return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
@@ -378,8 +378,8 @@ int het_comm_allreduce_deferred(het_comm *c, het_comm_scope s, float *buf, size_
     MPI_Comm comm = MPI_COMM_NULL;
     int rc = het_comm_check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
-    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), !het_stall_on());
-    het_comm_link_model(c, s, n * sizeof(float), !het_stall_on() ? HET_LINK_BLOCKING
+    r->t_model = het_comm_allreduce_model(c, s, n * sizeof(float), het_stall_blocking_model());
+    het_comm_link_model(c, s, n * sizeof(float), het_stall_blocking_model() ? HET_LINK_BLOCKING
                         : HET_LINK_NONBLOCKING, &r->link_wire, &r->link_share);
     if ((rc = req_arrival_post(c, comm, r)) != HET_OK) return rc;
     return allreduce_mpi(c, s, comm, buf, n, r->t_start);

@@ -61,6 +61,7 @@
  * rank 1 of 3 was SIGSTOPped: 2.6 s each before (all the CPU the busy machine gave them),
  * 0.15 s and 0.25 s now. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,7 +100,7 @@ typedef struct stall_peer {
 } stall_peer;
 
 static struct {
-    int on;
+    int on, silent;
     MPI_Comm world, side;
     int rank, size;
     double warn_s, abort_s, report_s;
@@ -116,10 +117,10 @@ static struct {
     stall_peer *peer;          /* rank 0: every rank's latest report */
     unsigned char *in;         /* rank 0: the receive buffer (owned, in_cap bytes) */
     size_t in_cap;
-} S = {0, MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, 0, 0, 0, {{0}}, 0, NULL, 0, 0, {NULL, NULL},
+} S = {0, 0, MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, 0, 0, 0, {{0}}, 0, NULL, 0, 0, {NULL, NULL},
        {0, 0}, {MPI_REQUEST_NULL, MPI_REQUEST_NULL}, 0, NULL, NULL, 0};
 
-int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
+static int start(MPI_Comm world, double warn_s, double abort_s, int silent) {
     het_stall_stop();
     if (!(warn_s >= 0.0) || !(abort_s >= 0.0))
         return het_error_set(HET_EINVAL, "stall inspector: --stall-warn %g and --stall-abort "
@@ -127,7 +128,7 @@ int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
     if (world == MPI_COMM_NULL) return het_error_set(HET_EINVAL, "stall inspector: no world");
     MPI_Comm_rank(world, &S.rank);
     MPI_Comm_size(world, &S.size);
-    if ((warn_s == 0.0 && abort_s == 0.0) || S.size < 2) return HET_OK;
+    if ((warn_s == 0.0 && abort_s == 0.0 && !silent) || S.size < 2) return HET_OK;
 #ifdef HET_SMPI /* under SMPI every MPI_Test costs simulated time, and no rank can be lost */
     return HET_OK;
 #endif
@@ -142,10 +143,17 @@ int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
     S.warn_s = warn_s;
     S.abort_s = abort_s;
     double first = warn_s > 0.0 ? warn_s : abort_s;
-    S.report_s = first / 2 < 1.0 ? first / 2 : 1.0;
+    S.report_s = silent ? INFINITY : first / 2 < 1.0 ? first / 2 : 1.0;
     S.on = 1;
+    S.silent = silent;
     return HET_OK;
 }
+
+int het_stall_start(MPI_Comm world, double warn_s, double abort_s) {
+    return start(world, warn_s, abort_s, 0);
+}
+
+int het_stall_start_silent(MPI_Comm world) { return start(world, 0.0, 0.0, 1); }
 
 /* Rank 0: keeps report m (and its members) as rank m->rank's latest. A report whose members
  * cannot be kept (out of memory) is kept without them: it cannot be followed. */
@@ -203,6 +211,7 @@ void het_stall_stop(void) {
         if (S.out_req[i] != MPI_REQUEST_NULL) MPI_Wait(&S.out_req[i], MPI_STATUS_IGNORE);
     if (S.on && S.rank == 0) drain();
     S.on = 0;
+    S.silent = 0;
     if (S.side != MPI_COMM_NULL) MPI_Comm_free(&S.side); /* also after a failed start */
     for (int r = 0; S.peer && r < S.size; r++) free(S.peer[r].members);
     free(S.peer);
@@ -218,6 +227,8 @@ void het_stall_stop(void) {
 }
 
 int het_stall_on(void) { return S.on; }
+
+int het_stall_blocking_model(void) { return !S.on || S.silent; }
 
 void het_stall_where(const char *what, int epoch, long long step) {
     S.what = what;

@@ -55,9 +55,9 @@ int het_comm_allreduce_sum_wire(het_comm *c, het_comm_scope s, float *buf, size_
     double t_mpi = 0.0;
     int span = het_comm_span(c, s);
     size_t bytes = n * het_wire_bytes(w);
-    double model = het_comm_allreduce_model(c, s, bytes, !het_stall_on());
+    double model = het_comm_allreduce_model(c, s, bytes, het_stall_blocking_model());
     het_arrival a;
-    if ((rc = het_arrival_post(c, s, bytes, !het_stall_on() ? HET_LINK_BLOCKING
+    if ((rc = het_arrival_post(c, s, bytes, het_stall_blocking_model() ? HET_LINK_BLOCKING
                            : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
         return rc;
     for (size_t off = 0; off < n; off += c->chunk) {

@@ -208,7 +208,7 @@ static const key_def keys[] = {
       "charged by local rules (local, default: a sender's messages leave one after another, "
       "senders into one receiver share its way in) or as flows that share every node link with "
       "every rank's (arbiter: world rank 0 completes them in virtual-time order; eager messages, "
-      "the stall inspector on, not with qfb nor inhad's aggregator thread)"},
+      "not with qfb nor inhad's aggregator thread)"},
      K_WORD, OFF(p2p_model), W_P2P, 0, 0},
     {{"platform", "FILE", "the emulated cluster as a SimGrid platform file (hosts with speeds, "
       "links, routes; docs/PLATFORM.md) instead of --ranks-per-node, --slowdown, --net-bw ..."},

@@ -137,10 +137,6 @@ int het_train_config_check(const het_train_config *c) {
     if (c->p2p_model == 1 && c->clock != HET_CLOCK_VIRTUAL)
         return het_error_set(HET_EINVAL, "p2p-model: arbiter orders messages in virtual time; "
                              "add --clock virtual");
-    if (c->p2p_model == 1 && !(c->stall_warn > 0.0 || c->stall_abort > 0.0))
-        return het_error_set(HET_EINVAL, "p2p-model: arbiter needs the stall inspector's "
-                             "non-blocking collectives (world rank 0 serves the arbiter while it "
-                             "waits); --stall-warn must be > 0");
     if (c->p2p_model == 1 && !strcmp(c->strategy, "qfb"))
         return het_error_set(HET_EINVAL, "p2p-model: arbiter carries one lane per rank; qfb's "
                              "stage threads send at their own times (not yet)");
