@@ -22,6 +22,8 @@
  *   run under three random interleavings of the lanes' reports and settles: every flow's end the
  *   same bits in all three, and the same bits as adding every flow offline in (start, lane,
  *   count) order;
+ * - rendezvous: a flow waiting for its receive holds back what could start after the receive's
+ *   posting (or the receiver's promise) and starts at the later of its send and that posting;
  * - refusals: a post or a run before the lane's promise, a lane out of range or left, a wait
  *   for a flow not posted or for itself, a bad route. */
 #include <math.h>
@@ -397,6 +399,68 @@ static void test_refusals(void) {
     het_arbiter_free(a);
 }
 
+/* Rendezvous, 10 bytes/s, one link. (1) Lane 0 sends X (10 bytes) at 0 to lane 1, whose
+ * receive is posted at 2; lane 2 sends E (20 bytes) at 1. Lane 1 then waits for another
+ * message from lane 0 (lookahead 10: its promise far away): without the pending X, E would be
+ * final at 3; X holds it back from 2 (its receive), and once matched both share the link from
+ * 2 and end at 4 (the same bits as offline). (2) No receive posted: the receiver's promise
+ * bounds X (E ends at 2.5 before lane 1 posts at 3); matched, X runs 3..4. (3) A message of 0
+ * bytes (inside a node) ends at the receive + its latency. (4) Refusals: a second match of one
+ * receive, a flow to another lane. */
+static void test_rendezvous(void) {
+    double cap[1] = {10.0}, look = 10.0;
+    int r0[1] = {0}, from0 = 0;
+    het_arbiter *a = het_arbiter_new(3, 1, cap);
+    int X = het_arbiter_post_rdv(a, 0, 0.0, 1, 7, 10.0, 0.0, 1.0, r0, NULL, 1);
+    het_arbiter_run(a, 0, 5.0);
+    int E = het_arbiter_post(a, 2, 1.0, 20.0, 0.0, 1.0, r0, NULL, 1);
+    het_arbiter_wait(a, 2, 1.0, &E, 1, NULL, NULL, 0);
+    CHECK(het_arbiter_pending(a, X) && het_arbiter_recv(a, 1, 2.0, 7) == 0, "X pending, receive 0");
+    het_arbiter_wait(a, 1, 2.0, NULL, 0, &from0, &look, 1);
+    het_arbiter_settle(a);
+    CHECK(het_arbiter_done(a, E) < 0 && het_arbiter_done(a, X) < 0, "before X's match: E done "
+          "at %g, X at %g", het_arbiter_done(a, E), het_arbiter_done(a, X));
+    CHECK(het_arbiter_match(a, 1, 7, 0, X) == HET_OK, "%s", het_error_msg());
+    het_arbiter_wait(a, 1, 2.0, &X, 1, NULL, NULL, 0);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, E), 4.0) && near(het_arbiter_done(a, X), 4.0) &&
+          het_arbiter_start(a, X) == 2.0, "E done at %.17g, X at %.17g from %g, expected 4, 4 "
+          "from 2", het_arbiter_done(a, E), het_arbiter_done(a, X), het_arbiter_start(a, X));
+    het_flows *off = het_flows_new(1, cap);
+    int oe = het_flows_add(off, 1.0, 20.0, 0.0, 0, r0, 1);
+    int ox = het_flows_add(off, 2.0, 10.0, 0.0, 0, r0, 1);
+    het_flows_run(off);
+    CHECK(het_flows_done(off, oe) == het_arbiter_done(a, E) &&
+          het_flows_done(off, ox) == het_arbiter_done(a, X), "offline %.17g %.17g",
+          het_flows_done(off, oe), het_flows_done(off, ox));
+    het_flows_free(off);
+    CHECK(het_arbiter_match(a, 1, 7, 0, X) == HET_EINVAL, "receive 0 matched twice");
+    het_arbiter_free(a);
+
+    a = het_arbiter_new(3, 1, cap);
+    X = het_arbiter_post_rdv(a, 0, 0.0, 1, 7, 10.0, 0.0, 1.0, r0, NULL, 1);
+    E = het_arbiter_post(a, 2, 0.5, 20.0, 0.0, 1.0, r0, NULL, 1);
+    het_arbiter_wait(a, 2, 0.5, &E, 1, NULL, NULL, 0);
+    het_arbiter_leave(a, 0);
+    het_arbiter_run(a, 1, 3.0);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, E), 2.5), "E done at %.17g, expected 2.5 (lane 1 at 3)",
+          het_arbiter_done(a, E));
+    int r = het_arbiter_recv(a, 1, 3.0, 7);
+    CHECK(r == 0 && het_arbiter_match(a, 2, 7, 0, X) == HET_EINVAL, "X matched by lane 2");
+    CHECK(het_arbiter_match(a, 1, 7, r, X) == HET_OK, "%s", het_error_msg());
+    int Z = het_arbiter_post_rdv(a, 2, 3.5, 1, 9, 0.0, 0.25, 1.0, r0, NULL, 1);
+    CHECK(het_arbiter_done(a, Z) < 0, "a message of 0 bytes done before its receive");
+    het_arbiter_wait(a, 1, 3.0, &X, 1, NULL, NULL, 0);
+    het_arbiter_leave(a, 2);
+    het_arbiter_settle(a);
+    CHECK(near(het_arbiter_done(a, X), 4.0), "X done at %.17g, expected 4",
+          het_arbiter_done(a, X));
+    CHECK(het_arbiter_match(a, 1, 9, het_arbiter_recv(a, 1, 5.0, 9), Z) == HET_OK &&
+          het_arbiter_done(a, Z) == 5.25, "Z done at %g, expected 5.25", het_arbiter_done(a, Z));
+    het_arbiter_free(a);
+}
+
 int main(void) {
     test_hold_and_share();
     test_lookahead();
@@ -407,5 +471,6 @@ int main(void) {
     test_order();
     test_reproducible();
     test_refusals();
+    test_rendezvous();
     return het_test_finish("test_arbiter");
 }

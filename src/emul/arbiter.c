@@ -33,7 +33,15 @@ typedef struct aflow {
     int lane, seq;                     /* the order among flows of one start */
     int net;                           /* its id in the network, -1 while posted only */
     double done;                       /* final completion, -1 until then */
+    int pending, dest, stream;         /* rendezvous: 1 until its receive is matched (start:
+                                        * the send's time till then), its receiver and stream */
 } aflow;
+
+typedef struct rstream {               /* a lane's receives posted on one stream, in order */
+    int stream, n, cap, first;         /* first: the earliest not matched yet */
+    double *tr;                        /* when each was posted */
+    unsigned char *matched;
+} rstream;
 
 typedef struct lane {
     int state, seq;
@@ -51,6 +59,8 @@ typedef struct lane {
     struct { long long comm, seq; } *most; /* and per communicator the latest number */
     int n_most, cap_most;
     int *ids, n_ids, cap_ids;          /* its flows by its own count */
+    rstream *rs;                       /* its receives, per stream */
+    int n_rs, cap_rs;
 } lane;
 
 struct het_arbiter {
@@ -62,6 +72,7 @@ struct het_arbiter {
     int n_fl, cap_fl;
     int *posted, n_posted;             /* ids posted, not in the network yet */
     int *inflight, n_inflight;         /* ids in the network, not complete */
+    int *pend, n_pend;                 /* ids waiting for their receive (rendezvous) */
 };
 
 het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity) {
@@ -88,15 +99,19 @@ het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity) {
 
 void het_arbiter_free(het_arbiter *a) {
     if (!a) return;
-    for (int i = 0; i < a->n_lanes; i++)
-        free(a->ln[i].flows), free(a->ln[i].from), free(a->ln[i].look), free(a->ln[i].ids),
-            free(a->ln[i].most);
+    for (int i = 0; i < a->n_lanes; i++) {
+        lane *l = &a->ln[i];
+        free(l->flows), free(l->from), free(l->look), free(l->ids), free(l->most);
+        for (int k = 0; k < l->n_rs; k++) free(l->rs[k].tr), free(l->rs[k].matched);
+        free(l->rs);
+    }
     free(a->ln);
     free(a->prom);
     free(a->cap);
     free(a->fl);
     free(a->posted);
     free(a->inflight);
+    free(a->pend);
     het_flows_free(a->net);
     free(a);
 }
@@ -134,8 +149,10 @@ int het_arbiter_post(het_arbiter *a, int id, double start, double bytes, double 
         int *np = nf ? realloc(a->posted, (size_t)cap * sizeof *np) : NULL;
         if (np) a->posted = np;
         int *ni = np ? realloc(a->inflight, (size_t)cap * sizeof *ni) : NULL;
-        if (!ni) return het_error_set(HET_ENOMEM, "arbiter: out of memory for %d flows", cap);
-        a->inflight = ni, a->cap_fl = cap;
+        if (ni) a->inflight = ni;
+        int *nd = ni ? realloc(a->pend, (size_t)cap * sizeof *nd) : NULL;
+        if (!nd) return het_error_set(HET_ENOMEM, "arbiter: out of memory for %d flows", cap);
+        a->pend = nd, a->cap_fl = cap;
     }
     if (l->n_ids == l->cap_ids) {
         int cap = l->cap_ids ? 2 * l->cap_ids : 16;
@@ -148,6 +165,7 @@ int het_arbiter_post(het_arbiter *a, int id, double start, double bytes, double 
     memset(x, 0, sizeof *x);
     x->start = start, x->bytes = bytes, x->latency = latency, x->factor = factor;
     x->n_route = n_route, x->lane = id, x->seq = l->seq++, x->net = -1, x->done = -1.0;
+    x->dest = -1;
     double rate = INFINITY; /* the most the route lets it move */
     for (int k = 0; k < n_route; k++) {
         x->route[k] = route[k];
@@ -159,6 +177,96 @@ int het_arbiter_post(het_arbiter *a, int id, double start, double bytes, double 
     else a->posted[a->n_posted++] = a->n_fl;
     l->state = L_RUN, l->clock = start;
     return a->n_fl++;
+}
+
+int het_arbiter_post_rdv(het_arbiter *a, int lane_id, double start, int dest, int stream,
+                         double bytes, double latency, double factor, const int *route,
+                         const double *weight, int n_route) {
+    if (a && (dest < 0 || dest >= a->n_lanes || dest == lane_id))
+        return het_error_set(HET_EINVAL, "arbiter post: lane %d sends to lane %d", lane_id, dest);
+    int id = het_arbiter_post(a, lane_id, start, bytes, latency, factor, route, weight,
+                              n_route);
+    if (id < 0) return id;
+    aflow *x = &a->fl[id];
+    if (bytes > 0.0) a->n_posted--; /* posted last: it waits for its receive instead */
+    x->done = -1.0, x->pending = 1, x->dest = dest, x->stream = stream;
+    a->pend[a->n_pend++] = id;
+    return id;
+}
+
+/* The index of lane l's receives on `stream` in l->rs, or -1. */
+static int stream_at(const lane *l, int stream) {
+    for (int k = 0; k < l->n_rs; k++)
+        if (l->rs[k].stream == stream) return k;
+    return -1;
+}
+
+/* Lane l's receives on `stream` (made when make, else NULL). */
+static rstream *stream_of(lane *l, int stream, int make) {
+    int k = stream_at(l, stream);
+    if (k >= 0) return &l->rs[k];
+    if (!make) return NULL;
+    if (l->n_rs == l->cap_rs) {
+        int cap = l->cap_rs ? 2 * l->cap_rs : 4;
+        rstream *n = realloc(l->rs, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        l->rs = n, l->cap_rs = cap;
+    }
+    l->rs[l->n_rs] = (rstream){.stream = stream};
+    return &l->rs[l->n_rs++];
+}
+
+int het_arbiter_recv(het_arbiter *a, int id, double t, int stream) {
+    lane *l = lane_at(a, id, t, "receive");
+    if (!l) return HET_EINVAL;
+    rstream *r = stream_of(l, stream, 1);
+    if (r && r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        double *tr = realloc(r->tr, (size_t)cap * sizeof *tr);
+        if (tr) r->tr = tr;
+        unsigned char *m = tr ? realloc(r->matched, (size_t)cap) : NULL;
+        if (m) r->matched = m, r->cap = cap;
+        else r = NULL;
+    }
+    if (!r) return het_error_set(HET_ENOMEM, "arbiter: out of memory for receives");
+    r->tr[r->n] = t, r->matched[r->n] = 0;
+    l->state = L_RUN, l->clock = t;
+    return r->n++;
+}
+
+int het_arbiter_match(het_arbiter *a, int id, int stream, int r, int flow) {
+    rstream *rs = a && id >= 0 && id < a->n_lanes ? stream_of(&a->ln[id], stream, 0) : NULL;
+    if (!rs || r < 0 || r >= rs->n || rs->matched[r])
+        return het_error_set(HET_EINVAL, "arbiter match: lane %d has no receive %d on stream %d "
+                             "to match", id, r, stream);
+    aflow *x = flow >= 0 && flow < a->n_fl ? &a->fl[flow] : NULL;
+    if (flow >= 0 && (!x || (x->pending && (x->dest != id || x->stream != stream))))
+        return het_error_set(HET_EINVAL, "arbiter match: flow %d is not lane %d's on stream %d",
+                             flow, id, stream);
+    rs->matched[r] = 1;
+    while (rs->first < rs->n && rs->matched[rs->first]) rs->first++;
+    if (!x || !x->pending) return HET_OK; /* it did not wait for its receive */
+    double start = x->start > rs->tr[r] ? x->start : rs->tr[r];
+    if (start < het_flows_now(a->net))
+        return het_error_set(HET_EINVAL, "arbiter match: flow %d starts at %.17g s, after the "
+                             "network moved to %.17g s", flow, start, het_flows_now(a->net));
+    x->least += start - x->start;
+    x->start = start, x->pending = 0;
+    if (x->bytes == 0.0) x->done = start + x->latency;
+    else a->posted[a->n_posted++] = flow;
+    int w = 0;
+    for (int i = 0; i < a->n_pend; i++)
+        if (a->pend[i] != flow) a->pend[w++] = a->pend[i];
+    a->n_pend = w;
+    return HET_OK;
+}
+
+double het_arbiter_start(const het_arbiter *a, int id) {
+    return a && id >= 0 && id < a->n_fl ? a->fl[id].start : -1.0;
+}
+
+int het_arbiter_pending(const het_arbiter *a, int id) {
+    return a && id >= 0 && id < a->n_fl && a->fl[id].pending;
 }
 
 int het_arbiter_run(het_arbiter *a, int id, double t) {
@@ -381,6 +489,23 @@ static void collect(het_arbiter *a) {
     a->n_inflight = w;
 }
 
+/* The earliest a flow waiting for its receive can start: its send, and the first receive of
+ * its receiver on its stream not matched yet (every later one comes after it), or, with none,
+ * the receiver's promise (it posts none before). */
+static double pending_bound(const het_arbiter *a) {
+    double b = INFINITY;
+    for (int i = 0; i < a->n_pend; i++) {
+        const aflow *x = &a->fl[a->pend[i]];
+        const lane *r = &a->ln[x->dest];
+        int k = stream_at(r, x->stream);
+        const rstream *rs = k >= 0 ? &r->rs[k] : NULL;
+        double t = rs && rs->first < rs->n ? rs->tr[rs->first] : a->prom[x->dest];
+        if (t < x->start) t = x->start;
+        if (t < b) b = t;
+    }
+    return b;
+}
+
 double het_arbiter_settle(het_arbiter *a) {
     if (!a) return 0.0;
     for (;;) {
@@ -388,7 +513,7 @@ double het_arbiter_settle(het_arbiter *a) {
         for (int i = 0; i < a->n_posted; i++)
             if (a->fl[a->posted[i]].start < es) es = a->fl[a->posted[i]].start;
         promises(a, en);
-        double h = INFINITY;
+        double h = pending_bound(a); /* a flow not matched yet starts no earlier */
         for (int i = 0; i < a->n_lanes; i++)
             if (a->prom[i] < h) h = a->prom[i];
         if (en <= es && isfinite(en)) {

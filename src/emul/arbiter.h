@@ -42,6 +42,26 @@ void het_arbiter_free(het_arbiter *a);
  * order) or a negative status. The lane runs at `start` afterwards. */
 int het_arbiter_post(het_arbiter *a, int lane, double start, double bytes, double latency,
                      double factor, const int *route, const double *weight, int n_route);
+/* Rendezvous (a message that waits for its receive, as MPI's protocol for large messages): as
+ * het_arbiter_post, a flow to lane `dest` on `stream` (a number both sides give alike) whose
+ * bytes move from the later of `start` and the posting of the receive that takes it
+ * (het_arbiter_match); until then it is pending and holds back every flow that could start
+ * after it (no earlier than its start and the first receive of dest on the stream not matched
+ * yet, or dest's promise when there is none). */
+int het_arbiter_post_rdv(het_arbiter *a, int lane, double start, int dest, int stream,
+                         double bytes, double latency, double factor, const int *route,
+                         const double *weight, int n_route);
+/* The lane posts a receive on `stream` at t (its clock: not before its promise): returns its
+ * index on the stream (0, 1, ...), or a negative status. */
+int het_arbiter_recv(het_arbiter *a, int lane, double t, int stream);
+/* The lane's receive r on `stream` takes flow `flow` (-1: nothing the arbiter carries, e.g. a
+ * message that did not wait for it): a pending flow starts at the later of its send and the
+ * receive's posting. Not a clock event (told later in wall time, about the past: safe, since
+ * the pending flow held everything after its earliest start). */
+int het_arbiter_match(het_arbiter *a, int lane, int stream, int r, int flow);
+/* A flow's start (its send's time while pending), or -1; whether it still waits for its receive. */
+double het_arbiter_start(const het_arbiter *a, int id);
+int het_arbiter_pending(const het_arbiter *a, int id);
 /* The lane runs with its clock at t (not before its last promise): it starts no flow before t. */
 int het_arbiter_run(het_arbiter *a, int lane, double t);
 /* The lane, its clock at t, waits until one of flows[0, n_flows) completes or a message comes
