@@ -415,7 +415,7 @@ static void test_rendezvous(void) {
     het_arbiter_run(a, 0, 5.0);
     int E = het_arbiter_post(a, 2, 1.0, 20.0, 0.0, 1.0, r0, NULL, 1);
     het_arbiter_wait(a, 2, 1.0, &E, 1, NULL, NULL, 0);
-    CHECK(het_arbiter_pending(a, X) && het_arbiter_recv(a, 1, 2.0, 7) == 0, "X pending, receive 0");
+    CHECK(het_arbiter_pending(a, X) && het_arbiter_recv(a, 1, 2.0, 7, -1) == 0, "X pending, receive 0");
     het_arbiter_wait(a, 1, 2.0, NULL, 0, &from0, &look, 1);
     het_arbiter_settle(a);
     CHECK(het_arbiter_done(a, E) < 0 && het_arbiter_done(a, X) < 0, "before X's match: E done "
@@ -446,7 +446,7 @@ static void test_rendezvous(void) {
     het_arbiter_settle(a);
     CHECK(near(het_arbiter_done(a, E), 2.5), "E done at %.17g, expected 2.5 (lane 1 at 3)",
           het_arbiter_done(a, E));
-    int r = het_arbiter_recv(a, 1, 3.0, 7);
+    int r = het_arbiter_recv(a, 1, 3.0, 7, 0);
     CHECK(r == 0 && het_arbiter_match(a, 2, 7, 0, X) == HET_EINVAL, "X matched by lane 2");
     CHECK(het_arbiter_match(a, 1, 7, r, X) == HET_OK, "%s", het_error_msg());
     int Z = het_arbiter_post_rdv(a, 2, 3.5, 1, 9, 0.0, 0.25, 1.0, r0, NULL, 1);
@@ -456,7 +456,7 @@ static void test_rendezvous(void) {
     het_arbiter_settle(a);
     CHECK(near(het_arbiter_done(a, X), 4.0), "X done at %.17g, expected 4",
           het_arbiter_done(a, X));
-    CHECK(het_arbiter_match(a, 1, 9, het_arbiter_recv(a, 1, 5.0, 9), Z) == HET_OK &&
+    CHECK(het_arbiter_match(a, 1, 9, het_arbiter_recv(a, 1, 5.0, 9, 2), Z) == HET_OK &&
           het_arbiter_done(a, Z) == 5.25, "Z done at %g, expected 5.25", het_arbiter_done(a, Z));
     het_arbiter_free(a);
 }

@@ -39,8 +39,9 @@ typedef struct aflow {
 
 typedef struct rstream {               /* a lane's receives posted on one stream, in order */
     int stream, n, cap, first;         /* first: the earliest not matched yet */
-    double *tr;                        /* when each was posted */
-    unsigned char *matched;
+    double *tr;                        /* when each was posted, */
+    int *src;                          /* from which lane (-1: any), */
+    unsigned char *matched;            /* and whether it took its message */
 } rstream;
 
 typedef struct lane {
@@ -102,7 +103,8 @@ void het_arbiter_free(het_arbiter *a) {
     for (int i = 0; i < a->n_lanes; i++) {
         lane *l = &a->ln[i];
         free(l->flows), free(l->from), free(l->look), free(l->ids), free(l->most);
-        for (int k = 0; k < l->n_rs; k++) free(l->rs[k].tr), free(l->rs[k].matched);
+        for (int k = 0; k < l->n_rs; k++)
+            free(l->rs[k].tr), free(l->rs[k].src), free(l->rs[k].matched);
         free(l->rs);
     }
     free(a->ln);
@@ -216,20 +218,24 @@ static rstream *stream_of(lane *l, int stream, int make) {
     return &l->rs[l->n_rs++];
 }
 
-int het_arbiter_recv(het_arbiter *a, int id, double t, int stream) {
+int het_arbiter_recv(het_arbiter *a, int id, double t, int stream, int src) {
     lane *l = lane_at(a, id, t, "receive");
     if (!l) return HET_EINVAL;
+    if (src < -1 || src >= a->n_lanes || src == id)
+        return het_error_set(HET_EINVAL, "arbiter receive: lane %d from lane %d", id, src);
     rstream *r = stream_of(l, stream, 1);
     if (r && r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 16;
         double *tr = realloc(r->tr, (size_t)cap * sizeof *tr);
         if (tr) r->tr = tr;
-        unsigned char *m = tr ? realloc(r->matched, (size_t)cap) : NULL;
+        int *sr = tr ? realloc(r->src, (size_t)cap * sizeof *sr) : NULL;
+        if (sr) r->src = sr;
+        unsigned char *m = sr ? realloc(r->matched, (size_t)cap) : NULL;
         if (m) r->matched = m, r->cap = cap;
         else r = NULL;
     }
     if (!r) return het_error_set(HET_ENOMEM, "arbiter: out of memory for receives");
-    r->tr[r->n] = t, r->matched[r->n] = 0;
+    r->tr[r->n] = t, r->src[r->n] = src, r->matched[r->n] = 0;
     l->state = L_RUN, l->clock = t;
     return r->n++;
 }
@@ -240,7 +246,8 @@ int het_arbiter_match(het_arbiter *a, int id, int stream, int r, int flow) {
         return het_error_set(HET_EINVAL, "arbiter match: lane %d has no receive %d on stream %d "
                              "to match", id, r, stream);
     aflow *x = flow >= 0 && flow < a->n_fl ? &a->fl[flow] : NULL;
-    if (flow >= 0 && (!x || (x->pending && (x->dest != id || x->stream != stream))))
+    if (flow >= 0 && (!x || (x->pending && (x->dest != id || x->stream != stream ||
+                                            (rs->src[r] >= 0 && rs->src[r] != x->lane)))))
         return het_error_set(HET_EINVAL, "arbiter match: flow %d is not lane %d's on stream %d",
                              flow, id, stream);
     rs->matched[r] = 1;
@@ -490,8 +497,8 @@ static void collect(het_arbiter *a) {
 }
 
 /* The earliest a flow waiting for its receive can start: its send, and the first receive of
- * its receiver on its stream not matched yet (every later one comes after it), or, with none,
- * the receiver's promise (it posts none before). */
+ * its receiver on its stream not matched yet that can take it (from its lane or any; every
+ * later one comes after it), or, with none, the receiver's promise (it posts none before). */
 static double pending_bound(const het_arbiter *a) {
     double b = INFINITY;
     for (int i = 0; i < a->n_pend; i++) {
@@ -499,7 +506,12 @@ static double pending_bound(const het_arbiter *a) {
         const lane *r = &a->ln[x->dest];
         int k = stream_at(r, x->stream);
         const rstream *rs = k >= 0 ? &r->rs[k] : NULL;
-        double t = rs && rs->first < rs->n ? rs->tr[rs->first] : a->prom[x->dest];
+        double t = a->prom[x->dest];
+        for (int k2 = rs ? rs->first : 0; rs && k2 < rs->n; k2++)
+            if (!rs->matched[k2] && (rs->src[k2] < 0 || rs->src[k2] == x->lane)) {
+                t = rs->tr[k2];
+                break;
+            }
         if (t < x->start) t = x->start;
         if (t < b) b = t;
     }

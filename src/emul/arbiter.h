@@ -47,13 +47,13 @@ int het_arbiter_post(het_arbiter *a, int lane, double start, double bytes, doubl
  * bytes move from the later of `start` and the posting of the receive that takes it
  * (het_arbiter_match); until then it is pending and holds back every flow that could start
  * after it (no earlier than its start and the first receive of dest on the stream not matched
- * yet, or dest's promise when there is none). */
+ * yet that can take it, or dest's promise when there is none). */
 int het_arbiter_post_rdv(het_arbiter *a, int lane, double start, int dest, int stream,
                          double bytes, double latency, double factor, const int *route,
                          const double *weight, int n_route);
-/* The lane posts a receive on `stream` at t (its clock: not before its promise): returns its
- * index on the stream (0, 1, ...), or a negative status. */
-int het_arbiter_recv(het_arbiter *a, int lane, double t, int stream);
+/* The lane posts a receive on `stream` from lane `src` (-1: any) at t (its clock: not before its
+ * promise): returns its index on the stream (0, 1, ...), or a negative status. */
+int het_arbiter_recv(het_arbiter *a, int lane, double t, int stream, int src);
 /* The lane's receive r on `stream` takes flow `flow` (-1: nothing the arbiter carries, e.g. a
  * message that did not wait for it): a pending flow starts at the later of its send and the
  * receive's posting. Not a clock event (told later in wall time, about the past: safe, since
