@@ -10,7 +10,9 @@
  * - 4 nodes of 1 rank: ranks 1, 2, 3 send to rank 0 at once: its way in at a third each, all end
  *   at 3 s + L; rank 0's first wait returns rank 1's (the smallest (end, sender, count)), the
  *   next rank 2's, then rank 3's;
- * - time limits and a receive from any sender (limits(), any_source(), below).
+ * - time limits and a receive from any sender (limits(), any_source(), below);
+ * - rendezvous: a message moves from its receive's posting; a receive from any sender takes
+ *   the message sent first (rendezvous(), below).
  * As a singleton (ctest's run): the service starts and stops on one rank, a message to its own
  * node is refused, a network without bandwidth is refused. */
 #include <math.h>
@@ -189,6 +191,55 @@ static void singleton(void) {
     CHECK(het_arb_svc_open(MPI_COMM_WORLD, node, none) == NULL, "no bandwidth: refused");
 }
 
+/* Rendezvous (messages of 500 bytes and more wait for their receive), 2 nodes of 2 ranks:
+ * rank 2 sends 1 MB to rank 0 at 0 s; rank 0 posts its receive at 1 s and tells the match:
+ * the bytes move from 1 s, in at 2 s + L (not 1 s + L). Then a receive from any sender at
+ * 2 s + L on stream 5, where rank 2 sent 1 MB at 0.3 s and rank 3 1 kB at 0.5 s (reported
+ * 100 ms later in wall time): MPI matches the one sent first, rank 2's, though rank 3's
+ * would end first: 3 s + 2 L; the next receive takes rank 3's: 3 s + 2 L + 1 ms + L. */
+static void rendezvous(int rank) {
+    const int node[4] = {0, 0, 1, 1};
+    het_netem ne = net(0);
+    ne.rndv_bytes = 500;
+    het_arb_svc *s = het_arb_svc_open(MPI_COMM_WORLD, node, ne);
+    if (!s) return;
+    int k = -1, r = -1, which = -9, number = -1;
+    double end = -1;
+    if (rank == 2) {
+        het_arb_svc_post(s, 0.0, (size_t)MB, 0, 4, -1.0, &k);
+        het_arb_svc_post(s, 0.3, (size_t)MB, 0, 5, -1.0, &k);
+    }
+    if (rank == 3) {
+        nap_ms(100);
+        het_arb_svc_post(s, 0.5, 1000, 0, 5, -1.0, &k);
+    }
+    if (rank == 0) {
+        het_arb_name a = {2, 4, 0}, nm[2] = {{2, 5, 0}, {3, 5, 0}};
+        CHECK(het_arb_svc_recv(s, 1.0, 4, 2, &r) == HET_OK && r == 0, "receive 0: %d", r);
+        CHECK(het_arb_svc_match(s, 4, r, &a) == HET_OK, "%s", het_error_msg());
+        het_arb_svc_wait(s, 1.0, 1, &a, L, INFINITY, NULL, NULL, &which, &end);
+        CHECK(which == 0 && near(end, 2.0 + L), "rendezvous: which %d, end %.12g, expected "
+              "%.12g", which, end, 2.0 + L);
+        double t = end;
+        CHECK(het_arb_svc_recv(s, t, 5, -1, &r) == HET_OK && r == 0 &&
+              het_arb_svc_wait_recv(s, t, 2, nm, L, r, INFINITY, &number) == HET_OK, "%s",
+              het_error_msg());
+        for (which = -9; !het_arb_svc_wait_test(s, 2, nm, INFINITY, number, &which, &end);)
+            het_arb_svc_serve(s);
+        CHECK(which == 0 && near(end, 3.0 + 2 * L), "any: which %d (expected 0: rank 2, sent "
+              "first), end %.12g", which, end);
+        t = end;
+        CHECK(het_arb_svc_recv(s, t, 5, -1, &r) == HET_OK && r == 1 &&
+              het_arb_svc_wait_recv(s, t, 1, nm + 1, L, r, INFINITY, &number) == HET_OK, "%s",
+              het_error_msg());
+        for (which = -9; !het_arb_svc_wait_test(s, 1, nm + 1, INFINITY, number, &which, &end);)
+            het_arb_svc_serve(s);
+        CHECK(which == 0 && near(end, t + 1e-3 + L), "then rank 3's: end %.12g, expected %.12g",
+              end, t + 1e-3 + L);
+    }
+    CHECK(het_arb_svc_close(s) == HET_OK, "close: %s", het_error_msg());
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
@@ -204,6 +255,7 @@ int main(int argc, char **argv) {
         incast(rank);
         limits(rank);
         any_source(rank);
+        rendezvous(rank);
     } else {
         CHECK(0, "run on 1 or 4 ranks, not %d", size);
     }

@@ -2,8 +2,10 @@
 # --p2p-model arbiter end to end (the point-to-point messages between nodes as flows that world
 # rank 0 completes in virtual-time order: comm/p2p_arb.c), under real mpirun:
 # - refused with one line where it cannot run: the wall clock, qfb (its stage threads), inhad's
-#   aggregator thread (all 4 ranks exit), a platform whose messages wait for their receive
-#   (smpi/async-small-thresh absent: the job ends at the first such message, every rank);
+#   aggregator thread (all 4 ranks exit);
+# - a platform whose messages wait for their receive (SMPI's default, rendezvous): asp and inhad
+#   (--inhad-aggregator loop) reproducible bit for bit, their epochs within 10 % of the local
+#   rules';
 # - --stall-warn 0 (the blocking collectives' models; the inspector runs silent, polling them, so
 #   that rank 0 serves inside them): allreduce on 4 nodes charges what the local rules charge
 #   with --stall-warn 0 (to the last digit printed), and asp runs;
@@ -53,9 +55,25 @@ refused "inhad's thread" "inhad-aggregator loop" mpi 4 train "${C[@]}" "${V[@]}"
 "$HETRAIN" platform --ranks 4 --ranks-per-node 2 --net-bw 12.5M --net-lat 50e-6 \
     --host-speed shipped --model lenet5 --data synthetic --out plat.xml --hostfile hosts \
     >plat.out 2>&1 || fail "platform: $(tail -2 plat.out)"
-refused "rendezvous" "waits for its receive" mpi 4 train "${C[@]}" --strategy asp \
-    --clock virtual --p2p-model arbiter --platform plat.xml --hostfile hosts
 echo "test_cli_arbiter: refusals"
+
+# ---- rendezvous (a platform file: SMPI's default, every message waits for its receive) ----
+R=(--clock virtual --platform plat.xml --hostfile hosts --stall-warn 0)
+for s in asp "inhad --inhad-aggregator loop"; do
+    n=${s%% *}
+    for run in arbiter.1 arbiter.2 local; do
+        mpi 4 train "${C[@]}" "${R[@]}" --strategy $s --p2p-model "${run%.*}" \
+            --metrics "r.$n.$run.jsonl" --export-safetensors "r.$n.$run.st" >"r.$n.$run.out" 2>&1 ||
+            fail "$n, rendezvous, $run: exited $?: $(tail -3 "r.$n.$run.out")"
+    done
+    cmp -s "r.$n.arbiter.1.st" "r.$n.arbiter.2.st" || fail "$n, rendezvous: the weights differ"
+    a=$(ep_val "r.$n.arbiter.1.jsonl" epoch_s) b=$(ep_val "r.$n.arbiter.2.jsonl" epoch_s)
+    l=$(ep_val "r.$n.local.jsonl" epoch_s)
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$n, rendezvous: epochs '$a' and '$b' s"
+    awk -v a="$a" -v l="$l" 'BEGIN { exit !(l > 0 && a / l > 0.9 && a / l < 1.1) }' ||
+        fail "$n, rendezvous: the arbiter's epoch $a s against the local rules' $l s"
+    echo "test_cli_arbiter: $n with rendezvous: $a s (arbiter), $l s (local rules)"
+done
 
 # ---- --stall-warn 0: the blocking calls' models ----
 W=(--clock virtual --ranks-per-node 1 --net-bw 12.5M --net-lat 50e-6 --net-factors smpi

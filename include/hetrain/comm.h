@@ -456,6 +456,7 @@ typedef struct het_msg {
     void *copy;              /* arbiter: a send's payload, copied (its wait returns at once) */
     int arb_next;            /* arbiter: a receive's message index on its stream + 1 while
                               * its arrival is not known yet, else 0 */
+    int arb_r;               /* arbiter, rendezvous: a receive's number on its stream, or -1 */
     het_msg_hdr hdr;         /* a send's header */
     MPI_Request *reqs;       /* heap when n_reqs > HET_MSG_INLINE, else inline_reqs */
     int n_reqs;
@@ -522,6 +523,11 @@ int het_comm_msg_waitany(het_comm *c, int n, het_msg *msgs, int *index);
  * which the main thread makes the call; information the rank would hold locally on a real
  * cluster). */
 int het_comm_msg_wait_untimed(het_comm *c, het_msg *m);
+/* The same for a receive that may give up at `limit` on the virtual clock (the caller has
+ * something to do then): under --p2p-model arbiter, *arrived = 0 once nothing m may be can
+ * end by then (m stays posted: wait for it again); otherwise, and with the local rules, as
+ * het_comm_msg_wait_untimed, *arrived = 1 (compare m->deliver with the limit). */
+int het_comm_msg_wait_untimed_by(het_comm *c, het_msg *m, double limit, int *arrived);
 /* As het_comm_msg_test, untimed in the same way: *done = 1 once MPI has delivered m, whatever
  * the clock reads (m->deliver says when it arrives, for the caller's own clock). */
 int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done);

@@ -23,62 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm/arb_svc.h"
-#include "core/map64.h"
-#include "emul/arbiter.h"
+#include "comm/arb_svc_int.h"
 #include "hetrain/core.h"
 
-enum { TAG_REPORT = 1, TAG_ANSWER = 2 };
-enum { K_POST = 1, K_RUN, K_WAIT, K_GROUP, K_LEAVE, K_DONE, K_BYE, K_ENTER };
-
-typedef struct report {
-    int kind, n;      /* n: WAIT: names (src, stream, k) after it; GROUP: members after it;
-                       * DONE: answers (n doubles, then n names) */
-    int dest, stream; /* POST: the receiver and its stream */
-    double fixed;     /* POST: >= 0: a message the arbiter does not carry (inside the node, no
-                       * payload), in that many seconds from its start; < 0: a flow */
-    int k, seq;       /* POST: its index on the stream, the sender's count; WAIT: its number */
-    double t, bytes;  /* POST: start, bytes; RUN, WAIT, GROUP: the clock */
-    double look;      /* WAIT: the lookahead */
-    double until;     /* WAIT: the time limit (INFINITY: none) */
-    long long group;  /* ENTER, GROUP: the collective's communicator (a key) */
-    long long gseq;   /* ENTER, GROUP: its number there */
-} report;
-
-typedef struct pending { MPI_Request req; void *buf; } pending;
-
-typedef struct waiting { /* rank 0: a rank's wait by names */
-    int active, n, cap, number, timer_told;
-    het_arb_name *name;
-    unsigned char *told;
-    double t, look, until;
-} waiting;
-
-typedef struct known { het_arb_name name; double end; } known;
-
-typedef struct flows_of { int *id, n, cap; } flows_of; /* rank 0: a stream's flows by index */
-
-struct het_arb_svc {
-    MPI_Comm comm;
-    int rank, size, seq, n_nodes, bye, dup;
-    int n_waits;             /* this rank's waits so far (a time limit's answer names one) */
-    int debug;               /* HET_ARB_DEBUG set: rank 0 prints reports and settles */
-    het_map64 next;          /* (dest, stream) -> the index of this rank's next message there */
-    het_map64 by_name;       /* rank 0: (src, dest, stream) -> its entry in streams */
-    flows_of *streams;       /* rank 0 */
-    int n_streams, cap_streams;
-    het_netem ne;
-    int *node;
-    het_arbiter *arb;        /* rank 0 */
-    waiting *w;              /* rank 0: per rank */
-    int n_left;              /* rank 0 */
-    pending *out;
-    int n_out, cap_out;
-    known *ans;              /* answers not taken yet */
-    int n_ans, cap_ans;
-};
-
-static void *grow(void *p, int *cap, int need, size_t size) {
+void *het_arb_grow(void *p, int *cap, int need, size_t size) {
     if (need <= *cap) return p;
     int c = *cap ? *cap : 16;
     while (c < need) c *= 2;
@@ -88,7 +36,7 @@ static void *grow(void *p, int *cap, int need, size_t size) {
 }
 
 static int learn(het_arb_svc *s, het_arb_name name, double end) {
-    known *a = grow(s->ans, &s->cap_ans, s->n_ans + 1, sizeof *a);
+    known *a = het_arb_grow(s->ans, &s->cap_ans, s->n_ans + 1, sizeof *a);
     if (!a) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for answers");
     s->ans = a;
     s->ans[s->n_ans++] = (known){name, end};
@@ -100,7 +48,7 @@ static uint64_t stream_key(int src, int dest, int stream) {
 }
 
 /* Rank 0: the flow id of name as rank `dest` gives it, or -1 while not posted. */
-static int flow_of(const het_arb_svc *s, int dest, het_arb_name nm) {
+int het_arb_flow_of(const het_arb_svc *s, int dest, het_arb_name nm) {
     if (nm.k < 0) return -1;
     int e = het_map64_get(&s->by_name, stream_key(nm.src, dest, nm.stream), -1);
     return e >= 0 && nm.k < s->streams[e].n ? s->streams[e].id[nm.k] : -1;
@@ -108,7 +56,7 @@ static int flow_of(const het_arb_svc *s, int dest, het_arb_name nm) {
 
 /* Posts buf (bytes, malloc'd; taken over) to `to` with tag; kept until sent. */
 static int send_buf(het_arb_svc *s, void *buf, size_t bytes, int to, int tag) {
-    pending *o = grow(s->out, &s->cap_out, s->n_out + 1, sizeof *o);
+    pending *o = het_arb_grow(s->out, &s->cap_out, s->n_out + 1, sizeof *o);
     if (!o) {
         free(buf);
         return het_error_set(HET_ENOMEM, "arbiter service: out of memory for sends");
@@ -127,7 +75,7 @@ static int send_buf(het_arb_svc *s, void *buf, size_t bytes, int to, int tag) {
 
 /* Gives the arbiter rank r's wait by names again (the flows posted by now; a name not posted:
  * its sender, with the lookahead). */
-static int give_wait(het_arb_svc *s, int r) {
+int het_arb_give_wait(het_arb_svc *s, int r) {
     waiting *w = &s->w[r];
     int *flows = malloc((size_t)(w->n + 1) * sizeof *flows);
     int *from = malloc((size_t)(w->n + 1) * sizeof *from);
@@ -135,7 +83,7 @@ static int give_wait(het_arb_svc *s, int r) {
     int nf = 0, nm = 0, rc = HET_OK;
     if (!flows || !from || !look) rc = het_error_set(HET_ENOMEM, "arbiter service: wait");
     for (int i = 0; rc == HET_OK && i < w->n; i++) {
-        int id = flow_of(s, r, w->name[i]);
+        int id = het_arb_flow_of(s, r, w->name[i]);
         if (id >= 0) flows[nf++] = id;
         else /* not posted: its sender's promise + the lookahead (none for a hold: a message
               * inside the node takes less than one between nodes) */
@@ -158,9 +106,13 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     double lat = fixed ? m->fixed
                        : (s->ne.lat_s > 0.0 ? s->ne.lat_s : 0.0) *
                              het_netem_pw_at(&s->ne.lat_factor, m->bytes);
-    int id = het_arbiter_post(s->arb, r, m->t, fixed ? 0.0 : m->bytes, lat,
-                              fixed ? 1.0 : het_netem_pw_at(&s->ne.bw_factor, m->bytes), route,
-                              weight, s->ne.crosstraffic && !fixed ? 4 : 2);
+    double bytes = fixed ? 0.0 : m->bytes, f = fixed ? 1.0 : het_netem_pw_at(&s->ne.bw_factor,
+                                                                              m->bytes);
+    int n_route = s->ne.crosstraffic && !fixed ? 4 : 2;
+    int id = het_arb_rdv(s, m->bytes) /* it waits for its receive (arb_rdv.c) */
+                 ? het_arbiter_post_rdv(s->arb, r, m->t, m->dest, m->stream, bytes, lat, f,
+                                        route, weight, n_route)
+                 : het_arbiter_post(s->arb, r, m->t, bytes, lat, f, route, weight, n_route);
     if (id < 0) return id;
     if (het_arbiter_find(s->arb, r, m->seq) != id)
         return het_error_set(HET_EINVAL, "arbiter service: rank %d's flow %d came out of order",
@@ -168,7 +120,7 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     uint64_t key = stream_key(r, m->dest, m->stream);
     int e = het_map64_get(&s->by_name, key, -1);
     if (e < 0) {
-        flows_of *st = grow(s->streams, &s->cap_streams, s->n_streams + 1, sizeof *st);
+        flows_of *st = het_arb_grow(s->streams, &s->cap_streams, s->n_streams + 1, sizeof *st);
         if (!st) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for streams");
         s->streams = st;
         s->streams[e = s->n_streams] = (flows_of){0};
@@ -180,14 +132,16 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     if (m->k != st->n)
         return het_error_set(HET_EINVAL, "arbiter service: rank %d's message %d to rank %d on "
                              "stream %d came as number %d", r, m->k, m->dest, m->stream, st->n);
-    int *ids = grow(st->id, &st->cap, st->n + 1, sizeof *ids);
+    int *ids = het_arb_grow(st->id, &st->cap, st->n + 1, sizeof *ids);
     if (!ids) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
     st->id = ids;
     st->id[st->n++] = id;
+    int rc = het_arb_rdv_posted(s, r, m->dest, m->stream, m->k, id); /* a match came first */
+    if (rc != HET_OK) return rc;
     const waiting *w = &s->w[m->dest]; /* its receiver's wait may name it: given again */
     for (int i = 0; w->active && i < w->n; i++)
         if (w->name[i].src == r && w->name[i].stream == m->stream && w->name[i].k == m->k)
-            return give_wait(s, m->dest);
+            return het_arb_give_wait(s, m->dest);
     return HET_OK;
 }
 
@@ -197,17 +151,20 @@ static int apply(het_arb_svc *s, int r, const report *m, const void *ints) {
         fprintf(stderr, "ARB r%d kind %d t %.9g n %d dest %d stream %d k %d fixed %g bytes %g |",
                 r, m->kind, m->t, m->n, m->dest, m->stream, m->k, m->fixed, m->bytes);
         const het_arb_name *nm = ints;
-        for (int i = 0; m->kind == K_WAIT && i < m->n; i++)
+        for (int i = 0; (m->kind == K_WAIT || m->kind == K_MATCH) && i < m->n; i++)
             fprintf(stderr, " (%d,%d,%d)", nm[i].src, nm[i].stream, nm[i].k);
         fprintf(stderr, "\n");
     }
-    w->active = 0; /* a report says the rank goes on: its wait is over (K_WAIT gives a new one) */
+    if (m->kind != K_MATCH) /* a match is told from inside a wait, which goes on */
+        w->active = 0; /* a report says the rank goes on: its wait is over (K_WAIT: a new one) */
     switch (m->kind) {
     case K_POST: return apply_post(s, r, m);
     case K_RUN: return het_arbiter_run(s->arb, r, m->t);
     case K_GROUP:
         return het_arbiter_wait_group(s->arb, r, m->t, m->group, m->gseq, ints, m->n);
     case K_ENTER: return het_arbiter_enter(s->arb, r, m->t, m->group, m->gseq);
+    case K_RECV:
+    case K_MATCH: return het_arb_rdv_apply(s, r, m, ints);
     case K_LEAVE:
         s->n_left++;
         if (r != 0) { /* its goodbye, after every answer to it */
@@ -219,7 +176,7 @@ static int apply(het_arb_svc *s, int r, const report *m, const void *ints) {
         }
         return het_arbiter_leave(s->arb, r);
     case K_WAIT: {
-        het_arb_name *nm = grow(w->name, &w->cap, m->n, sizeof *nm);
+        het_arb_name *nm = het_arb_grow(w->name, &w->cap, m->n, sizeof *nm);
         if (nm) w->name = nm;
         unsigned char *t = nm ? realloc(w->told, (size_t)m->n + 1) : NULL;
         if (!t) return het_error_set(HET_ENOMEM, "arbiter service: a wait for %d", m->n);
@@ -228,7 +185,8 @@ static int apply(het_arb_svc *s, int r, const report *m, const void *ints) {
         memset(w->told, 0, (size_t)m->n);
         w->n = m->n, w->t = m->t, w->look = m->look, w->active = 1;
         w->until = m->until, w->number = m->seq, w->timer_told = 0;
-        return give_wait(s, r);
+        w->recv = m->n > 0 ? m->recv : -1, w->decided = 0;
+        return het_arb_give_wait(s, r);
     }
     default:
         return het_error_set(HET_EINVAL, "arbiter service: rank %d sent report kind %d", r,
@@ -243,10 +201,12 @@ static int answer(het_arb_svc *s) {
         waiting *w = &s->w[r];
         int n = 0;
         /* a flow is told once it is done and nothing else of the wait can end before it (a
-         * message the arbiter does not carry is done when posted) */
+         * message the arbiter does not carry is done when posted); a receive from any sender
+         * not decided yet: its time limit only (its match decides first) */
         double bound = w->active ? het_arbiter_wait_bound(s->arb, r) : 0.0;
-        for (int i = 0; w->active && i < w->n; i++) {
-            int id = flow_of(s, r, w->name[i]);
+        int names = !(w->recv >= 0 && !w->decided);
+        for (int i = 0; w->active && names && i < w->n; i++) {
+            int id = het_arb_flow_of(s, r, w->name[i]);
             double d = id >= 0 ? het_arbiter_done(s->arb, id) : -1.0;
             n += !w->told[i] && d >= 0.0 && d <= bound;
         }
@@ -259,8 +219,8 @@ static int answer(het_arb_svc *s) {
         double *end = m ? (double *)(m + 1) : NULL;
         het_arb_name *name = m ? (het_arb_name *)(end + n) : NULL;
         int j = 0, rc = HET_OK;
-        for (int i = 0; i < w->n && rc == HET_OK; i++) {
-            int id = flow_of(s, r, w->name[i]);
+        for (int i = 0; names && i < w->n && rc == HET_OK; i++) {
+            int id = het_arb_flow_of(s, r, w->name[i]);
             double d = id >= 0 ? het_arbiter_done(s->arb, id) : -1.0;
             if (w->told[i] || d < 0.0 || d > bound) continue;
             w->told[i] = 1;
@@ -294,12 +254,13 @@ static int fatal(het_arb_svc *s, int rc) {
     return rc;
 }
 
-static int report_to_0(het_arb_svc *s, const report *m, const void *ints) {
+int het_arb_report(het_arb_svc *s, const report *m, const void *ints) {
     if (s->rank == 0) {
         int rc = fatal(s, apply(s, 0, m, ints));
         return rc != HET_OK ? rc : het_arb_svc_serve(s);
     }
-    size_t bytes = sizeof *m + (size_t)m->n * (m->kind == K_WAIT ? sizeof(het_arb_name)
+    size_t bytes = sizeof *m + (size_t)m->n * (m->kind == K_WAIT || m->kind == K_MATCH
+                                                   ? sizeof(het_arb_name)
                                                : m->kind == K_GROUP ? sizeof(int) : 0);
     report *b = malloc(bytes);
     if (!b) return het_error_set(HET_ENOMEM, "arbiter service: a report");
@@ -364,6 +325,9 @@ static int serve(het_arb_svc *s) {
     }
     if (rc == HET_OK && s->rank == 0) {
         double now = het_arbiter_settle(s->arb);
+        for (int changed = 1; changed && rc == HET_OK;) /* receives from any sender decided */
+            if ((rc = het_arb_rdv_decide(s, &changed)) == HET_OK && changed)
+                now = het_arbiter_settle(s->arb);
         if (s->debug) { /* the settle, when it changed: what holds it back */
             static char last[512];
             char buf[512];
@@ -412,6 +376,7 @@ het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne) {
         for (int i = 0; cap && i < 2 * s->n_nodes; i++) cap[i] = ne.bw_bytes_per_s;
         s->arb = cap ? het_arbiter_new(s->size, 2 * s->n_nodes, cap) : NULL;
         s->w = calloc((size_t)s->size, sizeof *s->w);
+        for (int r = 0; s->w && r < s->size; r++) s->w[r].recv = s->w[r].dec_recv = -1;
         free(cap);
         ok = s->arb && s->w;
     }
@@ -433,7 +398,7 @@ het_arb_svc *het_arb_svc_open(MPI_Comm world, const int *node, het_netem ne) {
 int het_arb_svc_close(het_arb_svc *s) {
     if (!s) return HET_EINVAL;
     report m = {.kind = K_LEAVE};
-    int rc = report_to_0(s, &m, NULL);
+    int rc = het_arb_report(s, &m, NULL);
     for (int round = 0; rc == HET_OK; round++) {
         if (s->rank == 0 ? s->n_left == s->size : s->bye) break;
         rc = het_arb_svc_serve(s);
@@ -450,6 +415,7 @@ int het_arb_svc_close(het_arb_svc *s) {
     for (int e = 0; e < s->n_streams; e++) free(s->streams[e].id);
     free(s->w), free(s->node), free(s->out), free(s->ans), free(s->streams);
     het_map64_free(&s->next), het_map64_free(&s->by_name);
+    het_arb_rdv_free(s);
     free(s);
     return rc;
 }
@@ -464,7 +430,7 @@ int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int s
     int next = het_map64_get(&s->next, key, 0);
     report m = {.kind = K_POST, .dest = dest, .stream = stream, .fixed = fixed, .k = next,
                 .seq = s->seq, .t = start, .bytes = (double)bytes};
-    int rc = report_to_0(s, &m, NULL);
+    int rc = het_arb_report(s, &m, NULL);
     if (rc == HET_OK) rc = het_map64_put(&s->next, key, next + 1);
     if (rc == HET_OK) *k = next, s->seq++;
     return rc;
@@ -473,13 +439,13 @@ int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int s
 int het_arb_svc_run(het_arb_svc *s, double t) {
     if (!s) return het_error_set(HET_EINVAL, "arbiter service run: NULL");
     report m = {.kind = K_RUN, .t = t};
-    return report_to_0(s, &m, NULL);
+    return het_arb_report(s, &m, NULL);
 }
 
 int het_arb_svc_enter(het_arb_svc *s, double t, long long comm, long long seq) {
     if (!s) return het_error_set(HET_EINVAL, "arbiter service enter: NULL");
     report m = {.kind = K_ENTER, .t = t, .group = comm, .gseq = seq};
-    return report_to_0(s, &m, NULL);
+    return het_arb_report(s, &m, NULL);
 }
 
 int het_arb_svc_group(het_arb_svc *s, double t, long long comm, long long seq, int n,
@@ -487,7 +453,7 @@ int het_arb_svc_group(het_arb_svc *s, double t, long long comm, long long seq, i
     if (!s || n < 0 || (n && !members))
         return het_error_set(HET_EINVAL, "arbiter service group: %d members", n);
     report m = {.kind = K_GROUP, .n = n, .t = t, .group = comm, .gseq = seq};
-    return report_to_0(s, &m, members);
+    return het_arb_report(s, &m, members);
 }
 
 static int same_name(het_arb_name a, het_arb_name b) {
@@ -522,8 +488,9 @@ int het_arb_svc_wait_post(het_arb_svc *s, double t, int n, const het_arb_name *n
     if (!s || n < 0 || (n && !name) || !number || (n == 0 && !isfinite(until)))
         return het_error_set(HET_EINVAL, "arbiter service wait: %d names", n);
     *number = isfinite(until) ? s->n_waits++ : -1;
-    report m = {.kind = K_WAIT, .n = n, .seq = *number, .t = t, .look = look, .until = until};
-    return report_to_0(s, &m, name);
+    report m = {.kind = K_WAIT, .n = n, .seq = *number, .t = t, .look = look, .until = until,
+                .recv = -1};
+    return het_arb_report(s, &m, name);
 }
 
 int het_arb_svc_wait_test(het_arb_svc *s, int n, const het_arb_name *name, double until,

@@ -68,6 +68,16 @@ int het_arb_svc_wait_test(het_arb_svc *s, int n, const het_arb_name *name, doubl
 int het_arb_svc_enter(het_arb_svc *s, double t, long long comm, long long seq);
 int het_arb_svc_group(het_arb_svc *s, double t, long long comm, long long seq, int n,
                       const int *members);
+/* Rendezvous (arb_rdv.c; the model's rndv_bytes > 0: messages of that size wait for their
+ * receive). This rank posts a receive on `stream` from world rank src (-1: any) at its clock t:
+ * *r its number on the stream (from 0); receive r took message *name (NULL: none that waits,
+ * e.g. every sender done); and the wait of a receive from any sender, whose match the arbiter
+ * decides: names its candidates (each sender's next message on the stream), recv its number
+ * (a time limit as het_arb_svc_wait_post's); the first answer is the message it takes. */
+int het_arb_svc_recv(het_arb_svc *s, double t, int stream, int src, int *r);
+int het_arb_svc_match(het_arb_svc *s, int stream, int r, const het_arb_name *name);
+int het_arb_svc_wait_recv(het_arb_svc *s, double t, int n, const het_arb_name *name,
+                          double look, int recv, double until, int *number);
 /* Progress: rank 0 takes the reports that came, settles, answers; the others take answers. */
 int het_arb_svc_serve(het_arb_svc *s);
 /* The least latency of a message between nodes (a lookahead for het_arb_svc_wait). */

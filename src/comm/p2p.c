@@ -26,6 +26,7 @@
  * name the world ranks they wait for: the senders a receive from any sender still needs, or
  * the peer of a matched receive or of a send. */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,14 +178,6 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
     if (c->arb && rc == HET_OK) { /* every message is named at the arbiter; those between
                                    * nodes with a payload are flows that share the way out */
         int flow = !pp->same[dest] && !done && bytes > 0;
-        if (c->ne.rndv_bytes > 0.0 && (double)bytes >= c->ne.rndv_bytes && !done) {
-            /* the others would wait for it at the arbiter: the job ends */
-            fprintf(stderr, "hetrain: %s: a message of %zu bytes waits for its receive (the "
-                    "platform's smpi/async-small-thresh: from %.0f bytes), which --p2p-model "
-                    "arbiter does not carry yet; raise the threshold above the largest message\n",
-                    op, bytes, c->ne.rndv_bytes);
-            MPI_Abort(c->topo->world, 1);
-        }
         rc = stamp >= 0.0 && m->stamp < het_lane_now(c->lane)
                  ? het_error_set(HET_EINVAL, "%s: a message at %.9g s, before this rank's clock "
                                  "(another lane's: not with --p2p-model arbiter yet)", op,
@@ -367,6 +360,7 @@ static int poll_msgs(void *arg, int *done) {
     a->p->peers = c->p2p->wait_peers;
     a->p->n_peers = n_peers;
     *done = a->pick >= 0 && !(a->any && het_clock_virtual() && unmatched);
+    if (c->arb && het_p2p_arb_limit_hit(c)) *done = 1, a->pick = -1; /* its time limit */
     return HET_OK;
 }
 
@@ -414,12 +408,24 @@ int het_comm_msg_test_untimed(het_comm *c, het_msg *m, int *done) {
 }
 
 int het_comm_msg_wait_untimed(het_comm *c, het_msg *m) {
-    if (!c || !m) return het_error_set(HET_EINVAL, "p2p wait untimed: NULL argument");
+    int arrived = 1;
+    return het_comm_msg_wait_untimed_by(c, m, INFINITY, &arrived);
+}
+
+int het_comm_msg_wait_untimed_by(het_comm *c, het_msg *m, double limit, int *arrived) {
+    if (!c || !m || !arrived) return het_error_set(HET_EINVAL, "p2p wait untimed: NULL argument");
+    *arrived = 1;
     if (!active(m)) return HET_OK;
     if (c->arb && m->kind == M_SEND) return het_comm_msg_wait(c, m);
+    int limited = c->arb && m->kind == M_RECV && limit < INFINITY;
+    if (limited) het_p2p_arb_limit(c, 1, limit);
     poll_arg a;
     int rc = poll_wait(c, m, 1, 0, m->kind == M_SEND ? "send" : "recv", &a);
-    if (rc != HET_OK) return rc;
+    if (limited) {
+        *arrived = !het_p2p_arb_limit_hit(c);
+        het_p2p_arb_limit(c, 0, INFINITY);
+    }
+    if (rc != HET_OK || !*arrived) return rc;
     int kind = m->kind;
     m->kind = M_SEND; /* finish() then moves no clock and sleeps nothing */
     rc = finish(c, m);

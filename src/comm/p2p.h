@@ -106,6 +106,19 @@ int  het_p2p_arb_test(het_comm *c, het_msg *m, int *ready);
 /* choose() for a receive from any sender: the sender decided, NOT_YET, or (every sender there
  * with a message the arbiter does not carry) the earliest of them. */
 int  het_p2p_arb_choose(het_comm *c, inbox *b);
+/* Rendezvous (the model's rndv_bytes > 0): receive m, just posted on inbox b, told the arbiter
+ * (its number in m->arb_r); receive m took sender j's header h (j < 0: every sender done;
+ * decided: the arbiter chose j for a receive from any sender). */
+int  het_p2p_arb_posted(het_comm *c, inbox *b, het_msg *m);
+int  het_p2p_arb_took(het_comm *c, inbox *b, het_msg *m, int j, const het_msg_hdr *h,
+                      int decided);
+/* Takes what came at every inbox with receives waiting (a receive's match is told from there;
+ * the arbiter may hold every rank until it is). */
+void het_p2p_arb_progress_all(het_comm *c);
+/* A receive's wait with a time limit (on: limit, off: none): its report says it, and the
+ * limit's answer (nothing it waits for ends by then) sets het_p2p_arb_limit_hit. */
+void het_p2p_arb_limit(het_comm *c, int on, double limit);
+int  het_p2p_arb_limit_hit(het_comm *c);
 void het_p2p_arb_free(het_comm *c);
 
 #endif

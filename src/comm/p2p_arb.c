@@ -24,6 +24,7 @@
  * thread), waitany; they are refused. */
 #include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,10 @@ struct arb_side {
     het_arb_name *rep;        /* the wait reported last: its names, */
     int *owner;               /* the sender each stands for (-1: a hold) */
     int n_rep, cap_rep, number, valid;
+    int rep_recv;             /* its receive from any sender for the arbiter to match, or -1 */
+    double rep_until;         /* its time limit (INFINITY: none) */
+    int has_limit, limit_hit; /* a wait with a time limit (het_p2p_arb_limit), and its answer */
+    double limit;
     het_arb_name *nm;         /* scratch: the wait being built */
     int *own, cap_nm;
 };
@@ -139,9 +144,10 @@ static int add_msg(het_comm *c, struct arb_side *a, const inbox *b, int j, int k
 
 /* What receive m waits for now: names (a->nm, a->own, *n), and whether an answer would decide
  * it (*take: 1 its arrival, 2 the sender of a receive from any sender, 0 none: a report only:
- * a receive from one sender whose message is not here yet, whose answer its match takes). */
-static int build(het_comm *c, struct arb_side *a, het_msg *m, int *n, int *take) {
-    *n = 0, *take = 0;
+ * a receive from one sender whose message is not here yet, whose answer its match takes);
+ * *recv: the receive from any sender the arbiter matches (rendezvous), or -1. */
+static int build(het_comm *c, struct arb_side *a, het_msg *m, int *n, int *take, int *recv) {
+    *n = 0, *take = 0, *recv = -1;
     if (m->state >= S_XFER) {
         if (m->arb_next <= 0) return HET_OK;
         *take = 1;
@@ -152,7 +158,7 @@ static int build(het_comm *c, struct arb_side *a, het_msg *m, int *n, int *take)
     const het_msg *r = b->head ? b->head : m; /* the receive that holds the queue */
     if (r->want >= 0) return add_msg(c, a, b, r->want, b->next_k[r->want], n);
     if (b->decided >= 0) return HET_OK; /* decided: its header is on its way */
-    *take = 2;
+    *take = 2, *recv = r->arb_r;
     for (int j = 0; j < b->size; j++) {
         if (!b->in_set[j] || b->state[j] == CH_DONE) continue;
         int rc = add_msg(c, a, b, j, b->state[j] == CH_HELD ? b->hdr[j].arb_k : b->next_k[j], n);
@@ -161,8 +167,11 @@ static int build(het_comm *c, struct arb_side *a, het_msg *m, int *n, int *take)
     return HET_OK;
 }
 
-static int same_wait(const struct arb_side *a, int n) {
-    if (!a->valid || a->n_rep != n) return 0;
+static double until_of(const struct arb_side *a) { return a->has_limit ? a->limit : INFINITY; }
+
+static int same_wait(const struct arb_side *a, int n, int recv) {
+    if (!a->valid || a->n_rep != n || a->rep_recv != recv || a->rep_until != until_of(a))
+        return 0;
     for (int i = 0; i < n; i++)
         if (a->rep[i].src != a->nm[i].src || a->rep[i].stream != a->nm[i].stream ||
             a->rep[i].k != a->nm[i].k)
@@ -171,8 +180,8 @@ static int same_wait(const struct arb_side *a, int n) {
 }
 
 /* Reports the wait built in a->nm when it is not the one reported last. */
-static int report(het_comm *c, struct arb_side *a, int n) {
-    if (same_wait(a, n)) return HET_OK;
+static int report(het_comm *c, struct arb_side *a, int n, int recv) {
+    if (same_wait(a, n, recv)) return HET_OK;
     if (n > a->cap_rep) {
         het_arb_name *r = realloc(a->rep, (size_t)n * sizeof *r);
         if (r) a->rep = r;
@@ -182,18 +191,27 @@ static int report(het_comm *c, struct arb_side *a, int n) {
     }
     if (n) memcpy(a->rep, a->nm, (size_t)n * sizeof *a->rep);
     if (n) memcpy(a->owner, a->own, (size_t)n * sizeof *a->owner);
-    a->n_rep = n, a->valid = 1;
-    return het_arb_svc_wait_post(c->arb, het_comm_arbiter_now(c), n, a->rep,
-                                 het_arb_svc_min_latency(c->arb), INFINITY, &a->number);
+    a->n_rep = n, a->valid = 1, a->rep_recv = recv, a->rep_until = until_of(a);
+    double t = het_comm_arbiter_now(c), look = het_arb_svc_min_latency(c->arb);
+    return recv >= 0 ? het_arb_svc_wait_recv(c->arb, t, n, a->rep, look, recv, a->rep_until,
+                                             &a->number)
+                     : het_arb_svc_wait_post(c->arb, t, n, a->rep, look, a->rep_until,
+                                             &a->number);
 }
 
 /* Takes an answer for the wait reported last, if there is one: *got, and decides m. */
 static int answer(het_comm *c, struct arb_side *a, het_msg *m, int take, int *got) {
     int which = -3;
     double end = -1.0;
-    *got = het_arb_svc_wait_test(c->arb, a->n_rep, a->rep, INFINITY, a->number, &which, &end);
+    /* a report only (take 0): the time limit's answer alone, the names' stay for the match */
+    *got = het_arb_svc_wait_test(c->arb, take ? a->n_rep : 0, a->rep, a->rep_until, a->number,
+                                 &which, &end);
     if (!*got) return HET_OK;
     a->valid = 0; /* the next wait reports anew */
+    if (which == -1) { /* the time limit came first: nothing it names ends by then */
+        a->limit_hit = 1;
+        return HET_OK;
+    }
     if (take == 1) {
         m->deliver = end, m->arb_next = 0;
         return HET_OK;
@@ -210,11 +228,11 @@ int het_p2p_arb_poll(het_comm *c, het_msg *m, int *ready) {
     *ready = m->kind != M_RECV || (m->state >= S_XFER && m->arb_next <= 0);
     if (*ready || m->state == S_FINISHED) return HET_OK;
     struct arb_side *a = side(c);
-    int n = 0, take = 0, got = 0;
-    int rc = a ? build(c, a, m, &n, &take) : HET_ENOMEM;
+    int n = 0, take = 0, got = 0, recv = -1;
+    int rc = a ? build(c, a, m, &n, &take, &recv) : HET_ENOMEM;
     if (rc != HET_OK || n == 0) return rc;
-    if ((rc = report(c, a, n)) != HET_OK) return rc;
-    if (take && (rc = answer(c, a, m, take, &got)) != HET_OK) return rc;
+    if ((rc = report(c, a, n, recv)) != HET_OK) return rc;
+    if ((take || a->has_limit) && (rc = answer(c, a, m, take, &got)) != HET_OK) return rc;
     *ready = m->state >= S_XFER && m->arb_next <= 0;
     return HET_OK;
 }
@@ -235,3 +253,55 @@ int het_p2p_arb_choose(het_comm *c, inbox *b) {
     if (b->decided >= 0 && b->state[b->decided] == CH_DONE) b->decided = -1; /* it said done */
     return b->decided >= 0 && b->state[b->decided] == CH_HELD ? b->decided : NOT_YET;
 }
+
+/* ---- rendezvous (the model's rndv_bytes > 0; comm/arb_rdv.c) ---- */
+
+static int rdv_on(const het_comm *c) { return c->ne.rndv_bytes > 0.0; }
+
+int het_p2p_arb_posted(het_comm *c, inbox *b, het_msg *m) {
+    if (!rdv_on(c)) return HET_OK;
+    int src = m->want >= 0 ? c->p2p->peer[b->scope].world[m->want] : -1;
+    int rc = het_arb_svc_recv(c->arb, het_comm_arbiter_now(c), het_p2p_stream(b->scope, b->tag),
+                              src, &m->arb_r);
+    if (rc != HET_OK) { /* the arbiter would hold every rank for it: the job ends */
+        fprintf(stderr, "hetrain: p2p receive: %s\n", het_error_msg());
+        MPI_Abort(c->topo->world, 1);
+    }
+    return rc;
+}
+
+int het_p2p_arb_took(het_comm *c, inbox *b, het_msg *m, int j, const het_msg_hdr *h,
+                     int decided) {
+    if (!rdv_on(c) || m->arb_r < 0) return HET_OK;
+    int stream = het_p2p_stream(b->scope, b->tag), rc = HET_OK;
+    int waited = h && !h->done && (double)h->bytes >= c->ne.rndv_bytes && h->bytes > 0;
+    if (decided && waited) return HET_OK; /* the arbiter matched it when it decided */
+    het_arb_name nm = {j >= 0 ? c->p2p->peer[b->scope].world[j] : -1, stream,
+                       h ? h->arb_k : -1};
+    rc = het_arb_svc_match(c->arb, stream, m->arb_r, j >= 0 && h->arb_k >= 0 ? &nm : NULL);
+    if (rc != HET_OK) {
+        fprintf(stderr, "hetrain: p2p receive: %s\n", het_error_msg());
+        MPI_Abort(c->topo->world, 1);
+    }
+    return rc;
+}
+
+void het_p2p_arb_progress_all(het_comm *c) {
+    struct het_p2p *st = c && c->arb && rdv_on(c) ? c->p2p : NULL;
+    for (int sc = 0; st && sc < N_SCOPES; sc++)
+        for (int t = 0; t < HET_P2P_TAGS; t++) {
+            inbox *b = st->box[sc][t];
+            if (b && b->head && het_p2p_progress(c, b) != HET_OK) {
+                fprintf(stderr, "hetrain: p2p: %s\n", het_error_msg());
+                MPI_Abort(c->topo->world, 1);
+            }
+        }
+}
+
+void het_p2p_arb_limit(het_comm *c, int on, double limit) {
+    struct arb_side *a = side(c);
+    if (!a) return;
+    a->has_limit = on, a->limit = limit, a->limit_hit = 0;
+}
+
+int het_p2p_arb_limit_hit(het_comm *c) { return c->p2p->arb && c->p2p->arb->limit_hit; }

@@ -262,6 +262,11 @@ static int choose(het_comm *c, inbox *b, int want, double posted, int *rc) {
 /* Gives receive m what choose() picked: the header, and posts the payload's receive. */
 static int take(het_comm *c, inbox *b, het_msg *m, int j) {
     m->state = S_XFER;
+    int rc = c->arb ? het_p2p_arb_took(c, b, m, j == ALL_DONE ? -1 : j,
+                                       j == ALL_DONE ? NULL : &b->hdr[j],
+                                       j != ALL_DONE && b->decided == j && m->want < 0)
+                    : HET_OK;
+    if (rc != HET_OK) return rc;
     if (j == ALL_DONE) { /* every sender of the set is done: a new round */
         int last = -1;
         for (int k = 0; k < b->size; k++)
@@ -277,7 +282,7 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
         return HET_OK;
     }
     het_msg_hdr h = b->hdr[j];
-    int flow = b->flow[j], rc = HET_OK, wait = flow < 0 && waits(c, &h, m->posted);
+    int flow = b->flow[j], wait = flow < 0 && !c->arb && waits(c, &h, m->posted);
     /* a payload that waits for this receive moves from its posting, not from its send */
     double shift = wait ? fmax(0.0, m->posted - h.leave) : 0.0;
     if (wait && m->want < 0 && on_way_in(c, b, j) &&
@@ -363,6 +368,8 @@ int het_comm_irecv_at(het_comm *c, het_comm_scope s, int src, int tag, void *buf
     m->kind = M_RECV, m->state = S_QUEUED, m->scope = s, m->tag = tag, m->want = src;
     m->src = src, m->dest = at.rank, m->buf = buf, m->cap = cap, m->peer_world = -1;
     m->posted = posted >= 0.0 ? posted : -1.0;
+    m->arb_r = -1;
+    if (c->arb && (rc = het_p2p_arb_posted(c, b, m)) != HET_OK) return rc;
     if (b->tail) b->tail->next = m;
     else b->head = m;
     b->tail = m;

@@ -9,6 +9,7 @@
 
 #include "comm/arb_svc.h"
 #include "comm/internal.h"
+#include "comm/p2p.h"
 
 static het_comm *arb_comm; /* the comm whose arbiter the waits serve, or NULL */
 
@@ -58,5 +59,7 @@ void het_stall_arb_wait(long long key, long long seq, MPI_Comm comm) {
 }
 
 void het_stall_arb_serve(void) {
-    if (arb_comm) het_arb_svc_serve(arb_comm->arb); /* its failures abort */
+    if (!arb_comm) return;
+    het_arb_svc_serve(arb_comm->arb); /* its failures abort */
+    het_p2p_arb_progress_all(arb_comm); /* rendezvous: receives' matches told (p2p_arb.c) */
 }

@@ -194,11 +194,16 @@ int het_inhad_server_epoch(inhad *a, het_strategy_ctx *ctx, int epoch) {
         in_msg in;
         if (push_needed(a, ins, done) && (rc = flush_push(a, ctx))) break;
         het_stall_where("server: waiting for iteration numbers", epoch + 1, (long long)ctx->step);
-        if ((rc = het_ps_recv(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, -1.0))) break;
+        int arrived = 1; /* the arbiter may say first that nothing comes by the push's time */
+        if ((rc = het_ps_recv_by(ctx, HET_ANY_SOURCE, HET_TAG_COUNT, &in, sizeof in, &m, -1.0,
+                                 a->push_due ? a->push_t : INFINITY, &arrived)))
+            break;
         /* an IN that arrived while the update ran is answered first (the push can wait for
          * a pull it triggers); a later one, or none, sends the push at the update's end */
-        if (a->push_due && (m.done || m.deliver >= a->push_t) && (rc = flush_push(a, ctx)))
+        if (a->push_due && (!arrived || m.done || m.deliver >= a->push_t) &&
+            (rc = flush_push(a, ctx)))
             break;
+        if (!arrived && (rc = het_comm_msg_wait_untimed(ctx->comm, &m))) break;
         het_comm_clock_wait(ctx->comm, m.deliver);
         if (m.done) { /* every worker heard from is done */
             int waiting = 0;

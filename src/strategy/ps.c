@@ -355,7 +355,14 @@ int het_ps_out_send(het_strategy_ctx *ctx, het_ps_out **box, int dest, int tag, 
 
 int het_ps_recv(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
                 double posted) {
+    int arrived = 1;
+    return het_ps_recv_by(ctx, src, tag, buf, cap, m, posted, INFINITY, &arrived);
+}
+
+int het_ps_recv_by(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
+                   double posted, double limit, int *arrived) {
+    *arrived = 1;
     int rc = het_comm_irecv_at(ctx->comm, HET_COMM_WORLD, src, tag, buf, cap, posted, m);
-    return rc ? rc : het_comm_msg_wait_untimed(ctx->comm, m);
+    return rc ? rc : het_comm_msg_wait_untimed_by(ctx->comm, m, limit, arrived);
 }
 

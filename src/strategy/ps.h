@@ -125,6 +125,10 @@ int het_ps_out_reap(het_strategy_ctx *ctx, het_ps_out **box, int wait);
  * came), the receive posted at the lane's time `posted` (< 0: its payload moves when sent). */
 int het_ps_recv(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
                 double posted);
+/* The same, giving up at `limit` where the comm can say that nothing ends by then
+ * (het_comm_msg_wait_untimed_by: *arrived 0, m still posted). */
+int het_ps_recv_by(het_strategy_ctx *ctx, int src, int tag, void *buf, size_t cap, het_msg *m,
+                   double posted, double limit, int *arrived);
 
 /* A rank of an asynchronous strategy that fails inside an epoch (out of memory, an MPI error)
  * cannot make the others agree on it: they wait for its messages. It prints its error with
