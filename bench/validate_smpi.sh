@@ -40,7 +40,7 @@
 # Usage: bench/validate_smpi.sh [BUILD]   (make build and make smpi first; BUILD: build)
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
 #      FACTORS (default | 1), BCAST_FIX (1 | 0), BCAST (auto | linear | binomial), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors),
-#      P2P (local | arbiter: hetrain's --p2p-model; arbiter needs EAGER=1), EAGER (0 | 1: every message eager on both sides), OUT (a folder for the runs' files and the table; default: a
+#      P2P (local | arbiter: hetrain's --p2p-model; the arbiter needs INHAD_FIX=1, the default), EAGER (0 | 1: every message eager on both sides), OUT (a folder for the runs' files and the table; default: a
 #      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
 set -u
 build=${1:-build}

@@ -19,9 +19,14 @@
  * next. The arbiter's first answer is the earliest of them in virtual time (it makes ends final
  * in time order; at a tie by name: the sender's rank), which decides the receive. A test of a
  * receive takes an answer that is there and reports nothing (a receive that is only tested
- * never completes: no strategy does). Not carried: messages that wait for their receive
- * (rendezvous), lanes other than the rank's main one (qfb's threads, inhad's aggregator
- * thread), waitany; they are refused. */
+ * never completes: no strategy does). Rendezvous (the model's rndv_bytes > 0): every receive is
+ * told the arbiter when posted and, once its inbox takes a header, which message it took, so
+ * that a message of that size moves from the later of its send and its receive; a receive from
+ * any sender is matched by the arbiter (the message sent first: comm/arb_rdv.c), and its wait
+ * names the receive. A wait may carry a time limit (het_comm_msg_wait_untimed_by: inhad's
+ * server, which sends its push at a time of its own if nothing comes by then). Not carried:
+ * lanes other than the rank's main one (qfb's threads, inhad's aggregator thread), waitany;
+ * they are refused. */
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>

@@ -10,7 +10,9 @@
  *   lane's promise plus a lookahead (the message's latency and least transfer time);
  * - a lane inside a collective resumes once every member is in: no earlier than the latest
  *   member's promise;
- * - a lane that left starts nothing more.
+ * - a lane that left starts nothing more;
+ * - a flow that waits for its receive (rendezvous) starts once matched to it, no earlier than its
+ *   send and the first receive not matched yet that can take it (or the receiver's promise).
  * A waiting lane's promise follows the lanes it waits for (a shortest path over "waits for",
  * weighted by lookaheads; the latest member's for a collective); lanes that wait for each other
  * with nothing posted never start a flow again (a cycle, as in a program that deadlocks) and
