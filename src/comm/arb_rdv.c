@@ -12,8 +12,9 @@
  * message is not posted yet (the receiver's report came first) waits for its post. A receive
  * from any sender is matched here, as MPI matches it: to the message of its candidates (each
  * sender's next, as the receiver names them in its wait, K_WAIT with the receive's number)
- * sent first (its start; ties by sender, then index), once every candidate not posted yet comes
- * from a sender whose promise is past that start; the wait then names that message alone, and
+ * whose envelope comes first (its start + a header's time on its path, as the local rules
+ * order them: p2p_inbox.c; ties by sender, then index), once every candidate not posted yet
+ * comes from a sender whose promise is past that time; the wait then names that message alone, and
  * nothing of it is answered before (its first answer decides the receive). A pending message
  * decided so is matched here (the receiver does not report it again); one that did not wait is
  * reported by the receiver like any other. */
@@ -108,7 +109,7 @@ static int pick(het_arb_svc *s, int r) {
     }
     for (int i = 0; i < w->n; i++) {
         int id = het_arb_flow_of(s, r, w->name[i]);
-        double t = id >= 0 ? het_arbiter_start(s->arb, id) : INFINITY;
+        double t = id >= 0 ? het_arbiter_start(s->arb, id) + s->env[id] : INFINITY;
         if (id >= 0 && (best < 0 || t < t0 || (t == t0 && before(w->name[i], w->name[best]))))
             best = i, t0 = t;
     }
@@ -141,5 +142,6 @@ int het_arb_rdv_decide(het_arb_svc *s, int *changed) {
 
 void het_arb_rdv_free(het_arb_svc *s) {
     free(s->um);
+    free(s->env);
     het_map64_free(&s->rnext);
 }

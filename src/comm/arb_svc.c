@@ -110,8 +110,8 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
                                                                               m->bytes);
     int n_route = s->ne.crosstraffic && !fixed ? 4 : 2;
     int id = het_arb_rdv(s, m->bytes) /* it waits for its receive (arb_rdv.c) */
-                 ? het_arbiter_post_rdv(s->arb, r, m->t, m->dest, m->stream, bytes, lat, f,
-                                        route, weight, n_route)
+                 ? het_arbiter_post_rdv(s->arb, r, m->t, m->dest, m->stream, m->look, bytes, lat,
+                                        f, route, weight, n_route)
                  : het_arbiter_post(s->arb, r, m->t, bytes, lat, f, route, weight, n_route);
     if (id < 0) return id;
     if (het_arbiter_find(s->arb, r, m->seq) != id)
@@ -136,6 +136,10 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     if (!ids) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
     st->id = ids;
     st->id[st->n++] = id;
+    double *env = het_arb_grow(s->env, &s->cap_env, id + 1, sizeof *env);
+    if (!env) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
+    s->env = env;
+    s->env[id] = m->look;
     int rc = het_arb_rdv_posted(s, r, m->dest, m->stream, m->k, id); /* a match came first */
     if (rc != HET_OK) return rc;
     const waiting *w = &s->w[m->dest]; /* its receiver's wait may name it: given again */
@@ -422,6 +426,11 @@ int het_arb_svc_close(het_arb_svc *s) {
 
 int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
                      double fixed, int *k) {
+    return het_arb_svc_post_env(s, start, bytes, dest, stream, fixed, 0.0, k);
+}
+
+int het_arb_svc_post_env(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
+                         double fixed, double env, int *k) {
     if (!s || !k || stream < 0 || stream >= 1 << 16 || dest < 0 || dest >= s->size ||
         (fixed < 0.0 && s->node[dest] == s->node[s->rank]) || dest == s->rank)
         return het_error_set(HET_EINVAL, "arbiter service post: rank %d to rank %d (stream %d), "
@@ -429,7 +438,7 @@ int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int s
     uint64_t key = (uint64_t)(uint32_t)dest << 32 | (uint32_t)stream;
     int next = het_map64_get(&s->next, key, 0);
     report m = {.kind = K_POST, .dest = dest, .stream = stream, .fixed = fixed, .k = next,
-                .seq = s->seq, .t = start, .bytes = (double)bytes};
+                .seq = s->seq, .t = start, .bytes = (double)bytes, .look = env};
     int rc = het_arb_report(s, &m, NULL);
     if (rc == HET_OK) rc = het_map64_put(&s->next, key, next + 1);
     if (rc == HET_OK) *k = next, s->seq++;

@@ -43,6 +43,10 @@ int het_arb_svc_close(het_arb_svc *s);
  * the others, so a receiver names every message it may get (dest then on any node). */
 int het_arb_svc_post(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
                      double fixed, int *k);
+/* The same, with its envelope's time (a header's time on its path: a receive from any sender
+ * that waits for it takes the first envelope; 0 for het_arb_svc_post). */
+int het_arb_svc_post_env(het_arb_svc *s, double start, size_t bytes, int dest, int stream,
+                         double fixed, double env, int *k);
 /* This rank runs at clock t: it starts no message before t. */
 int het_arb_svc_run(het_arb_svc *s, double t);
 /* This rank, its clock at t, waits until one of the messages name[0, n) to it ends, or until

@@ -22,7 +22,7 @@ typedef struct report {
                        * payload), in that many seconds from its start; < 0: a flow */
     int k, seq;       /* POST: its index on the stream, the sender's count; WAIT: its number */
     double t, bytes;  /* POST: start, bytes; RUN, WAIT, GROUP: the clock */
-    double look;      /* WAIT: the lookahead */
+    double look;      /* WAIT: the lookahead; POST: its envelope's time (arb_rdv.c) */
     double until;     /* WAIT: the time limit (INFINITY: none) */
     long long group;  /* ENTER, GROUP: the collective's communicator (a key) */
     long long gseq;   /* ENTER, GROUP: its number there */
@@ -69,6 +69,8 @@ struct het_arb_svc {
     het_map64 rnext;         /* rendezvous: (stream, 0) -> this rank's next receive there */
     umatch *um;              /* rank 0: matches waiting for their message */
     int n_um, cap_um;
+    double *env;             /* rank 0: per flow id, its envelope's time from its start */
+    int cap_env;
 };
 
 /* Whether a message of `bytes` waits for its receive (the model's rendezvous threshold). */

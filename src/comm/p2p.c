@@ -182,11 +182,11 @@ static int start_send(het_comm *c, het_comm_scope s, int dest, int tag, const vo
                  ? het_error_set(HET_EINVAL, "%s: a message at %.9g s, before this rank's clock "
                                  "(another lane's: not with --p2p-model arbiter yet)", op,
                                  m->stamp)
-                 : het_arb_svc_post(c->arb, c->arb_hold >= 0.0 ? c->arb_hold : leave, bytes,
-                                    pp->world[dest],
-                                    het_p2p_stream(s, tag),
-                                    flow ? -1.0 : het_p2p_msg_cost(c, pp->same[dest], bytes),
-                                    &arb_k);
+                 : het_arb_svc_post_env(c->arb, c->arb_hold >= 0.0 ? c->arb_hold : leave, bytes,
+                                        pp->world[dest], het_p2p_stream(s, tag),
+                                        flow ? -1.0 : het_p2p_msg_cost(c, pp->same[dest], bytes),
+                                        het_p2p_msg_cost(c, pp->same[dest], sizeof(het_msg_hdr)),
+                                        &arb_k);
         if (rc != HET_OK) { /* its receiver would wait for it at the arbiter: the job ends */
             fprintf(stderr, "hetrain: %s\n", het_error_msg());
             MPI_Abort(c->topo->world, 1);

@@ -34,7 +34,8 @@ typedef struct aflow {
     int net;                           /* its id in the network, -1 while posted only */
     double done;                       /* final completion, -1 until then */
     int pending, dest, stream;         /* rendezvous: 1 until its receive is matched (start:
-                                        * the send's time till then), its receiver and stream */
+                                        * the send's time till then), its receiver and stream, */
+    double lag;                        /* and how long after the later of the two it starts */
 } aflow;
 
 typedef struct rstream {               /* a lane's receives posted on one stream, in order */
@@ -182,8 +183,10 @@ int het_arbiter_post(het_arbiter *a, int id, double start, double bytes, double 
 }
 
 int het_arbiter_post_rdv(het_arbiter *a, int lane_id, double start, int dest, int stream,
-                         double bytes, double latency, double factor, const int *route,
-                         const double *weight, int n_route) {
+                         double lag, double bytes, double latency, double factor,
+                         const int *route, const double *weight, int n_route) {
+    if (!(lag >= 0.0) || !isfinite(lag))
+        return het_error_set(HET_EINVAL, "arbiter post: a lag of %g s", lag);
     if (a && (dest < 0 || dest >= a->n_lanes || dest == lane_id))
         return het_error_set(HET_EINVAL, "arbiter post: lane %d sends to lane %d", lane_id, dest);
     int id = het_arbiter_post(a, lane_id, start, bytes, latency, factor, route, weight,
@@ -191,7 +194,7 @@ int het_arbiter_post_rdv(het_arbiter *a, int lane_id, double start, int dest, in
     if (id < 0) return id;
     aflow *x = &a->fl[id];
     if (bytes > 0.0) a->n_posted--; /* posted last: it waits for its receive instead */
-    x->done = -1.0, x->pending = 1, x->dest = dest, x->stream = stream;
+    x->done = -1.0, x->pending = 1, x->dest = dest, x->stream = stream, x->lag = lag;
     a->pend[a->n_pend++] = id;
     return id;
 }
@@ -253,7 +256,7 @@ int het_arbiter_match(het_arbiter *a, int id, int stream, int r, int flow) {
     rs->matched[r] = 1;
     while (rs->first < rs->n && rs->matched[rs->first]) rs->first++;
     if (!x || !x->pending) return HET_OK; /* it did not wait for its receive */
-    double start = x->start > rs->tr[r] ? x->start : rs->tr[r];
+    double start = (x->start > rs->tr[r] ? x->start : rs->tr[r]) + x->lag;
     if (start < het_flows_now(a->net))
         return het_error_set(HET_EINVAL, "arbiter match: flow %d starts at %.17g s, after the "
                              "network moved to %.17g s", flow, start, het_flows_now(a->net));
@@ -513,7 +516,7 @@ static double pending_bound(const het_arbiter *a) {
                 break;
             }
         if (t < x->start) t = x->start;
-        if (t < b) b = t;
+        if (t + x->lag < b) b = t + x->lag;
     }
     return b;
 }
