@@ -5,7 +5,7 @@
 #   aggregator thread (all 4 ranks exit);
 # - a platform whose messages wait for their receive (SMPI's default, rendezvous): asp and inhad
 #   (--inhad-aggregator loop) reproducible bit for bit, their epochs within 10 % of the local
-#   rules';
+#   rules'; asp's link counter sees the arbiter's flows (busy as under the local rules, 0 over);
 # - --stall-warn 0 (the blocking collectives' models; the inspector runs silent, polling them, so
 #   that rank 0 serves inside them): allreduce on 4 nodes charges what the local rules charge
 #   with --stall-warn 0 (to the last digit printed), and asp runs;
@@ -74,6 +74,12 @@ for s in asp "inhad --inhad-aggregator loop"; do
         fail "$n, rendezvous: the arbiter's epoch $a s against the local rules' $l s"
     echo "test_cli_arbiter: $n with rendezvous: $a s (arbiter), $l s (local rules)"
 done
+# the link counter sees the arbiter's flows (rank 0 notes each one's share between events): the
+# server's link as busy as under the local rules, never over capacity
+ba=$(ep_val r.asp.arbiter.1.jsonl link_busy_max) bl=$(ep_val r.asp.local.jsonl link_busy_max)
+oa=$(ep_val r.asp.arbiter.1.jsonl link_over_max)
+awk -v a="$ba" -v l="$bl" -v o="$oa" 'BEGIN { exit !(l > 0.3 && a > 0.9 * l && o == 0) }' ||
+    fail "asp's link counter: busy $ba (arbiter) against $bl (local rules), over capacity $oa"
 
 # ---- --stall-warn 0: the blocking calls' models ----
 W=(--clock virtual --ranks-per-node 1 --net-bw 12.5M --net-lat 50e-6 --net-factors smpi

@@ -143,5 +143,6 @@ int het_arb_rdv_decide(het_arb_svc *s, int *changed) {
 void het_arb_rdv_free(het_arb_svc *s) {
     free(s->um);
     free(s->env);
+    free(s->pair);
     het_map64_free(&s->rnext);
 }

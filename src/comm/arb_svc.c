@@ -136,10 +136,13 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     if (!ids) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
     st->id = ids;
     st->id[st->n++] = id;
-    double *env = het_arb_grow(s->env, &s->cap_env, id + 1, sizeof *env);
-    if (!env) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
-    s->env = env;
-    s->env[id] = m->look;
+    int cap = s->cap_env;
+    double *env = het_arb_grow(s->env, &cap, id + 1, sizeof *env);
+    if (env) s->env = env;
+    int *pair = env ? realloc(s->pair, (size_t)cap * 2 * sizeof *pair) : NULL;
+    if (!pair) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
+    s->pair = pair, s->cap_env = cap;
+    s->env[id] = m->look, s->pair[2 * id] = a, s->pair[2 * id + 1] = b;
     int rc = het_arb_rdv_posted(s, r, m->dest, m->stream, m->k, id); /* a match came first */
     if (rc != HET_OK) return rc;
     const waiting *w = &s->w[m->dest]; /* its receiver's wait may name it: given again */
@@ -244,6 +247,23 @@ static int answer(het_arb_svc *s) {
         if (rc != HET_OK) return rc;
     }
     return HET_OK;
+}
+
+/* The core's span callback: flow id's share of its nodes' link ways (and its cross-traffic's
+ * on the way back). */
+static void on_span(void *arg, int id, double t0, double t1, double rate) {
+    het_arb_svc *s = arg;
+    if (!s->span || id >= s->cap_env) return;
+    double load = rate / s->ne.bw_bytes_per_s;
+    int out = s->pair[2 * id], in = s->pair[2 * id + 1];
+    s->span(s->span_arg, out, in, t0, t1, load);
+    if (s->ne.crosstraffic) s->span(s->span_arg, in, out, t0, t1, HET_NETEM_BACK * load);
+}
+
+void het_arb_svc_on_span(het_arb_svc *s, het_arb_span_fn fn, void *arg) {
+    if (!s || !s->arb) return;
+    s->span = fn, s->span_arg = arg;
+    het_arbiter_on_span(s->arb, fn ? on_span : NULL, s);
 }
 
 /* ---- every rank ---- */

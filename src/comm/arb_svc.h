@@ -82,6 +82,11 @@ int het_arb_svc_recv(het_arb_svc *s, double t, int stream, int src, int *r);
 int het_arb_svc_match(het_arb_svc *s, int stream, int r, const het_arb_name *name);
 int het_arb_svc_wait_recv(het_arb_svc *s, double t, int n, const het_arb_name *name,
                           double look, int recv, double until, int *number);
+/* Rank 0 (elsewhere a no-op): fn is told, as the network moves, each message's load on the way
+ * out of node `out` and into node `in` (its rate / the bandwidth) from t0 to t1, and its
+ * cross-traffic's on the way back (the link counter: comm/links.c). */
+typedef void (*het_arb_span_fn)(void *arg, int out, int in, double t0, double t1, double load);
+void het_arb_svc_on_span(het_arb_svc *s, het_arb_span_fn fn, void *arg);
 /* Progress: rank 0 takes the reports that came, settles, answers; the others take answers. */
 int het_arb_svc_serve(het_arb_svc *s);
 /* The least latency of a message between nodes (a lookahead for het_arb_svc_wait). */

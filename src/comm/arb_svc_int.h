@@ -69,8 +69,10 @@ struct het_arb_svc {
     het_map64 rnext;         /* rendezvous: (stream, 0) -> this rank's next receive there */
     umatch *um;              /* rank 0: matches waiting for their message */
     int n_um, cap_um;
-    double *env;             /* rank 0: per flow id, its envelope's time from its start */
-    int cap_env;
+    double *env;             /* rank 0: per flow id, its envelope's time from its start, */
+    int *pair, cap_env;      /* its nodes (out, in: 2 per id, cap_env pairs) */
+    het_arb_span_fn span;    /* rank 0: told each flow's share of its links (arb_svc_on_span) */
+    void *span_arg;
 };
 
 /* Whether a message of `bytes` waits for its receive (the model's rendezvous threshold). */

@@ -165,6 +165,11 @@ void het_comm_set_lane(het_comm *c, het_lane *lane) {
 
 het_lane *het_comm_lane(het_comm *c) { return c ? c->lane : NULL; }
 
+/* The arbiter's flows in the link counter (rank 0, arb_svc.c). */
+static void note_span(void *arg, int out, int in, double t0, double t1, double load) {
+    het_comm_link_note(arg, out, in, t0, t1, load);
+}
+
 int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
     if (!out) return het_error_set(HET_EINVAL, "comm: NULL output");
     *out = NULL;
@@ -209,6 +214,7 @@ int het_comm_create(het_comm **out, const het_topo *topo, het_netem ne) {
             return HET_EINVAL; /* the message says why */
         }
         het_stall_use_arbiter(c);
+        het_arb_svc_on_span(c->arb, note_span, c); /* rank 0: its flows in the link counter */
     }
     *out = c;
     return HET_OK;

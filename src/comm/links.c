@@ -6,7 +6,9 @@
  * by its receiver once it knows the arrival, on the sender's node's way out and its own node's
  * way in, for its wire time (bytes / bandwidth, latency excluded) before the arrival at load
  * 1, or, when it shared the receiver's way in with others (p2p_inbox.c), for each span between
- * two of that network's events at its share of the link then; a collective that crosses nodes is noted by each
+ * two of that network's events at its share of the link then (under --p2p-model arbiter: by
+ * world rank 0, from the arbiter's network, between two of its events: comm.c note_span); a
+ * collective that crosses nodes is noted by each
  * participant on both ways of its own node's link, for the wire time of the collective's
  * busiest link (the model's time without latency) at its end, the node's participants taking
  * equal shares of load 1 (the model already charges the node's ranks of one collective for

@@ -75,6 +75,8 @@ struct het_arbiter {
     int *posted, n_posted;             /* ids posted, not in the network yet */
     int *inflight, n_inflight;         /* ids in the network, not complete */
     int *pend, n_pend;                 /* ids waiting for their receive (rendezvous) */
+    het_arbiter_span_fn span;          /* told each flow's rate between two events, or NULL */
+    void *span_arg;
 };
 
 het_arbiter *het_arbiter_new(int n_lanes, int n_res, const double *capacity) {
@@ -521,6 +523,19 @@ static double pending_bound(const het_arbiter *a) {
     return b;
 }
 
+void het_arbiter_on_span(het_arbiter *a, het_arbiter_span_fn fn, void *arg) {
+    if (a) a->span = fn, a->span_arg = arg;
+}
+
+/* Tells the span callback every flow's rate from the network's time to t. */
+static void spans(het_arbiter *a, double t) {
+    double now = het_flows_now(a->net);
+    for (int i = 0; a->span && t > now && i < a->n_inflight; i++) {
+        double rate = het_flows_rate(a->net, a->fl[a->inflight[i]].net);
+        if (rate > 0.0) a->span(a->span_arg, a->inflight[i], now, t, rate);
+    }
+}
+
 double het_arbiter_settle(het_arbiter *a) {
     if (!a) return 0.0;
     for (;;) {
@@ -533,6 +548,7 @@ double het_arbiter_settle(het_arbiter *a) {
             if (a->prom[i] < h) h = a->prom[i];
         if (en <= es && isfinite(en)) {
             if (!(h >= en)) break;
+            spans(a, en);
             het_flows_advance(a->net, en);
             collect(a);
         } else if (isfinite(es)) {

@@ -96,6 +96,10 @@ int het_arbiter_find(const het_arbiter *a, int lane, int seq);
 /* The lane starts no more flows. */
 int het_arbiter_leave(het_arbiter *a, int lane);
 
+/* Told, as the network moves, each flow in it (its id) and its rate (bytes/s) from t0 to t1
+ * (between two events: final). */
+typedef void (*het_arbiter_span_fn)(void *arg, int id, double t0, double t1, double rate);
+void het_arbiter_on_span(het_arbiter *a, het_arbiter_span_fn fn, void *arg);
 /* Commits every event that no lane can change any more; returns the network's time. */
 double het_arbiter_settle(het_arbiter *a);
 /* Completion time of flow id, or a negative number while it is not final. */
