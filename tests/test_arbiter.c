@@ -405,7 +405,8 @@ static void test_refusals(void) {
  * final at 3; X holds it back from 2 (its receive), and once matched both share the link from
  * 2 and end at 4 (the same bits as offline). (2) No receive posted: the receiver's promise
  * bounds X (E ends at 2.5 before lane 1 posts at 3); matched, X runs 3..4. (3) A message of 0
- * bytes (inside a node) ends at the receive + its lag (a header's round) + its latency. (4) Refusals: a second match of one
+ * bytes (inside a node) ends at the later of the receive and its send + its lag (its header's
+ * time) + its latency. (4) Refusals: a second match of one
  * receive, a flow to another lane. */
 static void test_rendezvous(void) {
     double cap[1] = {10.0}, look = 10.0;
@@ -451,14 +452,18 @@ static void test_rendezvous(void) {
     CHECK(het_arbiter_match(a, 1, 7, r, X) == HET_OK, "%s", het_error_msg());
     int Z = het_arbiter_post_rdv(a, 2, 3.5, 1, 9, 0.5, 0.0, 0.25, 1.0, r0, NULL, 1);
     CHECK(het_arbiter_done(a, Z) < 0, "a message of 0 bytes done before its receive");
+    int W = het_arbiter_post_rdv(a, 2, 6.0, 1, 9, 0.5, 0.0, 0.25, 1.0, r0, NULL, 1);
     het_arbiter_wait(a, 1, 3.0, &X, 1, NULL, NULL, 0);
     het_arbiter_leave(a, 2);
     het_arbiter_settle(a);
     CHECK(near(het_arbiter_done(a, X), 4.0), "X done at %.17g, expected 4",
           het_arbiter_done(a, X));
     CHECK(het_arbiter_match(a, 1, 9, het_arbiter_recv(a, 1, 5.0, 9, 2), Z) == HET_OK &&
-          het_arbiter_done(a, Z) == 5.75, "Z done at %g, expected 5.75 (its lag 0.5)",
+          het_arbiter_done(a, Z) == 5.25, "Z done at %g, expected 5.25 (its header in at 4)",
           het_arbiter_done(a, Z));
+    CHECK(het_arbiter_match(a, 1, 9, het_arbiter_recv(a, 1, 5.5, 9, 2), W) == HET_OK &&
+          het_arbiter_done(a, W) == 6.75, "W done at %g, expected 6.75 (its header in at 6.5, "
+          "after the receive)", het_arbiter_done(a, W));
     het_arbiter_free(a);
 }
 

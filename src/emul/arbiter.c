@@ -35,7 +35,8 @@ typedef struct aflow {
     double done;                       /* final completion, -1 until then */
     int pending, dest, stream;         /* rendezvous: 1 until its receive is matched (start:
                                         * the send's time till then), its receiver and stream, */
-    double lag;                        /* and how long after the later of the two it starts */
+    double lag;                        /* and how long after its send it can start at the
+                                        * earliest (its header's time) */
 } aflow;
 
 typedef struct rstream {               /* a lane's receives posted on one stream, in order */
@@ -258,7 +259,7 @@ int het_arbiter_match(het_arbiter *a, int id, int stream, int r, int flow) {
     rs->matched[r] = 1;
     while (rs->first < rs->n && rs->matched[rs->first]) rs->first++;
     if (!x || !x->pending) return HET_OK; /* it did not wait for its receive */
-    double start = (x->start > rs->tr[r] ? x->start : rs->tr[r]) + x->lag;
+    double start = x->start + x->lag > rs->tr[r] ? x->start + x->lag : rs->tr[r];
     if (start < het_flows_now(a->net))
         return het_error_set(HET_EINVAL, "arbiter match: flow %d starts at %.17g s, after the "
                              "network moved to %.17g s", flow, start, het_flows_now(a->net));
@@ -517,8 +518,8 @@ static double pending_bound(const het_arbiter *a) {
                 t = rs->tr[k2];
                 break;
             }
-        if (t < x->start) t = x->start;
-        if (t + x->lag < b) b = t + x->lag;
+        if (t < x->start + x->lag) t = x->start + x->lag;
+        if (t < b) b = t;
     }
     return b;
 }

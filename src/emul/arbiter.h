@@ -46,11 +46,11 @@ int het_arbiter_post(het_arbiter *a, int lane, double start, double bytes, doubl
                      double factor, const int *route, const double *weight, int n_route);
 /* Rendezvous (a message that waits for its receive, as MPI's protocol for large messages): as
  * het_arbiter_post, a flow to lane `dest` on `stream` (a number both sides give alike) whose
- * bytes move `lag` seconds after the later of `start` and the posting of the receive that
- * takes it (het_arbiter_match; the lag: a header's round before them); until then it is
- * pending and holds back every flow that could start after it (no earlier than its start and
- * the first receive of dest on the stream not matched yet that can take it, or dest's promise
- * when there is none, plus the lag). */
+ * bytes move from the later of `start` + `lag` (its header's time, which must come first) and
+ * the posting of the receive that takes it (het_arbiter_match); until then it is pending and
+ * holds back every flow that could start after it (no earlier than its start + lag and the
+ * first receive of dest on the stream not matched yet that can take it, or dest's promise
+ * when there is none). */
 int het_arbiter_post_rdv(het_arbiter *a, int lane, double start, int dest, int stream,
                          double lag, double bytes, double latency, double factor,
                          const int *route, const double *weight, int n_route);
