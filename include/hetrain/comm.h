@@ -569,6 +569,8 @@ int  het_stall_start(MPI_Comm world, double warn_s, double abort_s);
  * arbiter inside them (--p2p-model arbiter with --stall-warn 0); the collectives' models stay
  * those of the blocking calls that --stall-warn 0 means (het_stall_blocking_model). */
 int  het_stall_start_silent(MPI_Comm world);
+/* The start a run's options ask for: silent with the arbiter (arbiter != 0) and both 0. */
+int  het_stall_start_for(MPI_Comm world, double warn_s, double abort_s, int arbiter);
 /* Stops it and frees the side channel; a no-op when it is off. Call before MPI_Finalize. */
 void het_stall_stop(void);
 /* 1 while the inspector runs. When it is off, the float all-reduces (plain and wire type)

@@ -532,11 +532,8 @@ static int run_cli(int argc, char **argv) {
     het_dnnl_bf16_choose((het_bf16_kernels)c.bf16_kernels); /* before any model is made */
     int mpi = 0;
     MPI_Initialized(&mpi);
-    /* the arbiter's rank 0 serves inside every collective: silent, it polls them all */
-    int silent = c.p2p_model == 1 && c.stall_warn == 0.0f && c.stall_abort == 0.0f;
-    if (mpi && g_size > 1 && cli_agree(silent ? het_stall_start_silent(MPI_COMM_WORLD)
-                                              : het_stall_start(MPI_COMM_WORLD, c.stall_warn,
-                                                                c.stall_abort)) != HET_OK)
+    if (mpi && g_size > 1 && cli_agree(het_stall_start_for(MPI_COMM_WORLD, c.stall_warn,
+                                                           c.stall_abort, c.p2p_model)) != HET_OK)
         rc = cli_fail();
     else
         rc = cmd->run(&c);

@@ -17,6 +17,11 @@ void het_stall_use_arbiter(het_comm *c) { arb_comm = c && c->arb ? c : NULL; }
 
 int het_stall_arb_on(void) { return arb_comm != NULL; }
 
+int het_stall_start_for(MPI_Comm world, double warn_s, double abort_s, int arbiter) {
+    return arbiter && warn_s == 0.0 && abort_s == 0.0 ? het_stall_start_silent(world)
+                                                       : het_stall_start(world, warn_s, abort_s);
+}
+
 long long het_stall_arb_hash(MPI_Comm comm) {
     int size = 0;
     MPI_Comm_size(comm, &size);
