@@ -1,6 +1,8 @@
 /* Rendezvous in the arbiter service (comm/arb_svc.c): messages that wait for their receive, as
  * MPI's rendezvous protocol makes them (SMPI: every size by default), so their bytes move from
- * the later of the send and the receive's posting (issue #36).
+ * the later of their header's arrival (the send + a header's time, the `env` of its post:
+ * hetrain's payload follows its header, whose arrival posts the payload's receive) and the
+ * receive's posting (issue #36).
  *
  * DESIGN. A message of at least the model's rndv_bytes is posted to the arbiter as pending
  * (het_arbiter_post_rdv). Every receive is reported when posted (K_RECV: the receiver's clock,
