@@ -34,9 +34,10 @@
  *
  * Rendezvous. On the virtual clock a payload of at least the model's rndv_bytes waits for its
  * receive, as MPI's rendezvous protocol (and SMPI, for every size by default) makes it: its
- * bytes move from the later of its leaving and the receive's posting (m->posted: the clock at
- * the receive, or a lane's time), so its arrival moves by that much (from one sender), or its
- * flow on the way in starts then (from any sender). A receive from any sender takes such
+ * bytes move from the later of its header's arrival (its leaving + a header's time: the header
+ * goes first, and the payload's receive is posted once it is in) and the receive's posting
+ * (m->posted: the clock at the receive, or a lane's time), so its arrival moves by that much
+ * (from one sender), or its flow on the way in starts then (from any sender). A receive from any sender takes such
  * messages in the order their envelopes come in (leave + a header's time: MPI matches the
  * first envelope; the payload then moves alone beside the eager flows in flight), one per
  * receive: a parameter server takes one gradient after each update, not all at once. Between
@@ -283,8 +284,9 @@ static int take(het_comm *c, inbox *b, het_msg *m, int j) {
     }
     het_msg_hdr h = b->hdr[j];
     int flow = b->flow[j], wait = flow < 0 && !c->arb && waits(c, &h, m->posted);
-    /* a payload that waits for this receive moves from its posting, not from its send */
-    double shift = wait ? fmax(0.0, m->posted - h.leave) : 0.0;
+    /* a payload that waits for this receive moves from the later of its posting and its
+     * header's arrival (the header comes first; its arrival posts the payload's receive) */
+    double shift = wait ? fmax(envelope(c, b, j) - h.leave, m->posted - h.leave) : 0.0;
     if (wait && m->want < 0 && on_way_in(c, b, j) &&
         ((rc = way_in_add(c, b, j, shift, &flow)) != HET_OK || (rc = way_in_finish(c, flow))))
         return rc; /* a receive from any sender: its bytes share the way in from then */
