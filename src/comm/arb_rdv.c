@@ -111,7 +111,7 @@ static int pick(het_arb_svc *s, int r) {
     }
     for (int i = 0; i < w->n; i++) {
         int id = het_arb_flow_of(s, r, w->name[i]);
-        double t = id >= 0 ? het_arbiter_start(s->arb, id) + s->env[id] : INFINITY;
+        double t = id >= 0 ? het_arbiter_start(s->arb, id) + s->info[id].env : INFINITY;
         if (id >= 0 && (best < 0 || t < t0 || (t == t0 && before(w->name[i], w->name[best]))))
             best = i, t0 = t;
     }
@@ -144,7 +144,6 @@ int het_arb_rdv_decide(het_arb_svc *s, int *changed) {
 
 void het_arb_rdv_free(het_arb_svc *s) {
     free(s->um);
-    free(s->env);
-    free(s->pair);
+    free(s->info);
     het_map64_free(&s->rnext);
 }

@@ -136,13 +136,10 @@ static int apply_post(het_arb_svc *s, int r, const report *m) {
     if (!ids) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
     st->id = ids;
     st->id[st->n++] = id;
-    int cap = s->cap_env;
-    double *env = het_arb_grow(s->env, &cap, id + 1, sizeof *env);
-    if (env) s->env = env;
-    int *pair = env ? realloc(s->pair, (size_t)cap * 2 * sizeof *pair) : NULL;
-    if (!pair) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
-    s->pair = pair, s->cap_env = cap;
-    s->env[id] = m->look, s->pair[2 * id] = a, s->pair[2 * id + 1] = b;
+    struct flow_info *info = het_arb_grow(s->info, &s->cap_info, id + 1, sizeof *info);
+    if (!info) return het_error_set(HET_ENOMEM, "arbiter service: out of memory for a stream");
+    s->info = info;
+    s->info[id] = (struct flow_info){m->look, a, b};
     int rc = het_arb_rdv_posted(s, r, m->dest, m->stream, m->k, id); /* a match came first */
     if (rc != HET_OK) return rc;
     const waiting *w = &s->w[m->dest]; /* its receiver's wait may name it: given again */
@@ -253,9 +250,9 @@ static int answer(het_arb_svc *s) {
  * on the way back). */
 static void on_span(void *arg, int id, double t0, double t1, double rate) {
     het_arb_svc *s = arg;
-    if (!s->span || id >= s->cap_env) return;
+    if (!s->span || id >= s->cap_info) return;
     double load = rate / s->ne.bw_bytes_per_s;
-    int out = s->pair[2 * id], in = s->pair[2 * id + 1];
+    int out = s->info[id].out, in = s->info[id].in;
     s->span(s->span_arg, out, in, t0, t1, load);
     if (s->ne.crosstraffic) s->span(s->span_arg, in, out, t0, t1, HET_NETEM_BACK * load);
 }

@@ -69,8 +69,9 @@ struct het_arb_svc {
     het_map64 rnext;         /* rendezvous: (stream, 0) -> this rank's next receive there */
     umatch *um;              /* rank 0: matches waiting for their message */
     int n_um, cap_um;
-    double *env;             /* rank 0: per flow id, its envelope's time from its start, */
-    int *pair, cap_env;      /* its nodes (out, in: 2 per id, cap_env pairs) */
+    struct flow_info { double env; int out, in; } *info; /* rank 0, per flow id: its envelope's
+                               * time from its start, its nodes */
+    int cap_info;
     het_arb_span_fn span;    /* rank 0: told each flow's share of its links (arb_svc_on_span) */
     void *span_arg;
 };
