@@ -416,7 +416,8 @@ static void test_rendezvous(void) {
     het_arbiter_run(a, 0, 5.0);
     int E = het_arbiter_post(a, 2, 1.0, 20.0, 0.0, 1.0, r0, NULL, 1);
     het_arbiter_wait(a, 2, 1.0, &E, 1, NULL, NULL, 0);
-    CHECK(het_arbiter_pending(a, X) && het_arbiter_recv(a, 1, 2.0, 7, -1) == 0, "X pending, receive 0");
+    CHECK(het_arbiter_pending(a, X) && het_arbiter_recv(a, 1, 2.0, 7, -1) == 0,
+          "X pending, receive 0");
     het_arbiter_wait(a, 1, 2.0, NULL, 0, &from0, &look, 1);
     het_arbiter_settle(a);
     CHECK(het_arbiter_done(a, E) < 0 && het_arbiter_done(a, X) < 0, "before X's match: E done "

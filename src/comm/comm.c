@@ -317,10 +317,12 @@ int het_comm_allreduce_sum(het_comm *c, het_comm_scope s, float *buf, size_t n) 
     int rc = het_comm_check_op(c, s, buf, n, "all-reduce", &comm);
     if (rc != HET_OK || n == 0) return rc;
     double t0 = het_now();
-    double model = het_comm_allreduce_model(c, s, n * sizeof(float), het_stall_blocking_model());
+    const int blocking = het_stall_blocking_model();
+    double model = het_comm_allreduce_model(c, s, n * sizeof(float), blocking);
     het_arrival a;
-    if ((rc = het_arrival_post(c, s, n * sizeof(float), het_stall_blocking_model() ? HET_LINK_BLOCKING
-                           : HET_LINK_NONBLOCKING, comm, model, &a)) != HET_OK)
+    if ((rc = het_arrival_post(c, s, n * sizeof(float),
+                               blocking ? HET_LINK_BLOCKING : HET_LINK_NONBLOCKING, comm, model,
+                               &a)) != HET_OK)
         return rc;
     rc = allreduce_mpi(c, s, comm, buf, n, t0);
     if (rc != HET_OK) return rc;

@@ -77,7 +77,8 @@ enum { BCAST_KNOMIAL_RADIX = 4 }; /* Open MPI's coll_tuned_bcast_knomial_radix d
 double het_comm_bcast_model(const het_comm *c, het_comm_scope s, size_t bytes, int root) {
     int span = het_comm_span(c, s), p = het_comm_scope_size(c, s);
     het_bc_algo a = s == HET_COMM_WORLD && span > 1 && c->world_node
-                        ? het_netem_bcast_algo(c->ne, p, bytes, het_stall_blocking_model()) : HET_BC_N;
+                        ? het_netem_bcast_algo(c->ne, p, bytes, het_stall_blocking_model())
+                        : HET_BC_N;
     const int *node = c->world_node, local = het_clock_virtual();
     double t = -1.0; /* its messages over the ranks, where the model has the algorithm */
     if (a == HET_BC_BINOMIAL && het_netem_bcast_ompi_tree(c->ne)) {

@@ -37,10 +37,11 @@
  * bytes move from the later of its header's arrival (its leaving + a header's time: the header
  * goes first, and the payload's receive is posted once it is in) and the receive's posting
  * (m->posted: the clock at the receive, or a lane's time), so its arrival moves by that much
- * (from one sender), or its flow on the way in starts then (from any sender). A receive from any sender takes such
- * messages in the order their envelopes come in (leave + a header's time: MPI matches the
- * first envelope; the payload then moves alone beside the eager flows in flight), one per
- * receive: a parameter server takes one gradient after each update, not all at once. Between
+ * (from one sender), or its flow on the way in starts then (from any sender). A receive from
+ * any sender takes such messages in the order their envelopes come in (leave + a header's
+ * time: MPI matches the first envelope; the payload then moves alone beside the eager flows in
+ * flight), one per receive: a parameter server takes one gradient after each update, not all
+ * at once. Between
  * the two kinds the receive takes the earlier of an eager message's arrival and a waiting
  * message's envelope: the way in moves no further than that envelope. */
 #include <limits.h>
