@@ -41,7 +41,10 @@
 # Env: STRATEGIES, MODELS, SIZES ("2x2 4x4 8x8"), SLOW ("1 3"), BWS ("12.5M 125M 1250M"), COLL,
 #      FACTORS (default | 1), BCAST_FIX (1 | 0), BCAST (auto | linear | binomial), COLL_FIX (1 | 0), INHAD_FIX (1 | 0), GROW (0 | 1), POLL (seconds), SMPI_CFG (more --cfg=KEY:VALUE words for smpirun), NETF (smpi | none: hetrain's message-size factors),
 #      P2P (local | arbiter: hetrain's --p2p-model; the arbiter needs INHAD_FIX=1, the default), EAGER (0 | 1: every message eager on both sides), OUT (a folder for the runs' files and the table; default: a
-#      temporary one, removed). Prints a Markdown table; OUT/validate.md holds it too.
+#      temporary one, removed), SIDE (both | smpi: SMPI's side alone, its table then read by
+#      bench/stub/smpirun for hetrain's side; SMPI's 64-rank ResNet-20 inhad holds about 16 GB,
+#      so on a small machine run it alone). Prints a Markdown table; OUT/validate.md holds it
+#      too.
 set -u
 build=${1:-build}
 het=$(readlink -f "$build/hetrain") smpi_bin=$(readlink -f "$build-smpi/hetrain-smpi")
@@ -151,6 +154,7 @@ for model in "${models[@]}"; do
                                      --micro-batches 4) ;;
                     esac
                     t0=$(date +%s.%N)
+                    [ "${SIDE:-both}" = smpi ] ||
                     timeout 1800 mpirun -np "$P" "$het" "${common[@]}" "${extra[@]}" --clock virtual \
                         --allreduce-algo flat "${vonly[@]}" "${vs[@]}" --platform "$cell/plat.xml" \
                         --hostfile "$cell/hosts" \
@@ -166,7 +170,8 @@ for model in "${models[@]}"; do
                     th[$s]=${v:-nan} ts[$s]=${m:-nan}
                     ratio=$(awk -v a="${v:-0}" -v b="${m:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "-" }')
                     why=""
-                    [ -z "$v" ] && why="hetrain: $(grep -m1 '^hetrain' "$cell/$s.v.out" | cut -c1-80)"
+                    [ -z "$v" ] && [ "${SIDE:-both}" != smpi ] &&
+                        why="hetrain: $(grep -m1 '^hetrain' "$cell/$s.v.out" | cut -c1-80)"
                     [ -z "$m" ] && why="$why SMPI: $(grep -m1 'hetrain:\|rror' "$cell/$s.s.out" | cut -c1-80)"
                     printf '| %s | %d (%s) | %s | %s | %s | %s | %s | %s | %.0f, %.0f | %s |\n' "$model" "$P" "$size" \
                         "$([ "$slow" = 1 ] && echo none || echo "1 node ${slow}x")" "$bw" "$s" \
