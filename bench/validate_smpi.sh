@@ -188,11 +188,14 @@ for model in "${models[@]}"; do
                     awk -v tie="${TIE:-0.01}" '{ n[NR] = $1; v[NR] = $2; m[NR] = $3 }
                         END { for (i = 1; i <= NR; i++) for (j = 1; j <= NR; j++)
                               if (m[i] * (1 + tie) < m[j] && v[i] > v[j]) printf "%s/%s ", n[i], n[j] }')
-                orders=$((orders + 1))
                 verdict=same
                 if [ -n "$inv" ]; then verdict="differs (${inv% })"
                 elif [ "$ov" != "$os" ]; then verdict="same (ties within ${TIE:-0.01})"; fi
-                [ -z "$inv" ] && orders_same=$((orders_same + 1))
+                if [ "${SIDE:-both}" = smpi ]; then ov="- " verdict=-  # no hetrain side to order
+                else
+                    orders=$((orders + 1))
+                    [ -z "$inv" ] && orders_same=$((orders_same + 1))
+                fi
                 echo "|  |  |  |  | order | ${ov% } | ${os% } | $verdict |  |  |" | tee -a "$table"
                 unset th ts
             done
