@@ -50,6 +50,8 @@ build=${1:-build}
 het=$(readlink -f "$build/hetrain") smpi_bin=$(readlink -f "$build-smpi/hetrain-smpi")
 [ -x "$het" ] || { echo "validate_smpi: no $build/hetrain (make build)" >&2; exit 1; }
 [ -x "$smpi_bin" ] || { echo "validate_smpi: no $build-smpi/hetrain-smpi (make smpi)" >&2; exit 1; }
+side=${SIDE:-both}
+case $side in both | smpi) ;; *) echo "validate_smpi: SIDE=$side: both or smpi" >&2; exit 1 ;; esac
 command -v smpirun >/dev/null || { echo "validate_smpi: no smpirun (scripts/setup.sh smpi)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 IFS=, read -r -a strategies <<<"${STRATEGIES:-allreduce,hgc,daso,asp,inhad,gpipe,1f1b}"
@@ -153,8 +155,9 @@ for model in "${models[@]}"; do
                         1f1b) extra=(--strategy gpipe --pipe-schedule 1f1b --pipelines $((P / 2))
                                      --micro-batches 4) ;;
                     esac
+                    rm -f "$cell/$s.v.jsonl" "$cell/$s.s.jsonl" # an earlier run's, in OUT
                     t0=$(date +%s.%N)
-                    [ "${SIDE:-both}" = smpi ] ||
+                    [ "$side" = smpi ] ||
                     timeout 1800 mpirun -np "$P" "$het" "${common[@]}" "${extra[@]}" --clock virtual \
                         --allreduce-algo flat "${vonly[@]}" "${vs[@]}" --platform "$cell/plat.xml" \
                         --hostfile "$cell/hosts" \
@@ -170,7 +173,7 @@ for model in "${models[@]}"; do
                     th[$s]=${v:-nan} ts[$s]=${m:-nan}
                     ratio=$(awk -v a="${v:-0}" -v b="${m:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "-" }')
                     why=""
-                    [ -z "$v" ] && [ "${SIDE:-both}" != smpi ] &&
+                    [ -z "$v" ] && [ "$side" != smpi ] &&
                         why="hetrain: $(grep -m1 '^hetrain' "$cell/$s.v.out" | cut -c1-80)"
                     [ -z "$m" ] && why="$why SMPI: $(grep -m1 'hetrain:\|rror' "$cell/$s.s.out" | cut -c1-80)"
                     printf '| %s | %d (%s) | %s | %s | %s | %s | %s | %s | %.0f, %.0f | %s |\n' "$model" "$P" "$size" \
@@ -191,7 +194,7 @@ for model in "${models[@]}"; do
                 verdict=same
                 if [ -n "$inv" ]; then verdict="differs (${inv% })"
                 elif [ "$ov" != "$os" ]; then verdict="same (ties within ${TIE:-0.01})"; fi
-                if [ "${SIDE:-both}" = smpi ]; then ov="- " verdict=-  # no hetrain side to order
+                if [ "$side" = smpi ]; then ov="- " verdict=-  # no hetrain side to order
                 else
                     orders=$((orders + 1))
                     [ -z "$inv" ] && orders_same=$((orders_same + 1))

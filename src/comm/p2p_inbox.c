@@ -41,9 +41,8 @@
  * any sender takes such messages in the order their envelopes come in (leave + a header's
  * time: MPI matches the first envelope; the payload then moves alone beside the eager flows in
  * flight), one per receive: a parameter server takes one gradient after each update, not all
- * at once. Between
- * the two kinds the receive takes the earlier of an eager message's arrival and a waiting
- * message's envelope: the way in moves no further than that envelope. */
+ * at once. Between the two kinds the receive takes the earlier of an eager message's arrival
+ * and a waiting message's envelope: the way in moves no further than that envelope. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
